@@ -1,0 +1,40 @@
+# trident: `make run` (install, build, train the embedded default) and `make test` (install test
+# dependencies, build, run every test). Other targets: build (default), deps, data, bundle, clean.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+NP ?= 4
+CMAKE_FLAGS ?=
+MPIRUN ?= mpirun
+MPIRUN_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
+RUN_CONFIG ?= inputs/runs/quickstart.cfg
+
+.PHONY: all build deps test-deps data test run bundle clean
+
+all: build
+
+deps:
+	tools/install_deps.sh
+
+test-deps:
+	tools/install_deps.sh --test
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The real-text corpus the presets train on (byte-level tokens of Debian's fortunes).
+data: build
+	tools/prepare_fortunes.sh $(BUILD)/trident data
+
+test: test-deps
+	$(MAKE) data
+	cd $(BUILD) && ctest --output-on-failure --timeout 1200
+
+run: deps
+	$(MAKE) data
+	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/trident train --config $(RUN_CONFIG)
+
+clean:
+	rm -rf $(BUILD)

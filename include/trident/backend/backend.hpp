@@ -1,0 +1,151 @@
+// Backend: memory, the compute stream and one method per op family. The model is written once
+// against this interface; CpuBackend (fp32, the oracle) and CudaBackend (bf16 activations and
+// parameters, fp32 gradients and optimizer state) implement it.
+//
+// Conventions (llm.c style):
+//  - destination first; shapes as explicit ints: B batch, T time, C channels, NH heads,
+//    HS head size, N = B*T rows, V vocabulary; K/M the inner/outer GEMM sizes.
+//  - "act" tensors use compute_dtype(); "f32" tensors are always fp32.
+//  - gradient contract: parameter gradients (f32) accumulate (+=) across micro-batches;
+//    activation gradients are written (=), except arguments named *_accum, which accumulate.
+//  - an empty TensorView means "not given" where an argument is optional.
+//  - integer index arrays (tokens, targets) live in backend memory.
+//  - every op is queued on stream(); only copy_to_host and synchronize wait.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "trident/core/stream.hpp"
+#include "trident/core/tensor.hpp"
+
+namespace trident {
+
+struct AdamWArgs {
+  float lr = 0;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0;     // decoupled: master *= 1 - lr*weight_decay
+  float grad_scale = 1;       // gradients are multiplied by this first (clipping, loss scale)
+  float bias_correction1 = 1; // 1 - beta1^t
+  float bias_correction2 = 1; // 1 - beta2^t
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  virtual DType compute_dtype() const = 0;
+  virtual bool is_device() const = 0;   // memory is not host-addressable
+
+  // ---- memory and stream
+  virtual void* alloc(size_t bytes) = 0;   // zero-filled; fatal() when out of memory
+  virtual void release(void* p) = 0;
+  virtual void zero(TensorView t) = 0;
+  virtual void copy_to_host(void* dst, TensorView src) = 0;       // waits for queued work
+  virtual void copy_from_host(TensorView dst, const void* src) = 0;
+  // dst = src elementwise (same numel); converts when dtypes differ (fp32 <-> bf16).
+  virtual void copy(TensorView dst, TensorView src) = 0;
+  virtual Stream stream() = 0;
+  virtual void synchronize() = 0;
+  virtual size_t peak_bytes() const = 0;  // high-water mark of alloc()
+
+  // ---- embedding (vocab-parallel: this rank holds rows [vocab_start, vocab_start + v_local))
+  // out (B,T,C) act = wte[tok - vocab_start] if the token is local, else 0; + wpe[t] if wpe given.
+  virtual void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe,
+                           int B, int T, int C, int vocab_start, int v_local) = 0;
+  // dwte (v_local,C) f32 += rows of local tokens; dwpe (T,C) f32 += sum over B (if given).
+  // Deterministic: no atomics whose order changes the result.
+  virtual void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens,
+                           int B, int T, int C, int vocab_start, int v_local) = 0;
+
+  // ---- LayerNorm
+  // out (N,C) act; mean, rstd (N) f32; w, b (C) act.
+  virtual void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
+                             TensorView w, TensorView b, int N, int C, float eps) = 0;
+  // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=.
+  virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
+                             TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                             int N, int C) = 0;
+
+  // ---- elementwise
+  virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)
+  virtual void gelu_fwd(TensorView out, TensorView in) = 0;              // tanh approximation
+  virtual void gelu_bwd(TensorView din, TensorView dout, TensorView pre) = 0;  // din = dout*gelu'(pre)
+
+  // ---- GEMMs (nn.Linear convention: w is (out_features, in_features))
+  // out (N,M) act = in (N,K) @ w (M,K)^T + bias (M) if given.
+  virtual void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias,
+                          int N, int K, int M) = 0;
+  // pre (N,M) = in @ w^T + bias; out = gelu(pre). Backends may fuse; the default composes.
+  virtual void matmul_gelu_fwd(TensorView out, TensorView pre, TensorView in, TensorView w,
+                               TensorView bias, int N, int K, int M) {
+    matmul_fwd(pre, in, w, bias, N, K, M);
+    gelu_fwd(out, pre);
+  }
+  // din (N,K) act = dout @ w (if din given); dw (M,K) f32 += dout^T @ in; dbias (M) f32 += sum over rows.
+  virtual void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
+                          TensorView in, TensorView w, int N, int K, int M) = 0;
+
+  // ---- causal self-attention, softmax scale 1/sqrt(HS)
+  // qkv (B,T,3,NH,HS) act; out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
+  virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) = 0;
+  // dqkv (B,T,3,NH,HS) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS).
+  virtual void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+                             TensorView lse, int B, int T, int NH, int HS) = 0;
+
+  // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
+  // v_valid local columns are real vocabulary (the rest is padding and is ignored).
+  // The model reduces rowmax (Max) and stats (Sum) over TP between these calls.
+  // rowmax (N) f32 = max over valid local columns (-inf when there are none).
+  virtual void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) = 0;
+  // stats (N,2) f32 = [sum_j exp(logit_j - rowmax), logit of the target if it is local else 0].
+  virtual void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets,
+                          int N, int v_local, int v_valid, int vocab_start) = 0;
+  // losses (N) f32 = log(stats0) + rowmax - stats1. Then logits are overwritten with
+  // dloss * (softmax - onehot(target)) (0 in padding columns), in the logits' dtype.
+  virtual void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
+                        const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
+                        float dloss) = 0;
+
+  // ---- reductions and optimizer
+  virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)
+  virtual void sum(TensorView acc, TensorView x) = 0;          // acc (1) f32 += sum(x), x f32
+  virtual void scale(TensorView x, float s) = 0;               // x *= s (f32)
+  // AdamW over n elements (PyTorch semantics): grad, master, m, v f32; param (act) = master
+  // converted to the compute dtype when given.
+  virtual void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                     const AdamWArgs& a) = 0;
+};
+
+// An owned allocation of a backend (one allocation per kind of memory).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& be, size_t bytes) : be_(&be), ptr_(bytes ? be.alloc(bytes) : nullptr), bytes_(bytes) {}
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  TensorView view(DType t) const { return TensorView(ptr_, t, bytes_ / dtype_size(t)); }
+
+ private:
+  void reset() {
+    if (ptr_) be_->release(ptr_);
+    ptr_ = nullptr;
+  }
+  Backend* be_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace trident

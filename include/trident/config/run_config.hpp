@@ -1,0 +1,79 @@
+// RunConfig: every option of a run, grouped by INI section. Field names are the option names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trident {
+
+struct ModelConfig {
+  int n_layer = 12;
+  int n_head = 12;
+  int n_embd = 768;
+  int vocab_size = 50257;
+  int seq_len = 1024;       // tokens per training sequence (T)
+  int n_positions = 0;      // rows of the position table; 0 means seq_len
+  double init_std = 0.02;
+  double ln_eps = 1e-5;
+
+  int head_size() const { return n_embd / n_head; }
+  int positions() const { return n_positions > 0 ? n_positions : seq_len; }
+  // Vocabulary padded to a multiple of 128*tp, so each TP shard is a multiple of 128 rows.
+  int padded_vocab(int tp) const {
+    int m = 128 * tp;
+    return (vocab_size + m - 1) / m * m;
+  }
+};
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 0;                       // 0: world / (tp*pp)
+  std::string schedule = "1f1b";    // gpipe | 1f1b
+  int zero = 0;                     // 0 | 1
+  double bucket_mb = 25.0;          // DP gradient bucket size
+  double timeout_s = 600.0;         // a collective that takes longer aborts the job
+};
+
+struct TrainConfig {
+  int steps = 100;
+  int micro_batch_size = 4;
+  int global_batch_size = 8;
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  int warmup_steps = 10;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;
+  uint64_t seed = 1337;
+};
+
+struct DataConfig {
+  std::string train;    // Megatron indexed dataset prefix (<prefix>.bin, <prefix>.idx)
+};
+
+struct LogConfig {
+  std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
+  int every = 10;
+};
+
+struct RunConfig {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  DataConfig data;
+  LogConfig log;
+  std::string backend = "auto";     // auto | cpu | cuda
+  std::vector<std::string> config_files;
+
+  // Resolved from the world size (parallel.dp = 0) by validate_run_config.
+  int dp() const { return parallel.dp; }
+  int micro_batches_per_step() const {
+    return train.global_batch_size / (train.micro_batch_size * parallel.dp);
+  }
+};
+
+}  // namespace trident

@@ -1,0 +1,21 @@
+// Element types of tensors and communication buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trident {
+
+enum class DType : uint8_t { F32, BF16, F16, I32 };
+
+constexpr size_t dtype_size(DType t) {
+  return t == DType::F32 || t == DType::I32 ? 4 : 2;
+}
+
+const char* dtype_name(DType t);
+
+// Round-to-nearest-even fp32 -> bf16 and back, for host-side conversions and tests.
+uint16_t float_to_bf16(float f);
+float bf16_to_float(uint16_t b);
+
+}  // namespace trident

@@ -1,0 +1,90 @@
+// GptStage: the GPT-2 blocks of this rank's pipeline stage and TP shard, with forward and
+// backward of one micro-batch written once against Backend& and the TP/stage communicators.
+// Parameters (compute dtype) and gradients (fp32) are single flat buffers laid out by
+// ParamLayout; activations of each in-flight micro-batch live in a "slot".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "trident/backend/backend.hpp"
+#include "trident/config/run_config.hpp"
+#include "trident/model/layout.hpp"
+#include "trident/parallel/groups.hpp"
+
+namespace trident {
+
+struct BlockTensors {
+  TensorView ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+};
+
+struct StageTensors {
+  TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them
+  std::vector<BlockTensors> blocks;    // this stage's blocks in forward order
+};
+
+// Called with a unit id as soon as that unit's gradients are final for the step.
+using UnitDone = std::function<void(int unit)>;
+
+class GptStage {
+ public:
+  GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
+           size_t bucket_elems);
+  ~GptStage();
+  GptStage(const GptStage&) = delete;
+  GptStage& operator=(const GptStage&) = delete;
+
+  const ModelConfig& config() const { return m_; }
+  const StageInfo& stage() const { return stage_; }
+  const ParamLayout& layout() const { return layout_; }
+  Backend& backend() const { return be_; }
+  int micro_batch() const { return B_; }
+  int n_slots() const { return n_slots_; }
+  TensorView params() const { return params_; }   // compute dtype, layout().total()
+  TensorView grads() const { return grads_; }     // fp32, layout().total()
+
+  // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
+  void init_params(uint64_t seed);
+  void zero_grads();
+
+  // Stage boundary buffers of a slot, (B, T, C) in the compute dtype.
+  TensorView slot_input(int slot) const;    // received activation (or the embedding output on stage 0)
+  TensorView slot_output(int slot) const;   // the last block's output, sent to the next stage
+  TensorView slot_grad(int slot) const;     // gradient w.r.t. the output on entry to backward, w.r.t. the input on exit
+
+  // Host tokens of one micro-batch: inputs on the first stage, targets on the last, (B, T) each.
+  void set_tokens(int slot, const int32_t* inputs, const int32_t* targets);
+
+  // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
+  // the backward of the head (dloss = d(total loss)/d(token loss)), leaving slot_grad ready.
+  void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done);
+  // Backward of one micro-batch from slot_grad; parameter gradients accumulate (+=).
+  void backward(int slot, const UnitDone& unit_done);
+
+  // Sum of token losses computed since the last call (0 on stages without the head).
+  double take_loss_sum();
+
+ private:
+  struct Slot;
+  struct Scratch;
+  void block_forward(int i, Slot& s, TensorView x);
+  void block_backward(int i, Slot& s, TensorView x, TensorView dres);
+  void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  StageTensors view_tensors(TensorView base) const;
+
+  ModelConfig m_;
+  const ParallelGroups& g_;
+  Backend& be_;
+  StageInfo stage_;
+  ParamLayout layout_;
+  int B_, T_, C_, n_slots_, logits_rows_;
+  Buffer param_buf_, grad_buf_, act_buf_, scratch_buf_;
+  TensorView params_, grads_;
+  StageTensors p_;   // parameter views (compute dtype)
+  StageTensors gr_;  // gradient views (fp32)
+  std::vector<Slot> slots_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace trident

@@ -1,0 +1,20 @@
+// Megatron's conjugate communication pairs around tensor-parallel regions:
+//   copy_to_tp_region:     forward identity,   backward all-reduce (of the input gradient)
+//   reduce_from_tp_region: forward all-reduce, backward identity
+// Only the non-identity halves need code; the names keep the pairing visible at call sites.
+#pragma once
+
+#include "trident/core/tensor.hpp"
+#include "trident/parallel/comm.hpp"
+
+namespace trident {
+
+inline void reduce_from_tp_region_fwd(Comm& tp, TensorView x, Stream s) {
+  if (tp.size() > 1) tp.all_reduce(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
+}
+
+inline void copy_to_tp_region_bwd(Comm& tp, TensorView dx, Stream s) {
+  if (tp.size() > 1) tp.all_reduce(dx.data, dx.numel, dx.dtype, ReduceOp::Sum, s);
+}
+
+}  // namespace trident

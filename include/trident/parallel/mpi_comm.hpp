@@ -1,0 +1,39 @@
+// MpiComm: Comm over an MPI communicator with host buffers (the CPU backend's collectives).
+#pragma once
+
+#include <mpi.h>
+
+#include "trident/parallel/comm.hpp"
+
+namespace trident {
+
+class MpiComm : public Comm {
+ public:
+  // Does not own `comm`: ParallelGroups frees its communicators.
+  MpiComm(MPI_Comm comm, std::string name, double timeout_s);
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  MPI_Comm mpi() const { return comm_; }
+
+  Request all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream s) override;
+  Request reduce_scatter_async(void* buf, size_t count, DType t, Stream s) override;
+  Request all_gather_async(void* buf, size_t count, DType t, Stream s) override;
+  Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) override;
+  Request exchange_async(const std::vector<P2POp>& ops, Stream s) override;
+  void barrier() override;
+
+ private:
+  MPI_Comm comm_;
+  std::string name_;
+  double timeout_s_;
+  int rank_ = 0, size_ = 1;
+};
+
+// Aborts every rank of MPI_COMM_WORLD; registered as core's abort hook.
+void mpi_abort(int code);
+
+}  // namespace trident

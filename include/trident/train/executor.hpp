@@ -1,0 +1,33 @@
+// PipelineExecutor: runs one stage's plan for one optimizer step — forwards, backwards and the
+// activation/gradient exchanges with the neighbouring stages.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "trident/model/gpt.hpp"
+#include "trident/train/schedule.hpp"
+
+namespace trident {
+
+class PipelineExecutor {
+ public:
+  PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan);
+
+  // load(micro, slot) puts the micro-batch's tokens into the slot. unit_done is passed to the
+  // forward/backward of the last micro-batch, when parameter gradients become final.
+  using Loader = std::function<void(int micro, int slot)>;
+  void run(const Loader& load, bool with_grad, float dloss, const UnitDone& unit_done);
+
+  const std::vector<Action>& plan() const { return plan_; }
+  static int slots_needed(const std::vector<Action>& plan) { return std::max(1, peak_in_flight(plan)); }
+
+ private:
+  P2POp p2p(const Action& a) const;
+  GptStage& model_;
+  Comm& pp_;
+  std::vector<Action> plan_;
+  int n_micro_ = 0;
+};
+
+}  // namespace trident

@@ -1,0 +1,37 @@
+// GradSync: data-parallel gradient reduction by buckets. A bucket's all-reduce (or, under
+// ZeRO-1, reduce-scatter) starts as soon as its last unit's gradients are final, overlapping
+// the rest of the backward; finish() adds the tied embedding over the first+last stage group,
+// reduces its bucket and waits for everything.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "trident/backend/backend.hpp"
+#include "trident/model/layout.hpp"
+#include "trident/parallel/groups.hpp"
+
+namespace trident {
+
+class GradSync {
+ public:
+  GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be, bool zero);
+
+  void unit_done(int unit);
+  void finish();
+
+  // Elements [begin, end) of the flat buffer that this DP rank owns in bucket b: its ZeRO shard,
+  // also the slice whose squares it contributes to the gradient norm.
+  std::pair<size_t, size_t> dp_slice(int b) const;
+
+ private:
+  void launch(int b);
+  const ParamLayout& layout_;
+  TensorView grads_;
+  const ParallelGroups& g_;
+  Backend& be_;
+  bool zero_;
+  std::vector<Request> pending_;
+};
+
+}  // namespace trident

@@ -1,0 +1,55 @@
+// Trainer: one optimizer step = zero gradients, run the pipeline plan over the micro-batches,
+// reduce gradients over DP (and the tied embedding), clip by the global norm, AdamW.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "trident/config/run_config.hpp"
+#include "trident/model/gpt.hpp"
+#include "trident/train/batch_source.hpp"
+#include "trident/train/executor.hpp"
+#include "trident/train/grad_sync.hpp"
+#include "trident/train/optimizer.hpp"
+
+namespace trident {
+
+struct StepStats {
+  int step = 0;
+  double loss = 0;          // mean token loss over the global batch
+  double grad_norm = 0;     // before clipping
+  double lr = 0;
+  double step_ms = 0;
+  double tokens_per_s = 0;
+};
+
+class Trainer {
+ public:
+  // cfg must be validated (parallel.dp resolved). Initialises the parameters from train.seed.
+  Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data);
+  ~Trainer();
+
+  StepStats train_step(int step);
+
+  GptStage& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  const RunConfig& config() const { return cfg_; }
+
+ private:
+  void load_micro(int step, int micro, int slot);
+  double reduce_loss(double local_sum);
+
+  RunConfig cfg_;
+  const ParallelGroups& g_;
+  Backend& be_;
+  BatchSource& data_;
+  int n_micro_;
+  std::unique_ptr<GptStage> model_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;
+  Buffer scalar_buf_;
+};
+
+}  // namespace trident

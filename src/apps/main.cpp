@@ -1,0 +1,61 @@
+// trident entry point: MPI start-up, dispatch to a subcommand, uniform handling of bad input.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "commands.hpp"
+#include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
+#include "trident/parallel/mpi_comm.hpp"
+
+namespace {
+
+struct Command {
+  int (*fn)(const trident::Args&);
+  const char* help;
+};
+
+const std::map<std::string, Command>& commands() {
+  static const std::map<std::string, Command> table = {
+      {"train", {trident::cmd_train, "train a model (see trident train --help)"}},
+      {"tokenize", {trident::cmd_tokenize, "turn raw text into a Megatron indexed dataset"}},
+  };
+  return table;
+}
+
+void usage() {
+  std::printf("usage: trident <command> [--config FILE]... [--section.key VALUE]...\n\ncommands:\n");
+  for (const auto& [name, c] : commands()) std::printf("  %-10s %s\n", name.c_str(), c.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  trident::set_log_rank(rank == 0);
+  trident::set_error_context(trident::str("[rank ", rank, "]"), trident::mpi_abort);
+
+  int status = 0;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    if (rank == 0) usage();
+    status = argc < 2 ? 2 : 0;
+  } else if (auto it = commands().find(argv[1]); it == commands().end()) {
+    if (rank == 0) std::fprintf(stderr, "trident: unknown command '%s'; run 'trident --help'\n", argv[1]);
+    status = 2;
+  } else {
+    try {
+      status = it->second.fn(trident::Args(argv + 2, argv + argc));
+    } catch (const trident::InputError& e) {
+      // Every rank sees the same bad input; rank 0 reports it once.
+      if (rank == 0) std::fprintf(stderr, "trident %s: error: %s\n", argv[1], e.what());
+      status = 2;
+    }
+  }
+  MPI_Finalize();
+  return status;
+}

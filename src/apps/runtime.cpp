@@ -1,0 +1,81 @@
+// Backend selection and process placement. The only place that knows whether CUDA was built.
+#include "runtime.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "trident/backend/cpu_backend.hpp"
+#include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
+#include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/mpi_comm.hpp"
+#if TRIDENT_HAVE_CUDA
+#include "trident/backend/cuda_backend.hpp"
+#endif
+
+namespace trident {
+
+NodeInfo node_info(MPI_Comm world) {
+  NodeInfo n;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  n.host = host;
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &n.local_rank);
+  MPI_Comm_size(node, &n.local_size);
+  MPI_Comm_free(&node);
+  return n;
+}
+
+namespace {
+
+int visible_gpus() {
+#if TRIDENT_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node) {
+  const int gpus = visible_gpus();
+  const bool want_cuda = cfg.backend == "cuda" || (cfg.backend == "auto" && gpus > 0);
+  if (!want_cuda) {
+    // Ranks sharing a node share its cores; OMP_NUM_THREADS, when set, wins.
+    if (!std::getenv("OMP_NUM_THREADS")) {
+      int cores = static_cast<int>(std::thread::hardware_concurrency());
+      omp_set_num_threads(std::max(1, cores / node.local_size));
+    }
+    return make_cpu_backend();
+  }
+#if TRIDENT_HAVE_CUDA
+  if (gpus == 0) throw InputError("backend = cuda but no GPU is visible on this node; use backend = cpu");
+  if (node.local_size > gpus)
+    throw InputError(str(node.local_size, " ranks on node ", node.host, " but only ", gpus,
+                         " GPUs; launch at most one rank per GPU, or use backend = cpu"));
+  return make_cuda_backend(node.local_rank);
+#else
+  throw InputError("backend = cuda but this trident was built without CUDA; rebuild where nvcc is found or use backend = cpu");
+#endif
+}
+
+}  // namespace
+
+Runtime make_runtime(const RunConfig& cfg, MPI_Comm world) {
+  Runtime rt;
+  rt.node = node_info(world);
+  Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  collective_check(world, [&] { rt.backend = make_backend(cfg, rt.node); });
+  AxisMpiComms axes = split_axes(world, topo);
+  rt.groups = make_mpi_groups(axes, topo, cfg.parallel.timeout_s);
+  set_error_context(rt.groups.context(rt.node.host), mpi_abort);
+  return rt;
+}
+
+}  // namespace trident

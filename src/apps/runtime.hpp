@@ -1,0 +1,35 @@
+// Runtime: what a command needs to run on this rank — the backend chosen at run time, the
+// parallel groups of the layout, and where this rank sits on its node.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "trident/backend/backend.hpp"
+#include "trident/config/run_config.hpp"
+#include "trident/parallel/groups.hpp"
+
+namespace trident {
+
+struct NodeInfo {
+  std::string host;
+  int local_rank = 0, local_size = 1;
+};
+
+// Hostname and rank within the node (MPI_COMM_TYPE_SHARED split of `world`).
+NodeInfo node_info(MPI_Comm world);
+
+struct Runtime {
+  NodeInfo node;
+  std::unique_ptr<Backend> backend;
+  ParallelGroups groups;
+};
+
+// Picks the backend (cfg.backend: auto, cpu, cuda), binds the GPU (local rank), builds the
+// groups of the validated layout over `world` and registers the rank context for errors.
+// Throws InputError for launches that cannot work (cuda without GPUs, more ranks than GPUs).
+Runtime make_runtime(const RunConfig& cfg, MPI_Comm world);
+
+}  // namespace trident

@@ -1,0 +1,54 @@
+// The one list of run options: name, field and help. Parsing, help and to_ini all visit it.
+#pragma once
+
+#include "trident/config/run_config.hpp"
+
+namespace trident {
+
+template <class Visitor>
+void visit_run_options(RunConfig& c, Visitor&& v) {
+  v.section("", "General");
+  v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
+
+  v.section("model", "Model [model]");
+  v("model.n_layer", c.model.n_layer, "transformer blocks (L)");
+  v("model.n_head", c.model.n_head, "attention heads (NH); must divide n_embd and be divisible by parallel.tp");
+  v("model.n_embd", c.model.n_embd, "channels (C)");
+  v("model.vocab_size", c.model.vocab_size, "vocabulary size (V); padded internally to a multiple of 128*tp");
+  v("model.seq_len", c.model.seq_len, "tokens per training sequence (T)");
+  v("model.n_positions", c.model.n_positions, "rows of the learned position table; 0 = seq_len");
+  v("model.init_std", c.model.init_std, "standard deviation of the N(0, std) weight initialisation");
+  v("model.ln_eps", c.model.ln_eps, "LayerNorm epsilon");
+
+  v.section("parallel", "Parallelism [parallel]");
+  v("parallel.tp", c.parallel.tp, "tensor-parallel size (ranks per TP group, consecutive ranks)");
+  v("parallel.pp", c.parallel.pp, "pipeline-parallel stages; must divide model.n_layer");
+  v("parallel.dp", c.parallel.dp, "data-parallel size; 0 = world size / (tp*pp)");
+  v("parallel.schedule", c.parallel.schedule, "pipeline schedule: gpipe or 1f1b");
+  v("parallel.zero", c.parallel.zero, "1 shards fp32 master weights and Adam moments across DP (ZeRO-1)");
+  v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
+  v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
+
+  v.section("train", "Training [train]");
+  v("train.steps", c.train.steps, "optimizer steps to run");
+  v("train.micro_batch_size", c.train.micro_batch_size, "sequences per micro-batch per DP rank (B)");
+  v("train.global_batch_size", c.train.global_batch_size, "sequences per optimizer step over all DP ranks");
+  v("train.lr", c.train.lr, "peak learning rate");
+  v("train.min_lr", c.train.min_lr, "learning rate at the end of the cosine decay");
+  v("train.warmup_steps", c.train.warmup_steps, "steps of linear warm-up from 0 to train.lr");
+  v("train.weight_decay", c.train.weight_decay, "AdamW decoupled weight decay (matrices only)");
+  v("train.beta1", c.train.beta1, "AdamW beta1");
+  v("train.beta2", c.train.beta2, "AdamW beta2");
+  v("train.eps", c.train.eps, "AdamW epsilon");
+  v("train.grad_clip", c.train.grad_clip, "clip the global gradient norm to this value; 0 = off");
+  v("train.seed", c.train.seed, "seed of the initialisation and the data order");
+
+  v.section("data", "Data [data]");
+  v("data.train", c.data.train, "training data: Megatron indexed dataset prefix (PREFIX.bin + PREFIX.idx)");
+
+  v.section("log", "Logging [log]");
+  v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");
+  v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
+}
+
+}  // namespace trident

@@ -1,0 +1,150 @@
+// Boost.ProgramOptions parsing of INI files and flags into RunConfig; validation; INI output.
+#include "trident/config/parse.hpp"
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "ini.hpp"
+#include "options.hpp"
+#include "trident/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace trident {
+namespace {
+
+std::string show(const std::string& v) { return v; }
+std::string show(int v) { return std::to_string(v); }
+std::string show(uint64_t v) { return std::to_string(v); }
+std::string show(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+// Registers each option into one options_description per section.
+struct Registrar {
+  std::vector<po::options_description>* groups;
+  void section(const char*, const char* caption) { groups->emplace_back(caption); }
+  template <class T>
+  void operator()(const char* name, T& field, const char* help) {
+    groups->back().add_options()(name, po::value<T>(&field)->default_value(field, show(field)), help);
+  }
+};
+
+// Writes "key = value" lines under [section] headers.
+struct IniWriter {
+  std::ostringstream os;
+  void section(const char* name, const char*) {
+    if (*name) os << "\n[" << name << "]\n";
+  }
+  template <class T>
+  void operator()(const char* name, T& field, const char*) {
+    std::string key = name;
+    size_t dot = key.find('.');
+    os << (dot == std::string::npos ? key : key.substr(dot + 1)) << " = " << show(field) << "\n";
+  }
+};
+
+po::options_description general_options() {
+  po::options_description d("Command");
+  d.add_options()("help,h", "print this help")(
+      "config", po::value<std::vector<std::string>>()->composing(),
+      "INI config file; may be repeated, later files override earlier ones, flags override files");
+  return d;
+}
+
+po::options_description all_options(RunConfig& cfg, po::options_description* extra) {
+  po::options_description all;
+  all.add(general_options());
+  if (extra) all.add(*extra);
+  add_run_options(all, cfg);
+  return all;
+}
+
+// Stores one option value; the first value stored for a key wins, so callers store the
+// highest-priority source first.
+void store_one(const po::options_description& desc, po::variables_map& vm, const std::string& key,
+               const std::string& value, const std::string& where) {
+  if (!desc.find_nothrow(key, false))
+    throw InputError(str(where, ": unknown option '", key, "' (see 'trident train --help' for the list)"));
+  po::parsed_options parsed(&desc);
+  po::option opt;
+  opt.string_key = key;
+  opt.value.push_back(value);
+  opt.original_tokens = {key, value};
+  parsed.options.push_back(opt);
+  try {
+    po::store(parsed, vm);
+  } catch (const po::error& e) {
+    throw InputError(str(where, ": invalid value '", value, "' for option '", key, "'"));
+  }
+}
+
+}  // namespace
+
+void add_run_options(po::options_description& all, RunConfig& cfg) {
+  std::vector<po::options_description> groups;
+  visit_run_options(cfg, Registrar{&groups});
+  for (auto& g : groups) all.add(g);
+}
+
+ParsedArgs parse_args(const std::vector<std::string>& args, po::options_description* extra) {
+  ParsedArgs out;
+  po::options_description desc = all_options(out.cfg, extra);
+  po::options_description with_positional = desc;
+  with_positional.add_options()("positional", po::value<std::vector<std::string>>(), "");
+  po::positional_options_description pos;
+  pos.add("positional", -1);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(with_positional).positional(pos).run(), vm);
+  } catch (const po::unknown_option& e) {
+    throw InputError(str("unknown option '", e.get_option_name(), "' (see --help for the list)"));
+  } catch (const po::error& e) {
+    throw InputError(str("command line: ", e.what(), " (see --help)"));
+  }
+  out.help = vm.count("help") > 0;
+  if (vm.count("positional")) out.positional = vm["positional"].as<std::vector<std::string>>();
+  if (vm.count("config")) out.cfg.config_files = vm["config"].as<std::vector<std::string>>();
+
+  // Later files win: store them last-to-first, each file's later lines first.
+  for (auto f = out.cfg.config_files.rbegin(); f != out.cfg.config_files.rend(); ++f) {
+    std::vector<IniEntry> entries = read_ini(*f);
+    for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
+      if (e->key == "config" || e->key == "help")
+        throw InputError(str(e->where, ": '", e->key, "' is not allowed inside a config file"));
+      store_one(desc, vm, e->key, e->value, e->where);
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(str("configuration: ", e.what()));
+  }
+  return out;
+}
+
+std::string run_options_help(const po::options_description* extra) {
+  RunConfig defaults;
+  po::options_description all;
+  all.add(general_options());
+  if (extra) all.add(*extra);
+  add_run_options(all, defaults);
+  std::ostringstream os;
+  os << all;
+  return os.str();
+}
+
+std::string to_ini(const RunConfig& cfg) {
+  RunConfig copy = cfg;
+  IniWriter w;
+  visit_run_options(copy, w);
+  return w.os.str();
+}
+
+}  // namespace trident

@@ -1,0 +1,90 @@
+// Validation of a RunConfig before anything is allocated: each failure names the option,
+// its value and the fix, in one line.
+#include <cmath>
+
+#include "trident/config/parse.hpp"
+#include "trident/core/error.hpp"
+
+namespace trident {
+namespace {
+
+template <class T>
+void require(bool ok, const char* option, const T& value, const std::string& fix) {
+  if (!ok) throw InputError(str(option, " = ", value, ": ", fix));
+}
+
+void validate_model(const ModelConfig& m) {
+  require(m.n_layer >= 1, "model.n_layer", m.n_layer, "must be at least 1");
+  require(m.n_head >= 1, "model.n_head", m.n_head, "must be at least 1");
+  require(m.n_embd >= 1, "model.n_embd", m.n_embd, "must be at least 1");
+  require(m.n_embd % m.n_head == 0, "model.n_embd", m.n_embd,
+          str("must be divisible by model.n_head = ", m.n_head, " (head size = n_embd / n_head)"));
+  require(m.vocab_size >= 2 && m.vocab_size <= (1 << 30), "model.vocab_size", m.vocab_size,
+          "must be between 2 and 2^30");
+  require(m.seq_len >= 1, "model.seq_len", m.seq_len, "must be at least 1");
+  require(m.n_positions >= 0, "model.n_positions", m.n_positions, "must be >= 0 (0 = seq_len)");
+  require(m.seq_len <= m.positions(), "model.seq_len", m.seq_len,
+          str("exceeds the position table model.n_positions = ", m.positions(),
+              "; lower seq_len or raise n_positions"));
+  require(m.init_std > 0, "model.init_std", m.init_std, "must be > 0");
+  require(m.ln_eps > 0, "model.ln_eps", m.ln_eps, "must be > 0");
+}
+
+void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
+  require(p.tp >= 1, "parallel.tp", p.tp, "must be at least 1");
+  require(p.pp >= 1, "parallel.pp", p.pp, "must be at least 1");
+  require(p.dp >= 0, "parallel.dp", p.dp, "must be >= 0 (0 = world size / (tp*pp))");
+  if (p.dp == 0) {
+    require(world % (p.tp * p.pp) == 0, "parallel.tp*parallel.pp", p.tp * p.pp,
+            str("does not divide the world size ", world, "; launch a multiple of tp*pp ranks"));
+    p.dp = world / (p.tp * p.pp);
+  }
+  require(p.dp * p.tp * p.pp == world, "parallel.dp*tp*pp", p.dp * p.tp * p.pp,
+          str("must equal the number of ranks ", world, "; launch ", p.dp * p.tp * p.pp,
+              " ranks or change the layout"));
+  require(m.n_head % p.tp == 0, "parallel.tp", p.tp,
+          str("must divide model.n_head = ", m.n_head, " (heads are split across TP ranks)"));
+  require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
+  require(m.n_layer % p.pp == 0, "parallel.pp", p.pp,
+          str("must divide model.n_layer = ", m.n_layer, " (each stage holds n_layer/pp blocks)"));
+  require(p.schedule == "gpipe" || p.schedule == "1f1b", "parallel.schedule", p.schedule,
+          "must be gpipe or 1f1b");
+  require(p.zero == 0 || p.zero == 1, "parallel.zero", p.zero, "must be 0 or 1");
+  require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
+  require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
+}
+
+void validate_train(const TrainConfig& t, const ParallelConfig& p) {
+  require(t.steps >= 0, "train.steps", t.steps, "must be >= 0");
+  require(t.micro_batch_size >= 1, "train.micro_batch_size", t.micro_batch_size, "must be at least 1");
+  require(t.global_batch_size >= 1, "train.global_batch_size", t.global_batch_size, "must be at least 1");
+  int per_round = t.micro_batch_size * p.dp;
+  require(t.global_batch_size % per_round == 0, "train.global_batch_size", t.global_batch_size,
+          str("must be a multiple of micro_batch_size*dp = ", t.micro_batch_size, "*", p.dp, " = ",
+              per_round));
+  int n_micro = t.global_batch_size / per_round;
+  require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
+          str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",
+              p.pp, "; use global_batch_size >= ", p.pp * per_round, " or parallel.schedule = gpipe"));
+  require(t.lr > 0 && std::isfinite(t.lr), "train.lr", t.lr, "must be > 0");
+  require(t.min_lr >= 0 && t.min_lr <= t.lr, "train.min_lr", t.min_lr, "must be between 0 and train.lr");
+  require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "must be >= 0");
+  require(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "must be >= 0");
+  require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", t.beta1, "must be in [0, 1)");
+  require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", t.beta2, "must be in [0, 1)");
+  require(t.eps > 0, "train.eps", t.eps, "must be > 0");
+  require(t.grad_clip >= 0, "train.grad_clip", t.grad_clip, "must be >= 0 (0 = no clipping)");
+}
+
+}  // namespace
+
+void validate_run_config(RunConfig& cfg, int world_size) {
+  require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
+          "must be auto, cpu or cuda");
+  validate_model(cfg.model);
+  validate_parallel(cfg.parallel, cfg.model, world_size);
+  validate_train(cfg.train, cfg.parallel);
+  require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
+}
+
+}  // namespace trident

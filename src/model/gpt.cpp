@@ -1,0 +1,311 @@
+// GPT-2 stage: memory plan, initialisation, and the forward/backward of one micro-batch.
+#include "trident/model/gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trident/core/arena.hpp"
+#include "trident/core/rng.hpp"
+#include "trident/model/tp_regions.hpp"
+
+namespace trident {
+
+namespace {
+constexpr size_t kLogitsChunkBytes = size_t(256) << 20;  // bounds the (rows, V/tp) logits buffer
+
+uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+// Activations of one block for one micro-batch. Letters: N = B*T rows, Cl = C/tp, NHl = NH/tp.
+struct LayerActs {
+  TensorView ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
+  TensorView qkv;                      // (B, T, 3, NHl, HS)
+  TensorView atty;                     // (B, T, NHl, HS)
+  TensorView lse;                      // (B, NHl, T) f32
+  TensorView x2;                       // (N, C) residual after attention
+  TensorView ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
+  TensorView fch, fcg;                 // (N, 4*Cl) pre-GELU and post-GELU
+  TensorView x3;                       // (N, C) block output
+};
+
+struct GptStage::Slot {
+  TensorView input, grad;        // (B, T, C)
+  TensorView tokens, targets;    // (B, T) int32
+  std::vector<LayerActs> layers;
+};
+
+struct GptStage::Scratch {
+  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,3Cl) (N,Cl) (N,4Cl) (N,4Cl)
+  TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
+  TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
+  TensorView loss_acc;                         // (1) f32 sum of token losses
+};
+
+GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
+                   size_t bucket_elems)
+    : m_(m),
+      g_(groups),
+      be_(be),
+      stage_(StageInfo::of(m, groups.coord.pp, groups.topo.pp())),
+      layout_(m, stage_, groups.topo.tp(), groups.coord.tp, groups.topo.dp(), bucket_elems),
+      B_(micro_batch),
+      T_(m.seq_len),
+      C_(m.n_embd),
+      n_slots_(n_slots),
+      scratch_(std::make_unique<Scratch>()) {
+  const DType act = be.compute_dtype();
+  const int tp = groups.topo.tp();
+  const size_t N = static_cast<size_t>(B_) * T_, C = C_, Cl = C / tp, NHl = m.n_head / tp;
+  const size_t Vl = layout_.vocab_local();
+  logits_rows_ = static_cast<int>(std::clamp<size_t>(kLogitsChunkBytes / (Vl * dtype_size(act)), 1, N));
+
+  param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
+  grad_buf_ = Buffer(be, layout_.total() * sizeof(float));
+  params_ = param_buf_.view(act).slice(0, layout_.total());
+  grads_ = grad_buf_.view(DType::F32).slice(0, layout_.total());
+  p_ = view_tensors(params_);
+  gr_ = view_tensors(grads_);
+
+  // One allocation for the activations of every slot; offsets planned once.
+  struct Entry { TensorView* view; DType t; size_t n; size_t off; };
+  std::vector<Entry> entries;
+  ArenaPlan plan;
+  auto want = [&](TensorView* v, DType t, size_t n) { entries.push_back({v, t, n, plan.add(t, n)}); };
+  slots_.resize(n_slots);
+  for (Slot& s : slots_) {
+    want(&s.input, act, N * C);
+    want(&s.grad, act, N * C);
+    want(&s.tokens, DType::I32, N);
+    want(&s.targets, DType::I32, N);
+    s.layers.resize(stage_.n_layers());
+    for (LayerActs& a : s.layers) {
+      want(&a.ln1, act, N * C);
+      want(&a.ln1_mean, DType::F32, N);
+      want(&a.ln1_rstd, DType::F32, N);
+      want(&a.qkv, act, N * 3 * Cl);
+      want(&a.atty, act, N * Cl);
+      want(&a.lse, DType::F32, B_ * NHl * T_);
+      want(&a.x2, act, N * C);
+      want(&a.ln2, act, N * C);
+      want(&a.ln2_mean, DType::F32, N);
+      want(&a.ln2_rstd, DType::F32, N);
+      want(&a.fch, act, N * 4 * Cl);
+      want(&a.fcg, act, N * 4 * Cl);
+      want(&a.x3, act, N * C);
+    }
+  }
+  act_buf_ = Buffer(be, plan.bytes());
+  for (Entry& e : entries) *e.view = arena_view(act_buf_.get(), e.off, e.t, e.n);
+
+  entries.clear();
+  plan = ArenaPlan();
+  Scratch& sc = *scratch_;
+  if (stage_.n_layers() > 0) {
+    want(&sc.dln, act, N * C);
+    want(&sc.dqkv, act, N * 3 * Cl);
+    want(&sc.datty, act, N * Cl);
+    want(&sc.dfch, act, N * 4 * Cl);
+    want(&sc.dfcg, act, N * 4 * Cl);
+  }
+  if (stage_.last()) {
+    want(&sc.lnf, act, N * C);
+    want(&sc.lnf_mean, DType::F32, N);
+    want(&sc.lnf_rstd, DType::F32, N);
+    want(&sc.dlnf, act, N * C);
+    want(&sc.logits, act, static_cast<size_t>(logits_rows_) * Vl);
+    want(&sc.rowmax, DType::F32, logits_rows_);
+    want(&sc.stats, DType::F32, static_cast<size_t>(logits_rows_) * 2);
+    want(&sc.losses, DType::F32, N);
+    want(&sc.loss_acc, DType::F32, 1);
+  }
+  scratch_buf_ = Buffer(be, plan.bytes());
+  for (Entry& e : entries) *e.view = arena_view(scratch_buf_.get(), e.off, e.t, e.n);
+}
+
+GptStage::~GptStage() = default;
+
+StageTensors GptStage::view_tensors(TensorView base) const {
+  auto v = [&](const std::string& name) {
+    const ParamInfo& p = layout_.get(name);
+    return base.slice(p.offset, p.numel);
+  };
+  StageTensors t;
+  if (stage_.first() || stage_.last()) t.wte = v("wte");
+  if (stage_.first()) t.wpe = v("wpe");
+  if (stage_.last()) {
+    t.lnf_w = v("lnf.weight");
+    t.lnf_b = v("lnf.bias");
+  }
+  for (int l = stage_.layer_begin; l < stage_.layer_end; ++l) {
+    std::string b = str("blocks.", l, ".");
+    t.blocks.push_back({v(b + "ln1.weight"), v(b + "ln1.bias"), v(b + "attn.qkv.weight"), v(b + "attn.qkv.bias"),
+                        v(b + "attn.proj.weight"), v(b + "attn.proj.bias"), v(b + "ln2.weight"),
+                        v(b + "ln2.bias"), v(b + "mlp.fc.weight"), v(b + "mlp.fc.bias"),
+                        v(b + "mlp.proj.weight"), v(b + "mlp.proj.bias")});
+  }
+  return t;
+}
+
+void GptStage::init_params(uint64_t seed) {
+  std::vector<float> host(layout_.total(), 0.0f);
+  for (const ParamInfo& p : layout_.params()) {
+    uint64_t stream = name_stream(p.name);
+    float* dst = host.data() + p.offset;
+    const long n = static_cast<long>(p.numel);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; ++i) {
+      int64_t gi = p.global_index(static_cast<size_t>(i));
+      if (gi < 0) continue;  // padding rows of the vocabulary stay zero
+      dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
+                              : static_cast<float>(p.init_value);
+    }
+  }
+  Buffer staging(be_, host.size() * sizeof(float));
+  TensorView f32 = staging.view(DType::F32).slice(0, host.size());
+  be_.copy_from_host(f32, host.data());
+  be_.copy(params_, f32);
+  be_.synchronize();
+}
+
+void GptStage::zero_grads() { be_.zero(grads_); }
+
+TensorView GptStage::slot_input(int slot) const { return slots_[slot].input; }
+TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
+TensorView GptStage::slot_output(int slot) const {
+  const Slot& s = slots_[slot];
+  return s.layers.empty() ? s.input : s.layers.back().x3;
+}
+
+void GptStage::set_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
+  Slot& s = slots_[slot];
+  if (stage_.first()) be_.copy_from_host(s.tokens, inputs);
+  if (stage_.last()) be_.copy_from_host(s.targets, targets);
+}
+
+void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
+  Slot& s = slots_[slot];
+  if (stage_.first()) {
+    // Vocab-parallel embedding: each TP rank looks up its rows (zeros elsewhere), rank 0 adds
+    // the positions, and the reduction sums the shards.
+    be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
+                    layout_.vocab_start(), layout_.vocab_local());
+    reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
+  }
+  TensorView x = s.input;
+  for (int i = 0; i < stage_.n_layers(); ++i) {
+    block_forward(i, s, x);
+    x = s.layers[i].x3;
+  }
+  if (stage_.last()) {
+    head_forward(s, x, with_grad, dloss);
+    if (with_grad && unit_done) unit_done(layout_.head_unit());
+  }
+}
+
+void GptStage::backward(int slot, const UnitDone& unit_done) {
+  Slot& s = slots_[slot];
+  for (int i = stage_.n_layers() - 1; i >= 0; --i) {
+    block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad);
+    if (unit_done) unit_done(layout_.block_unit(stage_.layer_begin + i));
+  }
+  if (stage_.first()) {
+    // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity), so every
+    // TP rank computes the same position gradient and its own vocabulary rows.
+    be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
+                    layout_.vocab_local());
+    if (unit_done) unit_done(layout_.embedding_unit());
+  }
+}
+
+// x3 = x2 + reduce_tp(fcproj(gelu(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
+void GptStage::block_forward(int i, Slot& s, TensorView x) {
+  const BlockTensors& p = p_.blocks[i];
+  LayerActs& a = s.layers[i];
+  const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
+  const float eps = static_cast<float>(m_.ln_eps);
+  const bool bias_here = g_.coord.tp == 0;   // row-parallel biases are added once, before the reduction
+  Stream st = be_.stream();
+
+  be_.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C, eps);
+  be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
+  be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
+  be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, Cl, C);
+  reduce_from_tp_region_fwd(*g_.tp, a.x2, st);
+  be_.add(a.x2, a.x2, x);
+
+  be_.layernorm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b, N, C, eps);
+  be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C, 4 * Cl);
+  be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, 4 * Cl, C);
+  reduce_from_tp_region_fwd(*g_.tp, a.x3, st);
+  be_.add(a.x3, a.x3, a.x2);
+}
+
+// dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
+void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
+  const BlockTensors& p = p_.blocks[i];
+  const BlockTensors& g = gr_.blocks[i];
+  const LayerActs& a = s.layers[i];
+  Scratch& sc = *scratch_;
+  const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
+  Stream st = be_.stream();
+
+  be_.matmul_bwd(sc.dfcg, g.fcproj_w, g.fcproj_b, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
+  be_.gelu_bwd(sc.dfch, sc.dfcg, a.fch);
+  be_.matmul_bwd(sc.dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  copy_to_tp_region_bwd(*g_.tp, sc.dln, st);
+  be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+
+  be_.matmul_bwd(sc.datty, g.proj_w, g.proj_b, dres, a.atty, p.proj_w, N, Cl, C);
+  be_.attention_bwd(sc.dqkv, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
+  be_.matmul_bwd(sc.dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  copy_to_tp_region_bwd(*g_.tp, sc.dln, st);
+  be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, sc.dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+}
+
+// Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
+// (rows, V/tp) logits never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered.
+// With gradients, the head's backward runs here too and leaves dL/dx in s.grad.
+void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
+  Scratch& sc = *scratch_;
+  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
+  Stream st = be_.stream();
+  Comm& tp = *g_.tp;
+
+  be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
+  for (int r0 = 0; r0 < N; r0 += logits_rows_) {
+    const int R = std::min(logits_rows_, N - r0);
+    TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
+    TensorView lnf = sc.lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C);
+    TensorView rowmax = sc.rowmax.slice(0, R), stats = sc.stats.slice(0, 2 * static_cast<size_t>(R));
+    const int32_t* targets = s.targets.as<int32_t>() + r0;
+
+    be_.matmul_fwd(logits, lnf, p_.wte, TensorView{}, R, C, Vl);
+    be_.xent_max(rowmax, logits, R, Vl, Vv);
+    if (tp.size() > 1) tp.all_reduce(rowmax.data, R, DType::F32, ReduceOp::Max, st);
+    be_.xent_stats(stats, logits, rowmax, targets, R, Vl, Vv, v0);
+    if (tp.size() > 1) tp.all_reduce(stats.data, 2 * static_cast<size_t>(R), DType::F32, ReduceOp::Sum, st);
+    be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
+    if (with_grad)
+      be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.wte,
+                     TensorView{}, logits, lnf, p_.wte, R, C, Vl);
+  }
+  be_.sum(sc.loss_acc, sc.losses);
+  if (!with_grad) return;
+  copy_to_tp_region_bwd(tp, sc.dlnf, st);
+  be_.zero(s.grad);
+  be_.layernorm_bwd(s.grad, gr_.lnf_w, gr_.lnf_b, sc.dlnf, x, p_.lnf_w, sc.lnf_mean, sc.lnf_rstd, N, C);
+}
+
+double GptStage::take_loss_sum() {
+  if (!stage_.last()) return 0.0;
+  float v = 0;
+  be_.copy_to_host(&v, scratch_->loss_acc);
+  be_.zero(scratch_->loss_acc);
+  return v;
+}
+
+}  // namespace trident

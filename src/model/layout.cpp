@@ -1,0 +1,184 @@
+// Construction of the per-rank parameter layout: names, global shapes, TP hyperslabs, units,
+// flat offsets and DP buckets.
+#include "trident/model/layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trident/core/error.hpp"
+
+namespace trident {
+
+StageInfo StageInfo::of(const ModelConfig& m, int stage, int n_stages) {
+  StageInfo s;
+  s.stage = stage;
+  s.n_stages = n_stages;
+  int per = m.n_layer / n_stages;
+  s.layer_begin = stage * per;
+  s.layer_end = s.layer_begin + per;
+  return s;
+}
+
+std::vector<int64_t> ParamInfo::local_shape() const {
+  std::vector<int64_t> s = global_shape;
+  if (split_dim >= 0) s[split_dim] = split_size;
+  return s;
+}
+
+int64_t ParamInfo::global_index(size_t i) const {
+  std::vector<int64_t> local = local_shape();
+  int64_t g = 0;
+  size_t rem = i;
+  std::vector<int64_t> idx(local.size());
+  for (int d = static_cast<int>(local.size()) - 1; d >= 0; --d) {
+    idx[d] = static_cast<int64_t>(rem % local[d]);
+    rem /= local[d];
+  }
+  for (size_t d = 0; d < local.size(); ++d) {
+    int64_t gi = idx[d] + (static_cast<int>(d) == split_dim ? split_begin : 0);
+    if (gi >= global_shape[d]) return -1;
+    g = g * global_shape[d] + gi;
+  }
+  return g;
+}
+
+namespace {
+
+size_t product(const std::vector<int64_t>& s) {
+  size_t n = 1;
+  for (int64_t d : s) n *= static_cast<size_t>(d);
+  return n;
+}
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+void ParamLayout::add(ParamInfo p) {
+  p.numel = product(p.local_shape());
+  params_.push_back(std::move(p));
+}
+
+ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, int tp_rank, int dp,
+                         size_t bucket_elems)
+    : bucket_elems_(bucket_elems), stage_(stage) {
+  const int64_t C = m.n_embd, NH = m.n_head, HS = m.head_size(), L = m.n_layer;
+  const int64_t NHl = NH / tp, Cl = C / tp, Vp = m.padded_vocab(tp);
+  vocab_local_ = static_cast<int>(Vp / tp);
+  vocab_start_ = tp_rank * vocab_local_;
+  vocab_valid_ = std::clamp(m.vocab_size - vocab_start_, 0, vocab_local_);
+  const double proj_std = m.init_std / std::sqrt(2.0 * L);
+  const bool replica = tp_rank != 0;   // TP-replicated tensors are counted in the norm on tp rank 0 only
+
+  auto replicated = [&](std::string name, std::vector<int64_t> shape, int unit, bool decay, double std_,
+                        double value) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.global_shape = std::move(shape);
+    p.unit = unit;
+    p.decay = decay;
+    p.count_in_norm = !replica;
+    p.init_std = std_;
+    p.init_value = value;
+    add(std::move(p));
+  };
+  auto split = [&](std::string name, std::vector<int64_t> shape, int dim, int64_t local, int unit, bool decay,
+                   double std_) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.global_shape = std::move(shape);
+    p.split_dim = dim;
+    p.split_size = local;
+    p.split_begin = tp_rank * local;
+    p.unit = unit;
+    p.decay = decay;
+    p.init_std = std_;
+    add(std::move(p));
+  };
+
+  int unit = 0;
+  if (stage.last()) {
+    head_unit_ = unit++;
+    replicated("lnf.weight", {C}, head_unit_, false, 0, 1);
+    replicated("lnf.bias", {C}, head_unit_, false, 0, 0);
+  }
+  first_block_unit_ = unit;
+  for (int l = stage.layer_end - 1; l >= stage.layer_begin; --l) {
+    int u = unit++;
+    std::string b = str("blocks.", l, ".");
+    replicated(b + "ln1.weight", {C}, u, false, 0, 1);
+    replicated(b + "ln1.bias", {C}, u, false, 0, 0);
+    split(b + "attn.qkv.weight", {3, NH, HS, C}, 1, NHl, u, true, m.init_std);
+    split(b + "attn.qkv.bias", {3, NH, HS}, 1, NHl, u, false, 0);
+    split(b + "attn.proj.weight", {C, C}, 1, Cl, u, true, proj_std);
+    replicated(b + "attn.proj.bias", {C}, u, false, 0, 0);
+    replicated(b + "ln2.weight", {C}, u, false, 0, 1);
+    replicated(b + "ln2.bias", {C}, u, false, 0, 0);
+    split(b + "mlp.fc.weight", {4 * C, C}, 0, 4 * Cl, u, true, m.init_std);
+    split(b + "mlp.fc.bias", {4 * C}, 0, 4 * Cl, u, false, 0);
+    split(b + "mlp.proj.weight", {C, 4 * C}, 1, 4 * Cl, u, true, proj_std);
+    replicated(b + "mlp.proj.bias", {C}, u, false, 0, 0);
+  }
+  if (stage.first()) {
+    embed_unit_ = unit++;
+    replicated("wpe", {m.positions(), C}, embed_unit_, true, m.init_std, 0);
+  }
+  if (stage.first() || stage.last()) {
+    tied_unit_ = unit++;
+    split("wte", {m.vocab_size, C}, 0, vocab_local_, tied_unit_, true, m.init_std);
+    // The last stage's copy of the tied embedding is counted on the first stage.
+    if (!stage.first()) params_.back().count_in_norm = false;
+  }
+  n_units_ = unit;
+
+  // Flat offsets in unit order; buckets close at unit boundaries once they reach bucket_elems,
+  // and the tied unit always gets a bucket of its own.
+  const size_t bucket_align = kAlign * dp;
+  size_t off = 0;
+  Bucket cur;
+  auto close_bucket = [&](int unit_end) {
+    cur.size = round_up(off - cur.offset, bucket_align);
+    cur.unit_end = unit_end;
+    off = cur.offset + cur.size;
+    if (cur.size > 0) buckets_.push_back(cur);
+    cur = Bucket{};
+    cur.offset = off;
+    cur.unit_begin = unit_end;
+  };
+  size_t pi = 0;
+  for (int u = 0; u < n_units_; ++u) {
+    if (u == tied_unit_ && off > cur.offset) close_bucket(u);
+    for (; pi < params_.size() && params_[pi].unit == u; ++pi) {
+      params_[pi].offset = off;
+      off = round_up(off + params_[pi].numel, kAlign);
+    }
+    if (off - cur.offset >= bucket_elems || u == n_units_ - 1) close_bucket(u + 1);
+  }
+  total_ = off;
+}
+
+int ParamLayout::block_unit(int global_layer) const {
+  TRIDENT_CHECK(global_layer >= stage_.layer_begin && global_layer < stage_.layer_end,
+                str("layer ", global_layer, " not on stage ", stage_.stage));
+  return first_block_unit_ + (stage_.layer_end - 1 - global_layer);
+}
+
+int ParamLayout::bucket_of_unit(int unit) const {
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (unit >= buckets_[b].unit_begin && unit < buckets_[b].unit_end) return static_cast<int>(b);
+  TRIDENT_FATAL(str("unit ", unit, " is in no bucket"));
+}
+
+const ParamInfo* ParamLayout::find(const std::string& name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const ParamInfo& ParamLayout::get(const std::string& name) const {
+  const ParamInfo* p = find(name);
+  TRIDENT_CHECK(p != nullptr, str("no parameter '", name, "' on this rank"));
+  return *p;
+}
+
+}  // namespace trident

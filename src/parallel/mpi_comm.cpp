@@ -1,0 +1,133 @@
+// MpiComm: non-blocking MPI collectives; wait() polls with a timeout so a stalled peer aborts
+// the job with a message instead of hanging it.
+#include "trident/parallel/mpi_comm.hpp"
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "trident/core/error.hpp"
+
+#define MPI_CHECK(call)                                                          \
+  do {                                                                           \
+    int mpi_rc_ = (call);                                                        \
+    if (mpi_rc_ != MPI_SUCCESS) {                                                \
+      char mpi_msg_[MPI_MAX_ERROR_STRING];                                       \
+      int mpi_len_ = 0;                                                          \
+      MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                            \
+      ::trident::fatal(__FILE__, __LINE__, #call, std::string(mpi_msg_, mpi_len_)); \
+    }                                                                            \
+  } while (0)
+
+namespace trident {
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::I32: return MPI_INT;
+    default: TRIDENT_FATAL(str("MpiComm cannot reduce ", dtype_name(t), " buffers (CPU backend is fp32)"));
+  }
+}
+
+int mpi_count(size_t n) {
+  TRIDENT_CHECK(n <= static_cast<size_t>(INT_MAX), str("message of ", n, " elements exceeds INT_MAX"));
+  return static_cast<int>(n);
+}
+
+class MpiWork : public CommWork {
+ public:
+  MpiWork(std::vector<MPI_Request> reqs, std::string what, double timeout_s, std::function<void()> after = {})
+      : reqs_(std::move(reqs)), what_(std::move(what)), timeout_s_(timeout_s), after_(std::move(after)) {}
+
+  void wait(Stream) override {
+    if (done_) return;
+    auto start = std::chrono::steady_clock::now();
+    for (long spins = 0;; ++spins) {
+      int flag = 0;
+      MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE));
+      if (flag) break;
+      if (spins > 64) std::this_thread::yield();  // oversubscribed CPU ranks need the core back
+      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_s_)
+        TRIDENT_FATAL(str("timeout: ", what_, " did not finish within parallel.timeout_s = ", timeout_s_,
+                          " s at step ", current_step(), "; a peer rank is stalled or dead"));
+    }
+    done_ = true;
+    if (after_) after_();
+  }
+
+ private:
+  std::vector<MPI_Request> reqs_;
+  std::string what_;
+  double timeout_s_;
+  std::function<void()> after_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+MpiComm::MpiComm(MPI_Comm comm, std::string name, double timeout_s)
+    : comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+Request MpiComm::all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream) {
+  MPI_Request r;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t),
+                           op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, &r));
+  return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " all-reduce"), timeout_s_);
+}
+
+Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) {
+  MPI_Request r;
+  MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), MPI_SUM, comm_, &r));
+  // MPI leaves the reduced block at the start of the buffer; our contract puts it at rank*count.
+  size_t bytes = count * dtype_size(t);
+  char* base = static_cast<char*>(buf);
+  int rank = rank_;
+  auto move_block = [base, bytes, rank] {
+    if (rank != 0) std::memmove(base + rank * bytes, base, bytes);
+  };
+  return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " reduce-scatter"), timeout_s_,
+                                   move_block);
+}
+
+Request MpiComm::all_gather_async(void* buf, size_t count, DType t, Stream) {
+  MPI_Request r;
+  MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, mpi_count(count), mpi_type(t), comm_, &r));
+  return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " all-gather"), timeout_s_);
+}
+
+Request MpiComm::broadcast_async(void* buf, size_t count, DType t, int root, Stream) {
+  MPI_Request r;
+  MPI_CHECK(MPI_Ibcast(buf, mpi_count(count), mpi_type(t), root, comm_, &r));
+  return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " broadcast"), timeout_s_);
+}
+
+Request MpiComm::exchange_async(const std::vector<P2POp>& ops, Stream) {
+  std::vector<MPI_Request> reqs(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& o = ops[i];
+    // Raw bytes: point-to-point needs no reduction, so any dtype travels.
+    int n = mpi_count(o.count * dtype_size(o.dtype));
+    if (o.kind == P2POp::Send)
+      MPI_CHECK(MPI_Isend(o.buf, n, MPI_BYTE, o.peer, 0, comm_, &reqs[i]));
+    else
+      MPI_CHECK(MPI_Irecv(o.buf, n, MPI_BYTE, o.peer, 0, comm_, &reqs[i]));
+  }
+  return std::make_unique<MpiWork>(std::move(reqs), str(name_, " send/recv"), timeout_s_);
+}
+
+void MpiComm::barrier() {
+  MPI_Request r;
+  MPI_CHECK(MPI_Ibarrier(comm_, &r));
+  MpiWork(std::vector<MPI_Request>{r}, str(name_, " barrier"), timeout_s_).wait(Stream{});
+}
+
+}  // namespace trident

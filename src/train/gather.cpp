@@ -1,0 +1,57 @@
+// Rank 0 receives every rank's flat parameters as fp32 and places each element at its global
+// index; layouts of other ranks are recomputed (they are pure functions of the coordinates).
+#include "trident/train/gather.hpp"
+
+#include <cmath>
+
+namespace trident {
+
+GatheredParams gather_params(const GptStage& model, const ParallelGroups& g) {
+  Backend& be = model.backend();
+  const ParamLayout& mine = model.layout();
+  std::vector<float> local(mine.total());
+  {
+    Buffer staging(be, mine.total() * sizeof(float));
+    TensorView f32 = staging.view(DType::F32).slice(0, mine.total());
+    be.copy(f32, model.params());
+    be.copy_to_host(local.data(), f32);
+  }
+  GatheredParams out;
+  if (g.rank != 0) {
+    MPI_Send(local.data(), static_cast<int>(local.size()), MPI_FLOAT, 0, 0, g.mpi.world);
+    return out;
+  }
+  const ModelConfig& m = model.config();
+  std::map<std::string, std::vector<char>> placed;
+  for (int r = 0; r < g.topo.world(); ++r) {
+    Coord c = g.topo.coord_of(r);
+    ParamLayout layout(m, StageInfo::of(m, c.pp, g.topo.pp()), g.topo.tp(), c.tp, g.topo.dp(),
+                       mine.bucket_elems());
+    std::vector<float> data;
+    if (r == 0) {
+      data = local;
+    } else {
+      data.resize(layout.total());
+      MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, r, 0, g.mpi.world, MPI_STATUS_IGNORE);
+    }
+    for (const ParamInfo& p : layout.params()) {
+      size_t n = 1;
+      for (int64_t d : p.global_shape) n *= static_cast<size_t>(d);
+      std::vector<float>& dst = out.tensors[p.name];
+      std::vector<char>& have = placed[p.name];
+      dst.resize(n);
+      have.resize(n, 0);
+      for (size_t i = 0; i < p.numel; ++i) {
+        int64_t gi = p.global_index(i);
+        if (gi < 0) continue;
+        float v = data[p.offset + i];
+        if (have[gi]) out.max_replica_diff = std::max(out.max_replica_diff, std::fabs(double(dst[gi]) - v));
+        dst[gi] = v;
+        have[gi] = 1;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace trident

@@ -1,0 +1,44 @@
+// Bucketed DP gradient reduction and the tied-embedding sum between first and last stage.
+#include "trident/train/grad_sync.hpp"
+
+namespace trident {
+
+GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be, bool zero)
+    : layout_(layout), grads_(grads), g_(g), be_(be), zero_(zero), pending_(layout.buckets().size()) {}
+
+std::pair<size_t, size_t> GradSync::dp_slice(int b) const {
+  const Bucket& bk = layout_.buckets()[b];
+  const size_t share = bk.size / g_.topo.dp();
+  const size_t begin = bk.offset + share * g_.coord.dp;
+  return {begin, begin + share};
+}
+
+void GradSync::launch(int b) {
+  if (g_.topo.dp() == 1) return;
+  const Bucket& bk = layout_.buckets()[b];
+  TensorView v = grads_.slice(bk.offset, bk.size);
+  pending_[b] = zero_ ? g_.dp->reduce_scatter_async(v.data, bk.size / g_.topo.dp(), DType::F32, be_.stream())
+                      : g_.dp->all_reduce_async(v.data, bk.size, DType::F32, ReduceOp::Sum, be_.stream());
+}
+
+void GradSync::unit_done(int unit) {
+  if (unit == layout_.tied_unit()) return;   // reduced in finish(), after the embedding-group sum
+  int b = layout_.bucket_of_unit(unit);
+  if (unit == layout_.buckets()[b].unit_end - 1) launch(b);
+}
+
+void GradSync::finish() {
+  if (layout_.tied_unit() >= 0) {
+    const ParamInfo& wte = layout_.get("wte");
+    if (g_.embed) g_.embed->all_reduce(grads_.slice(wte.offset, wte.numel).data, wte.numel, DType::F32, ReduceOp::Sum,
+                                       be_.stream());
+    launch(layout_.bucket_of_unit(layout_.tied_unit()));
+  }
+  for (Request& r : pending_)
+    if (r) {
+      r->wait(be_.stream());
+      r.reset();
+    }
+}
+
+}  // namespace trident

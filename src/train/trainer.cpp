@@ -1,0 +1,84 @@
+// The training step and its accounting (loss over the global batch, timing).
+#include "trident/train/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "trident/train/lr_schedule.hpp"
+
+namespace trident {
+
+Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data)
+    : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
+  const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
+  std::vector<Action> plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
+  const size_t bucket_elems = static_cast<size_t>(cfg.parallel.bucket_mb * (1 << 20) / sizeof(float));
+  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, PipelineExecutor::slots_needed(plan), bucket_elems);
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
+  sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
+  optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), *sync_, g, be,
+                                           cfg.train, cfg.parallel.zero == 1);
+  model_->init_params(cfg.train.seed);
+  optimizer_->init_master();
+  host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
+  host_inputs_.resize(static_cast<size_t>(B) * T);
+  host_targets_.resize(static_cast<size_t>(B) * T);
+  scalar_buf_ = Buffer(be, sizeof(float));
+}
+
+Trainer::~Trainer() = default;
+
+// Micro-batch `micro` of DP rank r in step s holds global samples
+//   s*G + r*(G/dp) + micro*B ... + B-1,
+// so the step's global batch is the same set of samples for every layout.
+void Trainer::load_micro(int step, int micro, int slot) {
+  const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
+  const int64_t G = cfg_.train.global_batch_size;
+  const int64_t first = step * G + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
+  if (!model_->stage().first() && !model_->stage().last()) return;
+  data_.samples(first, B, host_tokens_.data());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      host_inputs_[b * T + t] = host_tokens_[b * (T + 1) + t];
+      host_targets_[b * T + t] = host_tokens_[b * (T + 1) + t + 1];
+    }
+  model_->set_tokens(slot, host_inputs_.data(), host_targets_.data());
+}
+
+// Sum of token losses over the world (last stage, TP rank 0 of every DP replica contributes).
+double Trainer::reduce_loss(double local_sum) {
+  float v = g_.coord.tp == 0 ? static_cast<float>(local_sum) : 0.0f;
+  TensorView s = scalar_buf_.view(DType::F32).slice(0, 1);
+  be_.copy_from_host(s, &v);
+  g_.world->all_reduce(s.data, 1, DType::F32, ReduceOp::Sum, be_.stream());
+  be_.copy_to_host(&v, s);
+  return v;
+}
+
+StepStats Trainer::train_step(int step) {
+  set_current_step(step);
+  auto t0 = std::chrono::steady_clock::now();
+  const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
+
+  model_->zero_grads();
+  auto load = [&](int micro, int slot) { load_micro(step, micro, slot); };
+  auto unit_done = [&](int unit) { sync_->unit_done(unit); };
+  executor_->run(load, true, static_cast<float>(1.0 / tokens), unit_done);
+  sync_->finish();
+
+  StepStats s;
+  s.step = step;
+  s.grad_norm = optimizer_->grad_norm();
+  const double clip = cfg_.train.grad_clip;
+  // As torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1.
+  const double scale = clip > 0 ? std::min(1.0, clip / (s.grad_norm + 1e-6)) : 1.0;
+  s.lr = lr_at(cfg_.train, step);
+  optimizer_->step(s.lr, scale, step + 1);
+  s.loss = reduce_loss(model_->take_loss_sum()) / tokens;
+  be_.synchronize();
+  s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s.tokens_per_s = tokens / (s.step_ms / 1000.0);
+  return s;
+}
+
+}  // namespace trident

@@ -1,0 +1,23 @@
+// A BatchSource of pseudo-random tokens, a pure function of (seed, sample, position).
+#pragma once
+
+#include "trident/core/rng.hpp"
+#include "trident/train/batch_source.hpp"
+
+namespace trident::test {
+
+class SyntheticSource : public BatchSource {
+ public:
+  SyntheticSource(int seq_len, int vocab, uint64_t seed) : T_(seq_len), V_(vocab), seed_(seed) {}
+  void samples(int64_t first, int count, int32_t* out) override {
+    for (int k = 0; k < count; ++k)
+      for (int i = 0; i <= T_; ++i)
+        out[k * (T_ + 1) + i] = static_cast<int32_t>(hash3(seed_, first + k, i) % V_);
+  }
+
+ private:
+  int T_, V_;
+  uint64_t seed_;
+};
+
+}  // namespace trident::test

@@ -1,0 +1,32 @@
+// Random data and error metrics shared by the test binaries.
+#include "test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trident/core/rng.hpp"
+
+namespace trident::test {
+
+std::vector<float> random_vector(size_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((2.0 * uniform_at(seed, 7, i) - 1.0) * scale);
+  return v;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace trident::test

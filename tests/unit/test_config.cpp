@@ -1,0 +1,112 @@
+// Configuration: INI + flag precedence, help text, and the bad-input cases (each a one-line
+// InputError naming the option or file:line).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "trident/config/parse.hpp"
+#include "trident/core/error.hpp"
+
+namespace trident {
+namespace {
+
+std::string write_file(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+RunConfig parse(const std::vector<std::string>& args, int world = 1) {
+  RunConfig c = parse_args(args).cfg;
+  validate_run_config(c, world);
+  return c;
+}
+
+// Expects an InputError whose message contains every fragment and is a single line.
+void expect_error(const std::vector<std::string>& args, int world, const std::vector<std::string>& fragments) {
+  try {
+    parse(args, world);
+    FAIL() << "no error for " << ::testing::PrintToString(args);
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
+  }
+}
+
+TEST(Config, LaterFilesAndFlagsWin) {
+  std::string a = write_file("a.cfg", "backend = cpu\n[model]\nn_layer = 3\nn_head = 2\nn_embd = 8\n# comment\n");
+  std::string b = write_file("b.cfg", "[model]\nn_layer = 5\nn_layer = 6\n[train]\nlr = 1e-3\n");
+  RunConfig c = parse({"--config", a, "--config", b, "--train.lr", "2e-3"});
+  EXPECT_EQ(c.model.n_layer, 6);        // later file, later line
+  EXPECT_EQ(c.model.n_head, 2);         // only in the first file
+  EXPECT_DOUBLE_EQ(c.train.lr, 2e-3);   // flag beats files
+  EXPECT_EQ(c.backend, "cpu");
+  EXPECT_EQ(c.config_files.size(), 2u);
+}
+
+TEST(Config, ResolvesDataParallelSizeFromWorld) {
+  RunConfig c = parse({"--parallel.tp", "2", "--model.n_head", "4", "--model.n_embd", "32",
+                       "--train.global_batch_size", "16", "--train.micro_batch_size", "2"}, 8);
+  EXPECT_EQ(c.parallel.dp, 4);
+  EXPECT_EQ(c.micro_batches_per_step(), 2);
+}
+
+TEST(Config, HelpListsEveryOptionWithDefaults) {
+  std::string help = run_options_help();
+  for (const char* key : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",
+                          "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.zero",
+                          "train.steps", "train.micro_batch_size", "train.global_batch_size", "train.lr",
+                          "train.min_lr", "train.warmup_steps", "train.weight_decay", "train.beta1", "train.beta2",
+                          "train.grad_clip", "train.seed", "data.train", "log.metrics", "log.every", "backend"})
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  EXPECT_NE(help.find("(=12)"), std::string::npos);
+  EXPECT_NE(help.find("[parallel]"), std::string::npos);
+}
+
+TEST(Config, ToIniRoundTrips) {
+  RunConfig c = parse({"--model.n_layer", "7", "--train.lr", "0.00025", "--data.train", "x y"});
+  std::string path = write_file("roundtrip.cfg", to_ini(c));
+  RunConfig d = parse({"--config", path});
+  EXPECT_EQ(to_ini(c), to_ini(d));
+  EXPECT_EQ(d.model.n_layer, 7);
+  EXPECT_EQ(d.data.train, "x y");
+}
+
+TEST(Config, BadInputCases) {
+  std::string malformed = write_file("malformed.cfg", "[model]\nn_layer = 2\nthis line is wrong\n");
+  std::string badsec = write_file("badsec.cfg", "[model\nn_layer = 2\n");
+  std::string unknown = write_file("unknown.cfg", "[model]\nn_layers = 2\n");
+  std::string badval = write_file("badval.cfg", "[train]\nlr = fast\n");
+  const int w = 1;
+  expect_error({"--model.n_embd", "100", "--model.n_head", "12"}, w, {"model.n_embd", "100", "n_head"});
+  expect_error({"--model.n_positions", "1024", "--model.seq_len", "2048"}, w, {"model.seq_len", "2048", "n_positions = 1024"});
+  expect_error({"--train.global_batch_size", "10", "--train.micro_batch_size", "4"}, w,
+               {"train.global_batch_size", "10", "micro_batch_size*dp"});
+  expect_error({"--bogus.option", "1"}, w, {"bogus.option"});
+  expect_error({"--config", malformed}, w, {"malformed.cfg:3", "this line is wrong"});
+  expect_error({"--config", badsec}, w, {"badsec.cfg:1", "section"});
+  expect_error({"--config", unknown}, w, {"unknown.cfg:2", "model.n_layers"});
+  expect_error({"--config", badval}, w, {"badval.cfg:2", "fast", "train.lr"});
+  expect_error({"--config", "/nonexistent/x.cfg"}, w, {"/nonexistent/x.cfg"});
+  expect_error({"--model.n_layer", "0"}, w, {"model.n_layer", "0"});
+  expect_error({"--parallel.tp", "5"}, 5, {"parallel.tp", "n_head"});
+  expect_error({"--parallel.pp", "5"}, 5, {"parallel.pp", "n_layer"});
+  expect_error({"--parallel.tp", "2"}, 3, {"does not divide the world size 3"});
+  expect_error({"--parallel.dp", "2"}, 4, {"parallel.dp*tp*pp", "number of ranks 4"});
+  expect_error({"--parallel.schedule", "zigzag"}, w, {"parallel.schedule", "zigzag", "gpipe or 1f1b"});
+  expect_error({"--parallel.zero", "2"}, w, {"parallel.zero"});
+  expect_error({"--parallel.pp", "4", "--train.global_batch_size", "8", "--train.micro_batch_size", "4"}, 4,
+               {"1f1b", "needs at least 4", "global_batch_size >= 16"});
+  expect_error({"--train.lr", "-1"}, w, {"train.lr"});
+  expect_error({"--train.min_lr", "1", "--train.lr", "0.1"}, w, {"train.min_lr"});
+  expect_error({"--train.beta2", "1.0"}, w, {"train.beta2"});
+  expect_error({"--train.grad_clip", "-0.5"}, w, {"train.grad_clip"});
+  expect_error({"--backend", "tpu"}, w, {"backend", "tpu"});
+  expect_error({"--log.every", "0"}, w, {"log.every"});
+  expect_error({"--model.n_layer", "two"}, w, {"model.n_layer"});
+}
+
+}  // namespace
+}  // namespace trident

@@ -188,6 +188,14 @@ void GptStage::set_tokens(int slot, const int32_t* inputs, const int32_t* target
 
 void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
   Slot& s = slots_[slot];
+  TensorView x = forward_blocks(s);
+  if (stage_.last()) {
+    head_forward(s, x, with_grad, dloss);
+    if (with_grad && unit_done) unit_done(layout_.head_unit());
+  }
+}
+
+TensorView GptStage::forward_blocks(Slot& s) {
   if (stage_.first()) {
     // Vocab-parallel embedding: each TP rank looks up its rows (zeros elsewhere), rank 0 adds
     // the positions, and the reduction sums the shards.
@@ -200,10 +208,36 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
     block_forward(i, s, x);
     x = s.layers[i].x3;
   }
-  if (stage_.last()) {
-    head_forward(s, x, with_grad, dloss);
-    if (with_grad && unit_done) unit_done(layout_.head_unit());
+  return x;
+}
+
+std::vector<float> GptStage::forward_logits(int slot) {
+  TRIDENT_CHECK(stage_.first() && stage_.last(), "forward_logits needs a single pipeline stage (pp = 1)");
+  Slot& s = slots_[slot];
+  Scratch& sc = *scratch_;
+  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
+  TensorView x = forward_blocks(s);
+  be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
+  // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp].
+  std::vector<float> out(static_cast<size_t>(N) * V), block(static_cast<size_t>(logits_rows_) * Vl * tp);
+  Buffer gathered(be_, block.size() * dtype_size(be_.compute_dtype()));
+  Buffer f32(be_, block.size() * sizeof(float));
+  for (int r0 = 0; r0 < N; r0 += logits_rows_) {
+    const int R = std::min(logits_rows_, N - r0);
+    const size_t n = static_cast<size_t>(R) * Vl;
+    TensorView all = gathered.view(be_.compute_dtype()).slice(0, n * tp);
+    be_.matmul_fwd(all.slice(n * g_.coord.tp, n), sc.lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C),
+                   p_.wte, TensorView{}, R, C, Vl);
+    if (tp > 1) g_.tp->all_gather(all.data, n, all.dtype, be_.stream());
+    TensorView host_view = f32.view(DType::F32).slice(0, n * tp);
+    be_.copy(host_view, all);
+    be_.copy_to_host(block.data(), host_view);
+    for (int k = 0; k < tp; ++k)
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < Vl && k * Vl + v < V; ++v)
+          out[static_cast<size_t>(r0 + r) * V + k * Vl + v] = block[(static_cast<size_t>(k) * R + r) * Vl + v];
   }
+  return out;
 }
 
 void GptStage::backward(int slot, const UnitDone& unit_done) {

@@ -7,13 +7,17 @@
 namespace trident {
 
 GatheredParams gather_params(const GptStage& model, const ParallelGroups& g) {
+  return gather_like_params(model, model.params(), g);
+}
+
+GatheredParams gather_like_params(const GptStage& model, TensorView flat, const ParallelGroups& g) {
   Backend& be = model.backend();
   const ParamLayout& mine = model.layout();
   std::vector<float> local(mine.total());
   {
     Buffer staging(be, mine.total() * sizeof(float));
     TensorView f32 = staging.view(DType::F32).slice(0, mine.total());
-    be.copy(f32, model.params());
+    be.copy(f32, flat);
     be.copy_to_host(local.data(), f32);
   }
   GatheredParams out;

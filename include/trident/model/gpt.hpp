@@ -65,9 +65,14 @@ class GptStage {
   // Sum of token losses computed since the last call (0 on stages without the head).
   double take_loss_sum();
 
+  // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
+  // generation and reference tests). The TP shards are gathered.
+  std::vector<float> forward_logits(int slot);
+
  private:
   struct Slot;
   struct Scratch;
+  TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   void block_forward(int i, Slot& s, TensorView x);
   void block_backward(int i, Slot& s, TensorView x, TensorView dres);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);

@@ -15,7 +15,9 @@ struct GatheredParams {
   double max_replica_diff = 0;   // largest difference between copies held by several ranks
 };
 
-// Collective over the world communicator of g.
+// Collective over the world communicator of g: the parameters, or any buffer laid out like them
+// (the gradients).
 GatheredParams gather_params(const GptStage& model, const ParallelGroups& g);
+GatheredParams gather_like_params(const GptStage& model, TensorView flat, const ParallelGroups& g);
 
 }  // namespace trident

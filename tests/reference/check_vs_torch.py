@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Checks trident's CPU GPT-2 against a PyTorch GPT-2 written here, on the weights and tokens
+dumped by dump_reference: logits, loss, every parameter gradient, and 10 AdamW steps.
+Run with Debian's /usr/bin/python3 (python3-torch)."""
+import json
+import math
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOL_LOGITS = 1e-5   # relative L2
+TOL_LOSS = 1e-6     # relative
+TOL_GRAD = 1e-5     # relative L2 per parameter
+TOL_STEPS = 1e-5    # relative, each of the 10 losses
+
+
+def load(d):
+    man = json.load(open(f"{d}/manifest.json"))
+    raw = np.fromfile(f"{d}/data.bin", dtype=np.float32)
+    arrays = {}
+    for name, a in man["arrays"].items():
+        n = int(np.prod(a["shape"]))
+        arrays[name] = raw[a["offset"]:a["offset"] + n].reshape(a["shape"])
+    return man["config"], arrays
+
+
+def gpt2_forward(p, idx, cfg):
+    """GPT-2: pre-LN blocks, learned positions, GELU (tanh), tied embedding; logits (B, T, V)."""
+    B, T = idx.shape
+    C, NH = cfg["n_embd"], cfg["n_head"]
+    HS = C // NH
+    eps = cfg["ln_eps"]
+    x = p["wte"][idx] + p["wpe"][:T]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(cfg["n_layer"]):
+        b = f"blocks.{l}."
+        h = F.layer_norm(x, (C,), p[b + "ln1.weight"], p[b + "ln1.bias"], eps)
+        qkv = h @ p[b + "attn.qkv.weight"].reshape(3 * C, C).T + p[b + "attn.qkv.bias"].reshape(3 * C)
+        q, k, v = (t.reshape(B, T, NH, HS).transpose(1, 2) for t in qkv.split(C, dim=-1))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ p[b + "attn.proj.weight"].T + p[b + "attn.proj.bias"]
+        h = F.layer_norm(x, (C,), p[b + "ln2.weight"], p[b + "ln2.bias"], eps)
+        h = F.gelu(h @ p[b + "mlp.fc.weight"].T + p[b + "mlp.fc.bias"], approximate="tanh")
+        x = x + h @ p[b + "mlp.proj.weight"].T + p[b + "mlp.proj.bias"]
+    x = F.layer_norm(x, (C,), p["lnf.weight"], p["lnf.bias"], eps)
+    return x @ p["wte"].T
+
+
+def rel(a, b):
+    a = torch.as_tensor(a, dtype=torch.float64)
+    b = torch.as_tensor(b, dtype=torch.float64)
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+def lr_at(cfg, step):
+    if step < cfg["warmup_steps"]:
+        return cfg["lr"] * (step + 1) / cfg["warmup_steps"]
+    decay = max(1, cfg["steps"] - 1 - cfg["warmup_steps"])
+    progress = min(1.0, (step - cfg["warmup_steps"]) / decay)
+    return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + math.cos(math.pi * progress))
+
+
+def main():
+    cfg, a = load(sys.argv[1])
+    torch.manual_seed(0)
+    names = sorted(k[len("param."):] for k in a if k.startswith("param."))
+    params = {n: torch.tensor(a["param." + n], requires_grad=True) for n in names}
+    tokens = torch.tensor(a["tokens"], dtype=torch.long)
+    B, T, G = cfg["micro_batch_size"], cfg["seq_len"], cfg["global_batch_size"]
+    failures = []
+
+    def check(what, err, tol):
+        status = "ok" if err <= tol else "FAIL"
+        print(f"  {what:<40} {err:.3e}  (tol {tol:.0e})  {status}")
+        if err > tol:
+            failures.append(what)
+
+    with torch.no_grad():
+        logits = gpt2_forward(params, tokens[:B, :T], cfg)
+    check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), TOL_LOGITS)
+
+    def batch_loss(step):
+        batch = tokens[step * G:(step + 1) * G]
+        logits = gpt2_forward(params, batch[:, :T], cfg)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+    decay = [params[n] for n in names if params[n].dim() >= 2]
+    no_decay = [params[n] for n in names if params[n].dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+    losses = []
+    for step in range(cfg["steps"]):
+        lr = lr_at(cfg, step)
+        check(f"lr of step {step}", abs(lr - float(a["lrs"][step])) / lr, 1e-6)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        loss = batch_loss(step)
+        loss.backward()
+        if step == 0:
+            check("loss at init", abs(loss.item() - float(a["losses"][0])) / loss.item(), TOL_LOSS)
+            for n in names:
+                check(f"grad {n}", rel(a["grad." + n], params[n].grad), TOL_GRAD)
+        norm = torch.nn.utils.clip_grad_norm_([params[n] for n in names], cfg["grad_clip"])
+        check(f"grad norm of step {step}", abs(norm.item() - float(a["grad_norms"][step])) / norm.item(), 1e-5)
+        opt.step()
+        losses.append(loss.item())
+    for step, (mine, ref) in enumerate(zip(a["losses"], losses)):
+        check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, TOL_STEPS)
+    print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
+    if failures:
+        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

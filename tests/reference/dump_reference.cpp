@@ -1,0 +1,117 @@
+// Runs a small GPT-2 on one CPU rank and writes what the PyTorch check needs: the initial
+// weights, the token batches, the logits and loss at initialisation, every parameter gradient
+// of the first step, and the loss of 10 AdamW steps. Output: DIR/manifest.json + DIR/data.bin.
+#include <mpi.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "synthetic_source.hpp"
+#include "trident/backend/cpu_backend.hpp"
+#include "trident/config/parse.hpp"
+#include "trident/train/gather.hpp"
+#include "trident/train/trainer.hpp"
+
+using namespace trident;
+
+namespace {
+
+class Dump {
+ public:
+  explicit Dump(const std::string& dir) : dir_(dir), bin_(dir + "/data.bin", std::ios::binary) {}
+  void add(const std::string& name, const std::vector<float>& v, std::vector<int64_t> shape) {
+    manifest_["arrays"][name] = {{"offset", offset_}, {"shape", shape}};
+    bin_.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    offset_ += v.size();
+  }
+  nlohmann::json& manifest() { return manifest_; }
+  void finish() { std::ofstream(dir_ + "/manifest.json") << manifest_.dump(1); }
+
+ private:
+  std::string dir_;
+  std::ofstream bin_;
+  nlohmann::json manifest_;
+  size_t offset_ = 0;   // in floats
+};
+
+void run(const std::string& dir) {
+  RunConfig c;
+  c.backend = "cpu";
+  c.model.n_layer = 2;
+  c.model.n_head = 4;
+  c.model.n_embd = 64;
+  c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
+  c.model.seq_len = 24;
+  c.model.n_positions = 32;
+  c.train.steps = 10;
+  c.train.micro_batch_size = 4;
+  c.train.global_batch_size = 8;   // two micro-batches: gradient accumulation
+  c.train.lr = 3e-3;
+  c.train.min_lr = 3e-4;
+  c.train.warmup_steps = 3;
+  c.train.weight_decay = 0.1;
+  c.train.grad_clip = 1.0;
+  validate_run_config(c, 1);
+
+  const int B = c.train.micro_batch_size, T = c.model.seq_len, V = c.model.vocab_size, G = c.train.global_batch_size;
+  Topology topo(1, 1, 1);
+  ParallelGroups g = make_mpi_groups(split_axes(MPI_COMM_SELF, topo), topo, 60);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  test::SyntheticSource data(T, V, 2024);
+  Trainer trainer(c, g, *be, data);
+  Dump dump(dir);
+  dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
+                               {"vocab_size", V}, {"seq_len", T}, {"n_positions", c.model.n_positions},
+                               {"micro_batch_size", B}, {"global_batch_size", G}, {"steps", c.train.steps},
+                               {"lr", c.train.lr}, {"min_lr", c.train.min_lr}, {"warmup_steps", c.train.warmup_steps},
+                               {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1},
+                               {"beta2", c.train.beta2}, {"eps", c.train.eps}, {"grad_clip", c.train.grad_clip},
+                               {"ln_eps", c.model.ln_eps}};
+
+  std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
+  data.samples(0, c.train.steps * G, tokens.data());
+  dump.add("tokens", std::vector<float>(tokens.begin(), tokens.end()), {c.train.steps * G, T + 1});
+
+  std::vector<int32_t> inputs(B * T), targets(B * T);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      inputs[b * T + t] = tokens[b * (T + 1) + t];
+      targets[b * T + t] = tokens[b * (T + 1) + t + 1];
+    }
+  trainer.model().set_tokens(0, inputs.data(), targets.data());
+  dump.add("logits0", trainer.model().forward_logits(0), {B * T, V});
+
+  for (const auto& [name, v] : gather_params(trainer.model(), g).tensors) {
+    const ParamInfo& p = trainer.model().layout().get(name);
+    dump.add("param." + name, v, p.global_shape);
+  }
+  std::vector<float> losses, lrs, norms;
+  for (int s = 0; s < c.train.steps; ++s) {
+    StepStats st = trainer.train_step(s);
+    losses.push_back(static_cast<float>(st.loss));
+    lrs.push_back(static_cast<float>(st.lr));
+    norms.push_back(static_cast<float>(st.grad_norm));
+    if (s == 0)
+      for (const auto& [name, v] : gather_like_params(trainer.model(), trainer.model().grads(), g).tensors)
+        dump.add("grad." + name, v, trainer.model().layout().get(name).global_shape);
+  }
+  dump.add("losses", losses, {c.train.steps});
+  dump.add("lrs", lrs, {c.train.steps});
+  dump.add("grad_norms", norms, {c.train.steps});
+  dump.finish();
+  std::printf("dump_reference: wrote %s (losses %.6f -> %.6f)\n", dir.c_str(), losses.front(), losses.back());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR\n");
+    return 2;
+  }
+  run(argv[1]);
+  MPI_Finalize();
+  return 0;
+}

@@ -6,7 +6,7 @@ NP ?= 4
 CMAKE_FLAGS ?=
 MPIRUN ?= mpirun
 MPIRUN_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
-RUN_CONFIG ?= inputs/runs/quickstart.cfg
+RUN_CONFIGS ?= --config inputs/models/tiny.cfg --config inputs/runs/quickstart.cfg
 
 .PHONY: all build deps test-deps data test run bundle clean
 
@@ -34,7 +34,8 @@ test: test-deps
 
 run: deps
 	$(MAKE) data
-	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/trident train --config $(RUN_CONFIG)
+	mkdir -p runs/quickstart
+	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/trident train $(RUN_CONFIGS)
 
 clean:
 	rm -rf $(BUILD)

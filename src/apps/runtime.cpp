@@ -14,6 +14,7 @@
 #include "trident/parallel/mpi_comm.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"
+#include "trident/parallel/nccl_comm.hpp"
 #endif
 
 namespace trident {
@@ -73,7 +74,12 @@ Runtime make_runtime(const RunConfig& cfg, MPI_Comm world) {
   MPI_Comm_rank(world, &rank);
   collective_check(world, [&] { rt.backend = make_backend(cfg, rt.node); });
   AxisMpiComms axes = split_axes(world, topo);
-  rt.groups = make_mpi_groups(axes, topo, cfg.parallel.timeout_s);
+#if TRIDENT_HAVE_CUDA
+  if (rt.backend->is_device())
+    rt.groups = make_nccl_groups(axes, topo, cfg.parallel.timeout_s);
+  else
+#endif
+    rt.groups = make_mpi_groups(axes, topo, cfg.parallel.timeout_s);
   set_error_context(rt.groups.context(rt.node.host), mpi_abort);
   return rt;
 }

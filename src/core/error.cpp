@@ -1,6 +1,7 @@
 // fatal(): prints the rank context and the failing statement, then aborts the whole job.
 #include "trident/core/error.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -8,7 +9,7 @@ namespace trident {
 namespace {
 std::string g_context = "[rank ?]";
 AbortFn g_abort = nullptr;
-long g_step = -1;
+std::atomic<long> g_step{-1};   // read by watchdog threads
 }  // namespace
 
 void set_current_step(long step) { g_step = step; }

@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "trident/train/lr_schedule.hpp"
 
@@ -24,6 +27,11 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_inputs_.resize(static_cast<size_t>(B) * T);
   host_targets_.resize(static_cast<size_t>(B) * T);
   scalar_buf_ = Buffer(be, sizeof(float));
+  // TRIDENT_TEST_STALL="rank:step" (tests only): world rank `rank` stalls at step `step`.
+  if (const char* stall = std::getenv("TRIDENT_TEST_STALL")) {
+    int rank = -1, at = -1;
+    if (std::sscanf(stall, "%d:%d", &rank, &at) == 2 && rank == g.rank) stall_step_ = at;
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -57,6 +65,11 @@ double Trainer::reduce_loss(double local_sum) {
 
 StepStats Trainer::train_step(int step) {
   set_current_step(step);
+  if (step == stall_step_) {
+    // Test hook: this rank stops answering, so its peers must time out instead of hanging.
+    std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %d\n", error_context().c_str(), step);
+    std::this_thread::sleep_for(std::chrono::hours(24));
+  }
   auto t0 = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
 

@@ -50,6 +50,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;
   Buffer scalar_buf_;
+  int stall_step_ = -1;
 };
 
 }  // namespace trident

@@ -1,0 +1,16 @@
+// NCCL flavour of ParallelGroups: one NCCL communicator per axis on the current CUDA device,
+// bootstrapped by broadcasting NCCL ids over the axis MPI communicators (nccl-tests order).
+// Host-only header; the implementation builds with the CUDA backend.
+#pragma once
+
+#include "trident/parallel/groups.hpp"
+
+namespace trident {
+
+// Collectives run on a side stream per communicator, ordered with events against the caller's
+// stream. A watchdog thread polls ncclCommGetAsyncError and the completion of every operation;
+// one that is not done within timeout_s aborts all communicators and the job with a message
+// naming the rank, axis, operation and step. Takes ownership of `axes`.
+ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s);
+
+}  // namespace trident

@@ -1,0 +1,290 @@
+// NcclComm: the Comm interface over NCCL, with a per-process watchdog that turns hangs and
+// asynchronous NCCL errors into an abort with a message instead of a silent hang.
+#include "trident/parallel/nccl_comm.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "trident/core/error.hpp"
+
+#define NCCL_CUDA_CHECK(stmt)                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (stmt);                                                             \
+    if (e_ != cudaSuccess) ::trident::fatal(__FILE__, __LINE__, #stmt, cudaGetErrorString(e_)); \
+  } while (0)
+
+#define NCCL_CHECK(stmt)                                                                   \
+  do {                                                                                     \
+    ncclResult_t r_ = (stmt);                                                              \
+    if (r_ != ncclSuccess)                                                                 \
+      ::trident::fatal(__FILE__, __LINE__, #stmt,                                          \
+                       ::trident::str(ncclGetErrorString(r_), " ", ncclGetLastError(nullptr))); \
+  } while (0)
+
+namespace trident {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+  }
+  TRIDENT_FATAL("unknown dtype");
+}
+
+// One in-flight operation: its completion event, what it was, and when it started.
+struct Pending {
+  cudaEvent_t done = nullptr;
+  std::string what;     // "tp all-reduce"
+  long step = -1;
+  std::chrono::steady_clock::time_point start;
+  std::atomic<bool> finished{false};
+};
+
+// Watches every communicator of the process. Events come from a free list, so the steady
+// state creates none.
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog w;
+    return w;
+  }
+
+  void start(int device, double timeout_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout_s_ = timeout_s;
+    device_ = device;
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+
+  void add_comm(ncclComm_t c, const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.push_back({c, name});
+  }
+
+  void remove_comm(ncclComm_t c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = comms_.begin(); it != comms_.end(); ++it)
+      if (it->first == c) {
+        comms_.erase(it);
+        return;
+      }
+  }
+
+  std::shared_ptr<Pending> begin(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<Pending> p;
+    if (!free_.empty()) {
+      p = free_.back();
+      free_.pop_back();
+    } else {
+      p = std::make_shared<Pending>();
+      NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+    }
+    p->what = what;
+    p->step = current_step();
+    p->start = std::chrono::steady_clock::now();
+    p->finished = false;
+    return p;
+  }
+
+  void watch(std::shared_ptr<Pending> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    watched_.push_back(std::move(p));
+  }
+
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      for (const auto& [comm, name] : comms_) {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress)
+          abort_all(str("NCCL asynchronous error on the ", name, " communicator: ", ncclGetErrorString(async),
+                        " at step ", current_step()));
+      }
+      auto now = std::chrono::steady_clock::now();
+      for (auto it = watched_.begin(); it != watched_.end();) {
+        Pending& p = **it;
+        if (!p.finished) {
+          cudaError_t q = cudaEventQuery(p.done);
+          if (q == cudaSuccess) p.finished = true;
+          else if (q != cudaErrorNotReady) abort_all(str(p.what, " failed: ", cudaGetErrorString(q)));
+        }
+        if (p.finished) {
+          // Reuse the event only once no Request can still wait on it.
+          if (it->use_count() == 1) {
+            free_.push_back(*it);
+            it = watched_.erase(it);
+          } else {
+            ++it;
+          }
+          continue;
+        }
+        if (std::chrono::duration<double>(now - p.start).count() > timeout_s_)
+          abort_all(str("timeout: ", p.what, " did not finish within parallel.timeout_s = ", timeout_s_,
+                        " s at step ", p.step, "; a peer rank is stalled or dead"));
+        ++it;
+      }
+    }
+  }
+
+  // Called with mu_ held from the watchdog thread: abort the communicators so no kernel keeps
+  // spinning, then the job.
+  [[noreturn]] void abort_all(const std::string& msg) {
+    for (const auto& c : comms_) ncclCommAbort(c.first);
+    fatal(__FILE__, __LINE__, "watchdog", msg);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool stop_ = false;
+  double timeout_s_ = 600;
+  int device_ = 0;
+  std::vector<std::pair<ncclComm_t, std::string>> comms_;
+  std::list<std::shared_ptr<Pending>> watched_;
+  std::vector<std::shared_ptr<Pending>> free_;
+};
+
+class NcclWork : public CommWork {
+ public:
+  explicit NcclWork(std::shared_ptr<Pending> p) : p_(std::move(p)) {}
+  void wait(Stream s) override { NCCL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle), p_->done, 0)); }
+
+ private:
+  std::shared_ptr<Pending> p_;
+};
+
+class NcclComm : public Comm {
+ public:
+  NcclComm(MPI_Comm mpi, std::string name) : mpi_(mpi), name_(std::move(name)) {
+    MPI_Comm_rank(mpi, &rank_);
+    MPI_Comm_size(mpi, &size_);
+    ncclUniqueId id;
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi);
+    NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    Watchdog::instance().add_comm(comm_, name_);
+  }
+
+  ~NcclComm() override {
+    Watchdog::instance().remove_comm(comm_);
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
+    cudaEventDestroy(ready_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  Request all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream s) override {
+    return launch(s, "all-reduce", [&] {
+      NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_));
+    });
+  }
+
+  Request reduce_scatter_async(void* buf, size_t count, DType t, Stream s) override {
+    char* base = static_cast<char*>(buf);
+    return launch(s, "reduce-scatter", [&] {
+      NCCL_CHECK(ncclReduceScatter(base, base + rank_ * count * dtype_size(t), count, nccl_type(t), ncclSum, comm_,
+                                   stream_));
+    });
+  }
+
+  Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
+    char* base = static_cast<char*>(buf);
+    return launch(s, "all-gather", [&] {
+      NCCL_CHECK(ncclAllGather(base + rank_ * count * dtype_size(t), base, count, nccl_type(t), comm_, stream_));
+    });
+  }
+
+  Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) override {
+    return launch(s, "broadcast", [&] { NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, stream_)); });
+  }
+
+  Request exchange_async(const std::vector<P2POp>& ops, Stream s) override {
+    return launch(s, "send/recv", [&] {
+      NCCL_CHECK(ncclGroupStart());
+      for (const P2POp& o : ops) {
+        if (o.kind == P2POp::Send)
+          NCCL_CHECK(ncclSend(o.buf, o.count, nccl_type(o.dtype), o.peer, comm_, stream_));
+        else
+          NCCL_CHECK(ncclRecv(o.buf, o.count, nccl_type(o.dtype), o.peer, comm_, stream_));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    });
+  }
+
+  void barrier() override { MPI_Barrier(mpi_); }
+
+ private:
+  // Orders the side stream after the caller's stream, runs the NCCL call on it, and records
+  // the completion event the watchdog and wait() use.
+  template <class Fn>
+  Request launch(Stream s, const char* op, Fn&& fn) {
+    NCCL_CUDA_CHECK(cudaEventRecord(ready_, static_cast<cudaStream_t>(s.handle)));
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " ", op));
+    fn();
+    NCCL_CUDA_CHECK(cudaEventRecord(p->done, stream_));
+    Watchdog::instance().watch(p);
+    return std::make_unique<NcclWork>(std::move(p));
+  }
+
+  MPI_Comm mpi_;
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+};
+
+}  // namespace
+
+ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s) {
+  int device = 0;
+  NCCL_CUDA_CHECK(cudaGetDevice(&device));
+  Watchdog::instance().start(device, timeout_s);
+  ParallelGroups g;
+  g.topo = topo;
+  g.mpi = axes;
+  MPI_Comm_rank(axes.world, &g.rank);
+  g.coord = topo.coord_of(g.rank);
+  // Same order on every rank: each init is a collective over its group.
+  g.world = std::make_unique<NcclComm>(axes.world, "world");
+  g.tp = std::make_unique<NcclComm>(axes.tp, "tp");
+  g.dp = std::make_unique<NcclComm>(axes.dp, "dp");
+  g.pp = std::make_unique<NcclComm>(axes.pp, "pp");
+  if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<NcclComm>(axes.embed, "embed");
+  return g;
+}
+
+}  // namespace trident

@@ -28,6 +28,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.zero", c.parallel.zero, "1 shards fp32 master weights and Adam moments across DP (ZeRO-1)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
+  v("parallel.auto", c.parallel.auto_layout,
+    "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 
   v.section("train", "Training [train]");
   v("train.steps", c.train.steps, "optimizer steps to run");
@@ -45,6 +47,12 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
 
   v.section("data", "Data [data]");
   v("data.train", c.data.train, "training data: Megatron indexed dataset prefix (PREFIX.bin + PREFIX.idx)");
+
+  v.section("checkpoint", "Checkpoints [checkpoint]");
+  v("checkpoint.dir", c.checkpoint.dir, "directory of step_<n>.h5 checkpoints and the 'latest' pointer; empty = none");
+  v("checkpoint.every", c.checkpoint.every, "save every N steps (0 = only at the end and on SIGTERM/SIGUSR1)");
+  v("checkpoint.keep", c.checkpoint.keep, "keep the newest K checkpoints; older ones are pruned after a save");
+  v("checkpoint.resume", c.checkpoint.resume, "auto (latest in checkpoint.dir if present), none, or a checkpoint file");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");

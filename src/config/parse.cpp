@@ -19,6 +19,7 @@ namespace {
 std::string show(const std::string& v) { return v; }
 std::string show(int v) { return std::to_string(v); }
 std::string show(uint64_t v) { return std::to_string(v); }
+std::string show(bool v) { return v ? "true" : "false"; }
 std::string show(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", v);

@@ -85,6 +85,9 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
+  require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");
+  require(cfg.checkpoint.keep >= 1, "checkpoint.keep", cfg.checkpoint.keep, "must be at least 1");
+  require(!cfg.checkpoint.resume.empty(), "checkpoint.resume", "''", "must be auto, none or a checkpoint file");
 }
 
 }  // namespace trident

@@ -34,6 +34,7 @@ struct ParallelConfig {
   int zero = 0;                     // 0 | 1
   double bucket_mb = 25.0;          // DP gradient bucket size
   double timeout_s = 600.0;         // a collective that takes longer aborts the job
+  bool auto_layout = false;         // parallel.auto: pick (tp, pp, zero, micro batch) with the planner
 };
 
 struct TrainConfig {
@@ -55,6 +56,13 @@ struct DataConfig {
   std::string train;    // Megatron indexed dataset prefix (<prefix>.bin, <prefix>.idx)
 };
 
+struct CheckpointConfig {
+  std::string dir;                  // empty: no checkpoints
+  int every = 0;                    // save every N steps (0: only at the end and on signals)
+  int keep = 3;                     // checkpoints kept after a successful save
+  std::string resume = "auto";      // auto (latest in dir, if any) | none | path of a checkpoint file
+};
+
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   int every = 10;
@@ -65,6 +73,7 @@ struct RunConfig {
   ParallelConfig parallel;
   TrainConfig train;
   DataConfig data;
+  CheckpointConfig checkpoint;
   LogConfig log;
   std::string backend = "auto";     // auto | cpu | cuda
   std::vector<std::string> config_files;

@@ -1,0 +1,138 @@
+// CpuBackend causal self-attention. The forward keeps only the logsumexp of each score row;
+// the backward recomputes probabilities from q, k and lse (no T x T matrix is ever stored).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_backend_impl.hpp"
+#include "cpu_common.hpp"
+
+namespace trident {
+
+using cpu::dot;
+using cpu::f32_data;
+
+namespace {
+
+// Offsets into qkv (B, T, 3, NH, HS), out/dout (B, T, NH, HS) and lse (B, NH, T).
+struct AttnLayout {
+  int T, NH, HS;
+  size_t qkv(int b, int t, int which, int h) const {
+    return ((static_cast<size_t>(b) * T + t) * 3 + which) * NH * HS + static_cast<size_t>(h) * HS;
+  }
+  size_t act(int b, int t, int h) const {
+    return (static_cast<size_t>(b) * T + t) * NH * HS + static_cast<size_t>(h) * HS;
+  }
+};
+
+void axpy(float* y, float a, const float* x, int n) {
+  for (int d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+// Softmax probability of key k for query q, from the row's logsumexp; both backward passes
+// evaluate this same expression, so they see the same bits.
+float prob(const float* q, const float* k, float lse, float scale, int HS) {
+  return std::exp(scale * dot(q, k, HS) - lse);
+}
+
+}  // namespace
+
+void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) {
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+  float* o = f32_data(out, BTC, "attention_fwd: out");                               // (B, T, NH, HS)
+  float* ls = f32_data(lse, static_cast<size_t>(B) * NH * T, "attention_fwd: lse");  // (B, NH, T)
+  const float* x = f32_data(qkv, 3 * BTC, "attention_fwd: qkv");                     // (B, T, 3, NH, HS)
+  const AttnLayout L{T, NH, HS};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+#pragma omp parallel if (cpu::worth_threads(BTC * T))
+  {
+    std::vector<float> p(T);  // (T) scores, then unnormalized probabilities, of one query row
+#pragma omp for schedule(dynamic, 16)
+    for (int idx = 0; idx < B * NH * T; ++idx) {
+      const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+      const float* q = x + L.qkv(b, t, 0, h);
+      float mx = -INFINITY;
+      for (int j = 0; j <= t; ++j) {
+        p[j] = scale * dot(q, x + L.qkv(b, j, 1, h), HS);
+        mx = std::max(mx, p[j]);
+      }
+      double s = 0;
+      for (int j = 0; j <= t; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        s += p[j];
+      }
+      float* orow = o + L.act(b, t, h);
+      std::fill(orow, orow + HS, 0.0f);
+      for (int j = 0; j <= t; ++j) axpy(orow, p[j], x + L.qkv(b, j, 2, h), HS);
+      const float inv = static_cast<float>(1.0 / s);
+      for (int d = 0; d < HS; ++d) orow[d] *= inv;
+      ls[idx] = static_cast<float>(mx + std::log(s));
+    }
+  }
+}
+
+void CpuBackend::attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+                               TensorView lse, int B, int T, int NH, int HS) {
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+  const int rows = B * NH * T;
+  float* dx = f32_data(dqkv, 3 * BTC, "attention_bwd: dqkv");     // (B, T, 3, NH, HS)
+  const float* g = f32_data(dout, BTC, "attention_bwd: dout");    // (B, T, NH, HS)
+  const float* x = f32_data(qkv, 3 * BTC, "attention_bwd: qkv");  // (B, T, 3, NH, HS)
+  const float* o = f32_data(out, BTC, "attention_bwd: out");      // (B, T, NH, HS)
+  const float* ls = f32_data(lse, rows, "attention_bwd: lse");    // (B, NH, T)
+  TRIDENT_CHECK(dx != x, "attention_bwd: dqkv and qkv must not alias");
+  const AttnLayout L{T, NH, HS};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+
+  // D_i = dout_i . out_i = sum_j p_ij (dout_i . v_j): the softmax-backward row term.
+  std::vector<float> D(rows);  // (B, NH, T)
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(BTC))
+  for (int idx = 0; idx < rows; ++idx) {
+    const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+    D[idx] = dot(g + L.act(b, t, h), o + L.act(b, t, h), HS);
+  }
+
+  // dS_ij = p_ij (dout_i . v_j - D_i). Rows own dq_i = scale sum_j dS_ij k_j (this region);
+  // columns own dk_j = scale sum_i dS_ij q_i and dv_j = sum_i p_ij dout_i (the next one).
+  // Splitting by owner keeps every sum in one thread, in a fixed order, without atomics.
+#pragma omp parallel if (cpu::worth_threads(BTC * T))
+  {
+    std::vector<float> ds(T);  // (T) one row of dS
+#pragma omp for schedule(dynamic, 16)
+    for (int idx = 0; idx < rows; ++idx) {
+      const int i = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+      const float* q = x + L.qkv(b, i, 0, h);
+      const float* gi = g + L.act(b, i, h);
+      for (int j = 0; j <= i; ++j) {
+        const float p = prob(q, x + L.qkv(b, j, 1, h), ls[idx], scale, HS);
+        ds[j] = p * (dot(gi, x + L.qkv(b, j, 2, h), HS) - D[idx]);
+      }
+      float* dq = dx + L.qkv(b, i, 0, h);
+      std::fill(dq, dq + HS, 0.0f);
+      for (int j = 0; j <= i; ++j) axpy(dq, ds[j], x + L.qkv(b, j, 1, h), HS);
+      for (int d = 0; d < HS; ++d) dq[d] *= scale;
+    }
+  }
+#pragma omp parallel for schedule(dynamic, 16) if (cpu::worth_threads(BTC * T))
+  for (int idx = 0; idx < rows; ++idx) {
+    const int j = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+    const float* k = x + L.qkv(b, j, 1, h);
+    const float* v = x + L.qkv(b, j, 2, h);
+    float* dk = dx + L.qkv(b, j, 1, h);
+    float* dv = dx + L.qkv(b, j, 2, h);
+    std::fill(dk, dk + HS, 0.0f);
+    std::fill(dv, dv + HS, 0.0f);
+    const int row0 = idx - j;  // lse/D index of (b, h, i = 0)
+    for (int i = j; i < T; ++i) {
+      const float* q = x + L.qkv(b, i, 0, h);
+      const float* gi = g + L.act(b, i, h);
+      const float p = prob(q, k, ls[row0 + i], scale, HS);
+      const float ds = p * (dot(gi, v, HS) - D[row0 + i]);
+      axpy(dv, p, gi, HS);
+      axpy(dk, ds, q, HS);
+    }
+    for (int d = 0; d < HS; ++d) dk[d] *= scale;
+  }
+}
+
+}  // namespace trident

@@ -1,0 +1,74 @@
+// CpuBackend: the fp32 reference implementation of Backend. Each op family lives in its own
+// .cpp file in this folder; this private header only declares the class.
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+
+#include "trident/backend/backend.hpp"
+
+namespace trident {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::F32; }
+  bool is_device() const override { return false; }
+
+  void* alloc(size_t bytes) override;
+  void release(void* p) override;
+  void zero(TensorView t) override;
+  void copy_to_host(void* dst, TensorView src) override;
+  void copy_from_host(TensorView dst, const void* src) override;
+  void copy(TensorView dst, TensorView src) override;
+  Stream stream() override { return Stream{}; }
+  void synchronize() override {}
+  size_t peak_bytes() const override;
+
+  void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe,
+                   int B, int T, int C, int vocab_start, int v_local) override;
+  void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens,
+                   int B, int T, int C, int vocab_start, int v_local) override;
+
+  void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
+                     TensorView w, TensorView b, int N, int C, float eps) override;
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                     int N, int C) override;
+
+  void add(TensorView out, TensorView a, TensorView b) override;
+  void gelu_fwd(TensorView out, TensorView in) override;
+  void gelu_bwd(TensorView din, TensorView dout, TensorView pre) override;
+
+  void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias,
+                  int N, int K, int M) override;
+  void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
+                  TensorView in, TensorView w, int N, int K, int M) override;
+
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override;
+  void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+                     TensorView lse, int B, int T, int NH, int HS) override;
+
+  void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override;
+  void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets,
+                  int N, int v_local, int v_valid, int vocab_start) override;
+  void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
+                const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
+                float dloss) override;
+
+  void sum_squares(TensorView acc, TensorView x) override;
+  void sum(TensorView acc, TensorView x) override;
+  void scale(TensorView x, float s) override;
+  void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+             const AdamWArgs& a) override;
+
+ private:
+  // alloc() may be called from several host threads (e.g. a comm thread); the size table
+  // behind peak_bytes() is guarded.
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, size_t> sizes_;
+  size_t live_bytes_ = 0;
+  size_t peak_bytes_ = 0;
+};
+
+}  // namespace trident

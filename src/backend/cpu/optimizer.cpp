@@ -1,0 +1,78 @@
+// CpuBackend ops of the optimizer step: gradient-norm reductions, scaling and AdamW.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_backend_impl.hpp"
+#include "cpu_common.hpp"
+
+namespace trident {
+
+using cpu::f32_data;
+using cpu::f32_optional;
+
+namespace {
+
+// Reductions split x into fixed chunks (not one per thread) and add the chunk sums in order,
+// so the result does not depend on the thread count.
+constexpr long kReduceChunk = 1 << 14;
+
+template <class Term>
+double chunked_sum(const float* x, long n, Term term) {
+  const long n_chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  std::vector<double> partial(n_chunks);
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n)))
+  for (long c = 0; c < n_chunks; ++c) {
+    const long end = std::min(n, (c + 1) * kReduceChunk);
+    double s = 0;
+    for (long i = c * kReduceChunk; i < end; ++i) s += term(static_cast<double>(x[i]));
+    partial[c] = s;
+  }
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+}  // namespace
+
+void CpuBackend::sum_squares(TensorView acc, TensorView x) {
+  float* a = f32_data(acc, 1, "sum_squares: acc");
+  const float* v = f32_data(x, x.numel, "sum_squares: x");
+  *a += static_cast<float>(chunked_sum(v, static_cast<long>(x.numel), [](double e) { return e * e; }));
+}
+
+void CpuBackend::sum(TensorView acc, TensorView x) {
+  float* a = f32_data(acc, 1, "sum: acc");
+  const float* v = f32_data(x, x.numel, "sum: x");
+  *a += static_cast<float>(chunked_sum(v, static_cast<long>(x.numel), [](double e) { return e; }));
+}
+
+void CpuBackend::scale(TensorView x, float s) {
+  float* v = f32_data(x, x.numel, "scale: x");
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(x.numel))
+  for (long i = 0; i < static_cast<long>(x.numel); ++i) v[i] *= s;
+}
+
+void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                       const AdamWArgs& a) {
+  const size_t n = master.numel;
+  float* w = f32_data(master, n, "adamw: master");
+  float* m1 = f32_data(m, n, "adamw: m");
+  float* m2 = f32_data(v, n, "adamw: v");
+  const float* g = f32_data(grad, n, "adamw: grad");
+  float* p = f32_optional(param, n, "adamw: param");
+  const float decay = 1.0f - a.lr * a.weight_decay;
+  const float step_size = a.lr / a.bias_correction1;
+  const float bc2_sqrt = std::sqrt(a.bias_correction2);
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(n))
+  for (long i = 0; i < static_cast<long>(n); ++i) {
+    const float gi = g[i] * a.grad_scale;
+    m1[i] = a.beta1 * m1[i] + (1.0f - a.beta1) * gi;
+    m2[i] = a.beta2 * m2[i] + (1.0f - a.beta2) * gi * gi;
+    const float denom = std::sqrt(m2[i]) / bc2_sqrt + a.eps;
+    w[i] = w[i] * decay - step_size * (m1[i] / denom);
+    if (p) p[i] = w[i];
+  }
+}
+
+}  // namespace trident

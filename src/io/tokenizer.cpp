@@ -1,0 +1,26 @@
+// make_tokenizer: picks the tokenizer implementation by name and checks it got the right files.
+#include "trident/io/tokenizer.hpp"
+
+#include "byte_tokenizer.hpp"
+#include "gpt2_tokenizer.hpp"
+#include "trident/core/error.hpp"
+
+namespace trident {
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_file,
+                                          const std::string& merges_file) {
+  if (kind == "byte") {
+    if (!vocab_file.empty() || !merges_file.empty())
+      throw InputError("the byte tokenizer takes no vocab or merges file");
+    return std::make_unique<ByteTokenizer>();
+  }
+  if (kind == "gpt2") {
+    if (vocab_file.empty() || merges_file.empty())
+      throw InputError("the gpt2 tokenizer needs a vocab file (vocab.json) and a merges file (merges.txt); "
+                       "tools/fetch_gpt2_tokenizer.sh downloads them into data/gpt2");
+    return std::make_unique<Gpt2Tokenizer>(vocab_file, merges_file);
+  }
+  throw InputError(str("unknown tokenizer '", kind, "' (use byte or gpt2)"));
+}
+
+}  // namespace trident

@@ -1,0 +1,10 @@
+# Reference tests (label "reference"): trident against independent implementations.
+
+# GPT-2 tokenizer vs GPT-2's JS reference encoder (node, gpt-3-encoder@1.1.4 from npm), on the
+# fortunes corpus and adversarial strings; plus decode(encode(x)) == x.
+add_executable(tokenizer_roundtrip ${CMAKE_CURRENT_SOURCE_DIR}/reference/tokenizer_roundtrip.cpp)
+target_link_libraries(tokenizer_roundtrip PRIVATE trident_io)
+add_test(NAME tokenizer_vs_js
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/tokenizer_vs_js.sh $<TARGET_FILE:trident>
+                 $<TARGET_FILE:tokenizer_roundtrip> ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_vs_js)
+set_tests_properties(tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)

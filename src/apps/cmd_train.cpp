@@ -1,4 +1,6 @@
-// `trident train`: parse and validate the configuration, build the runtime, train, log.
+// `trident train`: parse and validate the configuration, build the runtime, resume, train, log,
+// checkpoint (every N steps, at the end, and on SIGTERM/SIGUSR1: save and exit 0).
+#include <csignal>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -6,6 +8,7 @@
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/io/checkpoint.hpp"
 #include "trident/io/metrics.hpp"
 #include "trident/io/token_source.hpp"
 #include "trident/parallel/collective_error.hpp"
@@ -15,11 +18,39 @@ namespace trident {
 
 namespace {
 
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
 std::string format_step(const StepStats& s, int steps) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | %.1f ms",
                 s.step + 1, steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.step_ms);
   return buf;
+}
+
+std::string layout_string(const RunConfig& c) {
+  return str("dp=", c.parallel.dp, " tp=", c.parallel.tp, " pp=", c.parallel.pp, " zero=", c.parallel.zero,
+             " schedule=", c.parallel.schedule, " micro_batch_size=", c.train.micro_batch_size);
+}
+
+// A signal may reach some ranks only, or at different steps: all ranks stop at the same step.
+bool any_rank_stopping(MPI_Comm world) {
+  int mine = g_stop_signal != 0, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, world);
+  return any != 0;
+}
+
+void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
+  CheckpointInfo info;
+  info.step = steps_done;
+  info.consumed_samples = trainer.consumed_samples(steps_done);
+  info.seed = cfg.train.seed;
+  info.config = to_ini(cfg);
+  info.layout = layout_string(cfg);
+  SaveResult r = save_checkpoint(cfg.checkpoint.dir, cfg.checkpoint.keep, info, trainer.model(), trainer.optimizer(), g);
+  log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
+               r.bytes / 1e9 / r.seconds, " GB/s)"));
 }
 
 }  // namespace
@@ -33,37 +64,60 @@ int cmd_train(const Args& args) {
   if (!parsed.positional.empty())
     throw InputError(str("unexpected argument '", parsed.positional[0], "' (options are --section.key value)"));
   RunConfig cfg = parsed.cfg;
-  int world = 1;
+  int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   validate_run_config(cfg, world);
 
   // Inputs are checked on every rank before anything is allocated.
   std::unique_ptr<TokenSource> data;
   std::unique_ptr<MetricsWriter> metrics;
+  std::string resume;
   collective_check(MPI_COMM_WORLD, [&] {
     data = std::make_unique<TokenSource>(cfg.data.train, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
+    prepare_checkpoint_dir(cfg.checkpoint.dir);
+    resume = resolve_resume(cfg.checkpoint);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   log_info("trident train: resolved configuration" + to_ini(cfg));
-  log_info(str("layout dp=", cfg.parallel.dp, " tp=", cfg.parallel.tp, " pp=", cfg.parallel.pp, " (",
-               cfg.parallel.schedule, ", zero=", cfg.parallel.zero, "), ", cfg.micro_batches_per_step(),
-               " micro-batches of ", cfg.train.micro_batch_size, " per step, backend ", rt.backend->name(), " on ",
-               world, " ranks"));
+  log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
+               rt.backend->name(), " on ", world, " ranks"));
   if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
     log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
   log_info(str("data: ", cfg.data.train, " (", data->dataset().num_tokens(), " tokens, ", data->windows(),
                " sequences of ", cfg.model.seq_len, ")"));
 
   Trainer trainer(cfg, rt.groups, *rt.backend, *data);
-  for (int step = 0; step < cfg.train.steps; ++step) {
+  int first_step = 0;
+  if (!resume.empty()) {
+    CheckpointInfo info;
+    collective_check(MPI_COMM_WORLD, [&] {
+      info = load_checkpoint(resume, trainer.model(), trainer.optimizer(), rt.groups);
+    });
+    first_step = static_cast<int>(info.step);
+    trainer.set_position(info.step, info.consumed_samples);
+    log_info(str("resumed from ", resume, " at step ", info.step, " (", info.consumed_samples,
+                 " samples consumed; saved with ", info.layout, ")"));
+  }
+
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  const bool checkpoints = !cfg.checkpoint.dir.empty();
+  for (int step = first_step; step < cfg.train.steps; ++step) {
     StepStats s = trainer.train_step(step);
     metrics->write(s);
-    if ((step + 1) % cfg.log.every == 0 || step == 0 || step + 1 == cfg.train.steps)
+    if ((step + 1) % cfg.log.every == 0 || step == first_step || step + 1 == cfg.train.steps)
       log_info(format_step(s, cfg.train.steps));
+    const bool stopping = any_rank_stopping(rt.groups.mpi.world);
+    const bool periodic = cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
+    if (checkpoints && (periodic || stopping || step + 1 == cfg.train.steps)) save(cfg, trainer, rt.groups, step + 1);
+    if (stopping) {
+      log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
+                   "exiting after step ", step + 1));
+      return 0;
+    }
   }
   if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
   return 0;

@@ -11,5 +11,6 @@ using Args = std::vector<std::string>;
 
 int cmd_train(const Args& args);
 int cmd_tokenize(const Args& args);
+int cmd_inspect(const Args& args);
 
 }  // namespace trident

@@ -21,6 +21,7 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"train", {trident::cmd_train, "train a model (see trident train --help)"}},
       {"tokenize", {trident::cmd_tokenize, "turn raw text into a Megatron indexed dataset"}},
+      {"inspect", {trident::cmd_inspect, "summarise a checkpoint: step, config, layout, tensors"}},
   };
   return table;
 }

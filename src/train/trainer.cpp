@@ -36,13 +36,22 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_position(int64_t step, int64_t consumed_samples) {
+  base_step_ = step;
+  base_samples_ = consumed_samples;
+}
+
+int64_t Trainer::consumed_samples(int64_t step) const {
+  return base_samples_ + (step - base_step_) * cfg_.train.global_batch_size;
+}
+
 // Micro-batch `micro` of DP rank r in step s holds global samples
-//   s*G + r*(G/dp) + micro*B ... + B-1,
+//   consumed(s) + r*(G/dp) + micro*B ... + B-1,
 // so the step's global batch is the same set of samples for every layout.
 void Trainer::load_micro(int step, int micro, int slot) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const int64_t G = cfg_.train.global_batch_size;
-  const int64_t first = step * G + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
+  const int64_t first = consumed_samples(step) + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
   if (!model_->stage().first() && !model_->stage().last()) return;
   data_.samples(first, B, host_tokens_.data());
   for (int b = 0; b < B; ++b)

@@ -16,3 +16,6 @@ set_tests_properties(e2e_tiny_trains e2e_bad_input PROPERTIES LABELS e2e)
 set_tests_properties(mpi_stalled_rank_times_out mpi_train_tp2_pp2_dp2 PROPERTIES LABELS mpi)
 set_tests_properties(e2e_tiny_trains mpi_stalled_rank_times_out mpi_train_tp2_pp2_dp2
                      PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_checkpoint_faults COMMAND ${e2e_dir}/checkpoint_faults.sh $<TARGET_FILE:trident> ${repo_root}
+         ${mpirun})
+set_tests_properties(mpi_checkpoint_faults PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -34,6 +34,7 @@ class Optimizer {
     bool decay;
   };
   const std::vector<Segment>& segments() const { return update_; }
+  bool zero() const { return zero_; }
   TensorView master() const { return master_; }
   TensorView exp_avg() const { return m_; }
   TensorView exp_avg_sq() const { return v_; }

@@ -31,6 +31,11 @@ class Trainer {
 
   StepStats train_step(int step);
 
+  // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
+  void set_position(int64_t step, int64_t consumed_samples);
+  // Global samples consumed once `step` steps are done.
+  int64_t consumed_samples(int64_t step) const;
+
   GptStage& model() { return *model_; }
   Optimizer& optimizer() { return *optimizer_; }
   const RunConfig& config() const { return cfg_; }
@@ -51,6 +56,8 @@ class Trainer {
   std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;
   Buffer scalar_buf_;
   int stall_step_ = -1;
+  int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at
+                                               // base_samples_ + (s - base_step_) * global batch
 };
 
 }  // namespace trident

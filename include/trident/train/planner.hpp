@@ -1,0 +1,91 @@
+// Planner: per-GPU memory and step-time estimates of a (dp, tp, pp, zero, micro-batch, schedule)
+// layout, and every valid layout of a GPU count ranked by estimated throughput (`trident plan`,
+// parallel.auto). Pure functions of the config and the hardware description: no MPI, no backend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trident/config/run_config.hpp"
+
+namespace trident {
+
+// What the planner assumes about the machine. Bandwidths are bus bandwidths in GB/s (1e9 bytes),
+// the unit nccl-tests and `trident doctor` report.
+struct Hardware {
+  int gpus = 1;
+  int gpus_per_node = 8;
+  double memory_gib = 80;       // per GPU
+  double gemm_tflops = 400;     // sustained dense GEMM rate of one GPU in the compute dtype
+  double nvlink_gbps = 300;     // inside a node
+  double ib_gbps = 40;          // per GPU between nodes
+  int act_bytes = 2;            // parameters and activations: 2 (bf16, CUDA) or 4 (fp32, CPU)
+  double workspace_gib = 1.5;   // CUDA context, cuBLASLt workspace, NCCL buffers, op scratch
+};
+
+// Bytes held by one rank of the busiest pipeline stage, term by term as GptStage, Optimizer and
+// Trainer allocate them.
+struct MemoryEstimate {
+  int stage = 0;               // the pipeline stage these numbers belong to
+  int in_flight = 1;           // micro-batches whose activations that stage holds at once
+  double params = 0;           // compute dtype, this rank's shard (with alignment padding)
+  double grads = 0;            // fp32
+  double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO-1)
+  double activations = 0;      // in_flight slots of the stage's layers
+  double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
+  double init_staging = 0;     // fp32 copy of the shard while the parameters are initialised
+  double workspace = 0;        // Hardware::workspace_gib
+  double total() const {
+    return params + grads + optimizer + activations + scratch + init_staging + workspace;
+  }
+};
+
+// Seconds of one optimizer step on the slowest stage.
+struct TimeEstimate {
+  double compute_s = 0;        // GEMM FLOPs of the step at Hardware::gemm_tflops
+  double tp_s = 0;             // tensor-parallel all-reduces (blocking, on the compute stream)
+  double pp_s = 0;             // stage-boundary sends/receives and the tied-embedding sum
+  double dp_s = 0;             // gradient reduction not hidden behind the last backward, ZeRO gather
+  double bubble = 0;           // pipeline idle fraction (pp-1)/(n_micro+pp-1)
+  double step_s = 0;
+  double tokens_per_s = 0;
+};
+
+struct Layout {
+  int dp = 1, tp = 1, pp = 1, zero = 0, micro_batch_size = 1;
+  std::string schedule = "1f1b";
+};
+
+struct Candidate {
+  Layout layout;
+  MemoryEstimate memory;
+  TimeEstimate time;
+  bool fits = false;           // memory.total() <= Hardware::memory_gib
+};
+
+// Parameters of the model counted from the global shapes of its logical tensors (what a
+// checkpoint holds; the vocabulary unpadded, the tied embedding once).
+int64_t logical_param_count(const ModelConfig& m);
+// Parameter elements one rank of (tp rank 0, every stage) stores, padding included, summed over
+// the stages: the memory-side count (vocabulary padded to 128*tp).
+int64_t stored_param_count(const ModelConfig& m, int tp);
+
+// Training FLOPs per token: 6N + 12*L*C*T, N the parameters that take part in GEMMs.
+double flops_per_token(const ModelConfig& m);
+
+double pipeline_bubble(int pp, int n_micro);
+
+// cfg must be validated (parallel.dp resolved).
+MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw);
+TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw);
+
+// Writes the layout into the parallel and train sections of cfg.
+void apply_layout(RunConfig& cfg, const Layout& l);
+
+// Every layout of hw.gpus ranks that validate_run_config accepts for `base` (model, batch,
+// options), with estimates, best first: fitting before not fitting, then by tokens/s, then the
+// larger micro-batch (better GEMM efficiency than the model credits), then less memory.
+std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw);
+
+}  // namespace trident

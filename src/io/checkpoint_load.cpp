@@ -1,0 +1,117 @@
+// Collective checkpoint load into any layout: every rank reads the hyperslabs of its shard and
+// optimizer range; checksums of the owned parts are summed over ranks and compared.
+#include <cmath>
+
+#include "checkpoint_plan.hpp"
+#include "h5.hpp"
+#include "trident/core/error.hpp"
+#include "trident/io/checkpoint.hpp"
+
+namespace trident {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Reads a piece's non-padding elements into its host buffer; false on an I/O error.
+bool read_piece(hid_t dset, const Piece& piece, float* host_base) {
+  ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
+  if (sb.elements == 0) return true;
+  h5::Handle fspace(H5Dget_space(dset));
+  H5Sselect_none(fspace.get());
+  for (const Box& b : sb.global) {
+    std::vector<hsize_t> start(b.start.begin(), b.start.end()), count(b.count.begin(), b.count.end());
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
+  }
+  hsize_t n = static_cast<hsize_t>(sb.elements);
+  h5::Handle mspace(H5Screate_simple(1, &n, nullptr));
+  std::vector<float> packed(n);
+  if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, packed.data()) < 0) return false;
+  unpack_piece(piece, sb, packed, host_base);
+  return true;
+}
+
+}  // namespace
+
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer& opt, const ParallelGroups& g) {
+  h5::silence_errors();
+  const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
+  auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
+
+  h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
+  h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!f.valid()) throw bad("cannot be opened as HDF5 (missing, truncated or not a checkpoint)");
+
+  CheckpointInfo info;
+  int64_t version = 0;
+  if (!h5::read_attr(f.get(), "format_version", version)) throw bad("no format_version attribute: not a trident checkpoint");
+  if (version > kCheckpointFormatVersion)
+    throw bad(str("format version ", version, " is newer than this trident reads (", kCheckpointFormatVersion,
+                  "); use a newer trident"));
+  info.format_version = static_cast<int>(version);
+  if (!h5::read_attr(f.get(), "step", info.step) || !h5::read_attr(f.get(), "consumed_samples", info.consumed_samples) ||
+      !h5::read_attr(f.get(), "seed", info.seed) || !h5::read_attr(f.get(), "config", info.config) ||
+      !h5::read_attr(f.get(), "layout", info.layout))
+    throw bad("missing one of the attributes step, consumed_samples, seed, config, layout");
+
+  std::vector<float> params(model.params().numel, 0.0f);
+  std::vector<float> states[3];
+  for (auto& s : states) s.assign(opt.master().numel, 0.0f);
+  std::vector<std::string> names;
+  std::vector<uint64_t> local_sums, stored;
+  bool read_failed = false;
+  std::string first_failed;
+  for (CkptKind kind : kCkptKinds) {
+    float* base = kind == CkptKind::Model ? params.data() : states[static_cast<int>(kind) - 1].data();
+    const auto& need = kind == CkptKind::Model ? plan.model_need : plan.optim_need;
+    const auto& own = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
+    for (const LogicalTensor& t : plan.tensors) {
+      const std::string name = str("/", ckpt_group(kind), "/", t.name);
+      if (H5Lexists(f.get(), ckpt_group(kind), H5P_DEFAULT) <= 0 || H5Lexists(f.get(), name.c_str(), H5P_DEFAULT) <= 0)
+        throw bad("dataset " + name + " is missing");
+      h5::Handle dset(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT));
+      if (!dset.valid()) throw bad("dataset " + name + " cannot be opened");
+      std::vector<int64_t> shape = h5::dataset_shape(dset.get());
+      if (shape != t.shape)
+        throw bad(str("dataset ", name, " has shape ", shape_str(shape), " but the configured model needs ",
+                      shape_str(t.shape), "; the [model] settings must match the checkpoint"));
+      uint64_t sum = 0;
+      if (!h5::read_attr(dset.get(), "checksum", sum)) throw bad("dataset " + name + " has no checksum attribute");
+      stored.push_back(sum);
+      names.push_back(name);
+      auto it = need.find(t.name);
+      // Keep going after a failed read so that every rank reaches the same collectives below.
+      if (it != need.end() && !read_piece(dset.get(), it->second, base)) {
+        if (!read_failed) first_failed = name;
+        read_failed = true;
+      }
+      auto o = own.find(t.name);
+      local_sums.push_back(o == own.end() || read_failed ? 0 : piece_checksum(o->second, base));
+    }
+  }
+  int failed = read_failed, any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, g.mpi.world);
+  if (any_failed) throw bad(read_failed ? "reading " + first_failed + " failed (truncated file?)" : "a read failed on another rank (truncated file?)");
+  std::vector<uint64_t> sums(local_sums.size());
+  MPI_Allreduce(local_sums.data(), sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, g.mpi.world);
+  for (size_t i = 0; i < sums.size(); ++i)
+    if (sums[i] != stored[i]) throw bad("dataset " + names[i] + " does not match its checksum (corrupt file)");
+
+  // Everything verified: only now does the model change.
+  Backend& be = model.backend();
+  Buffer staging(be, params.size() * sizeof(float));
+  TensorView f32 = staging.view(DType::F32).slice(0, params.size());
+  be.copy_from_host(f32, params.data());
+  be.copy(model.params(), f32);
+  TensorView views[3] = {opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
+  for (int k = 0; k < 3; ++k)
+    if (views[k].numel) be.copy_from_host(views[k], states[k].data());
+  be.synchronize();
+  return info;
+}
+
+}  // namespace trident

@@ -1,0 +1,51 @@
+// What one rank reads and writes of each checkpoint dataset: the logical tensors in a canonical
+// order, the part of each this rank needs (its shard, its optimizer range) and the part it owns
+// (writes once and checksums once: DP rank 0 or its ZeRO slice, TP rank 0 for replicated
+// tensors, the first stage for the tied embedding).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trident/io/hyperslab.hpp"
+#include "trident/model/gpt.hpp"
+#include "trident/train/optimizer.hpp"
+
+namespace trident {
+
+enum class CkptKind { Model, Master, ExpAvg, ExpAvgSq };
+constexpr CkptKind kCkptKinds[] = {CkptKind::Model, CkptKind::Master, CkptKind::ExpAvg, CkptKind::ExpAvgSq};
+const char* ckpt_group(CkptKind k);   // "model", "optim/master", ...
+
+// Local elements [lo, hi) of a parameter; `host` is the offset of element lo in the host buffer
+// of its kind (flat parameters for the model, optimizer state for the others).
+struct Piece {
+  const ParamInfo* param = nullptr;
+  int64_t lo = 0, hi = 0;
+  size_t host = 0;
+};
+
+struct LogicalTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+struct CheckpointPlan {
+  std::vector<LogicalTensor> tensors;            // every logical tensor of the model
+  std::map<std::string, Piece> model_need, model_own, optim_need, optim_own;
+};
+
+CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer& opt, const ParallelGroups& g);
+
+// Order-independent checksum of the piece's elements: the sum over elements of a hash of
+// (global index, fp32 bits), so ranks of any layout add their owned parts.
+uint64_t piece_checksum(const Piece& p, const float* host_base);
+
+// Copies the piece's non-padding elements between the host buffer and a packed buffer ordered
+// like the file selection.
+void pack_piece(const Piece& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed);
+void unpack_piece(const Piece& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base);
+
+}  // namespace trident

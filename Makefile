@@ -41,5 +41,9 @@ run: deps
 	mkdir -p runs/quickstart
 	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/trident train $(RUN_CONFIGS)
 
+# The binary and the libraries a GPU node may lack, with a launcher (see tools/bundle.sh).
+bundle: build
+	tools/bundle.sh $(BUILD) bundle/trident --tar
+
 clean:
 	rm -rf $(BUILD)

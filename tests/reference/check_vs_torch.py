@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Checks trident's CPU GPT-2 against a PyTorch GPT-2 written here, on the weights and tokens
-dumped by dump_reference: logits, loss, every parameter gradient, and 10 AdamW steps.
-Run with Debian's /usr/bin/python3 (python3-torch)."""
+"""Checks trident's GPT-2 against a PyTorch GPT-2 written here (fp32), on the weights and tokens
+dumped by dump_reference: logits, loss, every parameter gradient, and the loss of each AdamW
+step. Run with Debian's /usr/bin/python3 (python3-torch) for CPU dumps; for CUDA dumps (bf16)
+the tolerances are those of issue 4: each loss of the trace within 2%."""
 import json
 import math
 import sys
@@ -10,10 +11,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-TOL_LOGITS = 1e-5   # relative L2
-TOL_LOSS = 1e-6     # relative
-TOL_GRAD = 1e-5     # relative L2 per parameter
-TOL_STEPS = 1e-5    # relative, each of the 10 losses
+# CPU (fp32 against fp32): only summation order differs.
+# After step 0 the two models' weights differ by rounding (~1e-7), which the gradient norm of
+# later steps amplifies up to ~1e-5: those norms get 1e-4.
+CPU_TOL = {"logits": 1e-5, "loss": 1e-6, "grad": 1e-5, "norm": 1e-5, "norm_later": 1e-4, "steps": 1e-5}
+# CUDA (bf16 parameters and activations against fp32): bf16 keeps 8 significant bits, so logits
+# and gradients carry ~1e-2 relative noise; the loss trace must stay within 2% at every step.
+CUDA_TOL = {"logits": 3e-2, "loss": 1e-2, "grad": 1e-1, "norm": 5e-2, "norm_later": 1e-1, "steps": 2e-2}
 
 
 def load(d):
@@ -66,6 +70,7 @@ def lr_at(cfg, step):
 
 def main():
     cfg, a = load(sys.argv[1])
+    tol = CUDA_TOL if cfg.get("backend") == "cuda" else CPU_TOL
     torch.manual_seed(0)
     names = sorted(k[len("param."):] for k in a if k.startswith("param."))
     params = {n: torch.tensor(a["param." + n], requires_grad=True) for n in names}
@@ -81,7 +86,7 @@ def main():
 
     with torch.no_grad():
         logits = gpt2_forward(params, tokens[:B, :T], cfg)
-    check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), TOL_LOGITS)
+    check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), tol["logits"])
 
     def batch_loss(step):
         batch = tokens[step * G:(step + 1) * G]
@@ -96,22 +101,23 @@ def main():
     losses = []
     for step in range(cfg["steps"]):
         lr = lr_at(cfg, step)
-        check(f"lr of step {step}", abs(lr - float(a["lrs"][step])) / lr, 1e-6)
+        check(f"lr of step {step}", abs(lr - float(a["lrs"][step])) / lr, 1e-6)  # fp32 rounding of the lr
         for group in opt.param_groups:
             group["lr"] = lr
         opt.zero_grad()
         loss = batch_loss(step)
         loss.backward()
         if step == 0:
-            check("loss at init", abs(loss.item() - float(a["losses"][0])) / loss.item(), TOL_LOSS)
+            check("loss at init", abs(loss.item() - float(a["losses"][0])) / loss.item(), tol["loss"])
             for n in names:
-                check(f"grad {n}", rel(a["grad." + n], params[n].grad), TOL_GRAD)
+                check(f"grad {n}", rel(a["grad." + n], params[n].grad), tol["grad"])
         norm = torch.nn.utils.clip_grad_norm_([params[n] for n in names], cfg["grad_clip"])
-        check(f"grad norm of step {step}", abs(norm.item() - float(a["grad_norms"][step])) / norm.item(), 1e-5)
+        check(f"grad norm of step {step}", abs(norm.item() - float(a["grad_norms"][step])) / norm.item(),
+              tol["norm"] if step == 0 else tol["norm_later"])
         opt.step()
         losses.append(loss.item())
     for step, (mine, ref) in enumerate(zip(a["losses"], losses)):
-        check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, TOL_STEPS)
+        check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, tol["steps"])
     print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
     if failures:
         print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")

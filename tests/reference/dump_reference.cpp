@@ -1,14 +1,19 @@
-// Runs a small GPT-2 on one CPU rank and writes what the PyTorch check needs: the initial
-// weights, the token batches, the logits and loss at initialisation, every parameter gradient
-// of the first step, and the loss of 10 AdamW steps. Output: DIR/manifest.json + DIR/data.bin.
+// Runs a small GPT-2 on one rank and writes what the PyTorch check needs: the initial weights,
+// the token batches, the logits and loss at initialisation, every parameter gradient of the
+// first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
+//   dump_reference DIR [cpu|cuda] [STEPS]
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "synthetic_source.hpp"
 #include "trident/backend/cpu_backend.hpp"
+#if TRIDENT_HAVE_CUDA
+#include "trident/backend/cuda_backend.hpp"
+#endif
 #include "trident/config/parse.hpp"
 #include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
@@ -35,16 +40,27 @@ class Dump {
   size_t offset_ = 0;   // in floats
 };
 
-void run(const std::string& dir) {
+std::unique_ptr<Backend> make_backend(const std::string& kind) {
+#if TRIDENT_HAVE_CUDA
+  if (kind == "cuda") return make_cuda_backend(0);
+#endif
+  if (kind != "cpu") {
+    std::fprintf(stderr, "dump_reference: backend %s is not built\n", kind.c_str());
+    std::exit(2);
+  }
+  return make_cpu_backend();
+}
+
+void run(const std::string& dir, const std::string& backend, int steps) {
   RunConfig c;
-  c.backend = "cpu";
+  c.backend = backend;
   c.model.n_layer = 2;
   c.model.n_head = 4;
   c.model.n_embd = 64;
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
   c.model.n_positions = 32;
-  c.train.steps = 10;
+  c.train.steps = steps;
   c.train.micro_batch_size = 4;
   c.train.global_batch_size = 8;   // two micro-batches: gradient accumulation
   c.train.lr = 3e-3;
@@ -57,8 +73,8 @@ void run(const std::string& dir) {
   const int B = c.train.micro_batch_size, T = c.model.seq_len, V = c.model.vocab_size, G = c.train.global_batch_size;
   Topology topo(1, 1, 1);
   ParallelGroups g = make_mpi_groups(split_axes(MPI_COMM_SELF, topo), topo, 60);
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  test::SyntheticSource data(T, V, 2024);
+  std::unique_ptr<Backend> be = make_backend(backend);
+  test::LearnableSource data(T, V, 2024);
   Trainer trainer(c, g, *be, data);
   Dump dump(dir);
   dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
@@ -67,7 +83,7 @@ void run(const std::string& dir) {
                                {"lr", c.train.lr}, {"min_lr", c.train.min_lr}, {"warmup_steps", c.train.warmup_steps},
                                {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1},
                                {"beta2", c.train.beta2}, {"eps", c.train.eps}, {"grad_clip", c.train.grad_clip},
-                               {"ln_eps", c.model.ln_eps}};
+                               {"ln_eps", c.model.ln_eps}, {"backend", backend}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -107,11 +123,11 @@ void run(const std::string& dir) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR\n");
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS]\n");
     return 2;
   }
-  run(argv[1]);
+  run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10);
   MPI_Finalize();
   return 0;
 }

@@ -1,6 +1,10 @@
 # The CPU model against a PyTorch GPT-2 on the same weights and tokens.
 add_executable(dump_reference reference/dump_reference.cpp)
 target_link_libraries(dump_reference PRIVATE trident_test_support nlohmann_json::nlohmann_json)
+if(TRIDENT_HAVE_CUDA)
+  target_link_libraries(dump_reference PRIVATE trident_cuda)
+  target_compile_definitions(dump_reference PRIVATE TRIDENT_HAVE_CUDA=1)
+endif()
 add_test(NAME reference_vs_torch
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/run_torch_check.sh $<TARGET_FILE:dump_reference>
                  ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_vs_torch.py)

@@ -153,9 +153,15 @@ class Watchdog {
   }
 
   // Called with mu_ held from the watchdog thread: abort the communicators so no kernel keeps
-  // spinning, then the job.
+  // spinning, then the job. ncclCommAbort can itself block behind a kernel that never sees its
+  // peer, so it runs on a helper thread that gets two seconds before the job is aborted anyway.
   [[noreturn]] void abort_all(const std::string& msg) {
-    for (const auto& c : comms_) ncclCommAbort(c.first);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([comms = comms_, done] {
+      for (const auto& c : comms) ncclCommAbort(c.first);
+      *done = true;
+    }).detach();
+    for (int i = 0; i < 40 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     fatal(__FILE__, __LINE__, "watchdog", msg);
   }
 

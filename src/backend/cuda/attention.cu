@@ -1,0 +1,335 @@
+// Causal flash-attention kernels for any head size up to 128: FlashAttention-2 structure with
+// fp32 SIMT math on bf16 tiles in shared memory.
+#include "attention.cuh"
+
+namespace trident::gpu {
+namespace {
+
+// A block owns kRows query rows (forward, dQ) or key rows (dK, dV) of one (b, h); the other
+// side streams through shared memory in tiles of kTile rows, lane j of a warp scoring row j of
+// the tile. Backward: D = rowsum(dout * out) first, then one kernel over key blocks for dK, dV
+// and one over query blocks for dQ, both recomputing P = exp(s - lse), so no output has two
+// writers and nothing needs atomics. The tile loops are where bf16 mma.sync fragments would
+// replace the SIMT dot products (HS 64 and 128).
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRows = kWarps * kRowsPerWarp;  // rows owned by one block
+constexpr int kTile = 32;                     // streamed rows per step, one per lane
+constexpr int kDimsPerLane = kMaxHeadSize / 32;
+// Query blocks start at multiples of kRows and key tiles at multiples of kTile, so every key
+// tile a query block streams starts at or before the block's first query.
+static_assert(kTile % kRows == 0, "key tiles must align with query blocks");
+
+// Shared-memory row stride in bf16 elements: even, so rows are read as bf16 pairs, and an odd
+// number of 4-byte words, so 32 lanes reading 32 rows at one column hit 32 different banks.
+__host__ __device__ int smem_stride(int HS) {
+  int s = HS + (HS & 1);
+  if ((s / 2) % 2 == 0) s += 2;
+  return s;
+}
+
+// Where the rows t = 0..T-1 of one (b, h) live: element (t, d) is at base[t * row_stride + d].
+struct Rows {
+  const bf16* base;
+  size_t row_stride;
+};
+
+// q, k or v (slot 0, 1, 2) of head h of sequence b in qkv (B,T,3,NH,HS).
+__device__ __forceinline__ size_t qkv_offset(int b, int h, int slot, int T, int NH, int HS) {
+  return (static_cast<size_t>(b) * T * 3 + slot) * NH * HS + static_cast<size_t>(h) * HS;
+}
+
+// Head h of sequence b in a (B,T,NH,HS) tensor.
+__device__ __forceinline__ size_t head_offset(int b, int h, int T, int NH, int HS) {
+  return static_cast<size_t>(b) * T * NH * HS + static_cast<size_t>(h) * HS;
+}
+
+// Copies rows [row0, row0 + n_rows) into shared memory; rows past T become zeros.
+__device__ void load_rows(bf16* dst, int stride, Rows src, int row0, int n_rows, int T, int HS) {
+  for (int idx = threadIdx.x; idx < n_rows * HS; idx += blockDim.x) {
+    const int r = idx / HS, d = idx - r * HS, t = row0 + r;
+    dst[r * stride + d] = t < T ? src.base[static_cast<size_t>(t) * src.row_stride + d] : to_bf16(0.0f);
+  }
+}
+
+// Loads floats [row0, row0 + n) of a (T) vector; zeros past T.
+__device__ void load_vector(float* dst, const float* src, int row0, int n, int T) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = row0 + i < T ? src[row0 + i] : 0.0f;
+}
+
+// Dot product of two shared-memory rows (both start on a 4-byte boundary: even strides).
+__device__ __forceinline__ float dot_rows(const bf16* a, const bf16* b, int HS) {
+  const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(a);
+  const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(b);
+  float even = 0.0f, odd = 0.0f;
+  for (int i = 0; i < HS / 2; ++i) {
+    const float2 x = __bfloat1622float2(a2[i]), y = __bfloat1622float2(b2[i]);
+    even = fmaf(x.x, y.x, even);
+    odd = fmaf(x.y, y.y, odd);
+  }
+  if (HS & 1) even = fmaf(to_float(a[HS - 1]), to_float(b[HS - 1]), even);
+  return even + odd;
+}
+
+// acc[i] += coef * row[lane + 32 i] for the dimensions this lane owns.
+__device__ __forceinline__ void axpy_row(float (&acc)[kDimsPerLane], float coef, const bf16* row, int lane, int HS) {
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < HS) acc[i] = fmaf(coef, to_float(row[d]), acc[i]);
+  }
+}
+
+// dst[lane + 32 i] = acc[i] * factor for the dimensions this lane owns.
+__device__ __forceinline__ void store_row(bf16* dst, const float (&acc)[kDimsPerLane], float factor, int lane, int HS) {
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < HS) dst[d] = to_bf16(acc[i] * factor);
+  }
+}
+
+// Causal work grows with the query index: the last query blocks go first so that the longest
+// blocks do not start in the final wave.
+__device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kRows; }
+
+__global__ void __launch_bounds__(kThreads)
+    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int HS, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int stride = smem_stride(HS);
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
+  bf16* k_s = q_s + kRows * stride;               // (kTile, stride)
+  bf16* v_s = k_s + kTile * stride;               // (kTile, stride)
+
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int q0 = query_block_start();
+  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride}, q0, kRows, T, HS);
+  const Rows keys{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride};
+  const Rows values{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride};
+
+  float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDimsPerLane];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) o[r][i] = 0.0f;
+  }
+
+  const int q_last = min(T, q0 + kRows) - 1;
+  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+    __syncthreads();  // every warp is done with the previous tile (and q_s is loaded)
+    load_rows(k_s, stride, keys, k0, kTile, T, HS);
+    load_rows(v_s, stride, values, k0, kTile, T, HS);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int qr = warp * kRowsPerWarp + r, qi = q0 + qr;
+      if (qi >= T) continue;  // warp-uniform
+      const int kj = k0 + lane;
+      const bool visible = kj <= qi;
+      const float s = visible ? scale * dot_rows(q_s + qr * stride, k_s + lane * stride, HS) : -INFINITY;
+      const float m_new = fmaxf(m[r], warp_max(s));  // finite: key k0 <= qi is visible
+      const float p = visible ? expf(s - m_new) : 0.0f;
+      const float correction = expf(m[r] - m_new);
+      l[r] = l[r] * correction + warp_sum(p);
+#pragma unroll
+      for (int i = 0; i < kDimsPerLane; ++i) o[r][i] *= correction;
+      const int n_keys = min(kTile, qi - k0 + 1);
+      for (int j = 0; j < n_keys; ++j) axpy_row(o[r], __shfl_sync(kFullMask, p, j), v_s + j * stride, lane, HS);
+      m[r] = m_new;
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int qi = q0 + warp * kRowsPerWarp + r;
+    if (qi >= T) continue;
+    store_row(out + head_offset(b, h, T, NH, HS) + static_cast<size_t>(qi) * NH * HS, o[r], 1.0f / l[r], lane, HS);
+    if (lane == 0) lse[static_cast<size_t>(blockIdx.x) * T + qi] = m[r] + logf(l[r]);
+  }
+}
+
+// delta (B,NH,T) = rowsum(dout * out): one warp per (b, t, h) row.
+__global__ void attention_delta_kernel(float* delta, const bf16* dout, const bf16* out, int B, int T, int NH, int HS) {
+  const size_t row = static_cast<size_t>(blockIdx.x) * kWarps + threadIdx.x / 32;  // ((b*T) + t)*NH + h
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<size_t>(B) * T * NH) return;
+  float s = 0.0f;
+  for (int d = lane; d < HS; d += 32) s += to_float(dout[row * HS + d]) * to_float(out[row * HS + d]);
+  s = warp_sum(s);
+  const int h = static_cast<int>(row % NH);
+  const size_t bt = row / NH;
+  const int t = static_cast<int>(bt % T), b = static_cast<int>(bt / T);
+  if (lane == 0) delta[(static_cast<size_t>(b) * NH + h) * T + t] = s;
+}
+
+// dK, dV of the kRows keys of this block, streaming the queries that see them.
+__global__ void __launch_bounds__(kThreads)
+    attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
+                         int NH, int HS, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int stride = smem_stride(HS);
+  bf16* k_s = reinterpret_cast<bf16*>(smem_raw);                   // (kRows, stride)
+  bf16* v_s = k_s + kRows * stride;                                // (kRows, stride)
+  bf16* q_s = v_s + kRows * stride;                                // (kTile, stride)
+  bf16* do_s = q_s + kTile * stride;                               // (kTile, stride)
+  float* lse_s = reinterpret_cast<float*>(do_s + kTile * stride);  // (kTile)
+  float* delta_s = lse_s + kTile;                                  // (kTile)
+
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k0 = blockIdx.y * kRows;  // early keys see the most queries and go first
+  // Query tiles start at k0: earlier queries do not see these keys, and the first tile holds
+  // every key's own query (kRows <= kTile).
+  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
+  load_rows(k_s, stride, Rows{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride}, k0, kRows, T, HS);
+  load_rows(v_s, stride, Rows{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride}, k0, kRows, T, HS);
+  const Rows queries{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride};
+  const Rows grads{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS};
+  const float* lse_bh = lse + static_cast<size_t>(blockIdx.x) * T;
+  const float* delta_bh = delta + static_cast<size_t>(blockIdx.x) * T;
+
+  float dk[kRowsPerWarp][kDimsPerLane] = {}, dv[kRowsPerWarp][kDimsPerLane] = {};
+  for (int q0 = k0; q0 < T; q0 += kTile) {
+    __syncthreads();
+    load_rows(q_s, stride, queries, q0, kTile, T, HS);
+    load_rows(do_s, stride, grads, q0, kTile, T, HS);
+    load_vector(lse_s, lse_bh, q0, kTile, T);
+    load_vector(delta_s, delta_bh, q0, kTile, T);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int kr = warp * kRowsPerWarp + r, kj = k0 + kr;
+      if (kj >= T) continue;  // warp-uniform
+      const int qi = q0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (qi < T && qi >= kj) {
+        const float s = scale * dot_rows(q_s + lane * stride, k_s + kr * stride, HS);
+        p = expf(s - lse_s[lane]);
+        const float dp = dot_rows(do_s + lane * stride, v_s + kr * stride, HS);
+        ds = p * (dp - delta_s[lane]);
+      }
+      const int j_end = min(kTile, T - q0);
+      for (int j = max(0, kj - q0); j < j_end; ++j) {
+        axpy_row(dv[r], __shfl_sync(kFullMask, p, j), do_s + j * stride, lane, HS);
+        axpy_row(dk[r], __shfl_sync(kFullMask, ds, j), q_s + j * stride, lane, HS);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int kj = k0 + warp * kRowsPerWarp + r;
+    if (kj >= T) continue;
+    const size_t t_off = static_cast<size_t>(kj) * 3 * NH * HS;
+    store_row(dqkv + qkv_offset(b, h, 1, T, NH, HS) + t_off, dk[r], scale, lane, HS);
+    store_row(dqkv + qkv_offset(b, h, 2, T, NH, HS) + t_off, dv[r], 1.0f, lane, HS);
+  }
+}
+
+// dQ of the kRows queries of this block, streaming the keys they see.
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
+                        int NH, int HS, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int stride = smem_stride(HS);
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
+  bf16* do_s = q_s + kRows * stride;              // (kRows, stride)
+  bf16* k_s = do_s + kRows * stride;              // (kTile, stride)
+  bf16* v_s = k_s + kTile * stride;               // (kTile, stride)
+
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int q0 = query_block_start();
+  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride}, q0, kRows, T, HS);
+  load_rows(do_s, stride, Rows{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS}, q0, kRows, T, HS);
+  const Rows keys{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride};
+  const Rows values{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride};
+
+  float row_lse[kRowsPerWarp], row_delta[kRowsPerWarp], dq[kRowsPerWarp][kDimsPerLane] = {};
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int qi = q0 + warp * kRowsPerWarp + r;
+    row_lse[r] = qi < T ? lse[static_cast<size_t>(blockIdx.x) * T + qi] : 0.0f;
+    row_delta[r] = qi < T ? delta[static_cast<size_t>(blockIdx.x) * T + qi] : 0.0f;
+  }
+
+  const int q_last = min(T, q0 + kRows) - 1;
+  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+    __syncthreads();
+    load_rows(k_s, stride, keys, k0, kTile, T, HS);
+    load_rows(v_s, stride, values, k0, kTile, T, HS);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int qr = warp * kRowsPerWarp + r, qi = q0 + qr;
+      if (qi >= T) continue;  // warp-uniform
+      float ds = 0.0f;
+      if (k0 + lane <= qi) {
+        const float s = scale * dot_rows(q_s + qr * stride, k_s + lane * stride, HS);
+        const float p = expf(s - row_lse[r]);
+        const float dp = dot_rows(do_s + qr * stride, v_s + lane * stride, HS);
+        ds = p * (dp - row_delta[r]);
+      }
+      const int n_keys = min(kTile, qi - k0 + 1);
+      for (int j = 0; j < n_keys; ++j) axpy_row(dq[r], __shfl_sync(kFullMask, ds, j), k_s + j * stride, lane, HS);
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int qi = q0 + warp * kRowsPerWarp + r;
+    if (qi >= T) continue;
+    store_row(dqkv + qkv_offset(b, h, 0, T, NH, HS) + static_cast<size_t>(qi) * 3 * NH * HS, dq[r], scale, lane, HS);
+  }
+}
+
+void check_shape(int B, int T, int NH, int HS, const char* op) {
+  TRIDENT_CHECK(HS >= 1 && HS <= kMaxHeadSize, str(op, ": head size ", HS, " outside 1..", kMaxHeadSize));
+  TRIDENT_CHECK(B >= 0 && T >= 0 && NH >= 0, str(op, ": negative shape"));
+  TRIDENT_CHECK(ceil_div(T, kRows) <= 65535, str(op, ": T=", T, " needs more than 65535 query blocks"));
+}
+
+size_t smem_bytes(int HS, int bf16_rows, int float_rows) {
+  return static_cast<size_t>(bf16_rows) * smem_stride(HS) * sizeof(bf16) + float_rows * sizeof(float);
+}
+
+}  // namespace
+
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream) {
+  check_shape(B, T, NH, HS, "attention_fwd");
+  if (B * T * NH == 0) return;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
+  const dim3 grid(B * NH, ceil_div(T, kRows));
+  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, HS,
+                                                                                         scale);
+  CUDA_CHECK_LAUNCH("attention_fwd_kernel");
+}
+
+void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
+                   int NH, int HS, Scratch& scratch, cudaStream_t stream) {
+  check_shape(B, T, NH, HS, "attention_bwd");
+  if (B * T * NH == 0) return;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
+  const size_t rows = static_cast<size_t>(B) * T * NH;
+  float* delta = static_cast<float*>(scratch.get(rows * sizeof(float), stream));  // (B, NH, T)
+  attention_delta_kernel<<<ceil_div(static_cast<long long>(rows), kWarps), kThreads, 0, stream>>>(delta, dout, out, B,
+                                                                                                  T, NH, HS);
+  CUDA_CHECK_LAUNCH("attention_delta_kernel");
+
+  const dim3 grid(B * NH, ceil_div(T, kRows));
+  attention_dkv_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
+      dqkv, dout, qkv, lse, delta, T, NH, HS, scale);
+  CUDA_CHECK_LAUNCH("attention_dkv_kernel");
+  attention_dq_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(dqkv, dout, qkv, lse, delta,
+                                                                                            T, NH, HS, scale);
+  CUDA_CHECK_LAUNCH("attention_dq_kernel");
+}
+
+}  // namespace trident::gpu

@@ -1,0 +1,56 @@
+// Error text, launch checks and the scratch buffer shared by the CUDA op files.
+#include <cstdlib>
+
+#include "common.cuh"
+
+namespace trident::gpu {
+namespace {
+
+// TRIDENT_CUDA_SYNC=1 drains the device after every kernel so that an asynchronous fault is
+// reported by the launch that caused it (slow; for debugging only).
+bool sync_after_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIDENT_CUDA_SYNC");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+}  // namespace
+
+std::string cuda_error_text(cudaError_t err) { return str(cudaGetErrorName(err), ": ", cudaGetErrorString(err)); }
+
+void check_launch(const char* file, int line, const char* kernel_name) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && sync_after_launch()) err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) fatal(file, line, kernel_name, cuda_error_text(err));
+}
+
+Scratch::~Scratch() {
+  // Destructors must not abort; a failure here only leaks memory at teardown.
+  if (ptr_) static_cast<void>(cudaFree(ptr_));
+}
+
+void* Scratch::get(size_t bytes, cudaStream_t stream) {
+  if (bytes <= bytes_) return ptr_;
+  if (ptr_) {
+    // Kernels queued earlier may still read the old buffer.
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaFree(ptr_));
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  cudaError_t err = cudaMalloc(&ptr_, bytes);
+  if (err != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // out-of-memory is not sticky; clear it
+    size_t free_bytes = 0, total_bytes = 0;
+    static_cast<void>(cudaMemGetInfo(&free_bytes, &total_bytes));
+    fatal(__FILE__, __LINE__, "cudaMalloc(scratch)",
+          str(cuda_error_text(err), " requesting ", bytes, " bytes of op scratch; ", free_bytes, " of ", total_bytes,
+              " bytes free"));
+  }
+  bytes_ = bytes;
+  return ptr_;
+}
+
+}  // namespace trident::gpu

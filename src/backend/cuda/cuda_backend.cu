@@ -1,0 +1,325 @@
+// CudaBackend (bf16 activations and parameters, fp32 gradients and optimizer state): memory,
+// the compute stream and argument checks; each op calls its family's entry point (encoder.cu, ...).
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "adamw.cuh"
+#include "attention.cuh"
+#include "common.cuh"
+#include "cross_entropy.cuh"
+#include "elementwise.cuh"
+#include "encoder.cuh"
+#include "layernorm.cuh"
+#include "matmul.cuh"
+#include "reduce.cuh"
+#include "trident/backend/cuda_backend.hpp"
+#include "trident/core/log.hpp"
+
+namespace trident {
+namespace {
+
+using gpu::bf16;
+
+// Data of a tensor that must have dtype t and exactly n elements.
+template <class T>
+T* data_of(TensorView v, DType t, size_t n, const char* what) {
+  TRIDENT_CHECK(v.dtype == t, str(what, " is ", dtype_name(v.dtype), ", expected ", dtype_name(t)));
+  TRIDENT_CHECK(v.numel == n, str(what, " has ", v.numel, " elements, expected ", n));
+  TRIDENT_CHECK(n == 0 || v.data != nullptr, str(what, " is not given"));
+  return v.as<T>();
+}
+
+// Activations and parameters (the compute dtype).
+bf16* act(TensorView v, size_t n, const char* what) { return data_of<bf16>(v, DType::BF16, n, what); }
+float* f32(TensorView v, size_t n, const char* what) { return data_of<float>(v, DType::F32, n, what); }
+
+// As above for optional arguments: nullptr when the view is empty.
+bf16* act_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : act(v, n, what); }
+float* f32_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : f32(v, n, what); }
+
+// The position table may hold more rows (the model's block size) than this batch's T uses.
+template <class Elem>
+Elem* positions(TensorView wpe, DType t, int T, int C, const char* what) {
+  if (wpe.empty()) return nullptr;
+  TRIDENT_CHECK(wpe.numel >= static_cast<size_t>(T) * C, str(what, " has ", wpe.numel, " elements, fewer than T*C"));
+  return data_of<Elem>(wpe, t, wpe.numel, what);
+}
+
+size_t rows_x_cols(int rows, int cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    const int count = cuda_device_count();
+    TRIDENT_CHECK(device >= 0 && device < count,
+                  str("cuda backend: device ", device, " requested, ", count, " visible"));
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    matmul_ = std::make_unique<gpu::Matmul>();
+  }
+
+  ~CudaBackend() override {
+    // No fatal() while tearing down (this may run during unwinding): report and go on.
+    warn_if(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    matmul_.reset();
+    warn_if(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+  }
+
+  std::string name() const override { return str("cuda:", device_); }
+  DType compute_dtype() const override { return DType::BF16; }
+  bool is_device() const override { return true; }
+
+  // ---- memory and stream
+  void* alloc(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());  // out-of-memory is not sticky; clear it
+      size_t free_bytes = 0, total_bytes = 0;
+      static_cast<void>(cudaMemGetInfo(&free_bytes, &total_bytes));
+      fatal(__FILE__, __LINE__, "cudaMalloc",
+            str(gpu::cuda_error_text(err), " requesting ", bytes, " bytes on device ", device_, "; ", free_bytes,
+                " of ", total_bytes, " bytes free, ", live_bytes_, " held by this backend"));
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    // Other streams (communication) may touch the buffer before any compute-stream event.
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[p] = bytes;
+    live_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+    return p;
+  }
+
+  void release(void* p) override {
+    if (!p) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = sizes_.find(p);
+      TRIDENT_CHECK(it != sizes_.end(), "cuda backend: release() of a pointer alloc() did not return");
+      live_bytes_ -= it->second;
+      sizes_.erase(it);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued kernels may still use it
+    CUDA_CHECK(cudaFree(p));
+  }
+
+  size_t peak_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_bytes_;
+  }
+
+  void zero(TensorView t) override {
+    if (t.numel) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
+  }
+
+  void copy_to_host(void* dst, TensorView src) override {
+    if (!src.numel) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void copy_from_host(TensorView dst, const void* src) override {
+    if (!dst.numel) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
+    // The caller may reuse or free src as soon as this returns (it may be pinned memory).
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void copy(TensorView dst, TensorView src) override {
+    TRIDENT_CHECK(dst.numel == src.numel, str("copy: ", src.numel, " elements into ", dst.numel));
+    if (!src.numel) return;
+    if (dst.dtype == src.dtype) {
+      CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, stream_));
+    } else if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
+      gpu::convert(dst.as<bf16>(), src.as<float>(), src.numel, stream_);
+    } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
+      gpu::convert(dst.as<float>(), src.as<bf16>(), src.numel, stream_);
+    } else {
+      TRIDENT_FATAL(str("copy: no conversion from ", dtype_name(src.dtype), " to ", dtype_name(dst.dtype)));
+    }
+  }
+
+  Stream stream() override { return Stream{stream_}; }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  // ---- embedding
+  void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe, int B, int T, int C,
+                   int vocab_start, int v_local) override {
+    TRIDENT_CHECK(tokens != nullptr, "encoder_fwd: tokens not given");
+    gpu::encoder_fwd(act(out, rows_x_cols(B * T, C), "encoder_fwd: out"), tokens,
+                     act(wte, rows_x_cols(v_local, C), "encoder_fwd: wte"),
+                     positions<bf16>(wpe, DType::BF16, T, C, "encoder_fwd: wpe"), B, T, C, vocab_start, v_local,
+                     stream_);
+  }
+
+  void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens, int B, int T, int C,
+                   int vocab_start, int v_local) override {
+    TRIDENT_CHECK(tokens != nullptr, "encoder_bwd: tokens not given");
+    gpu::encoder_bwd(f32(dwte, rows_x_cols(v_local, C), "encoder_bwd: dwte"),
+                     positions<float>(dwpe, DType::F32, T, C, "encoder_bwd: dwpe"),
+                     act(dout, rows_x_cols(B * T, C), "encoder_bwd: dout"), tokens, B, T, C, vocab_start, v_local,
+                     scratch_, stream_);
+  }
+
+  // ---- LayerNorm
+  void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in, TensorView w, TensorView b, int N,
+                     int C, float eps) override {
+    const size_t NC = rows_x_cols(N, C);
+    gpu::layernorm_fwd(act(out, NC, "layernorm_fwd: out"), f32(mean, N, "layernorm_fwd: mean"),
+                       f32(rstd, N, "layernorm_fwd: rstd"), act(in, NC, "layernorm_fwd: in"),
+                       act(w, C, "layernorm_fwd: w"), act(b, C, "layernorm_fwd: b"), N, C, eps, stream_);
+  }
+
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout, TensorView in, TensorView w,
+                     TensorView mean, TensorView rstd, int N, int C) override {
+    const size_t NC = rows_x_cols(N, C);
+    gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), f32(dw, C, "layernorm_bwd: dw"),
+                       f32(db, C, "layernorm_bwd: db"), act(dout, NC, "layernorm_bwd: dout"),
+                       act(in, NC, "layernorm_bwd: in"), act(w, C, "layernorm_bwd: w"),
+                       f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, scratch_,
+                       stream_);
+  }
+
+  // ---- elementwise
+  void add(TensorView out, TensorView a, TensorView b) override {
+    const size_t n = out.numel;
+    gpu::add(act(out, n, "add: out"), act(a, n, "add: a"), act(b, n, "add: b"), n, stream_);
+  }
+
+  void gelu_fwd(TensorView out, TensorView in) override {
+    const size_t n = out.numel;
+    gpu::gelu_fwd(act(out, n, "gelu_fwd: out"), act(in, n, "gelu_fwd: in"), n, stream_);
+  }
+
+  void gelu_bwd(TensorView din, TensorView dout, TensorView pre) override {
+    const size_t n = din.numel;
+    gpu::gelu_bwd(act(din, n, "gelu_bwd: din"), act(dout, n, "gelu_bwd: dout"), act(pre, n, "gelu_bwd: pre"), n,
+                  stream_);
+  }
+
+  // ---- GEMMs
+  void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias, int N, int K, int M) override {
+    matmul_->forward(act(out, rows_x_cols(N, M), "matmul_fwd: out"), nullptr,
+                     act(in, rows_x_cols(N, K), "matmul_fwd: in"), act(w, rows_x_cols(M, K), "matmul_fwd: w"),
+                     act_optional(bias, M, "matmul_fwd: bias"), N, K, M, stream_);
+  }
+
+  void matmul_gelu_fwd(TensorView out, TensorView pre, TensorView in, TensorView w, TensorView bias, int N, int K,
+                       int M) override {
+    matmul_->forward(act(out, rows_x_cols(N, M), "matmul_gelu_fwd: out"),
+                     act(pre, rows_x_cols(N, M), "matmul_gelu_fwd: pre"),
+                     act(in, rows_x_cols(N, K), "matmul_gelu_fwd: in"), act(w, rows_x_cols(M, K), "matmul_gelu_fwd: w"),
+                     act_optional(bias, M, "matmul_gelu_fwd: bias"), N, K, M, stream_);
+  }
+
+  void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in, TensorView w, int N,
+                  int K, int M) override {
+    matmul_->backward(act_optional(din, rows_x_cols(N, K), "matmul_bwd: din"),
+                      f32_optional(dw, rows_x_cols(M, K), "matmul_bwd: dw"),
+                      f32_optional(dbias, M, "matmul_bwd: dbias"), act(dout, rows_x_cols(N, M), "matmul_bwd: dout"),
+                      act(in, rows_x_cols(N, K), "matmul_bwd: in"), act(w, rows_x_cols(M, K), "matmul_bwd: w"), N, K, M,
+                      scratch_, stream_);
+  }
+
+  // ---- attention
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override {
+    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
+    gpu::attention_fwd(act(out, BT * C, "attention_fwd: out"), f32(lse, BT * NH, "attention_fwd: lse"),
+                       act(qkv, 3 * BT * C, "attention_fwd: qkv"), B, T, NH, HS, stream_);
+  }
+
+  void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int B, int T,
+                     int NH, int HS) override {
+    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
+    gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), act(dout, BT * C, "attention_bwd: dout"),
+                       act(qkv, 3 * BT * C, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
+                       f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS, scratch_, stream_);
+  }
+
+  // ---- cross-entropy
+  void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override {
+    check_vocab(v_local, v_valid, "xent_max");
+    gpu::xent_max(f32(rowmax, N, "xent_max: rowmax"), act(logits, rows_x_cols(N, v_local), "xent_max: logits"), N,
+                  v_local, v_valid, stream_);
+  }
+
+  void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets, int N, int v_local,
+                  int v_valid, int vocab_start) override {
+    check_vocab(v_local, v_valid, "xent_stats");
+    TRIDENT_CHECK(targets != nullptr, "xent_stats: targets not given");
+    gpu::xent_stats(f32(stats, rows_x_cols(N, 2), "xent_stats: stats"),
+                    act(logits, rows_x_cols(N, v_local), "xent_stats: logits"), f32(rowmax, N, "xent_stats: rowmax"),
+                    targets, N, v_local, v_valid, vocab_start, stream_);
+  }
+
+  void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats, const int32_t* targets,
+                int N, int v_local, int v_valid, int vocab_start, float dloss) override {
+    check_vocab(v_local, v_valid, "xent_bwd");
+    TRIDENT_CHECK(targets != nullptr, "xent_bwd: targets not given");
+    gpu::xent_bwd(f32_optional(losses, N, "xent_bwd: losses"), act(logits, rows_x_cols(N, v_local), "xent_bwd: logits"),
+                  f32(rowmax, N, "xent_bwd: rowmax"), f32(stats, rows_x_cols(N, 2), "xent_bwd: stats"), targets, N,
+                  v_local, v_valid, vocab_start, dloss, stream_);
+  }
+
+  // ---- reductions and optimizer
+  void sum_squares(TensorView acc, TensorView x) override {
+    float* a = f32(acc, 1, "sum_squares: acc");
+    if (x.dtype == DType::BF16) {
+      gpu::sum_squares(a, act(x, x.numel, "sum_squares: x"), x.numel, scratch_, stream_);
+    } else {
+      gpu::sum_squares(a, f32(x, x.numel, "sum_squares: x"), x.numel, scratch_, stream_);
+    }
+  }
+
+  void sum(TensorView acc, TensorView x) override {
+    gpu::sum(f32(acc, 1, "sum: acc"), f32(x, x.numel, "sum: x"), x.numel, scratch_, stream_);
+  }
+
+  void scale(TensorView x, float s) override { gpu::scale(f32(x, x.numel, "scale: x"), s, x.numel, stream_); }
+
+  void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+             const AdamWArgs& a) override {
+    const size_t n = master.numel;
+    gpu::adamw(act_optional(param, n, "adamw: param"), f32(master, n, "adamw: master"), f32(m, n, "adamw: m"),
+               f32(v, n, "adamw: v"), f32(grad, n, "adamw: grad"), n, a, stream_);
+  }
+
+ private:
+  static void check_vocab(int v_local, int v_valid, const char* op) {
+    TRIDENT_CHECK(v_valid >= 0 && v_valid <= v_local,
+                  str(op, ": v_valid=", v_valid, " must lie in 0..v_local=", v_local));
+  }
+
+  static void warn_if(cudaError_t err, const char* what) {
+    if (err != cudaSuccess) log_warn(str("cuda backend teardown: ", what, ": ", gpu::cuda_error_text(err)));
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<gpu::Matmul> matmul_;
+  gpu::Scratch scratch_;  // temporaries of one op at a time (ops are ordered on stream_)
+
+  // alloc()/release() may be called from several host threads; the size table is guarded.
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, size_t> sizes_;
+  size_t live_bytes_ = 0;
+  size_t peak_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // no driver or no device: not an error for the caller
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace trident

@@ -1,0 +1,16 @@
+// LayerNorm over the last dimension (forward and backward), fp32 statistics.
+#pragma once
+
+#include "common.cuh"
+
+namespace trident::gpu {
+
+// out (N,C) = (in - mean) * rstd * w + b; mean, rstd (N) fp32.
+void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* w, const bf16* b, int N, int C,
+                   float eps, cudaStream_t stream);
+
+// din_accum (N,C) += dL/din; dw, db (C) += (deterministic: partial column sums in scratch).
+void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, const bf16* in, const bf16* w,
+                   const float* mean, const float* rstd, int N, int C, Scratch& scratch, cudaStream_t stream);
+
+}  // namespace trident::gpu

@@ -1,0 +1,71 @@
+// GEMMs of nn.Linear layers through cuBLASLt (descriptors and algorithms cached per shape),
+// plus the deterministic bias-gradient reduction.
+#pragma once
+
+#include <unordered_map>
+
+#include "common.cuh"
+
+namespace trident::gpu {
+
+class Matmul {
+ public:
+  Matmul();  // on the current device
+  ~Matmul();
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+
+  // out (N,M) = in (N,K) @ w (M,K)^T + bias (M) (bias may be null). With pre: pre = that sum
+  // and out = gelu(pre), fused into the GEMM's epilogue where cuBLASLt allows it.
+  void forward(bf16* out, bf16* pre, const bf16* in, const bf16* w, const bf16* bias, int N, int K, int M,
+               cudaStream_t stream);
+
+  // din (N,K) = dout @ w; dw (M,K) += dout^T @ in; dbias (M) += column sums of dout.
+  // Null outputs are skipped.
+  void backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, int N, int K,
+                int M, Scratch& scratch, cudaStream_t stream);
+
+ private:
+  enum class Kind : uint8_t { kForward, kInputGrad, kWeightGrad };
+
+  struct Key {
+    Kind kind;
+    int N, K, M;
+    cublasLtEpilogue_t epilogue;
+    int alignment;  // bytes that every operand's address is a multiple of (heuristics depend on it)
+    bool operator==(const Key& o) const {
+      return kind == o.kind && N == o.N && K == o.K && M == o.M && epilogue == o.epilogue && alignment == o.alignment;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // d also serves as C
+    cublasLtMatmulAlgo_t algo{};
+    bool found = false;  // the heuristic returned an algorithm
+  };
+  // Operands of one call, in cuBLASLt's column-major terms.
+  struct Operands {
+    const void* a;
+    const void* b;
+    void* d;
+    const void* bias;
+    void* aux;
+  };
+
+  const Plan& plan(const Key& key, const Operands& ops);
+  void run(const Plan& plan, const Operands& ops, float beta, cudaStream_t stream);
+  // Runs the GEMM of `key`; false (nothing queued) when cuBLASLt offers no algorithm for it.
+  bool try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
+                cudaStream_t stream);
+  void gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
+            cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+};
+
+}  // namespace trident::gpu

@@ -1,0 +1,609 @@
+// CudaBackend against the CpuBackend oracle: every op on the same bf16-representable inputs
+// with a per-op tolerance, and bit-determinism of the kernels that replace atomics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+#include "trident/backend/cpu_backend.hpp"
+#include "trident/backend/cuda_backend.hpp"
+#include "trident/core/rng.hpp"
+
+namespace trident {
+namespace {
+
+using test::random_vector;
+using test::rel_l2;
+using Vec = std::vector<float>;
+using Ints = std::vector<int32_t>;
+
+// Tolerances are relative L2 errors against the fp32 CPU result computed from the same
+// (bf16-rounded) inputs, so only arithmetic differs.
+// bf16 keeps 8 significant bits: one round-to-nearest of an output costs at most 2^-9
+// relative per element (rel_l2 about 1.1e-3 for spread-out values); 4e-3 = 2^-8 leaves margin.
+constexpr double kOneRounding = 4e-3;
+// fp32 outputs whose only difference is the order of fp32 additions (the CPU adds in double
+// or in another order): a few ulps of the largest partial sums.
+constexpr double kFp32Order = 1e-5;
+
+constexpr const char* kSkipMessage = "no GPU: CUDA tests skipped";
+
+// ---------------------------------------------------------------- tensors on two backends
+
+Vec round_bf16(Vec x) {
+  for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+  return x;
+}
+
+// An allocation of one backend with its element type.
+struct Tensor {
+  Buffer buf;
+  DType dtype = DType::F32;
+  size_t n = 0;
+  TensorView view() const { return TensorView(buf.get(), dtype, n); }
+  template <class T>
+  const T* ptr() const {
+    return static_cast<const T*>(buf.get());
+  }
+};
+
+Tensor upload(Backend& be, const Vec& x, DType t) {
+  Tensor out{Buffer(be, x.size() * dtype_size(t)), t, x.size()};
+  if (t == DType::BF16) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = float_to_bf16(x[i]);
+    be.copy_from_host(out.view(), h.data());
+  } else {
+    be.copy_from_host(out.view(), x.data());
+  }
+  return out;
+}
+
+Tensor upload_ints(Backend& be, const Ints& x) {
+  Tensor out{Buffer(be, x.size() * sizeof(int32_t)), DType::I32, x.size()};
+  be.copy_from_host(out.view(), x.data());
+  return out;
+}
+
+Vec download(Backend& be, TensorView t) {
+  Vec out(t.numel);
+  if (t.dtype == DType::BF16) {
+    std::vector<uint16_t> h(t.numel);
+    be.copy_to_host(h.data(), t);
+    for (size_t i = 0; i < t.numel; ++i) out[i] = bf16_to_float(h[i]);
+  } else {
+    be.copy_to_host(out.data(), t);
+  }
+  return out;
+}
+
+std::vector<unsigned char> download_bits(Backend& be, TensorView t) {
+  std::vector<unsigned char> out(t.bytes());
+  be.copy_to_host(out.data(), t);
+  return out;
+}
+
+// The same values on both backends: fp32 on the CPU, bf16 or fp32 on the GPU. bf16 values are
+// rounded first and the CPU gets the rounded values.
+struct Both {
+  Tensor cpu, gpu;
+};
+
+class CudaOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (cuda_device_count() == 0) {
+      std::printf("%s\n", kSkipMessage);
+      std::fflush(stdout);
+      return;
+    }
+    gpu_be_ = make_cuda_backend(0).release();
+  }
+  static void TearDownTestSuite() {
+    delete gpu_be_;
+    gpu_be_ = nullptr;
+  }
+  void SetUp() override {
+    if (!gpu_be_) GTEST_SKIP() << kSkipMessage;
+    cpu_be_ = make_cpu_backend();
+  }
+
+  Backend& cpu() { return *cpu_be_; }
+  Backend& gpu() { return *gpu_be_; }
+
+  Both both(const Vec& x, DType gpu_dtype) {
+    const Vec v = gpu_dtype == DType::BF16 ? round_bf16(x) : x;
+    return Both{upload(cpu(), v, DType::F32), upload(gpu(), v, gpu_dtype)};
+  }
+  Both act(const Vec& x) { return both(x, DType::BF16); }  // activations and parameters
+  Both f32(const Vec& x) { return both(x, DType::F32); }   // gradients, statistics, optimizer state
+  Both ints(const Ints& x) { return Both{upload_ints(cpu(), x), upload_ints(gpu(), x)}; }
+
+  // GPU result vs CPU result; prints every measured error so that margins are visible.
+  void expect_close(const Both& t, double tol, const char* what) {
+    const Vec g = download(gpu(), t.gpu.view()), c = download(cpu(), t.cpu.view());
+    const double err = rel_l2(g, c);
+    std::printf("    %-28s rel_l2 %.3g (tolerance %.3g)\n", what, err, tol);
+    EXPECT_LE(err, tol) << what;  // also fails on NaN
+  }
+
+  static Backend* gpu_be_;
+  std::unique_ptr<Backend> cpu_be_;
+};
+
+Backend* CudaOps::gpu_be_ = nullptr;
+
+// Names the case in failure messages and above its printed error lines.
+std::string announce(const std::string& what) {
+  std::printf("  %s\n", what.c_str());
+  return what;
+}
+
+float gelu_tanh(float x) { return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+
+// ---------------------------------------------------------------- memory and copies
+
+TEST_F(CudaOps, PropertiesAndMemory) {
+  auto be = make_cuda_backend(0);  // its own, so that peak_bytes() starts from zero
+  EXPECT_EQ(be->compute_dtype(), DType::BF16);
+  EXPECT_TRUE(be->is_device());
+  EXPECT_NE(be->stream().handle, nullptr);
+
+  void* a = be->alloc(1000);
+  void* b = be->alloc(24);
+  std::vector<unsigned char> bytes(1000, 1);
+  be->copy_to_host(bytes.data(), TensorView(a, DType::I32, 250));
+  EXPECT_EQ(bytes, std::vector<unsigned char>(1000, 0)) << "alloc() must zero-fill";
+  be->release(a);
+  void* c = be->alloc(500);
+  EXPECT_EQ(be->peak_bytes(), 1024u);  // 1000 + 24 live at once; 24 + 500 later is less
+  be->release(b);
+  be->release(c);
+
+  Tensor t = upload(gpu(), {1.0f, 2.0f, 3.0f}, DType::F32);
+  gpu().zero(t.view());
+  EXPECT_EQ(download(gpu(), t.view()), Vec(3, 0.0f));
+}
+
+TEST_F(CudaOps, CopyConvertsDtypes) {
+  // Ties and near-ties of the bf16 rounding, signed zero, tiny and huge values.
+  Vec src = random_vector(1001, 1, 3.0f);
+  const Vec specials = {0.0f, -0.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1.0f + 1.0f / 512, -1e-30f, 3e38f};
+  std::copy(specials.begin(), specials.end(), src.begin());
+  Tensor f = upload(gpu(), src, DType::F32);
+  Tensor h{Buffer(gpu(), src.size() * 2), DType::BF16, src.size()};
+  gpu().copy(h.view(), f.view());
+  std::vector<uint16_t> bits(src.size());
+  gpu().copy_to_host(bits.data(), h.view());
+  for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(bits[i], float_to_bf16(src[i])) << "element " << i;
+
+  Tensor back{Buffer(gpu(), src.size() * 4), DType::F32, src.size()};
+  gpu().copy(back.view(), h.view());
+  EXPECT_EQ(download(gpu(), back.view()), round_bf16(src));
+
+  Tensor same{Buffer(gpu(), src.size() * 4), DType::F32, src.size()};
+  gpu().copy(same.view(), f.view());
+  EXPECT_EQ(download(gpu(), same.view()), src);
+}
+
+// ---------------------------------------------------------------- embedding
+
+struct EncoderCase {
+  int B, T, C, vocab_start, v_local;
+  bool wpe;
+};
+
+TEST_F(CudaOps, EncoderFwd) {
+  for (const EncoderCase& k : {EncoderCase{2, 37, 96, 384, 384, true}, EncoderCase{3, 16, 64, 0, 128, false}}) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " C=", k.C)));
+    const int N = k.B * k.T, block = k.T + 3;  // the position table may be longer than T
+    Ints tokens(N);
+    for (int n = 0; n < N; ++n) tokens[n] = static_cast<int32_t>(hash3(2, 0, n) % (k.vocab_start + 2 * k.v_local));
+    Both tok = ints(tokens);
+    Both wte = act(random_vector(static_cast<size_t>(k.v_local) * k.C, 3));
+    Both wpe = act(random_vector(static_cast<size_t>(block) * k.C, 4));
+    Both out = act(Vec(static_cast<size_t>(N) * k.C));
+    cpu().encoder_fwd(out.cpu.view(), tok.cpu.ptr<int32_t>(), wte.cpu.view(), k.wpe ? wpe.cpu.view() : TensorView(),
+                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+    gpu().encoder_fwd(out.gpu.view(), tok.gpu.ptr<int32_t>(), wte.gpu.view(), k.wpe ? wpe.gpu.view() : TensorView(),
+                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+    expect_close(out, kOneRounding, "encoder_fwd out");  // exact fp32 sum of two bf16, one rounding
+  }
+}
+
+TEST_F(CudaOps, EncoderBwd) {
+  for (const EncoderCase& k : {EncoderCase{2, 37, 96, 384, 384, true}, EncoderCase{4, 32, 64, 0, 128, false}}) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " C=", k.C)));
+    const int N = k.B * k.T;
+    // Tokens just around this shard's start: many repeats, some belonging to other ranks.
+    Ints tokens(N);
+    for (int n = 0; n < N; ++n) tokens[n] = k.vocab_start - 5 + static_cast<int32_t>(hash3(5, 0, n) % 30);
+    Both tok = ints(tokens);
+    Both dout = act(random_vector(static_cast<size_t>(N) * k.C, 6));
+    Both dwte = f32(random_vector(static_cast<size_t>(k.v_local) * k.C, 7));  // += onto earlier micro-batches
+    Both dwpe = f32(random_vector(static_cast<size_t>(k.T) * k.C, 8));
+    cpu().encoder_bwd(dwte.cpu.view(), k.wpe ? dwpe.cpu.view() : TensorView(), dout.cpu.view(), tok.cpu.ptr<int32_t>(),
+                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+    gpu().encoder_bwd(dwte.gpu.view(), k.wpe ? dwpe.gpu.view() : TensorView(), dout.gpu.view(), tok.gpu.ptr<int32_t>(),
+                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+    // fp32 sums of the same bf16 rows; only the association differs.
+    expect_close(dwte, kFp32Order, "encoder_bwd dwte");
+    expect_close(dwpe, kFp32Order, "encoder_bwd dwpe");
+  }
+}
+
+// ---------------------------------------------------------------- LayerNorm
+
+struct RowsCase {
+  int N, C;
+};
+
+Vec residual_stream(size_t n, uint64_t seed) {
+  Vec x = random_vector(n, seed, 2.0f);
+  for (float& v : x) v += 1.5f;  // a mean far from 0, as in a residual stream
+  return x;
+}
+
+Vec near_one(size_t n, uint64_t seed) {
+  Vec x = random_vector(n, seed, 0.2f);
+  for (float& v : x) v += 1.0f;
+  return x;
+}
+
+TEST_F(CudaOps, LayerNormFwd) {
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{5, 37}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both in = act(residual_stream(NC, 11));
+    Both w = act(near_one(k.C, 12)), b = act(random_vector(k.C, 13, 0.1f));
+    Both out = act(Vec(NC)), mean = f32(Vec(k.N)), rstd = f32(Vec(k.N));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->layernorm_fwd(v(out), v(mean), v(rstd), v(in), v(w), v(b), k.N, k.C, 1e-5f);
+    }
+    expect_close(out, kOneRounding, "layernorm_fwd out");  // fp32 math, one rounding
+    expect_close(mean, kFp32Order, "layernorm_fwd mean");  // fp32 vs double sums over C
+    expect_close(rstd, kFp32Order, "layernorm_fwd rstd");
+  }
+}
+
+TEST_F(CudaOps, LayerNormBwd) {
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both in = act(residual_stream(NC, 21));
+    Both w = act(near_one(k.C, 22)), b = act(random_vector(k.C, 23, 0.1f));
+    // Statistics from the CPU forward, given to both.
+    Tensor cpu_out = upload(cpu(), Vec(NC), DType::F32);
+    Tensor cpu_mean = upload(cpu(), Vec(k.N), DType::F32), cpu_rstd = upload(cpu(), Vec(k.N), DType::F32);
+    cpu().layernorm_fwd(cpu_out.view(), cpu_mean.view(), cpu_rstd.view(), in.cpu.view(), w.cpu.view(), b.cpu.view(),
+                        k.N, k.C, 1e-5f);
+    Both mean = f32(download(cpu(), cpu_mean.view())), rstd = f32(download(cpu(), cpu_rstd.view()));
+    Both dout = act(random_vector(NC, 24));
+    Both din = act(random_vector(NC, 25));  // din_accum: the residual gradient already there
+    Both dw = f32(random_vector(k.C, 26)), db = f32(random_vector(k.C, 27));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->layernorm_bwd(v(din), v(dw), v(db), v(dout), v(in), v(w), v(mean), v(rstd), k.N, k.C);
+    }
+    expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
+    // fp32 column sums over N rows against double sums.
+    expect_close(dw, 1e-4, "layernorm_bwd dw");
+    expect_close(db, 1e-4, "layernorm_bwd db");
+  }
+}
+
+// ---------------------------------------------------------------- elementwise
+
+TEST_F(CudaOps, AddAndGelu) {
+  const size_t n = 37 * 96 + 1;
+  Both a = act(random_vector(n, 31, 4.0f)), b = act(random_vector(n, 32)), dout = act(random_vector(n, 33));
+  Both sum = act(Vec(n)), gelu = act(Vec(n)), dgelu = act(Vec(n));
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    be->add(v(sum), v(a), v(b));
+    be->gelu_fwd(v(gelu), v(a));
+    be->gelu_bwd(v(dgelu), v(dout), v(a));
+  }
+  // fp32 math (tanhf vs std::tanh differ by ulps), one rounding of the output.
+  expect_close(sum, kOneRounding, "add");
+  expect_close(gelu, kOneRounding, "gelu_fwd");
+  expect_close(dgelu, kOneRounding, "gelu_bwd");
+}
+
+// ---------------------------------------------------------------- GEMMs
+
+struct GemmCase {
+  int N, K, M;
+};
+
+const GemmCase kGemmCases[] = {{37, 96, 288}, {64, 768, 256}, {128, 64, 40}, {1, 32, 64}};
+
+TEST_F(CudaOps, MatmulFwd) {
+  for (const GemmCase& k : kGemmCases) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(announce(str("N=", k.N, " K=", k.K, " M=", k.M, " bias=", with_bias)));
+      Both in = act(random_vector(static_cast<size_t>(k.N) * k.K, 41));
+      Both w = act(random_vector(static_cast<size_t>(k.M) * k.K, 42, 1.0f / std::sqrt(static_cast<float>(k.K))));
+      Both bias = act(random_vector(k.M, 43, 0.5f));
+      Both out = act(Vec(static_cast<size_t>(k.N) * k.M));
+      cpu().matmul_fwd(out.cpu.view(), in.cpu.view(), w.cpu.view(), with_bias ? bias.cpu.view() : TensorView(), k.N,
+                       k.K, k.M);
+      gpu().matmul_fwd(out.gpu.view(), in.gpu.view(), w.gpu.view(), with_bias ? bias.gpu.view() : TensorView(), k.N,
+                       k.K, k.M);
+      expect_close(out, kOneRounding, "matmul_fwd out");  // fp32 accumulation, one rounding
+    }
+  }
+}
+
+TEST_F(CudaOps, MatmulGeluFwd) {
+  for (const GemmCase& k : kGemmCases) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(announce(str("N=", k.N, " K=", k.K, " M=", k.M, " bias=", with_bias)));
+      Both in = act(random_vector(static_cast<size_t>(k.N) * k.K, 51));
+      Both w = act(random_vector(static_cast<size_t>(k.M) * k.K, 52, 2.0f / std::sqrt(static_cast<float>(k.K))));
+      Both bias = act(random_vector(k.M, 53, 0.5f));
+      Both out = act(Vec(static_cast<size_t>(k.N) * k.M)), pre = act(Vec(static_cast<size_t>(k.N) * k.M));
+      cpu().matmul_gelu_fwd(out.cpu.view(), pre.cpu.view(), in.cpu.view(), w.cpu.view(),
+                            with_bias ? bias.cpu.view() : TensorView(), k.N, k.K, k.M);
+      gpu().matmul_gelu_fwd(out.gpu.view(), pre.gpu.view(), in.gpu.view(), w.gpu.view(),
+                            with_bias ? bias.gpu.view() : TensorView(), k.N, k.K, k.M);
+      expect_close(pre, kOneRounding, "matmul_gelu_fwd pre");
+      // Fused: gelu of the fp32 sum, one rounding. Unfused: gelu of the rounded pre, so up to
+      // two roundings; still inside 2^-8 in the L2 sense.
+      expect_close(out, kOneRounding, "matmul_gelu_fwd out");
+    }
+  }
+}
+
+// The fused epilogue must be the tanh approximation: at x = -3 it is 11% away from the erf
+// form (-0.003637 vs -0.004050) while bf16 rounding costs 0.4%.
+TEST_F(CudaOps, MatmulGeluIsTanhApproximation) {
+  const int N = 16, K = 8, M = 64;
+  Tensor in = upload(gpu(), Vec(N * K, 1.0f), DType::BF16);
+  Tensor w = upload(gpu(), Vec(M * K, -0.375f), DType::BF16);  // every pre-activation is exactly -3
+  Tensor bias = upload(gpu(), Vec(M, 0.0f), DType::BF16);
+  Tensor out = upload(gpu(), Vec(N * M), DType::BF16), pre = upload(gpu(), Vec(N * M), DType::BF16);
+  for (bool with_bias : {true, false}) {
+    gpu().matmul_gelu_fwd(out.view(), pre.view(), in.view(), w.view(), with_bias ? bias.view() : TensorView(), N, K, M);
+    const float expected = gelu_tanh(-3.0f);
+    for (float x : download(gpu(), pre.view())) ASSERT_EQ(x, -3.0f);
+    for (float y : download(gpu(), out.view())) ASSERT_NEAR(y, expected, 0.01f * std::fabs(expected)) << with_bias;
+  }
+}
+
+TEST_F(CudaOps, MatmulBwd) {
+  for (const GemmCase& k : kGemmCases) {
+    for (bool all_outputs : {true, false}) {
+      SCOPED_TRACE(announce(str("N=", k.N, " K=", k.K, " M=", k.M, " all=", all_outputs)));
+      Both in = act(random_vector(static_cast<size_t>(k.N) * k.K, 61));
+      Both w = act(random_vector(static_cast<size_t>(k.M) * k.K, 62, 1.0f / std::sqrt(static_cast<float>(k.K))));
+      Both dout = act(random_vector(static_cast<size_t>(k.N) * k.M, 63));
+      Both din = act(Vec(static_cast<size_t>(k.N) * k.K));
+      Both dw = f32(random_vector(static_cast<size_t>(k.M) * k.K, 64));  // += onto earlier micro-batches
+      Both dbias = f32(random_vector(k.M, 65));
+      for (auto* be : {&cpu(), &gpu()}) {
+        const bool g = be == &gpu();
+        auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+        be->matmul_bwd(all_outputs ? v(din) : TensorView(), v(dw), all_outputs ? v(dbias) : TensorView(), v(dout),
+                       v(in), v(w), k.N, k.K, k.M);
+      }
+      if (all_outputs) {
+        expect_close(din, kOneRounding, "matmul_bwd din");    // fp32 accumulation, one rounding
+        expect_close(dbias, kFp32Order, "matmul_bwd dbias");  // fp32 column sums vs double
+      }
+      // Exact bf16 products summed in fp32 by tensor cores in their own order.
+      expect_close(dw, 1e-4, "matmul_bwd dw");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+struct AttentionCase {
+  int B, T, NH, HS;
+};
+
+const AttentionCase kAttentionCases[] = {{2, 37, 3, 4},  {2, 37, 2, 32}, {1, 37, 2, 64}, {1, 37, 2, 128},
+                                         {2, 64, 2, 64}, {1, 1, 1, 32},  {1, 19, 2, 1},  {1, 70, 1, 37}};
+
+TEST_F(CudaOps, AttentionFwd) {
+  for (const AttentionCase& k : kAttentionCases) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
+    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
+    Both qkv = act(random_vector(3 * BTC, 71, 2.0f));  // large enough for peaked softmax rows
+    Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.HS);
+    // fp32 online softmax vs the CPU's two-pass one (expf/exp ulps), one rounding of out.
+    expect_close(out, kOneRounding, "attention_fwd out");
+    expect_close(lse, kFp32Order, "attention_fwd lse");
+  }
+}
+
+TEST_F(CudaOps, AttentionBwd) {
+  for (const AttentionCase& k : kAttentionCases) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
+    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
+    const size_t rows = static_cast<size_t>(k.B) * k.NH * k.T;
+    Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
+    // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
+    Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
+    Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
+    Both dout = act(random_vector(BTC, 82));
+    Both dqkv = act(Vec(3 * BTC));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->attention_bwd(v(dqkv), v(dout), v(qkv), v(out), v(lse), k.B, k.T, k.NH, k.HS);
+    }
+    // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
+    // gradient once; exp() ulps and summation order add a little.
+    expect_close(dqkv, 5e-3, "attention_bwd dqkv");
+  }
+}
+
+// ---------------------------------------------------------------- cross-entropy
+
+struct XentCase {
+  int N, v_local, v_valid, vocab_start;
+};
+
+TEST_F(CudaOps, CrossEntropy) {
+  for (const XentCase& k : {XentCase{37, 384, 300, 384}, XentCase{16, 128, 128, 0}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " v_local=", k.v_local, " v_valid=", k.v_valid)));
+    const size_t NV = static_cast<size_t>(k.N) * k.v_local;
+    // Targets in this shard, in its padding, and in other shards.
+    Ints targets(k.N);
+    for (int n = 0; n < k.N; ++n) targets[n] = static_cast<int32_t>(hash3(9, 0, n) % (k.vocab_start + k.v_local + 64));
+    Both tgt = ints(targets);
+    Both logits = act(random_vector(NV, 91, 4.0f));
+    Both rowmax = f32(Vec(k.N));
+    cpu().xent_max(rowmax.cpu.view(), logits.cpu.view(), k.N, k.v_local, k.v_valid);
+    gpu().xent_max(rowmax.gpu.view(), logits.gpu.view(), k.N, k.v_local, k.v_valid);
+    expect_close(rowmax, 0.0, "xent_max rowmax");  // a max of the same values is exact
+
+    Both stats = f32(Vec(2 * static_cast<size_t>(k.N)));
+    cpu().xent_stats(stats.cpu.view(), logits.cpu.view(), rowmax.cpu.view(), tgt.cpu.ptr<int32_t>(), k.N, k.v_local,
+                     k.v_valid, k.vocab_start);
+    gpu().xent_stats(stats.gpu.view(), logits.gpu.view(), rowmax.gpu.view(), tgt.gpu.ptr<int32_t>(), k.N, k.v_local,
+                     k.v_valid, k.vocab_start);
+    expect_close(stats, kFp32Order, "xent_stats stats");  // fp32 vs double sums of exp
+
+    // As after the TP all-reduce: other shards add to the sum of exponentials.
+    Vec reduced = download(cpu(), stats.cpu.view());
+    for (int n = 0; n < k.N; ++n) reduced[2 * n] += 0.5f;
+    Both stats_all = f32(reduced), losses = f32(Vec(k.N));
+    const float dloss = 1.0f / k.N;
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->xent_bwd(v(losses), v(logits), v(rowmax), v(stats_all), g ? tgt.gpu.ptr<int32_t>() : tgt.cpu.ptr<int32_t>(),
+                   k.N, k.v_local, k.v_valid, k.vocab_start, dloss);
+    }
+    expect_close(losses, kFp32Order, "xent_bwd losses");
+    expect_close(logits, kOneRounding, "xent_bwd dlogits");  // fp32 softmax, one rounding
+    const Vec dlogits = download(gpu(), logits.gpu.view());
+    for (int n = 0; n < k.N; ++n)
+      for (int j = k.v_valid; j < k.v_local; ++j)
+        ASSERT_EQ(dlogits[static_cast<size_t>(n) * k.v_local + j], 0.0f) << "padding column " << j;
+  }
+}
+
+// ---------------------------------------------------------------- reductions and optimizer
+
+TEST_F(CudaOps, Reductions) {
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+    SCOPED_TRACE(announce(str("n=", n)));
+    Both x = f32(random_vector(n, 101));
+    Both x_act = act(random_vector(n, 102));
+    Both ss = f32({1.5f}), ss_act = f32({1.5f}), s = f32({-0.25f});  // both ops accumulate
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->sum_squares(v(ss), v(x));
+      be->sum_squares(v(ss_act), v(x_act));  // bf16 on the GPU, the same values in fp32 on the CPU
+      be->sum(v(s), v(x));
+    }
+    // fp32 partial sums added in a fixed tree, against the CPU's double sums.
+    expect_close(ss, kFp32Order, "sum_squares f32");
+    expect_close(ss_act, kFp32Order, "sum_squares bf16");
+    expect_close(s, 1e-4, "sum");  // random signs: cancellation makes the relative error larger
+  }
+}
+
+TEST_F(CudaOps, Scale) {
+  Both x = f32(random_vector(12345, 111));
+  cpu().scale(x.cpu.view(), 0.37f);
+  gpu().scale(x.gpu.view(), 0.37f);
+  expect_close(x, 0.0, "scale");  // one IEEE multiply per element: exact agreement
+}
+
+TEST_F(CudaOps, AdamW) {
+  const size_t n = 10007;
+  Vec v0 = random_vector(n, 123, 0.1f);
+  for (float& e : v0) e *= e;  // second moments are non-negative
+  Both master = f32(random_vector(n, 121)), m = f32(random_vector(n, 122, 0.1f)), v = f32(v0),
+       grad = f32(random_vector(n, 124));
+  Both param = act(Vec(n));
+  for (int step = 1; step <= 2; ++step) {
+    AdamWArgs a;
+    a.lr = 1e-3f;
+    a.weight_decay = 0.1f;
+    a.grad_scale = 0.5f;
+    a.bias_correction1 = 1.0f - std::pow(a.beta1, static_cast<float>(step + 2));
+    a.bias_correction2 = 1.0f - std::pow(a.beta2, static_cast<float>(step + 2));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->adamw(vw(param), vw(master), vw(m), vw(v), vw(grad), a);
+    }
+  }
+  // The same fp32 formula; the GPU may contract a*b+c into one FMA (an ulp here and there).
+  expect_close(master, 1e-6, "adamw master");
+  expect_close(m, 1e-6, "adamw m");
+  expect_close(v, 1e-6, "adamw v");
+  expect_close(param, kOneRounding, "adamw param");  // the bf16 copy: one rounding of master
+}
+
+// ---------------------------------------------------------------- determinism
+
+TEST_F(CudaOps, AttentionBwdIsDeterministic) {
+  const int B = 2, T = 200, NH = 4, HS = 64;
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+  Tensor qkv = upload(gpu(), random_vector(3 * BTC, 131, 2.0f), DType::BF16);
+  Tensor dout = upload(gpu(), random_vector(BTC, 132), DType::BF16);
+  Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
+  Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
+  gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, HS);
+  std::vector<unsigned char> first;
+  for (int run = 0; run < 3; ++run) {
+    Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
+    gpu().attention_bwd(dqkv.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
+    const auto bits = download_bits(gpu(), dqkv.view());
+    if (run == 0) first = bits;
+    EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+  }
+}
+
+TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
+  const int B = 8, T = 128, C = 96, v_local = 64, N = B * T;
+  Ints tokens(N);
+  for (int n = 0; n < N; ++n) tokens[n] = static_cast<int32_t>(hash3(14, 0, n) % 7);  // hundreds of repeats each
+  Tensor tok = upload_ints(gpu(), tokens);
+  Tensor dout = upload(gpu(), random_vector(static_cast<size_t>(N) * C, 141), DType::BF16);
+  Tensor in = upload(gpu(), residual_stream(static_cast<size_t>(N) * C, 142), DType::BF16);
+  Tensor w = upload(gpu(), near_one(C, 143), DType::BF16), b = upload(gpu(), random_vector(C, 144), DType::BF16);
+  Tensor ln_out = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
+  Tensor mean = upload(gpu(), Vec(N), DType::F32), rstd = upload(gpu(), Vec(N), DType::F32);
+  gpu().layernorm_fwd(ln_out.view(), mean.view(), rstd.view(), in.view(), w.view(), b.view(), N, C, 1e-5f);
+
+  std::vector<unsigned char> first[4];
+  for (int run = 0; run < 3; ++run) {
+    Tensor dwte = upload(gpu(), Vec(static_cast<size_t>(v_local) * C), DType::F32);
+    Tensor dwpe = upload(gpu(), Vec(static_cast<size_t>(T) * C), DType::F32);
+    Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32);
+    Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
+    gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
+    gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dout.view(), in.view(), w.view(), mean.view(), rstd.view(), N,
+                        C);
+    const std::vector<unsigned char> bits[4] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),
+                                                download_bits(gpu(), dw.view()), download_bits(gpu(), db.view())};
+    for (int i = 0; i < 4; ++i) {
+      if (run == 0) first[i] = bits[i];
+      EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trident

@@ -1,0 +1,21 @@
+# cuda: every CudaBackend op against the CpuBackend (each test skips with "no GPU: CUDA tests
+# skipped" where no GPU is present, so CI without a GPU passes and shows the skip).
+add_executable(cuda_tests ${CMAKE_CURRENT_LIST_DIR}/test_cuda_ops.cpp)
+target_link_libraries(cuda_tests PRIVATE trident_test_support trident_cuda GTest::gtest_main)
+target_compile_options(cuda_tests PRIVATE ${TRIDENT_WARNINGS})
+add_test(NAME cuda_ops COMMAND cuda_tests)
+# ctest reports the run as skipped (not passed) when the binary found no GPU.
+set_tests_properties(cuda_ops PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped")
+
+# Whole-model checks on GPUs under mpirun: one step against the CPU backend, and the 2-GPU
+# layouts against one GPU (skipped with the same message without GPUs).
+add_executable(cuda_layouts ${CMAKE_CURRENT_LIST_DIR}/test_cuda_layouts.cpp ${CMAKE_CURRENT_LIST_DIR}/../support/mpi_main.cpp)
+target_link_libraries(cuda_layouts PRIVATE trident_test_support trident_cuda)
+add_test(NAME cuda_layouts COMMAND ${MPIEXEC_EXECUTABLE} -np 2 ${TRIDENT_MPIEXEC_FLAGS} -x NCCL_NVLS_ENABLE=0
+         $<TARGET_FILE:cuda_layouts>)
+set_tests_properties(cuda_layouts PROPERTIES LABELS cuda ENVIRONMENT NCCL_NVLS_ENABLE=0
+                     SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped")
+
+add_test(NAME cuda_launch_checks COMMAND ${CMAKE_CURRENT_LIST_DIR}/launch_checks.sh $<TARGET_FILE:trident>
+         ${CMAKE_SOURCE_DIR} ${MPIEXEC_EXECUTABLE} ${TRIDENT_MPIEXEC_FLAGS})
+set_tests_properties(cuda_launch_checks PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)

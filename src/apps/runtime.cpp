@@ -13,6 +13,8 @@
 #include "trident/parallel/collective_error.hpp"
 #include "trident/parallel/mpi_comm.hpp"
 #if TRIDENT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/parallel/nccl_comm.hpp"
 #endif
@@ -32,8 +34,6 @@ NodeInfo node_info(MPI_Comm world) {
   return n;
 }
 
-namespace {
-
 int visible_gpus() {
 #if TRIDENT_HAVE_CUDA
   return cuda_device_count();
@@ -42,10 +42,25 @@ int visible_gpus() {
 #endif
 }
 
+bool uses_cuda(const RunConfig& cfg) { return cfg.backend == "cuda" || (cfg.backend == "auto" && visible_gpus() > 0); }
+
+size_t gpu_memory_bytes() {
+  size_t smallest = 0;
+#if TRIDENT_HAVE_CUDA
+  // Device properties, unlike cudaMemGetInfo, do not create a context on every GPU of the node.
+  for (int d = 0; d < visible_gpus(); ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && (smallest == 0 || prop.totalGlobalMem < smallest))
+      smallest = prop.totalGlobalMem;
+  }
+#endif
+  return smallest;
+}
+
+namespace {
+
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node) {
-  const int gpus = visible_gpus();
-  const bool want_cuda = cfg.backend == "cuda" || (cfg.backend == "auto" && gpus > 0);
-  if (!want_cuda) {
+  if (!uses_cuda(cfg)) {
     // Ranks sharing a node share its cores; OMP_NUM_THREADS, when set, wins.
     if (!std::getenv("OMP_NUM_THREADS")) {
       int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -54,6 +69,7 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node
     return make_cpu_backend();
   }
 #if TRIDENT_HAVE_CUDA
+  const int gpus = visible_gpus();
   if (gpus == 0) throw InputError("backend = cuda but no GPU is visible on this node; use backend = cpu");
   if (node.local_size > gpus)
     throw InputError(str(node.local_size, " ranks on node ", node.host, " but only ", gpus,

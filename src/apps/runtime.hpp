@@ -27,6 +27,13 @@ struct Runtime {
   ParallelGroups groups;
 };
 
+// GPUs visible to this process: 0 when there is none or CUDA was not built.
+int visible_gpus();
+// Whether cfg.backend resolves to the CUDA backend on this node (auto: when GPUs are visible).
+bool uses_cuda(const RunConfig& cfg);
+// Memory of the smallest visible GPU in bytes; 0 when there is none or CUDA was not built.
+size_t gpu_memory_bytes();
+
 // Picks the backend (cfg.backend: auto, cpu, cuda), binds the GPU (local rank), builds the
 // groups of the validated layout over `world` and registers the rank context for errors.
 // Throws InputError for launches that cannot work (cuda without GPUs, more ranks than GPUs).

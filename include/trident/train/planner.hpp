@@ -41,12 +41,13 @@ struct MemoryEstimate {
   }
 };
 
-// Seconds of one optimizer step on the slowest stage.
+// Seconds of one optimizer step on the slowest stage: step_s is the sum of the five terms.
 struct TimeEstimate {
   double compute_s = 0;        // GEMM FLOPs of the step at Hardware::gemm_tflops
   double tp_s = 0;             // tensor-parallel all-reduces (blocking, on the compute stream)
   double pp_s = 0;             // stage-boundary sends/receives and the tied-embedding sum
   double dp_s = 0;             // gradient reduction not hidden behind the last backward, ZeRO gather
+  double bubble_s = 0;         // pipeline fill and drain: pp-1 micro-batch slots
   double bubble = 0;           // pipeline idle fraction (pp-1)/(n_micro+pp-1)
   double step_s = 0;
   double tokens_per_s = 0;
@@ -87,5 +88,9 @@ void apply_layout(RunConfig& cfg, const Layout& l);
 // options), with estimates, best first: fitting before not fitting, then by tokens/s, then the
 // larger micro-batch (better GEMM efficiency than the model credits), then less memory.
 std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw);
+
+// For an empty rank_layouts(): throws InputError with the reason validate_run_config gives for
+// the simplest layout (data parallelism over all GPUs, micro-batch 1), else a generic one.
+[[noreturn]] void explain_no_valid_layout(const RunConfig& base, int gpus);
 
 }  // namespace trident

@@ -1,0 +1,288 @@
+// Layout planner: memory from the same ParamLayout, arena plans and schedule plans the trainer
+// uses; time from FLOPs, communication volumes and the pipeline bubble (docs/OPERATIONS.md).
+#include "trident/train/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "trident/config/parse.hpp"
+#include "trident/core/arena.hpp"
+#include "trident/core/error.hpp"
+#include "trident/model/layout.hpp"
+#include "trident/parallel/topology.hpp"
+#include "trident/train/schedule.hpp"
+
+namespace trident {
+
+namespace {
+
+// Mirrors GptStage's bound on the (rows, V/tp) logits buffer of the last stage.
+constexpr size_t kLogitsChunkBytes = size_t(256) << 20;
+
+size_t bucket_elements(const ParallelConfig& p) {
+  return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
+}
+
+size_t product(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+ParamLayout single_stage_layout(const ModelConfig& m, int tp) {
+  return ParamLayout(m, StageInfo::of(m, 0, 1), tp, 0, 1, bucket_elements(ParallelConfig{}));
+}
+
+DType act_dtype(const Hardware& hw) { return hw.act_bytes == 4 ? DType::F32 : DType::BF16; }
+
+// One activation slot of GptStage: its boundary buffers, tokens and every layer's saved tensors.
+size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int B, DType act) {
+  const size_t T = m.seq_len, N = static_cast<size_t>(B) * T, C = m.n_embd, Cl = C / tp, NHl = m.n_head / tp;
+  ArenaPlan plan;
+  plan.add(act, N * C);            // input  (B, T, C)
+  plan.add(act, N * C);            // grad   (B, T, C)
+  plan.add(DType::I32, N);         // tokens (B, T)
+  plan.add(DType::I32, N);         // targets
+  for (int l = 0; l < st.n_layers(); ++l) {
+    plan.add(act, N * C);          // ln1 (N, C)
+    plan.add(DType::F32, N);       // ln1 mean
+    plan.add(DType::F32, N);       // ln1 rstd
+    plan.add(act, N * 3 * Cl);     // qkv (N, 3C/tp)
+    plan.add(act, N * Cl);         // atty (N, C/tp)
+    plan.add(DType::F32, B * NHl * T);  // lse (B, NH/tp, T)
+    plan.add(act, N * C);          // x2
+    plan.add(act, N * C);          // ln2
+    plan.add(DType::F32, N);       // ln2 mean
+    plan.add(DType::F32, N);       // ln2 rstd
+    plan.add(act, N * 4 * Cl);     // fch (N, 4C/tp)
+    plan.add(act, N * 4 * Cl);     // fcg
+    plan.add(act, N * C);          // x3
+  }
+  return plan.bytes();
+}
+
+// GptStage's scratch: block backward buffers, and on the last stage the head's buffers.
+size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int B, size_t vocab_local, DType act) {
+  const size_t N = static_cast<size_t>(B) * m.seq_len, C = m.n_embd, Cl = C / tp;
+  const size_t rows = std::clamp<size_t>(kLogitsChunkBytes / (vocab_local * dtype_size(act)), 1, N);
+  ArenaPlan plan;
+  if (st.n_layers() > 0) {
+    plan.add(act, N * C);          // dln
+    plan.add(act, N * 3 * Cl);     // dqkv
+    plan.add(act, N * Cl);         // datty
+    plan.add(act, N * 4 * Cl);     // dfch
+    plan.add(act, N * 4 * Cl);     // dfcg
+  }
+  if (st.last()) {
+    plan.add(act, N * C);          // lnf
+    plan.add(DType::F32, N);       // lnf mean
+    plan.add(DType::F32, N);       // lnf rstd
+    plan.add(act, N * C);          // dlnf
+    plan.add(act, rows * vocab_local);  // logits chunk (rows, V/tp)
+    plan.add(DType::F32, rows);    // rowmax
+    plan.add(DType::F32, 2 * rows);  // stats
+    plan.add(DType::F32, N);       // losses
+    plan.add(DType::F32, 1);       // loss accumulator
+  }
+  return plan.bytes();
+}
+
+MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage) {
+  const ModelConfig& m = cfg.model;
+  const ParallelConfig& p = cfg.parallel;
+  const StageInfo st = StageInfo::of(m, stage, p.pp);
+  const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
+  const DType act = act_dtype(hw);
+  const int B = cfg.train.micro_batch_size;
+
+  MemoryEstimate e;
+  e.stage = stage;
+  e.params = static_cast<double>(layout.total()) * dtype_size(act);
+  e.grads = static_cast<double>(layout.total()) * sizeof(float);
+  e.init_staging = e.grads;
+  size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO-1
+  for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
+  e.optimizer = 3.0 * state * sizeof(float);
+  const std::vector<Action> plan = make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step());
+  e.in_flight = std::max(1, peak_in_flight(plan));
+  e.activations = static_cast<double>(e.in_flight) * slot_bytes(m, st, p.tp, B, act);
+  e.scratch = static_cast<double>(scratch_bytes(m, st, p.tp, B, layout.vocab_local(), act));
+  e.workspace = hw.workspace_gib * double(1 << 30);
+  return e;
+}
+
+// Whether some group along `axis` holds ranks of different nodes (nodes of gpus_per_node ranks).
+bool spans_nodes(const Topology& topo, Axis axis, int gpus_per_node) {
+  for (int r = 0; r < topo.world(); ++r) {
+    std::vector<int> g = topo.group(axis, r);
+    if (g.front() != r) continue;   // each group once, from its first member
+    for (int q : g)
+      if (q / gpus_per_node != r / gpus_per_node) return true;
+  }
+  return false;
+}
+
+// Ring all-reduce moves 2(n-1)/n of the buffer through each rank's link (nccl-tests' bus factor).
+double ring_factor(int n) { return 2.0 * (n - 1) / n; }
+
+// Forward + backward GEMM FLOPs per token of one stage, all TP ranks together: 6 per parameter
+// of a GEMM, 12*T*C per layer for the attention scores and the weighted sum, and the tied head
+// over the padded vocabulary on the last stage.
+double stage_flops_per_token(const ModelConfig& m, const StageInfo& st, int tp) {
+  const double C = m.n_embd, T = m.seq_len;
+  const double block_params = 12 * C * C + 13 * C;
+  double f = st.n_layers() * (6 * block_params + 12 * T * C);
+  if (st.last()) f += 6.0 * m.padded_vocab(tp) * C;
+  return f;
+}
+
+}  // namespace
+
+int64_t logical_param_count(const ModelConfig& m) {
+  const ParamLayout layout = single_stage_layout(m, 1);
+  int64_t n = 0;
+  for (const ParamInfo& p : layout.params()) n += static_cast<int64_t>(product(p.global_shape));
+  return n;
+}
+
+int64_t stored_param_count(const ModelConfig& m, int tp) {
+  const ParamLayout layout = single_stage_layout(m, tp);
+  int64_t n = 0;
+  for (const ParamInfo& p : layout.params()) n += static_cast<int64_t>(p.numel);
+  return n;
+}
+
+double flops_per_token(const ModelConfig& m) {
+  const double C = m.n_embd, T = m.seq_len, L = m.n_layer;
+  const double gemm_params = L * (12 * C * C + 13 * C) + double(m.vocab_size) * C;
+  return 6 * gemm_params + 12 * L * C * T;
+}
+
+double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
+
+MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw) {
+  MemoryEstimate worst;
+  for (int s = 0; s < cfg.parallel.pp; ++s) {
+    MemoryEstimate e = stage_memory(cfg, hw, s);
+    if (s == 0 || e.total() > worst.total()) worst = e;
+  }
+  return worst;
+}
+
+TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
+  const ModelConfig& m = cfg.model;
+  const ParallelConfig& p = cfg.parallel;
+  const int B = cfg.train.micro_batch_size, n_micro = cfg.micro_batches_per_step();
+  const double tokens_micro = double(B) * m.seq_len;
+  const double act_msg = tokens_micro * m.n_embd * hw.act_bytes;   // one (B, T, C) activation
+  const Topology topo(p.dp, p.tp, p.pp);
+  const double nvlink = hw.nvlink_gbps * 1e9, ib = hw.ib_gbps * 1e9;
+  auto bandwidth = [&](Axis a) { return spans_nodes(topo, a, hw.gpus_per_node) ? ib : nvlink; };
+  const double bw_tp = bandwidth(Axis::TP), bw_pp = bandwidth(Axis::PP), bw_dp = bandwidth(Axis::DP);
+
+  TimeEstimate t;
+  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0;
+  for (int s = 0; s < p.pp; ++s) {
+    const StageInfo st = StageInfo::of(m, s, p.pp);
+    const double compute = stage_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
+    // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs) and two backward
+    // (their input gradients); the embedding sum on the first stage; on the last the head's input
+    // gradient and the fp32 row max and softmax statistics (3 floats a token).
+    double tp_bytes = (4.0 * st.n_layers() + st.first() + st.last()) * act_msg + (st.last() ? 12 * tokens_micro : 0);
+    const double tp_s = p.tp > 1 ? ring_factor(p.tp) * tp_bytes / bw_tp : 0;
+    // An activation forward and a gradient backward cross each stage boundary per micro-batch.
+    const double pp_s = p.pp > 1 ? 2 * act_msg / bw_pp : 0;
+    if (compute + tp_s + pp_s > micro_s) {
+      micro_s = compute + tp_s + pp_s;
+      micro_compute = compute;
+      micro_tp = tp_s;
+      micro_pp = pp_s;
+    }
+    if (p.dp > 1) {
+      const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
+      const double grad_bytes = layout.total() * 4.0, param_bytes = double(layout.total()) * hw.act_bytes;
+      const double shard = double(p.dp - 1) / p.dp;
+      // Buckets reduce while the last micro-batch's backward (about 2/3 of its compute) runs;
+      // the ZeRO-1 all-gather of updated parameters follows the optimizer and is not hidden.
+      const double reduce = (p.zero ? shard : ring_factor(p.dp)) * grad_bytes / bw_dp;
+      const double gather = p.zero ? shard * param_bytes / bw_dp : 0;
+      dp_s = std::max(dp_s, std::max(0.0, reduce - 2.0 / 3.0 * compute) + gather);
+    }
+  }
+  // The tied embedding's gradient is summed between the first and the last stage.
+  const double embed_s =
+      p.pp > 1 ? double(m.padded_vocab(p.tp)) / p.tp * m.n_embd * sizeof(float) * ring_factor(2) / bw_pp : 0;
+
+  // The slowest stage sets the pace: n_micro micro-batch slots plus pp-1 slots of fill and drain.
+  t.bubble = pipeline_bubble(p.pp, n_micro);
+  t.compute_s = micro_compute * n_micro;
+  t.tp_s = micro_tp * n_micro;
+  t.pp_s = micro_pp * n_micro + embed_s;
+  t.dp_s = dp_s;
+  t.bubble_s = micro_s * (p.pp - 1);
+  t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s;
+  t.tokens_per_s = double(cfg.train.global_batch_size) * m.seq_len / t.step_s;
+  return t;
+}
+
+void apply_layout(RunConfig& cfg, const Layout& l) {
+  cfg.parallel.dp = l.dp;
+  cfg.parallel.tp = l.tp;
+  cfg.parallel.pp = l.pp;
+  cfg.parallel.zero = l.zero;
+  cfg.parallel.schedule = l.schedule;
+  cfg.train.micro_batch_size = l.micro_batch_size;
+}
+
+std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw) {
+  std::vector<Candidate> out;
+  const int n = hw.gpus, G = base.train.global_batch_size;
+  for (int tp = 1; tp <= n; ++tp) {
+    if (n % tp) continue;
+    for (int pp = 1; pp <= n / tp; ++pp) {
+      if ((n / tp) % pp) continue;
+      const int dp = n / (tp * pp);
+      if (G % dp) continue;
+      for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero)
+        for (const char* schedule : {"1f1b", "gpipe"}) {
+          if (pp == 1 && std::string(schedule) == "gpipe") continue;   // one stage: the same plan
+          for (int B = 1; B <= G / dp; ++B) {
+            if ((G / dp) % B) continue;
+            Candidate c;
+            c.layout = Layout{dp, tp, pp, zero, B, schedule};
+            RunConfig cfg = base;
+            apply_layout(cfg, c.layout);
+            try {
+              validate_run_config(cfg, n);
+            } catch (const InputError&) {
+              continue;
+            }
+            c.memory = estimate_memory(cfg, hw);
+            c.time = estimate_time(cfg, hw);
+            c.fits = c.memory.total() <= hw.memory_gib * double(1 << 30);
+            out.push_back(c);
+          }
+        }
+    }
+  }
+  // Throughputs within a relative 1e-6 are ties (equal up to rounding), broken as documented.
+  auto key = [](const Candidate& c) {
+    const Layout& l = c.layout;
+    return std::make_tuple(!c.fits, -std::llround(std::log(c.time.tokens_per_s) * 1e6), -l.micro_batch_size,
+                           c.memory.total(), l.tp, l.pp, l.zero, l.schedule);
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Candidate& a, const Candidate& b) { return key(a) < key(b); });
+  return out;
+}
+
+void explain_no_valid_layout(const RunConfig& base, int gpus) {
+  RunConfig simplest = base;
+  apply_layout(simplest, Layout{gpus, 1, 1, 0, 1, "1f1b"});
+  validate_run_config(simplest, gpus);
+  throw InputError(str("no valid layout of ", gpus, " ranks for this model and train.global_batch_size = ",
+                       base.train.global_batch_size, " (tp must divide model.n_head, pp model.n_layer, and ",
+                       "micro_batch_size*dp train.global_batch_size)"));
+}
+
+}  // namespace trident

@@ -1,0 +1,3 @@
+# The cluster job files (jobs/) run against stub launchers and schedulers, plus bash -n and shellcheck.
+add_test(NAME jobs_launch_commands COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_job_files.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(jobs_launch_commands PROPERTIES LABELS unit TIMEOUT 120)

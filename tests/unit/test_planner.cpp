@@ -1,0 +1,154 @@
+// Planner: parameter counts of GPT-2, memory of a hand-computed layout with and without ZeRO-1,
+// the bubble formula, in-flight micro-batches per schedule, and the ranking of layouts.
+#include <gtest/gtest.h>
+
+#include "trident/config/parse.hpp"
+#include "trident/train/planner.hpp"
+
+namespace trident {
+namespace {
+
+ModelConfig gpt2_124m() {
+  ModelConfig m;   // the defaults are GPT-2 124M: L 12, NH 12, C 768, V 50257, T 1024
+  return m;
+}
+
+TEST(Planner, Gpt2SmallParameterCounts) {
+  const ModelConfig m = gpt2_124m();
+  // wte 50257*768 + wpe 1024*768 + 12 blocks * 7,087,872 + lnf 2*768 (HF GPT-2 reports the same).
+  EXPECT_EQ(logical_param_count(m), 38597376 + 786432 + 12 * 7087872 + 1536);
+  EXPECT_EQ(logical_param_count(m), 124439808);
+  // Stored with the vocabulary padded to 50304 rows (llm.c's count of the same model).
+  EXPECT_EQ(stored_param_count(m, 1), 124475904);
+  EXPECT_EQ(stored_param_count(m, 1) - logical_param_count(m), (50304 - 50257) * 768);
+}
+
+TEST(Planner, FlopsPerTokenIsSixNPlusAttention) {
+  const ModelConfig m = gpt2_124m();
+  // N: every parameter but the position table and the final LayerNorm (no GEMM touches them).
+  const double n = double(logical_param_count(m)) - 1024.0 * 768 - 2 * 768;
+  EXPECT_DOUBLE_EQ(flops_per_token(m), 6 * n + 12.0 * 12 * 768 * 1024);
+}
+
+TEST(Planner, BubbleFormula) {
+  EXPECT_DOUBLE_EQ(pipeline_bubble(1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 4), 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(2, 15), 1.0 / 16.0);
+}
+
+// L 2, NH 2, C 64, V 128, T 16; micro-batch 2, global batch 8, dp 2: every tensor is a multiple
+// of the 64-element alignment and the buckets of 128 (64*dp), so the sizes are exact.
+RunConfig small_config(int zero) {
+  RunConfig c;
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 64;
+  c.model.vocab_size = 128;
+  c.model.seq_len = 16;
+  c.train.micro_batch_size = 2;
+  c.train.global_batch_size = 8;
+  c.parallel.zero = zero;
+  validate_run_config(c, 2);
+  return c;
+}
+
+TEST(Planner, MemoryOfAHandComputedLayout) {
+  Hardware hw;
+  hw.workspace_gib = 0;
+  hw.act_bytes = 2;
+  // Parameters: lnf 128 + 2 blocks * 49,984 + wpe 1,024 + wte 8,192 = 109,312.
+  const double P = 109312;
+  // One slot (N = 32 rows): input, grad 4,096 B each; tokens, targets 256 B each (128 rounded up
+  // to the 256-byte arena alignment); per layer ln1, atty, x2, ln2, x3 4,096 B; qkv 12,288 B;
+  // fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
+  const double slot = 2 * 4096 + 2 * 256 + 2 * 66816;
+  // Scratch: dln 4,096 + dqkv 12,288 + datty 4,096 + dfch, dfcg 16,384 each; head: lnf, dlnf
+  // 4,096 each, logits 32*128*2 = 8,192, and six 256-byte f32 vectors.
+  const double scratch = 4096 + 12288 + 4096 + 2 * 16384 + 2 * 4096 + 8192 + 6 * 256;
+
+  MemoryEstimate plain = estimate_memory(small_config(0), hw);
+  EXPECT_DOUBLE_EQ(plain.params, 2 * P);
+  EXPECT_DOUBLE_EQ(plain.grads, 4 * P);
+  EXPECT_DOUBLE_EQ(plain.optimizer, 12 * P);
+  EXPECT_EQ(plain.in_flight, 1);
+  EXPECT_DOUBLE_EQ(plain.activations, slot);
+  EXPECT_DOUBLE_EQ(plain.scratch, scratch);
+  EXPECT_DOUBLE_EQ(plain.init_staging, 4 * P);
+  EXPECT_DOUBLE_EQ(plain.total(), 2618368);
+
+  MemoryEstimate zero = estimate_memory(small_config(1), hw);
+  EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
+  EXPECT_DOUBLE_EQ(plain.total() - zero.total(), 6 * P);
+  EXPECT_DOUBLE_EQ(zero.total(), 1962496);
+}
+
+TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {
+  Hardware hw;
+  RunConfig c = small_config(0);
+  c.parallel.pp = 2;
+  c.parallel.dp = 1;
+  c.train.global_batch_size = 8;   // 4 micro-batches of 2
+  validate_run_config(c, 2);
+  EXPECT_EQ(estimate_memory(c, hw).in_flight, 2);   // 1F1B: pp - stage on stage 0
+  c.parallel.schedule = "gpipe";
+  EXPECT_EQ(estimate_memory(c, hw).in_flight, 4);   // GPipe: every micro-batch
+}
+
+RunConfig preset(int n_layer, int n_head, int n_embd, int global_batch) {
+  RunConfig c;
+  c.model.n_layer = n_layer;
+  c.model.n_head = n_head;
+  c.model.n_embd = n_embd;
+  c.train.global_batch_size = global_batch;
+  return c;
+}
+
+TEST(Planner, RankingPrefersDataParallelForASmallModel) {
+  Hardware hw;
+  hw.gpus = 8;
+  std::vector<Candidate> ranked = rank_layouts(preset(12, 12, 768, 64), hw);
+  ASSERT_FALSE(ranked.empty());
+  const Layout& best = ranked.front().layout;
+  EXPECT_TRUE(ranked.front().fits);
+  EXPECT_EQ(best.dp, 8);
+  EXPECT_EQ(best.tp, 1);
+  EXPECT_EQ(best.pp, 1);
+  EXPECT_EQ(best.micro_batch_size, 8);   // ties on time go to the larger micro-batch
+  for (size_t i = 1; i < ranked.size(); ++i)
+    if (ranked[i].fits) EXPECT_LE(ranked[i].time.tokens_per_s, ranked[i - 1].time.tokens_per_s * (1 + 1e-6));
+}
+
+TEST(Planner, RankingKeepsOnlyLayoutsThatFitWhenMemoryIsShort) {
+  Hardware hw;
+  hw.gpus = 8;
+  hw.memory_gib = 24;
+  std::vector<Candidate> ranked = rank_layouts(preset(48, 25, 1600, 64), hw);   // GPT-2 1.5B
+  ASSERT_FALSE(ranked.empty());
+  ASSERT_TRUE(ranked.front().fits);
+  const Layout& best = ranked.front().layout;
+  EXPECT_TRUE(best.zero == 1 || best.pp > 1) << "plain data parallelism needs > 24 GiB for 1.5B parameters";
+  bool plain_dp_fits = false;
+  for (const Candidate& c : ranked) {
+    if (c.fits) EXPECT_LE(c.memory.total(), 24.0 * (1 << 30));
+    if (c.layout.dp == 8 && c.layout.zero == 0) plain_dp_fits = plain_dp_fits || c.fits;
+  }
+  EXPECT_FALSE(plain_dp_fits);
+}
+
+TEST(Planner, TensorParallelAcrossNodesIsSlowerThanInside) {
+  Hardware hw;
+  hw.gpus = 8;
+  RunConfig c = preset(12, 12, 768, 64);
+  Layout l;
+  l.tp = 4;
+  l.dp = 2;
+  l.micro_batch_size = 8;
+  apply_layout(c, l);
+  validate_run_config(c, 8);
+  const double inside = estimate_time(c, hw).tp_s;
+  hw.gpus_per_node = 2;   // TP groups of 4 now cross nodes and run at IB speed
+  EXPECT_NEAR(estimate_time(c, hw).tp_s / inside, hw.nvlink_gbps / hw.ib_gbps, 1e-9);
+}
+
+}  // namespace
+}  // namespace trident

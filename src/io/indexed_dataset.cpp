@@ -210,6 +210,12 @@ void IndexedDataset::read_tokens(size_t offset, size_t n, int32_t* out) const {
   }
 }
 
+size_t IndexedDataset::document_offset(size_t d) const {
+  TRIDENT_CHECK(d < doc_idx_.size(), str(prefix_, ": document ", d, " past the end (", num_documents(), ")"));
+  const size_t seq = static_cast<size_t>(doc_idx_[d]);
+  return seq < pointers_.size() ? static_cast<size_t>(pointers_[seq]) / token_bytes_ : total_tokens_;
+}
+
 std::vector<int32_t> IndexedDataset::sequence(size_t i) const {
   std::vector<int32_t> out(sizes_[i]);
   read_tokens(static_cast<size_t>(pointers_[i]) / token_bytes_, out.size(), out.data());

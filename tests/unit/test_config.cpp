@@ -66,12 +66,12 @@ TEST(Config, HelpListsEveryOptionWithDefaults) {
 }
 
 TEST(Config, ToIniRoundTrips) {
-  RunConfig c = parse({"--model.n_layer", "7", "--train.lr", "0.00025", "--data.train", "x y"});
+  RunConfig c = parse({"--model.n_layer", "7", "--train.lr", "0.00025", "--data.train", "0.3 x 0.7 y"});
   std::string path = write_file("roundtrip.cfg", to_ini(c));
   RunConfig d = parse({"--config", path});
   EXPECT_EQ(to_ini(c), to_ini(d));
   EXPECT_EQ(d.model.n_layer, 7);
-  EXPECT_EQ(d.data.train, "x y");
+  EXPECT_EQ(d.data.train, "0.3 x 0.7 y");
 }
 
 TEST(Config, BadInputCases) {

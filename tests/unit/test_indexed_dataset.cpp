@@ -5,10 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
-#include <random>
 
+#include "expect_input_error.hpp"
+#include "temp_dir.hpp"
 #include "trident/core/error.hpp"
 #include "trident/io/indexed_dataset.hpp"
 
@@ -17,19 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("trident_idx_" + std::to_string(std::random_device{}()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::expect_input_error;
+using test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -66,15 +55,6 @@ std::vector<int32_t> all_tokens(const IndexedDataset& ds) {
   std::vector<int32_t> out(ds.num_tokens());
   ds.read_tokens(0, out.size(), out.data());
   return out;
-}
-
-void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
 }
 
 void round_trip(int vocab_size, int expected_token_bytes, const std::vector<std::vector<int32_t>>& docs) {

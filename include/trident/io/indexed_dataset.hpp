@@ -27,6 +27,8 @@ class IndexedDataset {
   uint8_t dtype_code() const { return dtype_code_; }  // Megatron's code: 8 uint16, 4 int32, ...
   uint32_t sequence_length(size_t i) const { return static_cast<uint32_t>(sizes_[i]); }
   const std::vector<int64_t>& document_index() const { return doc_idx_; }
+  // Offset in tokens of document d's first token; d == num_documents() gives num_tokens().
+  size_t document_offset(size_t d) const;
 
   // Tokens [offset, offset + n) of the concatenation of all sequences, written as int32.
   void read_tokens(size_t offset, size_t n, int32_t* out) const;

@@ -1,0 +1,26 @@
+// open_data: the training and validation sources a run's [data] options describe (blends of
+// indexed datasets, optionally split by documents into training and validation parts).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "trident/config/run_config.hpp"
+#include "trident/train/batch_source.hpp"
+
+namespace trident {
+
+struct DataSources {
+  std::unique_ptr<BatchSource> train;
+  std::unique_ptr<BatchSource> val;   // null when there is no validation data
+  std::string description;            // one line per dataset part, for the log
+};
+
+// Opens every dataset of data.train (and data.val, or the documents data.split holds out). Throws
+// InputError naming the file or option: a missing or corrupt file, a malformed spec, a dataset or
+// split part too short for one sequence of seq_len + 1 tokens. Token ids >= vocab_size are reported
+// when a sample holding them is read.
+DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
+
+}  // namespace trident

@@ -1,8 +1,10 @@
 // `trident train`: parse and validate the configuration, build the runtime, resume, train, log,
 // checkpoint (every N steps, at the end, and on SIGTERM/SIGUSR1: save and exit 0).
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 
+#include "auto_layout.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -10,7 +12,7 @@
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/metrics.hpp"
-#include "trident/io/token_source.hpp"
+#include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
 #include "trident/train/trainer.hpp"
 
@@ -67,34 +69,37 @@ int cmd_train(const Args& args) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
 
   // Inputs are checked on every rank before anything is allocated.
-  std::unique_ptr<TokenSource> data;
+  DataSources data;
   std::unique_ptr<MetricsWriter> metrics;
   std::string resume;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = std::make_unique<TokenSource>(cfg.data.train, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    if (cfg.train.eval_every > 0 && !data.val)
+      throw InputError(str("train.eval_every = ", cfg.train.eval_every,
+                           " but there is no validation data: set data.val, or data.split below 1"));
     metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
-  log_info("trident train: resolved configuration" + to_ini(cfg));
+  log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));
   if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
     log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
-  log_info(str("data: ", cfg.data.train, " (", data->dataset().num_tokens(), " tokens, ", data->windows(),
-               " sequences of ", cfg.model.seq_len, ")"));
+  log_info("data:\n" + data.description);
 
-  Trainer trainer(cfg, rt.groups, *rt.backend, *data);
+  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   int first_step = 0;
   if (!resume.empty()) {
     CheckpointInfo info;
     collective_check(MPI_COMM_WORLD, [&] {
-      info = load_checkpoint(resume, trainer.model(), trainer.optimizer(), rt.groups);
+      info = load_checkpoint(resume, trainer.model(), &trainer.optimizer(), rt.groups);
     });
     first_step = static_cast<int>(info.step);
     trainer.set_position(info.step, info.consumed_samples);
@@ -107,6 +112,10 @@ int cmd_train(const Args& args) {
   const bool checkpoints = !cfg.checkpoint.dir.empty();
   for (int step = first_step; step < cfg.train.steps; ++step) {
     StepStats s = trainer.train_step(step);
+    if (cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0) {
+      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      log_info(str("eval  ", step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+    }
     metrics->write(s);
     if ((step + 1) % cfg.log.every == 0 || step == first_step || step + 1 == cfg.train.steps)
       log_info(format_step(s, cfg.train.steps));

@@ -12,5 +12,8 @@ using Args = std::vector<std::string>;
 int cmd_train(const Args& args);
 int cmd_tokenize(const Args& args);
 int cmd_inspect(const Args& args);
+int cmd_generate(const Args& args);
+int cmd_doctor(const Args& args);
+int cmd_plan(const Args& args);
 
 }  // namespace trident

@@ -27,6 +27,10 @@ bool valid_name(const std::string& s) {
 std::vector<IniEntry> read_ini(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(str("config file '", path, "' cannot be read (check the --config path)"));
+  return read_ini_stream(in, path);
+}
+
+std::vector<IniEntry> read_ini_stream(std::istream& in, const std::string& path) {
   std::vector<IniEntry> out;
   std::string section, raw;
   int line_no = 0;

@@ -44,9 +44,17 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("train.eps", c.train.eps, "AdamW epsilon");
   v("train.grad_clip", c.train.grad_clip, "clip the global gradient norm to this value; 0 = off");
   v("train.seed", c.train.seed, "seed of the initialisation and the data order");
+  v("train.eval_every", c.train.eval_every, "validation loss and perplexity every N steps; 0 = never");
+  v("train.eval_steps", c.train.eval_steps, "global batches of validation data per evaluation");
 
   v.section("data", "Data [data]");
-  v("data.train", c.data.train, "training data: Megatron indexed dataset prefix (PREFIX.bin + PREFIX.idx)");
+  v("data.train", c.data.train,
+    "training data: a Megatron indexed dataset prefix (PREFIX.bin + PREFIX.idx), or a blend "
+    "'W1 PREFIX1 W2 PREFIX2 ...' of datasets drawn in proportion to the weights");
+  v("data.val", c.data.val, "validation data, same syntax as data.train; empty = the documents data.split holds out");
+  v("data.split", c.data.split,
+    "fraction of each training dataset's documents used for training when data.val is empty; the remaining "
+    "documents are the validation data (1 = no validation data)");
 
   v.section("checkpoint", "Checkpoints [checkpoint]");
   v("checkpoint.dir", c.checkpoint.dir, "directory of step_<n>.h5 checkpoints and the 'latest' pointer; empty = none");

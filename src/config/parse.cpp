@@ -130,6 +130,17 @@ ParsedArgs parse_args(const std::vector<std::string>& args, po::options_descript
   return out;
 }
 
+RunConfig parse_config_text(const std::string& ini, const std::string& origin) {
+  RunConfig cfg;
+  po::options_description desc = all_options(cfg, nullptr);
+  po::variables_map vm;
+  std::istringstream in(ini);
+  std::vector<IniEntry> entries = read_ini_stream(in, origin);
+  for (auto e = entries.rbegin(); e != entries.rend(); ++e) store_one(desc, vm, e->key, e->value, e->where);
+  po::notify(vm);
+  return cfg;
+}
+
 std::string run_options_help(const po::options_description* extra) {
   RunConfig defaults;
   po::options_description all;

@@ -2,6 +2,7 @@
 // its value and the fix, in one line.
 #include <cmath>
 
+#include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 
@@ -74,6 +75,19 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", t.beta2, "must be in [0, 1)");
   require(t.eps > 0, "train.eps", t.eps, "must be > 0");
   require(t.grad_clip >= 0, "train.grad_clip", t.grad_clip, "must be >= 0 (0 = no clipping)");
+  require(t.eval_every >= 0, "train.eval_every", t.eval_every, "must be >= 0 (0 = no evaluation)");
+  require(t.eval_steps >= 1, "train.eval_steps", t.eval_steps, "must be at least 1");
+}
+
+// The files themselves are opened later (open_data); an empty data.train is allowed here so that
+// commands that never read data (plan, doctor) validate the rest.
+void validate_data(const DataConfig& d) {
+  parse_blend_spec("data.train", d.train);
+  parse_blend_spec("data.val", d.val);
+  require(d.split > 0 && d.split <= 1, "data.split", d.split,
+          "must be in (0, 1]: the fraction of each dataset's documents used for training");
+  require(d.val.empty() || d.split == 1, "data.split", d.split,
+          "holds out validation documents only when data.val is empty; set data.val or data.split, not both");
 }
 
 }  // namespace
@@ -84,6 +98,7 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
+  validate_data(cfg.data);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
   require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");
   require(cfg.checkpoint.keep >= 1, "checkpoint.keep", cfg.checkpoint.keep, "must be at least 1");

@@ -44,22 +44,12 @@ void prepare_checkpoint_dir(const std::string& dir) {
 }
 
 std::string describe_checkpoint(const std::string& file) {
-  h5::silence_errors();
+  const CheckpointInfo info = read_checkpoint_info(file);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!f.valid()) throw InputError(str("checkpoint ", file, ": cannot be opened as HDF5"));
-  int64_t version = 0, step = 0, consumed = 0;
-  uint64_t seed = 0;
-  std::string config, layout;
-  if (!h5::read_attr(f.get(), "format_version", version))
-    throw InputError(str("checkpoint ", file, ": no format_version attribute: not a trident checkpoint"));
-  h5::read_attr(f.get(), "step", step);
-  h5::read_attr(f.get(), "consumed_samples", consumed);
-  h5::read_attr(f.get(), "seed", seed);
-  h5::read_attr(f.get(), "config", config);
-  h5::read_attr(f.get(), "layout", layout);
   std::ostringstream os;
-  os << "checkpoint " << file << "\n  format version " << version << ", step " << step << ", consumed samples "
-     << consumed << ", seed " << seed << "\n  saved with layout: " << layout << "\n\ntensors (fp32, global shapes):\n";
+  os << "checkpoint " << file << "\n  format version " << info.format_version << ", step " << info.step
+     << ", consumed samples " << info.consumed_samples << ", seed " << info.seed << "\n  saved with layout: "
+     << info.layout << "\n\ntensors (fp32, global shapes):\n";
   char line[512];
   for (CkptKind kind : kCkptKinds) {
     h5::Handle grp(H5Gopen2(f.get(), ckpt_group(kind), H5P_DEFAULT));
@@ -92,7 +82,7 @@ std::string describe_checkpoint(const std::string& file) {
     std::snprintf(line, sizeof line, "  /%s: %zu elements, norm %.6g\n\n", ckpt_group(kind), elements, std::sqrt(total));
     os << line;
   }
-  os << "config:\n" << config;
+  os << "config:\n" << info.config;
   return os.str();
 }
 

@@ -34,9 +34,33 @@ bool read_piece(hid_t dset, const Piece& piece, float* host_base) {
   return true;
 }
 
+template <class Bad>
+CheckpointInfo read_info(hid_t f, const Bad& bad) {
+  CheckpointInfo info;
+  int64_t version = 0;
+  if (!h5::read_attr(f, "format_version", version)) throw bad("no format_version attribute: not a trident checkpoint");
+  if (version > kCheckpointFormatVersion)
+    throw bad(str("format version ", version, " is newer than this trident reads (", kCheckpointFormatVersion,
+                  "); use a newer trident"));
+  info.format_version = static_cast<int>(version);
+  if (!h5::read_attr(f, "step", info.step) || !h5::read_attr(f, "consumed_samples", info.consumed_samples) ||
+      !h5::read_attr(f, "seed", info.seed) || !h5::read_attr(f, "config", info.config) ||
+      !h5::read_attr(f, "layout", info.layout))
+    throw bad("missing one of the attributes step, consumed_samples, seed, config, layout");
+  return info;
+}
+
 }  // namespace
 
-CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer& opt, const ParallelGroups& g) {
+CheckpointInfo read_checkpoint_info(const std::string& file) {
+  h5::silence_errors();
+  auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
+  h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!f.valid()) throw bad("cannot be opened as HDF5 (missing, truncated or not a checkpoint)");
+  return read_info(f.get(), bad);
+}
+
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g) {
   h5::silence_errors();
   const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
   auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
@@ -46,26 +70,16 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!f.valid()) throw bad("cannot be opened as HDF5 (missing, truncated or not a checkpoint)");
 
-  CheckpointInfo info;
-  int64_t version = 0;
-  if (!h5::read_attr(f.get(), "format_version", version)) throw bad("no format_version attribute: not a trident checkpoint");
-  if (version > kCheckpointFormatVersion)
-    throw bad(str("format version ", version, " is newer than this trident reads (", kCheckpointFormatVersion,
-                  "); use a newer trident"));
-  info.format_version = static_cast<int>(version);
-  if (!h5::read_attr(f.get(), "step", info.step) || !h5::read_attr(f.get(), "consumed_samples", info.consumed_samples) ||
-      !h5::read_attr(f.get(), "seed", info.seed) || !h5::read_attr(f.get(), "config", info.config) ||
-      !h5::read_attr(f.get(), "layout", info.layout))
-    throw bad("missing one of the attributes step, consumed_samples, seed, config, layout");
-
+  CheckpointInfo info = read_info(f.get(), bad);
   std::vector<float> params(model.params().numel, 0.0f);
   std::vector<float> states[3];
-  for (auto& s : states) s.assign(opt.master().numel, 0.0f);
+  for (auto& s : states) s.assign(opt ? opt->master().numel : 0, 0.0f);
   std::vector<std::string> names;
   std::vector<uint64_t> local_sums, stored;
   bool read_failed = false;
   std::string first_failed;
   for (CkptKind kind : kCkptKinds) {
+    if (kind != CkptKind::Model && !opt) break;
     float* base = kind == CkptKind::Model ? params.data() : states[static_cast<int>(kind) - 1].data();
     const auto& need = kind == CkptKind::Model ? plan.model_need : plan.optim_need;
     const auto& own = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
@@ -107,9 +121,11 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   TensorView f32 = staging.view(DType::F32).slice(0, params.size());
   be.copy_from_host(f32, params.data());
   be.copy(model.params(), f32);
-  TensorView views[3] = {opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
-  for (int k = 0; k < 3; ++k)
-    if (views[k].numel) be.copy_from_host(views[k], states[k].data());
+  if (opt) {
+    TensorView views[3] = {opt->master(), opt->exp_avg(), opt->exp_avg_sq()};
+    for (int k = 0; k < 3; ++k)
+      if (views[k].numel) be.copy_from_host(views[k], states[k].data());
+  }
   be.synchronize();
   return info;
 }

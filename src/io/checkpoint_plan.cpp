@@ -17,7 +17,7 @@ const char* ckpt_group(CkptKind k) {
   return "?";
 }
 
-CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer& opt, const ParallelGroups& g) {
+CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g) {
   CheckpointPlan plan;
   const ModelConfig& m = model.config();
   // Canonical order: the single-stage, single-shard layout lists every logical tensor once.
@@ -33,13 +33,14 @@ CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer& opt,
     plan.model_need[p.name] = whole;
     if (g.coord.dp == 0 && owner_rules(p)) plan.model_own[p.name] = whole;
   }
-  for (const Optimizer::Segment& s : opt.segments()) {
+  if (!opt) return plan;
+  for (const Optimizer::Segment& s : opt->segments()) {
     for (const ParamInfo& p : model.layout().params()) {
       if (s.flat < p.offset || s.flat >= p.offset + p.numel) continue;
       const int64_t lo = static_cast<int64_t>(s.flat - p.offset);
       Piece piece{&p, lo, lo + static_cast<int64_t>(s.n), s.state};
       plan.optim_need[p.name] = piece;
-      if ((opt.zero() || g.coord.dp == 0) && owner_rules(p)) plan.optim_own[p.name] = piece;
+      if ((opt->zero() || g.coord.dp == 0) && owner_rules(p)) plan.optim_own[p.name] = piece;
     }
   }
   return plan;

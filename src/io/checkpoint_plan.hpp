@@ -37,7 +37,8 @@ struct CheckpointPlan {
   std::map<std::string, Piece> model_need, model_own, optim_need, optim_own;
 };
 
-CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer& opt, const ParallelGroups& g);
+// Without an optimizer the plan covers the model only.
+CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g);
 
 // Order-independent checksum of the piece's elements: the sum over elements of a hash of
 // (global index, fp32 bits), so ranks of any layout add their owned parts.

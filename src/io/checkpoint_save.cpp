@@ -94,7 +94,7 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   const HostState host = copy_to_host(model, opt);
-  const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
+  const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
   SaveResult res;
   res.path = str(dir, "/step_", info.step, ".h5");
   const std::string tmp = res.path + ".tmp";

@@ -20,22 +20,10 @@ uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a
 }
 }  // namespace
 
-// Activations of one block for one micro-batch. Letters: N = B*T rows, Cl = C/tp, NHl = NH/tp.
-struct LayerActs {
-  TensorView ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
-  TensorView qkv;                      // (B, T, 3, NHl, HS)
-  TensorView atty;                     // (B, T, NHl, HS)
-  TensorView lse;                      // (B, NHl, T) f32
-  TensorView x2;                       // (N, C) residual after attention
-  TensorView ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
-  TensorView fch, fcg;                 // (N, 4*Cl) pre-GELU and post-GELU
-  TensorView x3;                       // (N, C) block output
-};
-
 struct GptStage::Slot {
   TensorView input, grad;        // (B, T, C)
   TensorView tokens, targets;    // (B, T) int32
-  std::vector<LayerActs> layers;
+  std::vector<BlockActs> layers;
 };
 
 struct GptStage::Scratch {
@@ -82,7 +70,7 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
     want(&s.tokens, DType::I32, N);
     want(&s.targets, DType::I32, N);
     s.layers.resize(stage_.n_layers());
-    for (LayerActs& a : s.layers) {
+    for (BlockActs& a : s.layers) {
       want(&a.ln1, act, N * C);
       want(&a.ln1_mean, DType::F32, N);
       want(&a.ln1_rstd, DType::F32, N);
@@ -203,30 +191,42 @@ TensorView GptStage::forward_blocks(Slot& s) {
                     layout_.vocab_start(), layout_.vocab_local());
     reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
   }
+  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
   TensorView x = s.input;
   for (int i = 0; i < stage_.n_layers(); ++i) {
-    block_forward(i, s, x);
+    auto attention = [&](const BlockActs& a) { be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS); };
+    block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention);
     x = s.layers[i].x3;
   }
   return x;
 }
 
+BlockShape GptStage::block_shape(int rows) const {
+  return BlockShape{rows, C_, C_ / g_.topo.tp(), static_cast<float>(m_.ln_eps), g_.coord.tp == 0};
+}
+
 std::vector<float> GptStage::forward_logits(int slot) {
   TRIDENT_CHECK(stage_.first() && stage_.last(), "forward_logits needs a single pipeline stage (pp = 1)");
-  Slot& s = slots_[slot];
+  return head_logits(forward_blocks(slots_[slot]), B_ * T_);
+}
+
+std::vector<float> GptStage::head_logits(TensorView x, int rows) {
+  TRIDENT_CHECK(stage_.last() && rows <= B_ * T_, str("head_logits of ", rows, " rows"));
   Scratch& sc = *scratch_;
-  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
-  TensorView x = forward_blocks(s);
-  be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
+  const int C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
+  const size_t rc = static_cast<size_t>(rows) * C;
+  TensorView lnf = sc.lnf.slice(0, rc);
+  be_.layernorm_fwd(lnf, sc.lnf_mean.slice(0, rows), sc.lnf_rstd.slice(0, rows), x.slice(0, rc), p_.lnf_w, p_.lnf_b,
+                    rows, C, static_cast<float>(m_.ln_eps));
   // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp].
-  std::vector<float> out(static_cast<size_t>(N) * V), block(static_cast<size_t>(logits_rows_) * Vl * tp);
+  std::vector<float> out(static_cast<size_t>(rows) * V), block(static_cast<size_t>(logits_rows_) * Vl * tp);
   Buffer gathered(be_, block.size() * dtype_size(be_.compute_dtype()));
   Buffer f32(be_, block.size() * sizeof(float));
-  for (int r0 = 0; r0 < N; r0 += logits_rows_) {
-    const int R = std::min(logits_rows_, N - r0);
+  for (int r0 = 0; r0 < rows; r0 += logits_rows_) {
+    const int R = std::min(logits_rows_, rows - r0);
     const size_t n = static_cast<size_t>(R) * Vl;
     TensorView all = gathered.view(be_.compute_dtype()).slice(0, n * tp);
-    be_.matmul_fwd(all.slice(n * g_.coord.tp, n), sc.lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C),
+    be_.matmul_fwd(all.slice(n * g_.coord.tp, n), lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C),
                    p_.wte, TensorView{}, R, C, Vl);
     if (tp > 1) g_.tp->all_gather(all.data, n, all.dtype, be_.stream());
     TensorView host_view = f32.view(DType::F32).slice(0, n * tp);
@@ -255,34 +255,11 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
   }
 }
 
-// x3 = x2 + reduce_tp(fcproj(gelu(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
-void GptStage::block_forward(int i, Slot& s, TensorView x) {
-  const BlockTensors& p = p_.blocks[i];
-  LayerActs& a = s.layers[i];
-  const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
-  const float eps = static_cast<float>(m_.ln_eps);
-  const bool bias_here = g_.coord.tp == 0;   // row-parallel biases are added once, before the reduction
-  Stream st = be_.stream();
-
-  be_.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C, eps);
-  be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
-  be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
-  be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, Cl, C);
-  reduce_from_tp_region_fwd(*g_.tp, a.x2, st);
-  be_.add(a.x2, a.x2, x);
-
-  be_.layernorm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b, N, C, eps);
-  be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C, 4 * Cl);
-  be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, 4 * Cl, C);
-  reduce_from_tp_region_fwd(*g_.tp, a.x3, st);
-  be_.add(a.x3, a.x3, a.x2);
-}
-
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
 void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
   const BlockTensors& p = p_.blocks[i];
   const BlockTensors& g = gr_.blocks[i];
-  const LayerActs& a = s.layers[i];
+  const BlockActs& a = s.layers[i];
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
   Stream st = be_.stream();

@@ -38,13 +38,17 @@ class PlanBuilder {
   std::vector<Action> plan_;
 };
 
-std::vector<Action> gpipe(int pp_size, int pp_rank, int n_micro) {
-  PlanBuilder b(pp_size, pp_rank);
+void forwards(PlanBuilder& b, int n_micro) {
   for (int m = 0; m < n_micro; ++m) {
     b.recv_act(m);
     b.fwd(m);
     b.send_act(m);
   }
+}
+
+std::vector<Action> gpipe(int pp_size, int pp_rank, int n_micro) {
+  PlanBuilder b(pp_size, pp_rank);
+  forwards(b, n_micro);
   for (int m = 0; m < n_micro; ++m) {
     b.recv_grad(m);
     b.bwd(m);
@@ -97,11 +101,20 @@ std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n
   return kind == ScheduleKind::GPipe ? gpipe(pp_size, pp_rank, n_micro) : one_f_one_b(pp_size, pp_rank, n_micro);
 }
 
+std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro) {
+  PlanBuilder b(pp_size, pp_rank);
+  forwards(b, n_micro);
+  return b.take();
+}
+
 int peak_in_flight(const std::vector<Action>& plan) {
+  // A forward holds its activations until its backward; without one (evaluation) it holds them
+  // only while it runs.
+  const bool backwards = std::any_of(plan.begin(), plan.end(), [](const Action& a) { return a.kind == Action::Bwd; });
   int live = 0, peak = 0;
   for (const Action& a : plan) {
     if (a.kind == Action::Fwd) peak = std::max(peak, ++live);
-    if (a.kind == Action::Bwd) --live;
+    if (a.kind == Action::Bwd || (a.kind == Action::Fwd && !backwards)) --live;
   }
   return peak;
 }

@@ -18,6 +18,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   const size_t bucket_elems = static_cast<size_t>(cfg.parallel.bucket_mb * (1 << 20) / sizeof(float));
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, PipelineExecutor::slots_needed(plan), bucket_elems);
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
+  eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_));
   sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
   optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), *sync_, g, be,
                                            cfg.train, cfg.parallel.zero == 1);
@@ -45,15 +46,15 @@ int64_t Trainer::consumed_samples(int64_t step) const {
   return base_samples_ + (step - base_step_) * cfg_.train.global_batch_size;
 }
 
-// Micro-batch `micro` of DP rank r in step s holds global samples
-//   consumed(s) + r*(G/dp) + micro*B ... + B-1,
+// Micro-batch `micro` of DP rank r in a step whose global batch starts at sample S holds
+//   S + r*(G/dp) + micro*B ... + B-1,
 // so the step's global batch is the same set of samples for every layout.
-void Trainer::load_micro(int step, int micro, int slot) {
+void Trainer::load_micro(BatchSource& source, int64_t step_first_sample, int micro, int slot) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const int64_t G = cfg_.train.global_batch_size;
-  const int64_t first = consumed_samples(step) + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
+  const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
   if (!model_->stage().first() && !model_->stage().last()) return;
-  data_.samples(first, B, host_tokens_.data());
+  source.samples(first, B, host_tokens_.data());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       host_inputs_[b * T + t] = host_tokens_[b * (T + 1) + t];
@@ -72,6 +73,17 @@ double Trainer::reduce_loss(double local_sum) {
   return v;
 }
 
+double Trainer::evaluate(BatchSource& source, int steps) {
+  const int64_t G = cfg_.train.global_batch_size;
+  double sum = 0;
+  for (int e = 0; e < steps; ++e) {
+    auto load = [&](int micro, int slot) { load_micro(source, e * G, micro, slot); };
+    eval_executor_->run(load, false, 0.0f, UnitDone{});
+    sum += reduce_loss(model_->take_loss_sum());
+  }
+  return sum / (static_cast<double>(steps) * G * cfg_.model.seq_len);
+}
+
 StepStats Trainer::train_step(int step) {
   set_current_step(step);
   if (step == stall_step_) {
@@ -83,7 +95,7 @@ StepStats Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
 
   model_->zero_grads();
-  auto load = [&](int micro, int slot) { load_micro(step, micro, slot); };
+  auto load = [&](int micro, int slot) { load_micro(data_, consumed_samples(step), micro, slot); };
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
   executor_->run(load, true, static_cast<float>(1.0 / tokens), unit_done);
   sync_->finish();

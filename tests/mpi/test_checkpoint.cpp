@@ -86,7 +86,7 @@ struct TrainRun {
     save_checkpoint(dir, 2, info, trainer->model(), trainer->optimizer(), g);
   }
   void load(const std::string& file) {
-    CheckpointInfo info = load_checkpoint(file, trainer->model(), trainer->optimizer(), g);
+    CheckpointInfo info = load_checkpoint(file, trainer->model(), &trainer->optimizer(), g);
     trainer->set_position(info.step, info.consumed_samples);
   }
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -24,7 +25,7 @@ RunConfig base_config() {
   RunConfig c;
   c.model.n_layer = 8;   // divisible by every pp up to 8
   c.model.n_head = 8;    // divisible by every tp up to 8
-  c.model.n_embd = 32;
+  c.model.n_embd = 64;   // head size 8: one head per rank at tp 8
   c.model.vocab_size = 100;
   c.model.seq_len = 16;
   c.train.steps = kSteps;
@@ -34,11 +35,11 @@ RunConfig base_config() {
   c.train.min_lr = 1e-3;
   c.train.warmup_steps = 2;
   c.train.grad_clip = 0.5;          // exercises the global norm across layouts
-  // The key bias has an exactly zero gradient (softmax is shift-invariant), so what reaches Adam
-  // there is rounding noise, which eps = 1e-8 would blow up into full-size, layout-dependent
-  // steps. A larger eps keeps that noise from dominating the weight comparison.
-  c.train.eps = 1e-5;
   c.parallel.bucket_mb = 0.01;      // several buckets
+  // Adam divides by sqrt(v) + eps: for the elements whose gradient sits at the rounding floor,
+  // eps = 1e-8 turns last-bit differences between layouts into full-size steps. eps = 1e-5
+  // damps those updates and leaves the others unchanged.
+  c.train.eps = 1e-5;
   c.parallel.timeout_s = 120;
   return c;
 }
@@ -48,6 +49,15 @@ struct RunResult {
   GatheredParams params;
   double ms_per_step = 0;
 };
+
+// The key bias has an exactly zero gradient (softmax is shift-invariant), so what reaches Adam
+// there is rounding noise that Adam turns into full-size, layout-dependent steps; those weights
+// are compared out of the tensor (they never change the loss).
+std::vector<float> without_key_bias(const std::string& name, std::vector<float> v) {
+  if (name.size() >= 13 && name.compare(name.size() - 13, 13, "attn.qkv.bias") == 0)
+    std::fill(v.begin() + v.size() / 3, v.begin() + 2 * v.size() / 3, 0.0f);
+  return v;
+}
 
 RunResult train(RunConfig cfg, MPI_Comm comm) {
   int size = 0;
@@ -101,7 +111,7 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
           for (const auto& [tname, want] : ref.params.tensors) {
             auto it = got.params.tensors.find(tname);
             ASSERT_NE(it, got.params.tensors.end()) << tname;
-            double e = test::rel_l2(it->second, want);
+            double e = test::rel_l2(without_key_bias(tname, it->second), without_key_bias(tname, want));
             if (e > weight_err) {
               weight_err = e;
               worst_tensor = tname;
@@ -112,8 +122,9 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
           EXPECT_LE(got.params.max_replica_diff, 1e-6) << "replicas disagree";
           worst_loss = std::max(worst_loss, loss_err);
           worst_weight = std::max(worst_weight, weight_err);
-          std::printf("  %-26s loss rel err %.2e  weight rel err %.2e  replica diff %.1e  %.1f ms/step\n",
-                      name.c_str(), loss_err, weight_err, got.params.max_replica_diff, got.ms_per_step);
+          std::printf("  %-26s loss rel err %.2e  weight rel err %.2e (%s)  replica diff %.1e  %.1f ms/step\n",
+                      name.c_str(), loss_err, weight_err, worst_tensor.c_str(), got.params.max_replica_diff,
+                      got.ms_per_step);
         }
       }
     }

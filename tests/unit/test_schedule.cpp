@@ -150,6 +150,26 @@ TEST(Schedule, UngroupedOneFOneBWouldDeadlock) {
   EXPECT_TRUE(simulate(plans).deadlock);
 }
 
+TEST(Schedule, ForwardOnlyPlansForEvaluation) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int n_micro = 1; n_micro <= 2 * pp; ++n_micro) {
+      std::vector<std::vector<Action>> plans;
+      for (int s = 0; s < pp; ++s) {
+        plans.push_back(make_forward_plan(pp, s, n_micro));
+        int fwd = 0;
+        for (const Action& a : plans.back()) {
+          EXPECT_NE(a.kind, Action::Bwd);
+          EXPECT_TRUE(a.kind != Action::SendGrad && a.kind != Action::RecvGrad);
+          fwd += a.kind == Action::Fwd;
+        }
+        EXPECT_EQ(fwd, n_micro);
+        EXPECT_EQ(peak_in_flight(plans.back()), 1);   // activations are dropped after each forward
+      }
+      SimResult r = simulate(plans);
+      EXPECT_FALSE(r.deadlock) << "pp=" << pp << " n_micro=" << n_micro << r.detail;
+    }
+}
+
 TEST(Schedule, RejectsUnknownName) {
   EXPECT_EQ(parse_schedule("gpipe"), ScheduleKind::GPipe);
   EXPECT_EQ(parse_schedule("1f1b"), ScheduleKind::OneFOneB);

@@ -95,6 +95,14 @@ class Backend {
   virtual void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
                              TensorView lse, int B, int T, int NH, int HS) = 0;
 
+  // ---- incremental decoding with a KV cache (generation)
+  // qkv (B, Tn, 3, NH, HS) act holds Tn new positions [past, past + Tn). Their keys and values are
+  // stored into k_cache, v_cache (B, NH, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
+  // is causal attention of each new query over cache positions [0, its own position]. The
+  // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward.
+  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
+                                int Tn, int past, int Tmax, int NH, int HS) = 0;
+
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).
   // The model reduces rowmax (Max) and stats (Sum) over TP between these calls.

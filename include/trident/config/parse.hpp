@@ -24,6 +24,9 @@ struct ParsedArgs {
 ParsedArgs parse_args(const std::vector<std::string>& args,
                       boost::program_options::options_description* extra = nullptr);
 
+// A configuration from INI text (e.g. the one stored in a checkpoint); `origin` names it in errors.
+RunConfig parse_config_text(const std::string& ini, const std::string& origin);
+
 // Full help text for the run options, grouped by section, with defaults.
 std::string run_options_help(const boost::program_options::options_description* extra = nullptr);
 

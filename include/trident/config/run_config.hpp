@@ -50,10 +50,14 @@ struct TrainConfig {
   double eps = 1e-8;
   double grad_clip = 1.0;
   uint64_t seed = 1337;
+  int eval_every = 0;     // validation loss every N steps (0: never)
+  int eval_steps = 10;    // global batches of validation data per evaluation
 };
 
 struct DataConfig {
-  std::string train;    // Megatron indexed dataset prefix (<prefix>.bin, <prefix>.idx)
+  std::string train;    // blend spec: PREFIX or "W1 PREFIX1 W2 PREFIX2 ..." (<prefix>.bin, <prefix>.idx)
+  std::string val;      // blend spec of the validation data; empty: held out by split
+  double split = 1.0;   // fraction of each train dataset's documents trained on when val is empty
 };
 
 struct CheckpointConfig {

@@ -35,10 +35,14 @@ struct SaveResult {
 SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g);
 
-// Collective: loads this layout's parameters and optimizer state. Throws InputError on every
-// rank, naming the file and the problem, for a file that is missing, truncated, corrupt
-// (checksum), from a newer format, or of another model shape; nothing is written.
-CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer& opt, const ParallelGroups& g);
+// Collective: loads this layout's parameters and, when opt is given, its optimizer state.
+// Throws InputError on every rank, naming the file and the problem, for a file that is
+// missing, truncated, corrupt (checksum), from a newer format, or of another model shape;
+// nothing is written.
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g);
+
+// The attributes only (step, config, layout...), read by one process.
+CheckpointInfo read_checkpoint_info(const std::string& file);
 
 // The file checkpoint.resume designates: "" to start fresh (none, or auto without a checkpoint).
 // Throws InputError for a path that does not exist.

@@ -10,14 +10,11 @@
 
 #include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
+#include "trident/model/block.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
 
 namespace trident {
-
-struct BlockTensors {
-  TensorView ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
-};
 
 struct StageTensors {
   TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them
@@ -68,12 +65,18 @@ class GptStage {
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
   std::vector<float> forward_logits(int slot);
+  // Final LayerNorm and full-vocabulary logits (rows, V) of final hidden states x (rows, C), on
+  // every TP rank of the last stage.
+  std::vector<float> head_logits(TensorView x, int rows);
+
+  const StageTensors& weights() const { return p_; }
+  const ParallelGroups& groups() const { return g_; }
+  BlockShape block_shape(int rows) const;
 
  private:
   struct Slot;
   struct Scratch;
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
-  void block_forward(int i, Slot& s, TensorView x);
   void block_backward(int i, Slot& s, TensorView x, TensorView dres);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   StageTensors view_tensors(TensorView base) const;

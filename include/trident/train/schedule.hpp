@@ -23,6 +23,8 @@ struct Action {
 };
 
 std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n_micro);
+// Forwards only (evaluation): receive, forward, send, micro-batch after micro-batch.
+std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro);
 
 // Micro-batches whose activations are held at once by this stage under the plan: the number of
 // activation slots it needs.

@@ -2,6 +2,7 @@
 // reduce gradients over DP (and the tied embedding), clip by the global norm, AdamW.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct StepStats {
   double lr = 0;
   double step_ms = 0;
   double tokens_per_s = 0;
+  double val_loss = std::nan("");   // set on steps that ran an evaluation
 };
 
 class Trainer {
@@ -30,6 +32,9 @@ class Trainer {
   ~Trainer();
 
   StepStats train_step(int step);
+  // Mean token loss over `steps` global batches of `source` (forward only): its samples
+  // [0, steps * global batch), the same set for every layout.
+  double evaluate(BatchSource& source, int steps);
 
   // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
   void set_position(int64_t step, int64_t consumed_samples);
@@ -41,7 +46,7 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
 
  private:
-  void load_micro(int step, int micro, int slot);
+  void load_micro(BatchSource& source, int64_t step_first_sample, int micro, int slot);
   double reduce_loss(double local_sum);
 
   RunConfig cfg_;
@@ -50,7 +55,7 @@ class Trainer {
   BatchSource& data_;
   int n_micro_;
   std::unique_ptr<GptStage> model_;
-  std::unique_ptr<PipelineExecutor> executor_;
+  std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;

@@ -71,6 +71,50 @@ void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, i
   }
 }
 
+// Same arithmetic as attention_fwd (scores, max, exp, double sum, weighted values, one scale),
+// with keys and values read from the cache: decoding reproduces the full forward bit for bit.
+void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
+                                  int Tn, int past, int Tmax, int NH, int HS) {
+  TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax, str("attention_decode: positions [", past, ", ", past + Tn,
+                                                    ") outside the cache of ", Tmax));
+  const size_t BTC = static_cast<size_t>(B) * Tn * NH * HS, cache = static_cast<size_t>(B) * NH * Tmax * HS;
+  float* o = f32_data(out, BTC, "attention_decode: out");              // (B, Tn, NH, HS)
+  float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (B, NH, Tmax, HS)
+  float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (B, NH, Tmax, HS)
+  const float* x = f32_data(qkv, 3 * BTC, "attention_decode: qkv");    // (B, Tn, 3, NH, HS)
+  const AttnLayout L{Tn, NH, HS};
+  auto at = [&](int b, int h, int t) { return ((static_cast<size_t>(b) * NH + h) * Tmax + t) * HS; };
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t)
+      for (int h = 0; h < NH; ++h) {
+        std::copy_n(x + L.qkv(b, t, 1, h), HS, kc + at(b, h, past + t));
+        std::copy_n(x + L.qkv(b, t, 2, h), HS, vc + at(b, h, past + t));
+      }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  std::vector<float> p(Tmax);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < Tn; ++t) {
+        const int pos = past + t;
+        const float* q = x + L.qkv(b, t, 0, h);
+        float mx = -INFINITY;
+        for (int j = 0; j <= pos; ++j) {
+          p[j] = scale * dot(q, kc + at(b, h, j), HS);
+          mx = std::max(mx, p[j]);
+        }
+        double s = 0;
+        for (int j = 0; j <= pos; ++j) {
+          p[j] = std::exp(p[j] - mx);
+          s += p[j];
+        }
+        float* orow = o + L.act(b, t, h);
+        std::fill(orow, orow + HS, 0.0f);
+        for (int j = 0; j <= pos; ++j) axpy(orow, p[j], vc + at(b, h, j), HS);
+        const float inv = static_cast<float>(1.0 / s);
+        for (int d = 0; d < HS; ++d) orow[d] *= inv;
+      }
+}
+
 void CpuBackend::attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
                                TensorView lse, int B, int T, int NH, int HS) {
   const size_t BTC = static_cast<size_t>(B) * T * NH * HS;

@@ -46,6 +46,8 @@ class CpuBackend final : public Backend {
                   TensorView in, TensorView w, int N, int K, int M) override;
 
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override;
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn,
+                        int past, int Tmax, int NH, int HS) override;
   void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
                      TensorView lse, int B, int T, int NH, int HS) override;
 

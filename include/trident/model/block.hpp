@@ -1,0 +1,41 @@
+// One GPT-2 block's forward, shared by training (full causal attention over the micro-batch)
+// and generation (attention over a KV cache): only the attention step differs.
+#pragma once
+
+#include <functional>
+
+#include "trident/backend/backend.hpp"
+#include "trident/parallel/comm.hpp"
+
+namespace trident {
+
+struct BlockTensors {
+  TensorView ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+};
+
+// Activations of one block for N = B*T rows. Letters: Cl = C/tp, NHl = NH/tp.
+struct BlockActs {
+  TensorView ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
+  TensorView qkv;                      // (B, T, 3, NHl, HS)
+  TensorView atty;                     // (B, T, NHl, HS)
+  TensorView lse;                      // (B, NHl, T) f32 (training only)
+  TensorView x2;                       // (N, C) residual after attention
+  TensorView ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
+  TensorView fch, fcg;                 // (N, 4*Cl) pre-GELU and post-GELU
+  TensorView x3;                       // (N, C) block output; may alias the input x
+};
+
+struct BlockShape {
+  int N, C, Cl;   // rows, channels, channels of this TP shard
+  float eps;
+  bool bias_here; // TP rank 0 adds the row-parallel biases (once, before the reduction)
+};
+
+// Fills a.atty (and a.lse where used) from a.qkv.
+using AttentionStep = std::function<void(const BlockActs& a)>;
+
+// x3 = x2 + reduce_tp(fcproj(gelu(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
+void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                   const BlockShape& s, const AttentionStep& attention);
+
+}  // namespace trident

@@ -1,0 +1,25 @@
+// The block forward as a flat list of calls, with Megatron's TP communication pairs.
+#include "trident/model/block.hpp"
+
+#include "trident/model/tp_regions.hpp"
+
+namespace trident {
+
+void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                   const BlockShape& s, const AttentionStep& attention) {
+  Stream st = be.stream();
+  be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
+  be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, 3 * s.Cl);
+  attention(a);
+  be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, s.Cl, s.C);
+  reduce_from_tp_region_fwd(tp, a.x2, st);
+  be.add(a.x2, a.x2, x);
+
+  be.layernorm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b, s.N, s.C, s.eps);
+  be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
+  be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);
+  reduce_from_tp_region_fwd(tp, a.x3, st);
+  be.add(a.x3, a.x3, a.x2);
+}
+
+}  // namespace trident

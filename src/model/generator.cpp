@@ -1,0 +1,138 @@
+// KV-cache decoding and token sampling.
+#include "trident/model/generator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "trident/core/arena.hpp"
+#include "trident/model/tp_regions.hpp"
+
+namespace trident {
+
+int32_t sample_token(const std::vector<float>& logits, const SamplingParams& p, Rng& rng) {
+  const int V = static_cast<int>(logits.size());
+  if (p.temperature <= 0) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<int> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  // Most likely first; ties by id, so the candidate set does not depend on the sort.
+  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  const int k = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  std::vector<double> prob(k);
+  const double top = logits[ids[0]] / p.temperature;
+  double total = 0;
+  for (int i = 0; i < k; ++i) total += prob[i] = std::exp(logits[ids[i]] / p.temperature - top);
+  int keep = k;
+  if (p.top_p < 1.0) {
+    double cum = 0;
+    for (keep = 0; keep < k;) {
+      cum += prob[keep++] / total;
+      if (cum >= p.top_p) break;
+    }
+    total = std::accumulate(prob.begin(), prob.begin() + keep, 0.0);
+  }
+  double u = rng.uniform() * total;
+  for (int i = 0; i < keep; ++i) {
+    u -= prob[i];
+    if (u <= 0) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+namespace {
+
+// The first n rows of every activation of a block.
+BlockActs first_rows(const BlockActs& a, size_t n, size_t C, size_t Cl) {
+  BlockActs r;
+  r.ln1 = a.ln1.slice(0, n * C);
+  r.ln1_mean = a.ln1_mean.slice(0, n);
+  r.ln1_rstd = a.ln1_rstd.slice(0, n);
+  r.qkv = a.qkv.slice(0, n * 3 * Cl);
+  r.atty = a.atty.slice(0, n * Cl);
+  r.x2 = a.x2.slice(0, n * C);
+  r.ln2 = a.ln2.slice(0, n * C);
+  r.ln2_mean = a.ln2_mean.slice(0, n);
+  r.ln2_rstd = a.ln2_rstd.slice(0, n);
+  r.fch = a.fch.slice(0, n * 4 * Cl);
+  r.fcg = a.fcg.slice(0, n * 4 * Cl);
+  r.x3 = a.x3.slice(0, n * C);
+  return r;
+}
+
+}  // namespace
+
+Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max_len) {
+  const ModelConfig& m = model.config();
+  const ParallelGroups& g = model.groups();
+  TRIDENT_CHECK(model.stage().first() && model.stage().last(), "generation needs a single pipeline stage (pp = 1)");
+  TRIDENT_CHECK(max_len >= 1 && max_len <= m.positions(), str("generation length ", max_len, " outside [1, ",
+                                                              m.positions(), "]"));
+  Backend& be = model.backend();
+  const DType act = be.compute_dtype();
+  const size_t N = max_len, C = m.n_embd, Cl = C / g.topo.tp(), NHl = m.n_head / g.topo.tp(), HS = m.head_size();
+
+  ArenaPlan cache;
+  std::vector<size_t> offsets;
+  for (int l = 0; l < m.n_layer; ++l) {
+    offsets.push_back(cache.add(act, NHl * N * HS));
+    offsets.push_back(cache.add(act, NHl * N * HS));
+  }
+  cache_buf_ = Buffer(be, cache.bytes());
+  for (int l = 0; l < m.n_layer; ++l) {
+    k_cache_.push_back(arena_view(cache_buf_.get(), offsets[2 * l], act, NHl * N * HS));
+    v_cache_.push_back(arena_view(cache_buf_.get(), offsets[2 * l + 1], act, NHl * N * HS));
+  }
+
+  struct Entry { TensorView* view; DType t; size_t n; size_t off; };
+  std::vector<Entry> entries;
+  ArenaPlan plan;
+  auto want = [&](TensorView* v, DType t, size_t n) { entries.push_back({v, t, n, plan.add(t, n)}); };
+  want(&x_, act, N * C);
+  want(&tokens_, DType::I32, N);
+  want(&acts_.ln1, act, N * C);
+  want(&acts_.ln1_mean, DType::F32, N);
+  want(&acts_.ln1_rstd, DType::F32, N);
+  want(&acts_.qkv, act, N * 3 * Cl);
+  want(&acts_.atty, act, N * Cl);
+  want(&acts_.x2, act, N * C);
+  want(&acts_.ln2, act, N * C);
+  want(&acts_.ln2_mean, DType::F32, N);
+  want(&acts_.ln2_rstd, DType::F32, N);
+  want(&acts_.fch, act, N * 4 * Cl);
+  want(&acts_.fcg, act, N * 4 * Cl);
+  act_buf_ = Buffer(be, plan.bytes());
+  for (Entry& e : entries) *e.view = arena_view(act_buf_.get(), e.off, e.t, e.n);
+  acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
+}
+
+Generator::~Generator() = default;
+
+std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
+  const int n = static_cast<int>(tokens.size());
+  TRIDENT_CHECK(n >= 1 && pos_ + n <= max_len_, str("feeding ", n, " tokens at position ", pos_, " of ", max_len_));
+  const ModelConfig& m = model_.config();
+  const ParallelGroups& g = model_.groups();
+  const StageTensors& w = model_.weights();
+  const ParamLayout& layout = model_.layout();
+  Backend& be = model_.backend();
+  const int C = m.n_embd, NHl = m.n_head / g.topo.tp(), HS = m.head_size();
+  const BlockActs acts = first_rows(acts_, n, C, C / g.topo.tp());
+
+  be.copy_from_host(tokens_.slice(0, n), tokens.data());
+  TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
+  // Positions [pos_, pos_ + n): the position table is entered at row pos_.
+  be.encoder_fwd(x, tokens_.as<int32_t>(), w.wte,
+                 g.coord.tp == 0 ? w.wpe.slice(static_cast<size_t>(pos_) * C, static_cast<size_t>(n) * C) : TensorView{},
+                 1, n, C, layout.vocab_start(), layout.vocab_local());
+  reduce_from_tp_region_fwd(*g.tp, x, be.stream());
+  for (int l = 0; l < m.n_layer; ++l) {
+    auto attention = [&](const BlockActs& a) {
+      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, NHl, HS);
+    };
+    block_forward(be, *g.tp, w.blocks[l], acts, x, model_.block_shape(n), attention);
+  }
+  pos_ += n;
+  return model_.head_logits(x.slice(static_cast<size_t>(n - 1) * C, C), 1);
+}
+
+}  // namespace trident

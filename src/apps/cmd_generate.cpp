@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "checkpoint_config.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -82,21 +83,13 @@ int cmd_generate(const Args& args) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
 
-  CheckpointInfo info;
-  RunConfig cfg;
-  std::unique_ptr<Tokenizer> tok;
-  collective_check(MPI_COMM_WORLD, [&] {
-    info = read_checkpoint_info(o.checkpoint);
-    cfg = parse_config_text(info.config, o.checkpoint + " (stored config)");
-    tok = tokenizer_for(o, cfg.model.vocab_size);
-  });
   if (parsed.cfg.parallel.pp != 1)
     throw InputError("parallel.pp: generation runs on one pipeline stage; use parallel.tp to split the model");
-  // The model comes from the checkpoint; the layout and backend from this command line.
-  cfg.backend = parsed.cfg.backend;
-  cfg.parallel = parsed.cfg.parallel;
-  cfg.parallel.pp = 1;
-  cfg.parallel.dp = 0;
+  CheckpointInfo info;
+  RunConfig cfg = config_for_checkpoint(o.checkpoint, parsed.cfg, &info);
+  std::unique_ptr<Tokenizer> tok;
+  collective_check(MPI_COMM_WORLD, [&] { tok = tokenizer_for(o, cfg.model.vocab_size); });
+  // One sequence per data-parallel replica.
   cfg.train.micro_batch_size = 1;
   cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp);
   validate_run_config(cfg, world);

@@ -19,3 +19,5 @@ set_tests_properties(e2e_tiny_trains mpi_stalled_rank_times_out mpi_train_tp2_pp
 add_test(NAME mpi_checkpoint_faults COMMAND ${e2e_dir}/checkpoint_faults.sh $<TARGET_FILE:trident> ${repo_root}
          ${mpirun})
 set_tests_properties(mpi_checkpoint_faults PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_generate_eval COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(e2e_generate_eval PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -1,7 +1,9 @@
 // `trident train`: parse and validate the configuration, build the runtime, resume, train, log,
 // checkpoint (every N steps, at the end, and on SIGTERM/SIGUSR1: save and exit 0).
+#include <chrono>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 
 #include "auto_layout.hpp"
@@ -98,9 +100,13 @@ int cmd_train(const Args& args) {
   int first_step = 0;
   if (!resume.empty()) {
     CheckpointInfo info;
+    auto t0 = std::chrono::steady_clock::now();
     collective_check(MPI_COMM_WORLD, [&] {
       info = load_checkpoint(resume, trainer.model(), &trainer.optimizer(), rt.groups);
     });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double gb = static_cast<double>(std::filesystem::file_size(resume)) / 1e9;
+    log_info(str("checkpoint: loaded ", resume, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
     first_step = static_cast<int>(info.step);
     trainer.set_position(info.step, info.consumed_samples);
     log_info(str("resumed from ", resume, " at step ", info.step, " (", info.consumed_samples,

@@ -14,6 +14,7 @@ int cmd_tokenize(const Args& args);
 int cmd_inspect(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_eval(const Args& args);
+int cmd_bench(const Args& args);
 int cmd_doctor(const Args& args);
 int cmd_plan(const Args& args);
 

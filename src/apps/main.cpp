@@ -22,6 +22,7 @@ const std::map<std::string, Command>& commands() {
       {"train", {trident::cmd_train, "train a model (see trident train --help)"}},
       {"tokenize", {trident::cmd_tokenize, "turn raw text into a Megatron indexed dataset"}},
       {"inspect", {trident::cmd_inspect, "summarise a checkpoint: step, config, layout, tensors"}},
+      {"bench", {trident::cmd_bench, "throughput table on random tokens, or --bench.kernels"}},
       {"eval", {trident::cmd_eval, "validation loss and perplexity of a checkpoint"}},
       {"generate", {trident::cmd_generate, "sample text from a checkpoint (KV cache; tp >= 1, pp = 1)"}},
       {"doctor", {trident::cmd_doctor, "check ranks, GPUs, communicators and checkpoint I/O (run under mpirun)"}},

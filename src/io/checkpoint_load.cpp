@@ -16,8 +16,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Reads a piece's non-padding elements into its host buffer; false on an I/O error.
-bool read_piece(hid_t dset, const Piece& piece, float* host_base) {
+// Reads a piece's non-padding elements into its host buffer through `packed` (reused across
+// datasets); false on an I/O error.
+bool read_piece(hid_t dset, const Piece& piece, float* host_base, std::vector<float>& packed) {
   ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
   if (sb.elements == 0) return true;
   h5::Handle fspace(H5Dget_space(dset));
@@ -28,7 +29,7 @@ bool read_piece(hid_t dset, const Piece& piece, float* host_base) {
   }
   hsize_t n = static_cast<hsize_t>(sb.elements);
   h5::Handle mspace(H5Screate_simple(1, &n, nullptr));
-  std::vector<float> packed(n);
+  packed.resize(n);
   if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, packed.data()) < 0) return false;
   unpack_piece(piece, sb, packed, host_base);
   return true;
@@ -78,6 +79,7 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   std::vector<uint64_t> local_sums, stored;
   bool read_failed = false;
   std::string first_failed;
+  std::vector<float> packed;
   for (CkptKind kind : kCkptKinds) {
     if (kind != CkptKind::Model && !opt) break;
     float* base = kind == CkptKind::Model ? params.data() : states[static_cast<int>(kind) - 1].data();
@@ -99,7 +101,7 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
       names.push_back(name);
       auto it = need.find(t.name);
       // Keep going after a failed read so that every rank reaches the same collectives below.
-      if (it != need.end() && !read_piece(dset.get(), it->second, base)) {
+      if (it != need.end() && !read_piece(dset.get(), it->second, base, packed)) {
         if (!read_failed) first_failed = name;
         read_failed = true;
       }

@@ -25,31 +25,34 @@ void h5_require(bool ok, const std::string& what, const std::string& path) {
   if (!ok) TRIDENT_FATAL(str("checkpoint save: ", what, " failed for ", path, " (disk full or not writable?)"));
 }
 
-// Host copies of what the file holds: parameters as fp32 and the optimizer state.
+// What the file holds, in host memory: fp32 parameters and the optimizer state. The CPU backend's
+// buffers are used in place; device buffers are copied.
 struct HostState {
-  std::vector<float> params, master, exp_avg, exp_avg_sq;
-  const float* of(CkptKind k) const {
-    switch (k) {
-      case CkptKind::Model: return params.data();
-      case CkptKind::Master: return master.data();
-      case CkptKind::ExpAvg: return exp_avg.data();
-      case CkptKind::ExpAvgSq: return exp_avg_sq.data();
-    }
-    return nullptr;
-  }
+  std::vector<float> copies[4];
+  const float* data[4] = {};
+  const float* of(CkptKind k) const { return data[static_cast<int>(k)]; }
 };
 
-HostState copy_to_host(const GptStage& model, const Optimizer& opt) {
+HostState host_state(const GptStage& model, const Optimizer& opt) {
   Backend& be = model.backend();
   HostState h;
-  h.params.resize(model.params().numel);
-  Buffer staging(be, h.params.size() * sizeof(float));
-  TensorView f32 = staging.view(DType::F32).slice(0, h.params.size());
-  be.copy(f32, model.params());
-  be.copy_to_host(h.params.data(), f32);
-  for (auto [dst, src] : {std::pair{&h.master, opt.master()}, {&h.exp_avg, opt.exp_avg()}, {&h.exp_avg_sq, opt.exp_avg_sq()}}) {
-    dst->resize(src.numel);
-    if (src.numel) be.copy_to_host(dst->data(), src);
+  const TensorView views[4] = {model.params(), opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
+  for (int k = 0; k < 4; ++k) {
+    const TensorView& v = views[k];
+    if (!be.is_device() && v.dtype == DType::F32) {
+      h.data[k] = v.as<float>();
+      continue;
+    }
+    h.copies[k].resize(v.numel);
+    if (v.dtype == DType::F32) {
+      if (v.numel) be.copy_to_host(h.copies[k].data(), v);
+    } else {
+      Buffer staging(be, v.numel * sizeof(float));
+      TensorView f32 = staging.view(DType::F32).slice(0, v.numel);
+      be.copy(f32, v);
+      be.copy_to_host(h.copies[k].data(), f32);
+    }
+    h.data[k] = h.copies[k].data();
   }
   return h;
 }
@@ -93,7 +96,7 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
                            const Optimizer& opt, const ParallelGroups& g) {
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
-  const HostState host = copy_to_host(model, opt);
+  const HostState host = host_state(model, opt);
   const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
   SaveResult res;
   res.path = str(dir, "/step_", info.step, ".h5");
@@ -112,9 +115,14 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
     h5::write_attr(file.get(), "layout", info.layout);
     h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
     H5Pset_create_intermediate_group(lcpl.get(), 1);
+    // Every element is written once by its owner: no fill values (HDF5 would write the whole
+    // dataset twice, first with zeros).
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
     h5::Handle dxpl(H5Pcreate(H5P_DATASET_XFER));
-    H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
+    H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_INDEPENDENT);
 
+    std::vector<float> packed;   // reused: one allocation for all datasets
     int written = 0;
     const int total = static_cast<int>(plan.tensors.size()) * 4;
     for (CkptKind kind : kCkptKinds) {
@@ -125,10 +133,10 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
         std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
         h5::Handle fspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
         const std::string name = str("/", ckpt_group(kind), "/", t.name);
-        h5::Handle dset(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), H5P_DEFAULT,
+        h5::Handle dset(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), dcpl.get(),
                                    H5P_DEFAULT));
         h5_require(dset.valid(), "creating dataset " + name, tmp);
-        std::vector<float> packed;
+        packed.clear();
         uint64_t sum = 0;
         hsize_t n_mem = 1;
         h5::Handle mspace(H5Screate_simple(1, &n_mem, nullptr));

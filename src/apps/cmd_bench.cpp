@@ -1,0 +1,162 @@
+// `trident bench`: training throughput of a configuration on random tokens (warm-up steps, then
+// timed steps; one table), or with --kernels, achieved TFLOP/s and GB/s of the hot kernels.
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "runtime.hpp"
+#include "trident/config/parse.hpp"
+#include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
+#include "trident/io/random_tokens.hpp"
+#include "trident/train/planner.hpp"
+#include "trident/train/trainer.hpp"
+
+namespace po = boost::program_options;
+
+namespace trident {
+
+namespace {
+
+constexpr double kPeakBf16TFlops = 989.0;   // H100/H200 SXM dense bf16, the usual MFU denominator
+
+struct BenchOptions {
+  int warmup = 3, steps = 10;
+  bool kernels = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Times fn (which queues work on the backend) over `reps` repetitions after two warm-ups.
+template <class Fn>
+double time_op(Backend& be, int reps, Fn&& fn) {
+  for (int i = 0; i < 2; ++i) fn();
+  be.synchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  be.synchronize();
+  return seconds_since(t0) / reps;
+}
+
+void kernel_bench(Backend& be) {
+  const DType act = be.compute_dtype();
+  const int reps = be.is_device() ? 20 : 2;
+  std::printf("%-34s %12s %12s\n", "kernel", "ms", "TFLOP/s|GB/s");
+  auto buf = [&](DType t, size_t n) { return Buffer(be, n * dtype_size(t)); };
+  auto view = [](const Buffer& b, DType t, size_t n) { return b.view(t).slice(0, n); };
+  for (int HS : {64, 128})
+    for (int T : {1024, 4096}) {
+      const int B = be.is_device() ? 8 : 1, NH = (HS == 64 ? 12 : 16);
+      const size_t n = static_cast<size_t>(B) * T * NH * HS;
+      Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n);
+      double s = time_op(be, reps, [&] {
+        be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, HS);
+        be.attention_bwd(view(dqkv, act, 3 * n), view(out, act, n), view(qkv, act, 3 * n), view(out, act, n),
+                         view(lse, DType::F32, size_t(B) * NH * T), B, T, NH, HS);
+      });
+      // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
+      const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;
+      char name[64];
+      std::snprintf(name, sizeof name, "attention fwd+bwd HS=%d T=%d B=%d", HS, T, B);
+      std::printf("%-34s %12.3f %12.1f\n", name, s * 1e3, flops / s / 1e12);
+    }
+  {
+    const int N = 16384, C = 768;
+    Buffer x = buf(act, size_t(N) * C), y = buf(act, size_t(N) * C), w = buf(act, C), b = buf(act, C),
+           stats = buf(DType::F32, 2 * size_t(N));
+    double s = time_op(be, reps, [&] {
+      be.layernorm_fwd(view(y, act, size_t(N) * C), view(stats, DType::F32, N), view(stats, DType::F32, 2 * size_t(N)).slice(N, N),
+                       view(x, act, size_t(N) * C), view(w, act, C), view(b, act, C), N, C, 1e-5f);
+    });
+    std::printf("%-34s %12.3f %12.1f\n", "layernorm fwd N=16384 C=768", s * 1e3, 2.0 * N * C * dtype_size(act) / s / 1e9);
+  }
+  {
+    const int R = 4096, V = 50304;
+    std::vector<int32_t> host(R, 7);
+    Buffer logits = buf(act, size_t(R) * V), rowmax = buf(DType::F32, R), stats = buf(DType::F32, 2 * size_t(R)),
+           losses = buf(DType::F32, R), targets = buf(DType::I32, R);
+    be.copy_from_host(view(targets, DType::I32, R), host.data());
+    const int32_t* t = view(targets, DType::I32, R).as<int32_t>();
+    double s = time_op(be, reps, [&] {
+      be.xent_max(view(rowmax, DType::F32, R), view(logits, act, size_t(R) * V), R, V, 50257);
+      be.xent_stats(view(stats, DType::F32, 2 * size_t(R)), view(logits, act, size_t(R) * V), view(rowmax, DType::F32, R), t,
+                    R, V, 50257, 0);
+      be.xent_bwd(view(losses, DType::F32, R), view(logits, act, size_t(R) * V), view(rowmax, DType::F32, R),
+                  view(stats, DType::F32, 2 * size_t(R)), t, R, V, 50257, 0, 1.0f);
+    });
+    // Three reads of the logits and one write.
+    std::printf("%-34s %12.3f %12.1f\n", "cross-entropy R=4096 V=50304", s * 1e3, 4.0 * R * V * dtype_size(act) / s / 1e9);
+  }
+  {
+    const size_t n = size_t(1) << 26;
+    Buffer p = buf(act, n), st = buf(DType::F32, 4 * n);
+    TensorView s4 = st.view(DType::F32);
+    AdamWArgs a;
+    a.lr = 1e-4f;
+    double s = time_op(be, reps, [&] {
+      be.adamw(view(p, act, n), s4.slice(0, n), s4.slice(n, n), s4.slice(2 * n, n), s4.slice(3 * n, n), a);
+    });
+    // Reads grad, master, m, v; writes master, m, v, param.
+    std::printf("%-34s %12.3f %12.1f\n", "adamw n=64M", s * 1e3, (28.0 + dtype_size(act)) * n / s / 1e9);
+  }
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  BenchOptions o;
+  po::options_description extra("Benchmark");
+  extra.add_options()("bench.warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(
+      "bench.steps", po::value(&o.steps)->default_value(10), "timed steps")(
+      "bench.kernels", po::bool_switch(&o.kernels), "time the hot kernels instead of training steps");
+  ParsedArgs parsed = parse_args(args, &extra);
+  if (parsed.help) {
+    log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels]\n"
+             "Trains on random tokens (no dataset needed) and prints one table.\n\n" + run_options_help(&extra));
+    return 0;
+  }
+  RunConfig cfg = parsed.cfg;
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (o.kernels) cfg.parallel = ParallelConfig{};
+  if (o.kernels) cfg.train.global_batch_size = cfg.train.micro_batch_size * world;
+  validate_run_config(cfg, world);
+  if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
+  Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
+  if (o.kernels) {
+    if (rank == 0) kernel_bench(*rt.backend);
+    return 0;
+  }
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+  Trainer trainer(cfg, rt.groups, *rt.backend, data);
+  for (int s = 0; s < o.warmup; ++s) trainer.train_step(s);
+  std::vector<double> ms;
+  for (int s = o.warmup; s < o.warmup + o.steps; ++s) ms.push_back(trainer.train_step(s).step_ms);
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
+  const double tok_s = tokens / (median / 1e3);
+  unsigned long long peak = rt.backend->peak_bytes(), max_peak = 0;
+  MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank != 0) return 0;
+  const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;
+  std::printf("\n%-10s %-34s %6s %12s %10s %8s %12s\n", "model", "layout", "ranks", "tokens/s", "step ms", "MFU",
+              "peak GiB/rank");
+  std::printf("%-10s %-34s %6d %12.0f %10.1f %7.1f%% %12.2f\n",
+              str("L", cfg.model.n_layer, "C", cfg.model.n_embd).c_str(),
+              str("dp", cfg.parallel.dp, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp, " z", cfg.parallel.zero, " B",
+                  cfg.train.micro_batch_size, " G", cfg.train.global_batch_size)
+                  .c_str(),
+              world, tok_s, median, mfu * 100, max_peak / double(1 << 30));
+  std::printf("(median of %d timed steps after %d warm-up; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x ranks), "
+              "N = %.1fM parameters; backend %s)\n",
+              o.steps, o.warmup, kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+  return 0;
+}
+
+}  // namespace trident

@@ -71,37 +71,32 @@ Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max
   const DType act = be.compute_dtype();
   const size_t N = max_len, C = m.n_embd, Cl = C / g.topo.tp(), NHl = m.n_head / g.topo.tp(), HS = m.head_size();
 
-  ArenaPlan cache;
-  std::vector<size_t> offsets;
+  ArenaLayout cache;
+  k_cache_.resize(m.n_layer);
+  v_cache_.resize(m.n_layer);
   for (int l = 0; l < m.n_layer; ++l) {
-    offsets.push_back(cache.add(act, NHl * N * HS));
-    offsets.push_back(cache.add(act, NHl * N * HS));
+    cache.want(&k_cache_[l], act, NHl * N * HS);
+    cache.want(&v_cache_[l], act, NHl * N * HS);
   }
   cache_buf_ = Buffer(be, cache.bytes());
-  for (int l = 0; l < m.n_layer; ++l) {
-    k_cache_.push_back(arena_view(cache_buf_.get(), offsets[2 * l], act, NHl * N * HS));
-    v_cache_.push_back(arena_view(cache_buf_.get(), offsets[2 * l + 1], act, NHl * N * HS));
-  }
+  cache.bind(cache_buf_.get());
 
-  struct Entry { TensorView* view; DType t; size_t n; size_t off; };
-  std::vector<Entry> entries;
-  ArenaPlan plan;
-  auto want = [&](TensorView* v, DType t, size_t n) { entries.push_back({v, t, n, plan.add(t, n)}); };
-  want(&x_, act, N * C);
-  want(&tokens_, DType::I32, N);
-  want(&acts_.ln1, act, N * C);
-  want(&acts_.ln1_mean, DType::F32, N);
-  want(&acts_.ln1_rstd, DType::F32, N);
-  want(&acts_.qkv, act, N * 3 * Cl);
-  want(&acts_.atty, act, N * Cl);
-  want(&acts_.x2, act, N * C);
-  want(&acts_.ln2, act, N * C);
-  want(&acts_.ln2_mean, DType::F32, N);
-  want(&acts_.ln2_rstd, DType::F32, N);
-  want(&acts_.fch, act, N * 4 * Cl);
-  want(&acts_.fcg, act, N * 4 * Cl);
-  act_buf_ = Buffer(be, plan.bytes());
-  for (Entry& e : entries) *e.view = arena_view(act_buf_.get(), e.off, e.t, e.n);
+  ArenaLayout a;
+  a.want(&x_, act, N * C);
+  a.want(&tokens_, DType::I32, N);
+  a.want(&acts_.ln1, act, N * C);
+  a.want(&acts_.ln1_mean, DType::F32, N);
+  a.want(&acts_.ln1_rstd, DType::F32, N);
+  a.want(&acts_.qkv, act, N * 3 * Cl);
+  a.want(&acts_.atty, act, N * Cl);
+  a.want(&acts_.x2, act, N * C);
+  a.want(&acts_.ln2, act, N * C);
+  a.want(&acts_.ln2_mean, DType::F32, N);
+  a.want(&acts_.ln2_rstd, DType::F32, N);
+  a.want(&acts_.fch, act, N * 4 * Cl);
+  a.want(&acts_.fcg, act, N * 4 * Cl);
+  act_buf_ = Buffer(be, a.bytes());
+  a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
 }
 

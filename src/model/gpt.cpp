@@ -33,6 +33,90 @@ struct GptStage::Scratch {
   TensorView loss_acc;                         // (1) f32 sum of token losses
 };
 
+// The memory plans of a stage, shared by the constructor and the static size queries, so that
+// estimates (trident plan) are the allocation itself.
+struct GptStage::Dims {
+  DType act;
+  size_t N, C, Cl, NHl, B, T, Vl, logits_rows;
+  int n_layers;
+  bool has_blocks, last;
+  Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a)
+      : act(a),
+        N(static_cast<size_t>(micro_batch) * m.seq_len),
+        C(m.n_embd),
+        Cl(m.n_embd / tp),
+        NHl(m.n_head / tp),
+        B(micro_batch),
+        T(m.seq_len),
+        Vl(m.padded_vocab(tp) / tp),
+        logits_rows(std::clamp<size_t>(kLogitsChunkBytes / (Vl * dtype_size(a)), 1, N)),
+        n_layers(st.n_layers()),
+        has_blocks(st.n_layers() > 0),
+        last(st.last()) {}
+};
+
+void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
+  const DType act = d.act;
+  const size_t N = d.N, C = d.C, Cl = d.Cl;
+  a.want(&s.input, act, N * C);
+  a.want(&s.grad, act, N * C);
+  a.want(&s.tokens, DType::I32, N);
+  a.want(&s.targets, DType::I32, N);
+  s.layers.resize(d.n_layers);
+  for (BlockActs& l : s.layers) {
+    a.want(&l.ln1, act, N * C);
+    a.want(&l.ln1_mean, DType::F32, N);
+    a.want(&l.ln1_rstd, DType::F32, N);
+    a.want(&l.qkv, act, N * 3 * Cl);
+    a.want(&l.atty, act, N * Cl);
+    a.want(&l.lse, DType::F32, d.B * d.NHl * d.T);
+    a.want(&l.x2, act, N * C);
+    a.want(&l.ln2, act, N * C);
+    a.want(&l.ln2_mean, DType::F32, N);
+    a.want(&l.ln2_rstd, DType::F32, N);
+    a.want(&l.fch, act, N * 4 * Cl);
+    a.want(&l.fcg, act, N * 4 * Cl);
+    a.want(&l.x3, act, N * C);
+  }
+}
+
+void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
+  const DType act = d.act;
+  const size_t N = d.N, C = d.C, Cl = d.Cl;
+  if (d.has_blocks) {
+    a.want(&sc.dln, act, N * C);
+    a.want(&sc.dqkv, act, N * 3 * Cl);
+    a.want(&sc.datty, act, N * Cl);
+    a.want(&sc.dfch, act, N * 4 * Cl);
+    a.want(&sc.dfcg, act, N * 4 * Cl);
+  }
+  if (d.last) {
+    a.want(&sc.lnf, act, N * C);
+    a.want(&sc.lnf_mean, DType::F32, N);
+    a.want(&sc.lnf_rstd, DType::F32, N);
+    a.want(&sc.dlnf, act, N * C);
+    a.want(&sc.logits, act, d.logits_rows * d.Vl);
+    a.want(&sc.rowmax, DType::F32, d.logits_rows);
+    a.want(&sc.stats, DType::F32, d.logits_rows * 2);
+    a.want(&sc.losses, DType::F32, N);
+    a.want(&sc.loss_acc, DType::F32, 1);
+  }
+}
+
+size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+  ArenaLayout a;
+  Slot s;
+  plan_slot(a, s, Dims(m, st, tp, micro_batch, act));
+  return a.bytes();
+}
+
+size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+  ArenaLayout a;
+  Scratch sc;
+  plan_scratch(a, sc, Dims(m, st, tp, micro_batch, act));
+  return a.bytes();
+}
+
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
                    size_t bucket_elems)
     : m_(m),
@@ -46,10 +130,8 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
       n_slots_(n_slots),
       scratch_(std::make_unique<Scratch>()) {
   const DType act = be.compute_dtype();
-  const int tp = groups.topo.tp();
-  const size_t N = static_cast<size_t>(B_) * T_, C = C_, Cl = C / tp, NHl = m.n_head / tp;
-  const size_t Vl = layout_.vocab_local();
-  logits_rows_ = static_cast<int>(std::clamp<size_t>(kLogitsChunkBytes / (Vl * dtype_size(act)), 1, N));
+  const Dims d(m, stage_, groups.topo.tp(), micro_batch, act);
+  logits_rows_ = static_cast<int>(d.logits_rows);
 
   param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
   grad_buf_ = Buffer(be, layout_.total() * sizeof(float));
@@ -58,60 +140,16 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   p_ = view_tensors(params_);
   gr_ = view_tensors(grads_);
 
-  // One allocation for the activations of every slot; offsets planned once.
-  struct Entry { TensorView* view; DType t; size_t n; size_t off; };
-  std::vector<Entry> entries;
-  ArenaPlan plan;
-  auto want = [&](TensorView* v, DType t, size_t n) { entries.push_back({v, t, n, plan.add(t, n)}); };
+  // One allocation for the activations of every slot and one for the scratch.
+  ArenaLayout acts;
   slots_.resize(n_slots);
-  for (Slot& s : slots_) {
-    want(&s.input, act, N * C);
-    want(&s.grad, act, N * C);
-    want(&s.tokens, DType::I32, N);
-    want(&s.targets, DType::I32, N);
-    s.layers.resize(stage_.n_layers());
-    for (BlockActs& a : s.layers) {
-      want(&a.ln1, act, N * C);
-      want(&a.ln1_mean, DType::F32, N);
-      want(&a.ln1_rstd, DType::F32, N);
-      want(&a.qkv, act, N * 3 * Cl);
-      want(&a.atty, act, N * Cl);
-      want(&a.lse, DType::F32, B_ * NHl * T_);
-      want(&a.x2, act, N * C);
-      want(&a.ln2, act, N * C);
-      want(&a.ln2_mean, DType::F32, N);
-      want(&a.ln2_rstd, DType::F32, N);
-      want(&a.fch, act, N * 4 * Cl);
-      want(&a.fcg, act, N * 4 * Cl);
-      want(&a.x3, act, N * C);
-    }
-  }
-  act_buf_ = Buffer(be, plan.bytes());
-  for (Entry& e : entries) *e.view = arena_view(act_buf_.get(), e.off, e.t, e.n);
-
-  entries.clear();
-  plan = ArenaPlan();
-  Scratch& sc = *scratch_;
-  if (stage_.n_layers() > 0) {
-    want(&sc.dln, act, N * C);
-    want(&sc.dqkv, act, N * 3 * Cl);
-    want(&sc.datty, act, N * Cl);
-    want(&sc.dfch, act, N * 4 * Cl);
-    want(&sc.dfcg, act, N * 4 * Cl);
-  }
-  if (stage_.last()) {
-    want(&sc.lnf, act, N * C);
-    want(&sc.lnf_mean, DType::F32, N);
-    want(&sc.lnf_rstd, DType::F32, N);
-    want(&sc.dlnf, act, N * C);
-    want(&sc.logits, act, static_cast<size_t>(logits_rows_) * Vl);
-    want(&sc.rowmax, DType::F32, logits_rows_);
-    want(&sc.stats, DType::F32, static_cast<size_t>(logits_rows_) * 2);
-    want(&sc.losses, DType::F32, N);
-    want(&sc.loss_acc, DType::F32, 1);
-  }
-  scratch_buf_ = Buffer(be, plan.bytes());
-  for (Entry& e : entries) *e.view = arena_view(scratch_buf_.get(), e.off, e.t, e.n);
+  for (Slot& s : slots_) plan_slot(acts, s, d);
+  act_buf_ = Buffer(be, acts.bytes());
+  acts.bind(act_buf_.get());
+  ArenaLayout scratch;
+  plan_scratch(scratch, *scratch_, d);
+  scratch_buf_ = Buffer(be, scratch.bytes());
+  scratch.bind(scratch_buf_.get());
 }
 
 GptStage::~GptStage() = default;
@@ -152,10 +190,10 @@ void GptStage::init_params(uint64_t seed) {
                               : static_cast<float>(p.init_value);
     }
   }
-  Buffer staging(be_, host.size() * sizeof(float));
-  TensorView f32 = staging.view(DType::F32).slice(0, host.size());
-  be_.copy_from_host(f32, host.data());
-  be_.copy(params_, f32);
+  // Staged through the gradient buffer (fp32, same layout), which holds nothing yet.
+  be_.copy_from_host(grads_, host.data());
+  be_.copy(params_, grads_);
+  be_.zero(grads_);
   be_.synchronize();
 }
 

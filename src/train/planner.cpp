@@ -11,18 +11,13 @@
 #include "trident/core/error.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/topology.hpp"
+#include "trident/model/gpt.hpp"
 #include "trident/train/schedule.hpp"
+#include "trident/train/trainer.hpp"
 
 namespace trident {
 
 namespace {
-
-// Mirrors GptStage's bound on the (rows, V/tp) logits buffer of the last stage.
-constexpr size_t kLogitsChunkBytes = size_t(256) << 20;
-
-size_t bucket_elements(const ParallelConfig& p) {
-  return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
-}
 
 size_t product(const std::vector<int64_t>& shape) {
   size_t n = 1;
@@ -36,58 +31,6 @@ ParamLayout single_stage_layout(const ModelConfig& m, int tp) {
 
 DType act_dtype(const Hardware& hw) { return hw.act_bytes == 4 ? DType::F32 : DType::BF16; }
 
-// One activation slot of GptStage: its boundary buffers, tokens and every layer's saved tensors.
-size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int B, DType act) {
-  const size_t T = m.seq_len, N = static_cast<size_t>(B) * T, C = m.n_embd, Cl = C / tp, NHl = m.n_head / tp;
-  ArenaPlan plan;
-  plan.add(act, N * C);            // input  (B, T, C)
-  plan.add(act, N * C);            // grad   (B, T, C)
-  plan.add(DType::I32, N);         // tokens (B, T)
-  plan.add(DType::I32, N);         // targets
-  for (int l = 0; l < st.n_layers(); ++l) {
-    plan.add(act, N * C);          // ln1 (N, C)
-    plan.add(DType::F32, N);       // ln1 mean
-    plan.add(DType::F32, N);       // ln1 rstd
-    plan.add(act, N * 3 * Cl);     // qkv (N, 3C/tp)
-    plan.add(act, N * Cl);         // atty (N, C/tp)
-    plan.add(DType::F32, B * NHl * T);  // lse (B, NH/tp, T)
-    plan.add(act, N * C);          // x2
-    plan.add(act, N * C);          // ln2
-    plan.add(DType::F32, N);       // ln2 mean
-    plan.add(DType::F32, N);       // ln2 rstd
-    plan.add(act, N * 4 * Cl);     // fch (N, 4C/tp)
-    plan.add(act, N * 4 * Cl);     // fcg
-    plan.add(act, N * C);          // x3
-  }
-  return plan.bytes();
-}
-
-// GptStage's scratch: block backward buffers, and on the last stage the head's buffers.
-size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int B, size_t vocab_local, DType act) {
-  const size_t N = static_cast<size_t>(B) * m.seq_len, C = m.n_embd, Cl = C / tp;
-  const size_t rows = std::clamp<size_t>(kLogitsChunkBytes / (vocab_local * dtype_size(act)), 1, N);
-  ArenaPlan plan;
-  if (st.n_layers() > 0) {
-    plan.add(act, N * C);          // dln
-    plan.add(act, N * 3 * Cl);     // dqkv
-    plan.add(act, N * Cl);         // datty
-    plan.add(act, N * 4 * Cl);     // dfch
-    plan.add(act, N * 4 * Cl);     // dfcg
-  }
-  if (st.last()) {
-    plan.add(act, N * C);          // lnf
-    plan.add(DType::F32, N);       // lnf mean
-    plan.add(DType::F32, N);       // lnf rstd
-    plan.add(act, N * C);          // dlnf
-    plan.add(act, rows * vocab_local);  // logits chunk (rows, V/tp)
-    plan.add(DType::F32, rows);    // rowmax
-    plan.add(DType::F32, 2 * rows);  // stats
-    plan.add(DType::F32, N);       // losses
-    plan.add(DType::F32, 1);       // loss accumulator
-  }
-  return plan.bytes();
-}
-
 MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage) {
   const ModelConfig& m = cfg.model;
   const ParallelConfig& p = cfg.parallel;
@@ -100,14 +43,13 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.stage = stage;
   e.params = static_cast<double>(layout.total()) * dtype_size(act);
   e.grads = static_cast<double>(layout.total()) * sizeof(float);
-  e.init_staging = e.grads;
   size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO-1
   for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
   e.optimizer = 3.0 * state * sizeof(float);
   const std::vector<Action> plan = make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step());
   e.in_flight = std::max(1, peak_in_flight(plan));
-  e.activations = static_cast<double>(e.in_flight) * slot_bytes(m, st, p.tp, B, act);
-  e.scratch = static_cast<double>(scratch_bytes(m, st, p.tp, B, layout.vocab_local(), act));
+  e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);
+  e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act));
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;
 }

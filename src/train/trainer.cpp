@@ -11,12 +11,16 @@
 
 namespace trident {
 
+size_t bucket_elements(const ParallelConfig& p) {
+  return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
+}
+
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data)
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   std::vector<Action> plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
-  const size_t bucket_elems = static_cast<size_t>(cfg.parallel.bucket_mb * (1 << 20) / sizeof(float));
-  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, PipelineExecutor::slots_needed(plan), bucket_elems);
+  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, PipelineExecutor::slots_needed(plan),
+                                      bucket_elements(cfg.parallel));
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_));
   sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);

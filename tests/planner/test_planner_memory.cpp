@@ -13,9 +13,9 @@
 namespace trident {
 namespace {
 
-// The optimizer's norm accumulator, live at the peak (parameter initialisation), is the one float
-// the planner leaves out; the trainer's loss scalar comes after the init staging buffer is freed.
-constexpr double kUnplannedBytes = sizeof(float);
+// The two fp32 scalars the planner leaves out: the optimizer's norm accumulator and the
+// trainer's loss reduction buffer.
+constexpr double kUnplannedBytes = 2 * sizeof(float);
 
 RunConfig tiny_config() {
   RunConfig c;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "trident/core/dtype.hpp"
 #include "trident/core/tensor.hpp"
@@ -25,6 +26,26 @@ class ArenaPlan {
 
  private:
   size_t bytes_ = 0;
+};
+
+// Collects the views of one allocation while planning it, then points them at the memory.
+// Planning alone (no bind) gives the exact byte count, e.g. for memory estimates.
+class ArenaLayout {
+ public:
+  void want(TensorView* view, DType t, size_t n) { entries_.push_back({view, t, n, plan_.add(t, n)}); }
+  size_t bytes() const { return plan_.bytes(); }
+  void bind(void* base) const {
+    for (const Entry& e : entries_) *e.view = TensorView(static_cast<char*>(base) + e.offset, e.t, e.n);
+  }
+
+ private:
+  struct Entry {
+    TensorView* view;
+    DType t;
+    size_t n, offset;
+  };
+  ArenaPlan plan_;
+  std::vector<Entry> entries_;
 };
 
 // A view into an arena allocation at a planned offset.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trident/backend/backend.hpp"
+#include "trident/core/arena.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/model/block.hpp"
 #include "trident/model/layout.hpp"
@@ -40,6 +41,11 @@ class GptStage {
   int n_slots() const { return n_slots_; }
   TensorView params() const { return params_; }   // compute dtype, layout().total()
   TensorView grads() const { return grads_; }     // fp32, layout().total()
+
+  // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
+  // allocates, so memory estimates (trident plan) are exact.
+  static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
+  static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);
@@ -76,6 +82,9 @@ class GptStage {
  private:
   struct Slot;
   struct Scratch;
+  struct Dims;
+  static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
+  static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   void block_backward(int i, Slot& s, TensorView x, TensorView dres);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);

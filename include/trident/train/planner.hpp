@@ -34,10 +34,9 @@ struct MemoryEstimate {
   double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO-1)
   double activations = 0;      // in_flight slots of the stage's layers
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
-  double init_staging = 0;     // fp32 copy of the shard while the parameters are initialised
   double workspace = 0;        // Hardware::workspace_gib
   double total() const {
-    return params + grads + optimizer + activations + scratch + init_staging + workspace;
+    return params + grads + optimizer + activations + scratch + workspace;
   }
 };
 

@@ -25,6 +25,9 @@ struct StepStats {
   double val_loss = std::nan("");   // set on steps that ran an evaluation
 };
 
+// Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
+size_t bucket_elements(const ParallelConfig& p);
+
 class Trainer {
  public:
   // cfg must be validated (parallel.dp resolved). Initialises the parameters from train.seed.

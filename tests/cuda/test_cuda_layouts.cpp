@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "synthetic_source.hpp"
+#include "learnable_source.hpp"
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/backend/cuda_backend.hpp"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "synthetic_source.hpp"
+#include "trident/io/random_tokens.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/io/checkpoint.hpp"
@@ -62,7 +62,7 @@ struct TrainRun {
   RunConfig cfg;
   ParallelGroups g;
   std::unique_ptr<Backend> be = make_cpu_backend();
-  test::SyntheticSource data{16, 100, 5};
+  RandomTokens data{16, 100, 5};
   std::unique_ptr<Trainer> trainer;
   TrainRun(RunConfig c, MPI_Comm comm) : cfg(std::move(c)) {
     int size = 0;

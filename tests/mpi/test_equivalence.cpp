@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "synthetic_source.hpp"
+#include "trident/io/random_tokens.hpp"
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"
@@ -66,7 +66,7 @@ RunResult train(RunConfig cfg, MPI_Comm comm) {
   Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
   ParallelGroups g = make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
   std::unique_ptr<Backend> be = make_cpu_backend();
-  test::SyntheticSource data(cfg.model.seq_len, cfg.model.vocab_size, 99);
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 99);
   Trainer trainer(cfg, g, *be, data);
   RunResult r;
   auto t0 = std::chrono::steady_clock::now();

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "synthetic_source.hpp"
+#include "learnable_source.hpp"
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"

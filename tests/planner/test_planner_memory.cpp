@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "synthetic_source.hpp"
+#include "trident/io/random_tokens.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/train/planner.hpp"
@@ -37,7 +37,7 @@ double peak_over_ranks(RunConfig cfg) {
   Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
   ParallelGroups g = make_mpi_groups(split_axes(MPI_COMM_WORLD, topo), topo, 120);
   std::unique_ptr<Backend> be = make_cpu_backend();
-  test::SyntheticSource data(cfg.model.seq_len, cfg.model.vocab_size, 7);
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 7);
   {
     Trainer trainer(cfg, g, *be, data);
     trainer.train_step(0);

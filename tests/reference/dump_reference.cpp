@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "synthetic_source.hpp"
+#include "learnable_source.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"

@@ -35,6 +35,29 @@ float prob(const float* q, const float* k, float lse, float scale, int HS) {
   return std::exp(scale * dot(q, k, HS) - lse);
 }
 
+// One causal query row over keys and values 0..last: writes the output row, returns the row's
+// logsumexp. Shared by the forward and decoding, so both produce the same bits. p holds last+1
+// floats of scratch.
+template <class KeyAt, class ValueAt>
+float attend_row(float* orow, const float* q, int last, const KeyAt& key, const ValueAt& value, float scale, int HS,
+                 float* p) {
+  float mx = -INFINITY;
+  for (int j = 0; j <= last; ++j) {
+    p[j] = scale * dot(q, key(j), HS);
+    mx = std::max(mx, p[j]);
+  }
+  double s = 0;
+  for (int j = 0; j <= last; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    s += p[j];
+  }
+  std::fill(orow, orow + HS, 0.0f);
+  for (int j = 0; j <= last; ++j) axpy(orow, p[j], value(j), HS);
+  const float inv = static_cast<float>(1.0 / s);
+  for (int d = 0; d < HS; ++d) orow[d] *= inv;
+  return static_cast<float>(mx + std::log(s));
+}
+
 }  // namespace
 
 void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) {
@@ -50,29 +73,15 @@ void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, i
 #pragma omp for schedule(dynamic, 16)
     for (int idx = 0; idx < B * NH * T; ++idx) {
       const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
-      const float* q = x + L.qkv(b, t, 0, h);
-      float mx = -INFINITY;
-      for (int j = 0; j <= t; ++j) {
-        p[j] = scale * dot(q, x + L.qkv(b, j, 1, h), HS);
-        mx = std::max(mx, p[j]);
-      }
-      double s = 0;
-      for (int j = 0; j <= t; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        s += p[j];
-      }
-      float* orow = o + L.act(b, t, h);
-      std::fill(orow, orow + HS, 0.0f);
-      for (int j = 0; j <= t; ++j) axpy(orow, p[j], x + L.qkv(b, j, 2, h), HS);
-      const float inv = static_cast<float>(1.0 / s);
-      for (int d = 0; d < HS; ++d) orow[d] *= inv;
-      ls[idx] = static_cast<float>(mx + std::log(s));
+      auto key = [&](int j) { return x + L.qkv(b, j, 1, h); };
+      auto value = [&](int j) { return x + L.qkv(b, j, 2, h); };
+      ls[idx] = attend_row(o + L.act(b, t, h), x + L.qkv(b, t, 0, h), t, key, value, scale, HS, p.data());
     }
   }
 }
 
-// Same arithmetic as attention_fwd (scores, max, exp, double sum, weighted values, one scale),
-// with keys and values read from the cache: decoding reproduces the full forward bit for bit.
+// attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
+// decoding reproduces the full forward bit for bit.
 void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
                                   int Tn, int past, int Tmax, int NH, int HS) {
   TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax, str("attention_decode: positions [", past, ", ", past + Tn,
@@ -95,23 +104,9 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < Tn; ++t) {
-        const int pos = past + t;
-        const float* q = x + L.qkv(b, t, 0, h);
-        float mx = -INFINITY;
-        for (int j = 0; j <= pos; ++j) {
-          p[j] = scale * dot(q, kc + at(b, h, j), HS);
-          mx = std::max(mx, p[j]);
-        }
-        double s = 0;
-        for (int j = 0; j <= pos; ++j) {
-          p[j] = std::exp(p[j] - mx);
-          s += p[j];
-        }
-        float* orow = o + L.act(b, t, h);
-        std::fill(orow, orow + HS, 0.0f);
-        for (int j = 0; j <= pos; ++j) axpy(orow, p[j], vc + at(b, h, j), HS);
-        const float inv = static_cast<float>(1.0 / s);
-        for (int d = 0; d < HS; ++d) orow[d] *= inv;
+        auto key = [&](int j) { return kc + at(b, h, j); };
+        auto value = [&](int j) { return vc + at(b, h, j); };
+        attend_row(o + L.act(b, t, h), x + L.qkv(b, t, 0, h), past + t, key, value, scale, HS, p.data());
       }
 }
 

@@ -1,4 +1,5 @@
-// A BatchSource of pseudo-random tokens, a pure function of (seed, sample, position).
+// LearnableSource: token sequences with a pattern a model can learn, for tests whose losses must
+// fall (PyTorch trace, generation, GPU layouts).
 #pragma once
 
 #include "trident/core/rng.hpp"
@@ -6,22 +7,7 @@
 
 namespace trident::test {
 
-class SyntheticSource : public BatchSource {
- public:
-  SyntheticSource(int seq_len, int vocab, uint64_t seed) : T_(seq_len), V_(vocab), seed_(seed) {}
-  void samples(int64_t first, int count, int32_t* out) override {
-    for (int k = 0; k < count; ++k)
-      for (int i = 0; i <= T_; ++i)
-        out[k * (T_ + 1) + i] = static_cast<int32_t>(hash3(seed_, first + k, i) % V_);
-  }
-
- private:
-  int T_, V_;
-  uint64_t seed_;
-};
-
-// Sequences a model can learn: each next token follows x -> (5x + 3) mod V with probability
-// 0.8 and is random otherwise, so losses fall steadily over tens of steps.
+// Each next token follows x -> (5x + 3) mod V with probability 0.8 and is random otherwise.
 class LearnableSource : public BatchSource {
  public:
   LearnableSource(int seq_len, int vocab, uint64_t seed) : T_(seq_len), V_(vocab), seed_(seed) {}

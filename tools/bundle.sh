@@ -59,7 +59,7 @@ exec "$here/bin/${TRIDENT_BUNDLE_BIN:-trident}" "$@"
 LAUNCH
 chmod +x "$out/trident"
 du -sh "$out" | awk '{print "bundle: " $2 " (" $1 "):"}'
-ls "$out/lib" | sed 's/^/  lib\//'
+find "$out/lib" -maxdepth 1 -type f -printf '  lib/%f\n' | sort
 if (( tar )); then
   tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
   echo "bundle: $out.tar.gz"

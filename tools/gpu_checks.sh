@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Runs the GPU checks from a bundle (tools/bundle.sh --with-tests) on a GPU node, one log per
-# check in OUT_DIR: CUDA ops vs CPU, one step vs CPU and 2-GPU layouts vs 1 GPU, the 50-step
-# loss trace vs PyTorch (needs python3 with torch), bad launches, and a GPT-2 124M run.
+# Runs the GPU checks and measurements from a bundle (tools/bundle.sh --with-tests) on a GPU node,
+# one log per check in OUT_DIR.
 #   tools/gpu_checks.sh BUNDLE_DIR REPO_ROOT OUT_DIR [checks...]
-# checks: ops layouts torch launch train124m (default: all)
+# correctness: ops (CUDA ops vs CPU), layouts (one step vs CPU, 2-GPU layouts vs 1 GPU), torch
+#   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
+#   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
+# measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs), pytorch (the same
+#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels), ckpt (save/load GB/s)
+# default: the correctness checks
 set -uo pipefail
 bundle=$(cd "${1:?usage: gpu_checks.sh BUNDLE_DIR REPO_ROOT OUT_DIR [checks...]}" && pwd)
 root=$(cd "${2:?}" && pwd)
 out=${3:?}
 shift 3
 checks=("$@")
-(( ${#checks[@]} )) || checks=(ops layouts torch launch train124m)
+(( ${#checks[@]} )) || checks=(ops layouts torch launch train124m generate doctor)
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 mpirun=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
@@ -40,6 +44,36 @@ for c in "${checks[@]}"; do
       run train124m_dp2 400 "${mpirun[@]}" -np 2 "$bin/trident" train --config "$root/inputs/models/gpt2-124m.cfg" \
         --data.train "$root/data/fortunes_gpt2" --parallel.dp 2 --train.steps 60 --train.micro_batch_size 16 \
         --train.global_batch_size 32 --train.warmup_steps 10 --log.every 5 --log.metrics "$out/train124m_dp2.jsonl" ;;
+    generate)
+      run generate_train 300 "${mpirun[@]}" -np 2 "$bin/trident" train --config "$root/inputs/models/gpt2-124m.cfg" \
+        --data.train "$root/data/fortunes_gpt2" --parallel.dp 2 --train.steps 30 --train.micro_batch_size 8 \
+        --train.global_batch_size 16 --train.warmup_steps 5 --log.every 10 --checkpoint.dir "$out/gen_ck"
+      run generate_greedy 120 "${mpirun[@]}" -np 2 "$bin/trident" generate --checkpoint "$out/gen_ck/step_30.h5" \
+        --parallel.tp 2 --prompt "The meaning of life is" --temperature 0 --max-new-tokens 40 \
+        --vocab "$root/data/gpt2/encoder.json" --merges "$root/data/gpt2/vocab.bpe"
+      run generate_sampled 120 "${mpirun[@]}" -np 1 "$bin/trident" generate --checkpoint "$out/gen_ck/step_30.h5" \
+        --prompt "Q: Why" --temperature 0.8 --top-k 40 --max-new-tokens 40 \
+        --vocab "$root/data/gpt2/encoder.json" --merges "$root/data/gpt2/vocab.bpe" ;;
+    doctor)
+      run doctor 120 "${mpirun[@]}" -np 2 "$bin/trident" doctor --config "$root/inputs/models/gpt2-124m.cfg" \
+        --data.train "$root/data/fortunes_gpt2" --parallel.tp 2 --checkpoint.dir "$out/doctor_ck" ;;
+    bench)
+      for n in 1 2; do
+        run "bench124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
+          --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 10
+      done ;;
+    pytorch)
+      run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
+      run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;
+    kernels) run kernels 300 "$bin/trident" bench --bench.kernels ;;
+    ckpt)
+      for m in gpt2-124m gpt2-350m; do
+        for steps in 1 2; do   # the second run loads the first run's checkpoint, then saves its own
+          run "ckpt_${m}_$steps" 300 "${mpirun[@]}" -np 2 "$bin/trident" train --config "$root/inputs/models/$m.cfg" \
+            --data.train "$root/data/fortunes_gpt2" --parallel.dp 2 --train.steps "$steps" --train.micro_batch_size 4 \
+            --train.global_batch_size 8 --checkpoint.dir "$out/ckpt_$m"
+        done
+      done ;;
     *) echo "unknown check $c"; status=1 ;;
   esac
 done

@@ -94,6 +94,13 @@ struct Both {
   Tensor cpu, gpu;
 };
 
+// A GPU tensor whose view starts one element into its allocation: 2 (bf16) or 4 (fp32) bytes
+// past a 16-byte boundary, which rules out the kernels' 16-byte accesses.
+struct Misaligned {
+  Tensor alloc;
+  TensorView view() const { return alloc.view().slice(1, alloc.n - 1); }
+};
+
 class CudaOps : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -124,9 +131,19 @@ class CudaOps : public ::testing::Test {
   Both f32(const Vec& x) { return both(x, DType::F32); }   // gradients, statistics, optimizer state
   Both ints(const Ints& x) { return Both{upload_ints(cpu(), x), upload_ints(gpu(), x)}; }
 
+  // The values of x (rounded to bf16 for a bf16 tensor) in a misaligned GPU view.
+  Misaligned misaligned(const Vec& x, DType t) {
+    Vec padded(x.size() + 1, 0.0f);
+    std::copy(x.begin(), x.end(), padded.begin() + 1);
+    return Misaligned{upload(gpu(), t == DType::BF16 ? round_bf16(padded) : padded, t)};
+  }
+
   // GPU result vs CPU result; prints every measured error so that margins are visible.
   void expect_close(const Both& t, double tol, const char* what) {
-    const Vec g = download(gpu(), t.gpu.view()), c = download(cpu(), t.cpu.view());
+    expect_close(t.gpu.view(), t.cpu.view(), tol, what);
+  }
+  void expect_close(TensorView on_gpu, TensorView on_cpu, double tol, const char* what) {
+    const Vec g = download(gpu(), on_gpu), c = download(cpu(), on_cpu);
     const double err = rel_l2(g, c);
     std::printf("    %-28s rel_l2 %.3g (tolerance %.3g)\n", what, err, tol);
     EXPECT_LE(err, tol) << what;  // also fails on NaN
@@ -274,7 +291,10 @@ TEST_F(CudaOps, LayerNormFwd) {
 }
 
 TEST_F(CudaOps, LayerNormBwd) {
-  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}}) {
+  // C % 8 == 0 takes the 16-byte path, C = 37 the scalar one; N = 1100 gives the dw/db column
+  // sums more chunks of rows than the final fixed-order sum has warps.
+  for (const RowsCase& k :
+       {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37}, RowsCase{1100, 48}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 21));
@@ -412,8 +432,12 @@ struct AttentionCase {
   int B, T, NH, HS;
 };
 
-const AttentionCase kAttentionCases[] = {{2, 37, 3, 4},  {2, 37, 2, 32}, {1, 37, 2, 64}, {1, 37, 2, 128},
-                                         {2, 64, 2, 64}, {1, 1, 1, 32},  {1, 19, 2, 1},  {1, 70, 1, 37}};
+// HS 64 and 128 run on the tensor-core kernels (64-row tiles: T = 1024 fills them, T = 1000,
+// 37 and 1 end inside one), every other head size on the generic ones.
+const AttentionCase kAttentionCases[] = {{2, 37, 3, 4},    {2, 37, 2, 32},   {1, 37, 2, 64},   {1, 37, 2, 128},
+                                         {2, 64, 2, 64},   {1, 1, 1, 32},    {1, 19, 2, 1},    {1, 70, 1, 37},
+                                         {1, 1, 1, 64},    {1, 1024, 2, 64}, {1, 1000, 2, 64}, {1, 1024, 2, 128},
+                                         {1, 1000, 2, 128}};
 
 TEST_F(CudaOps, AttentionFwd) {
   for (const AttentionCase& k : kAttentionCases) {
@@ -452,6 +476,105 @@ TEST_F(CudaOps, AttentionBwd) {
   }
 }
 
+// HS = 64 views off a 16-byte boundary fall back from the tensor-core kernels to the generic ones.
+TEST_F(CudaOps, AttentionOnMisalignedViews) {
+  const int B = 1, T = 70, NH = 2, HS = 64;
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS, rows = static_cast<size_t>(B) * NH * T;
+  const Vec qkv_values = random_vector(3 * BTC, 161, 2.0f);
+  Both qkv = act(qkv_values);
+  Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
+  Both out = act(Vec(BTC)), lse = f32(Vec(rows));
+  Misaligned out_m = misaligned(Vec(BTC), DType::BF16);
+  cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), B, T, NH, HS);
+  gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), B, T, NH, HS);
+  expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
+  expect_close(lse, kFp32Order, "attention_fwd lse");
+
+  // Backward from the CPU's out (rounded to bf16) and lse on both, as in AttentionBwd.
+  const Vec out_values = download(cpu(), out.cpu.view()), dout_values = random_vector(BTC, 162);
+  Both out_r = act(out_values), lse_r = f32(download(cpu(), lse.cpu.view()));
+  Both dout = act(dout_values), dqkv = act(Vec(3 * BTC));
+  Misaligned out_rm = misaligned(out_values, DType::BF16), dout_m = misaligned(dout_values, DType::BF16),
+             dqkv_m = misaligned(Vec(3 * BTC), DType::BF16);
+  cpu().attention_bwd(dqkv.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(), lse_r.cpu.view(), B, T, NH,
+                      HS);
+  gpu().attention_bwd(dqkv_m.view(), dout_m.view(), qkv_m.view(), out_rm.view(), lse_r.gpu.view(), B, T, NH, HS);
+  expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
+}
+
+struct DecodeCase {
+  int B, NH, HS, Tmax, prefill, steps;
+};
+
+// Prefill, then one token at a time, on both backends: every step's output and, at the end,
+// both caches (copies of the same bf16 values: exact).
+TEST_F(CudaOps, AttentionDecode) {
+  for (const DecodeCase& k : {DecodeCase{2, 3, 64, 50, 17, 6}, DecodeCase{1, 2, 37, 40, 1, 5},
+                              DecodeCase{1, 1, 128, 4096, 4000, 3}, DecodeCase{2, 2, 1, 12, 5, 7}}) {
+    SCOPED_TRACE(announce(
+        str("B=", k.B, " NH=", k.NH, " HS=", k.HS, " Tmax=", k.Tmax, " prefill=", k.prefill, " steps=", k.steps)));
+    const size_t C = static_cast<size_t>(k.NH) * k.HS, cache = static_cast<size_t>(k.B) * k.Tmax * C;
+    // Caches start with values at every position: a decode step must only read those it wrote.
+    Both k_cache = act(random_vector(cache, 171)), v_cache = act(random_vector(cache, 172));
+    int past = 0;
+    for (int step = 0; step <= k.steps; ++step) {
+      const int Tn = step == 0 ? k.prefill : 1;
+      const size_t BTC = static_cast<size_t>(k.B) * Tn * C;
+      Both qkv = act(random_vector(3 * BTC, 173 + step, 2.0f)), out = act(Vec(BTC));
+      for (auto* be : {&cpu(), &gpu()}) {
+        const bool g = be == &gpu();
+        auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.HS);
+      }
+      expect_close(out, kOneRounding, step == 0 ? "attention_decode prefill" : "attention_decode step");
+      past += Tn;
+    }
+    expect_close(k_cache, 0.0, "attention_decode k_cache");
+    expect_close(v_cache, 0.0, "attention_decode v_cache");
+  }
+}
+
+// Decoding a whole sequence (one prefill, or a prefill and single steps) gives attention_fwd's
+// output up to bf16 rounding: both round once, from fp32 results that differ in the order of
+// their sums (and, for HS 64, in the tensor cores' bf16 probabilities).
+TEST_F(CudaOps, AttentionDecodeMatchesForward) {
+  for (const AttentionCase& k : {AttentionCase{2, 200, 2, 64}, AttentionCase{1, 70, 3, 37}}) {
+    for (int prefill : {k.T, k.T / 2}) {
+      SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, " prefill=", prefill)));
+      const size_t C = static_cast<size_t>(k.NH) * k.HS, BTC = static_cast<size_t>(k.B) * k.T * C;
+      const Vec qkv_values = round_bf16(random_vector(3 * BTC, 181, 2.0f));
+      Tensor qkv = upload(gpu(), qkv_values, DType::BF16);
+      Tensor full = upload(gpu(), Vec(BTC), DType::BF16);
+      Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
+      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.HS);
+
+      const size_t cache = static_cast<size_t>(k.B) * k.T * C;
+      Tensor k_cache = upload(gpu(), Vec(cache), DType::BF16), v_cache = upload(gpu(), Vec(cache), DType::BF16);
+      Vec decoded(BTC);
+      for (int past = 0; past < k.T;) {
+        const int Tn = past == 0 ? prefill : 1;
+        // Rows [past, past + Tn) of every sequence, as the generator feeds them.
+        Vec step_qkv(3 * static_cast<size_t>(k.B) * Tn * C);
+        for (int b = 0; b < k.B; ++b)
+          std::copy_n(qkv_values.begin() + (static_cast<size_t>(b) * k.T + past) * 3 * C, 3 * Tn * C,
+                      step_qkv.begin() + static_cast<size_t>(b) * Tn * 3 * C);
+        Tensor step_in = upload(gpu(), step_qkv, DType::BF16);
+        Tensor step_out = upload(gpu(), Vec(static_cast<size_t>(k.B) * Tn * C), DType::BF16);
+        gpu().attention_decode(step_out.view(), k_cache.view(), v_cache.view(), step_in.view(), k.B, Tn, past, k.T,
+                               k.NH, k.HS);
+        const Vec o = download(gpu(), step_out.view());
+        for (int b = 0; b < k.B; ++b)
+          std::copy_n(o.begin() + static_cast<size_t>(b) * Tn * C, Tn * C,
+                      decoded.begin() + (static_cast<size_t>(b) * k.T + past) * C);
+        past += Tn;
+      }
+      const double err = rel_l2(decoded, download(gpu(), full.view()));
+      std::printf("    %-28s rel_l2 %.3g (tolerance %.3g)\n", "decode vs attention_fwd", err, kOneRounding);
+      EXPECT_LE(err, kOneRounding);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- cross-entropy
 
 struct XentCase {
@@ -459,7 +582,8 @@ struct XentCase {
 };
 
 TEST_F(CudaOps, CrossEntropy) {
-  for (const XentCase& k : {XentCase{37, 384, 300, 384}, XentCase{16, 128, 128, 0}}) {
+  // v_local % 8 == 0 takes the 16-byte path (with a scalar tail when v_valid % 8 != 0), 100 the scalar one.
+  for (const XentCase& k : {XentCase{37, 384, 300, 384}, XentCase{16, 128, 128, 0}, XentCase{7, 100, 97, 0}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " v_local=", k.v_local, " v_valid=", k.v_valid)));
     const size_t NV = static_cast<size_t>(k.N) * k.v_local;
     // Targets in this shard, in its padding, and in other shards.
@@ -555,23 +679,77 @@ TEST_F(CudaOps, AdamW) {
   expect_close(param, kOneRounding, "adamw param");  // the bf16 copy: one rounding of master
 }
 
+// Views off a 16-byte boundary: the kernels that use 16-byte accesses on aligned tensors take
+// their scalar paths and give the same results.
+TEST_F(CudaOps, MisalignedViews) {
+  const int N = 9, C = 96;  // C % 8 == 0: only the addresses rule out the 16-byte path
+  const size_t NC = static_cast<size_t>(N) * C;
+  const Vec x = residual_stream(NC, 191), y = random_vector(NC, 192), w = near_one(C, 193),
+            b = random_vector(C, 194, 0.1f);
+  Both xb = act(x), yb = act(y), wb = act(w), bb = act(b);
+  Misaligned x_m = misaligned(x, DType::BF16), y_m = misaligned(y, DType::BF16), w_m = misaligned(w, DType::BF16),
+             b_m = misaligned(b, DType::BF16);
+
+  Both sum = act(Vec(NC)), dgelu = act(Vec(NC));
+  Misaligned sum_m = misaligned(Vec(NC), DType::BF16), dgelu_m = misaligned(Vec(NC), DType::BF16);
+  cpu().add(sum.cpu.view(), xb.cpu.view(), yb.cpu.view());
+  gpu().add(sum_m.view(), x_m.view(), y_m.view());
+  expect_close(sum_m.view(), sum.cpu.view(), kOneRounding, "add");
+  cpu().gelu_bwd(dgelu.cpu.view(), yb.cpu.view(), xb.cpu.view());
+  gpu().gelu_bwd(dgelu_m.view(), y_m.view(), x_m.view());
+  expect_close(dgelu_m.view(), dgelu.cpu.view(), kOneRounding, "gelu_bwd");
+
+  Both ln = act(Vec(NC)), mean = f32(Vec(N)), rstd = f32(Vec(N));
+  Misaligned ln_m = misaligned(Vec(NC), DType::BF16);
+  cpu().layernorm_fwd(ln.cpu.view(), mean.cpu.view(), rstd.cpu.view(), xb.cpu.view(), wb.cpu.view(), bb.cpu.view(), N,
+                      C, 1e-5f);
+  gpu().layernorm_fwd(ln_m.view(), mean.gpu.view(), rstd.gpu.view(), x_m.view(), w_m.view(), b_m.view(), N, C, 1e-5f);
+  expect_close(ln_m.view(), ln.cpu.view(), kOneRounding, "layernorm_fwd out");
+  expect_close(rstd, kFp32Order, "layernorm_fwd rstd");
+
+  Both ss = f32({0.5f});
+  cpu().sum_squares(ss.cpu.view(), yb.cpu.view());
+  gpu().sum_squares(ss.gpu.view(), y_m.view());
+  expect_close(ss, kFp32Order, "sum_squares bf16");
+
+  const size_t n = 1001;
+  const Vec master = random_vector(n, 196), m = random_vector(n, 197, 0.1f), grad = random_vector(n, 199);
+  Vec v0 = random_vector(n, 198, 0.1f);
+  for (float& e : v0) e *= e;
+  Both master_b = f32(master), m_b = f32(m), v_b = f32(v0), grad_b = f32(grad), param = act(Vec(n));
+  Misaligned master_m = misaligned(master, DType::F32), m_m = misaligned(m, DType::F32),
+             v_m = misaligned(v0, DType::F32), grad_m = misaligned(grad, DType::F32),
+             param_m = misaligned(Vec(n), DType::BF16);
+  AdamWArgs a;
+  a.lr = 1e-3f;
+  a.weight_decay = 0.1f;
+  cpu().adamw(param.cpu.view(), master_b.cpu.view(), m_b.cpu.view(), v_b.cpu.view(), grad_b.cpu.view(), a);
+  gpu().adamw(param_m.view(), master_m.view(), m_m.view(), v_m.view(), grad_m.view(), a);
+  expect_close(master_m.view(), master_b.cpu.view(), 1e-6, "adamw master");
+  expect_close(param_m.view(), param.cpu.view(), kOneRounding, "adamw param");
+}
+
 // ---------------------------------------------------------------- determinism
 
+// Tensor-core (HS 64, 128) and generic (HS 37) kernels.
 TEST_F(CudaOps, AttentionBwdIsDeterministic) {
-  const int B = 2, T = 200, NH = 4, HS = 64;
-  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
-  Tensor qkv = upload(gpu(), random_vector(3 * BTC, 131, 2.0f), DType::BF16);
-  Tensor dout = upload(gpu(), random_vector(BTC, 132), DType::BF16);
-  Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
-  Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
-  gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, HS);
-  std::vector<unsigned char> first;
-  for (int run = 0; run < 3; ++run) {
-    Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
-    gpu().attention_bwd(dqkv.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
-    const auto bits = download_bits(gpu(), dqkv.view());
-    if (run == 0) first = bits;
-    EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+  for (int HS : {64, 128, 37}) {
+    SCOPED_TRACE(announce(str("HS=", HS)));
+    const int B = 2, T = 200, NH = 4;
+    const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+    Tensor qkv = upload(gpu(), random_vector(3 * BTC, 131, 2.0f), DType::BF16);
+    Tensor dout = upload(gpu(), random_vector(BTC, 132), DType::BF16);
+    Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
+    Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
+    gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, HS);
+    std::vector<unsigned char> first;
+    for (int run = 0; run < 3; ++run) {
+      Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
+      gpu().attention_bwd(dqkv.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
+      const auto bits = download_bits(gpu(), dqkv.view());
+      if (run == 0) first = bits;
+      EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // AdamW in one pass: read grad, master and both moments once, write them (and the bf16
-// parameter copy) once.
+// parameter copy) once, in 16-byte accesses where the addresses allow.
+#include <algorithm>
 #include <cmath>
 
 #include "adamw.cuh"
@@ -17,17 +18,37 @@ struct AdamWStep {
   float sqrt_bc2;   // sqrt(bias_correction2)
 };
 
-__global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, AdamWStep s) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float g = grad[i] * s.grad_scale;
-    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-    const float denom = sqrtf(vi) / s.sqrt_bc2 + s.eps;
-    const float w = master[i] * s.decay - s.step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
-    master[i] = w;
+// One element of the update; m, v and master are updated in place.
+__device__ __forceinline__ float adamw_update(float g, float& m, float& v, float& w, const AdamWStep& s) {
+  g *= s.grad_scale;
+  m = s.beta1 * m + (1.0f - s.beta1) * g;
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  const float denom = sqrtf(v) / s.sqrt_bc2 + s.eps;
+  w = w * s.decay - s.step_size * (m / denom);
+  return w;
+}
+
+// Elements [0, n_vec) in pieces of kVec (16-byte accesses), the rest one by one.
+__global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, size_t n_vec,
+                             AdamWStep s) {
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t p = first; p < n_vec / kVec; p += step) {
+    const size_t i = p * kVec;
+    float g[kVec], mi[kVec], vi[kVec], w[kVec];
+    load_vec(g, grad + i);
+    load_vec(mi, m + i);
+    load_vec(vi, v + i);
+    load_vec(w, master + i);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) adamw_update(g[k], mi[k], vi[k], w[k], s);
+    store_vec(m + i, mi);
+    store_vec(v + i, vi);
+    store_vec(master + i, w);
+    if (param) store_vec(param + i, w);
+  }
+  for (size_t i = n_vec + first; i < n; i += step) {
+    const float w = adamw_update(grad[i], m[i], v[i], master[i], s);
     if (param) param[i] = to_bf16(w);
   }
 }
@@ -44,7 +65,9 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
   s.decay = 1.0f - a.lr * a.weight_decay;
   s.step_size = a.lr / a.bias_correction1;
   s.sqrt_bc2 = std::sqrt(a.bias_correction2);
-  adamw_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(param, master, m, v, grad, n, s);
+  const size_t n_vec = vector_prefix(n, param, master, m, v, grad);
+  const size_t work = std::max(n_vec / kVec, n - n_vec);  // iterations of the longer loop
+  adamw_kernel<<<grid_for(work, kThreads, 65536), kThreads, 0, stream>>>(param, master, m, v, grad, n, n_vec, s);
   CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -1,6 +1,8 @@
 // Causal flash-attention kernels for any head size up to 128: FlashAttention-2 structure with
-// fp32 SIMT math on bf16 tiles in shared memory.
+// fp32 SIMT math on bf16 tiles in shared memory. Head sizes 64 and 128 go to the tensor-core
+// kernels of attention_mma.cu instead; these remain the path for every other shape.
 #include "attention.cuh"
+#include "attention_mma.cuh"
 
 namespace trident::gpu {
 namespace {
@@ -9,8 +11,7 @@ namespace {
 // side streams through shared memory in tiles of kTile rows, lane j of a warp scoring row j of
 // the tile. Backward: D = rowsum(dout * out) first, then one kernel over key blocks for dK, dV
 // and one over query blocks for dQ, both recomputing P = exp(s - lse), so no output has two
-// writers and nothing needs atomics. The tile loops are where bf16 mma.sync fragments would
-// replace the SIMT dot products (HS 64 and 128).
+// writers and nothing needs atomics.
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -35,16 +36,6 @@ struct Rows {
   const bf16* base;
   size_t row_stride;
 };
-
-// q, k or v (slot 0, 1, 2) of head h of sequence b in qkv (B,T,3,NH,HS).
-__device__ __forceinline__ size_t qkv_offset(int b, int h, int slot, int T, int NH, int HS) {
-  return (static_cast<size_t>(b) * T * 3 + slot) * NH * HS + static_cast<size_t>(h) * HS;
-}
-
-// Head h of sequence b in a (B,T,NH,HS) tensor.
-__device__ __forceinline__ size_t head_offset(int b, int h, int T, int NH, int HS) {
-  return static_cast<size_t>(b) * T * NH * HS + static_cast<size_t>(h) * HS;
-}
 
 // Copies rows [row0, row0 + n_rows) into shared memory; rows past T become zeros.
 __device__ void load_rows(bf16* dst, int stride, Rows src, int row0, int n_rows, int T, int HS) {
@@ -290,6 +281,95 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// k_cache, v_cache (B,NH,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,3,NH,HS).
+__global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+                                 int NH, int HS) {
+  const size_t n = static_cast<size_t>(B) * Tn * NH * HS;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    // i runs over (b, t, h, d) of the new positions, so reads and writes are both contiguous in d.
+    const int d = static_cast<int>(i % HS);
+    const size_t bth = i / HS;
+    const int h = static_cast<int>(bth % NH), t = static_cast<int>(bth / NH % Tn), b = static_cast<int>(bth / NH / Tn);
+    const size_t src = qkv_offset(b, h, 1, Tn, NH, HS) + static_cast<size_t>(t) * 3 * NH * HS + d;
+    const size_t dst = ((static_cast<size_t>(b) * NH + h) * Tmax + past + t) * HS + d;
+    k_cache[dst] = qkv[src];
+    v_cache[dst] = qkv[src + static_cast<size_t>(NH) * HS];
+  }
+}
+
+// Keys of the cache scored per block step: one kTile chunk per warp.
+constexpr int kDecodeKeys = kWarps * kTile;
+
+// One block per (b, h) and new position t = blockIdx.y at cache position past + t. Each step
+// copies kDecodeKeys keys to shared memory; warp w scores chunk w of them (lane j key j) and
+// keeps its own online softmax, values read straight from the cache (contiguous across
+// lanes). The warps' partial results are merged at the end.
+__global__ void __launch_bounds__(kThreads)
+    attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, int Tn, int past,
+                            int Tmax, int NH, int HS, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int stride = smem_stride(HS);
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (1, stride)
+  bf16* k_s = q_s + stride;                                             // (kDecodeKeys, stride)
+  float* max_s = reinterpret_cast<float*>(k_s + kDecodeKeys * stride);  // (kWarps)
+  float* sum_s = max_s + kWarps;                                        // (kWarps)
+  float* o_s = sum_s + kWarps;                                          // (kWarps, HS)
+
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH, t = blockIdx.y, pos = past + t;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const size_t cache_offset = static_cast<size_t>(blockIdx.x) * Tmax * HS;
+  const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
+  const bf16* values = v_cache + cache_offset;
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, HS), 3 * static_cast<size_t>(NH) * HS}, t, 1, Tn, HS);
+
+  float m = -INFINITY, l = 0.0f, o[kDimsPerLane] = {};
+  for (int k0 = 0; k0 <= pos; k0 += kDecodeKeys) {
+    __syncthreads();  // every warp is done with the previous keys (and q_s is loaded)
+    load_rows(k_s, stride, keys, k0, kDecodeKeys, pos + 1, HS);
+    __syncthreads();
+    const int c0 = k0 + warp * kTile;
+    if (c0 > pos) continue;  // warp-uniform
+    const int kj = c0 + lane;
+    const bool visible = kj <= pos;
+    const float s = visible ? scale * dot_rows(q_s, k_s + (warp * kTile + lane) * stride, HS) : -INFINITY;
+    const float m_new = fmaxf(m, warp_max(s));  // finite: key c0 <= pos is visible
+    const float p = visible ? expf(s - m_new) : 0.0f;
+    const float correction = expf(m - m_new);
+    l = l * correction + warp_sum(p);
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) o[i] *= correction;
+    const int n_keys = min(kTile, pos - c0 + 1);
+    for (int j = 0; j < n_keys; ++j)
+      axpy_row(o, __shfl_sync(kFullMask, p, j), values + static_cast<size_t>(c0 + j) * HS, lane, HS);
+    m = m_new;
+  }
+
+  // Merge: weight each warp's sums by exp(its max - the overall max); a warp that saw no key
+  // has max -inf and weight 0.
+  if (lane == 0) {
+    max_s[warp] = m;
+    sum_s[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i)
+    if (lane + 32 * i < HS) o_s[warp * HS + lane + 32 * i] = o[i];
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, max_s[w]);
+  float weight[kWarps], l_all = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = expf(max_s[w] - m_all);
+    l_all += sum_s[w] * weight[w];
+  }
+  bf16* orow = out + head_offset(b, h, Tn, NH, HS) + static_cast<size_t>(t) * NH * HS;
+  for (int d = threadIdx.x; d < HS; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kWarps; ++w) acc += o_s[w * HS + d] * weight[w];
+    orow[d] = to_bf16(acc / l_all);
+  }
+}
+
 void check_shape(int B, int T, int NH, int HS, const char* op) {
   TRIDENT_CHECK(HS >= 1 && HS <= kMaxHeadSize, str(op, ": head size ", HS, " outside 1..", kMaxHeadSize));
   TRIDENT_CHECK(B >= 0 && T >= 0 && NH >= 0, str(op, ": negative shape"));
@@ -305,6 +385,10 @@ size_t smem_bytes(int HS, int bf16_rows, int float_rows) {
 void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream) {
   check_shape(B, T, NH, HS, "attention_fwd");
   if (B * T * NH == 0) return;
+  if (attention_mma_supported(HS, {out, qkv})) {
+    attention_fwd_mma(out, lse, qkv, B, T, NH, HS, stream);
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const dim3 grid(B * NH, ceil_div(T, kRows));
   attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, HS,
@@ -316,13 +400,17 @@ void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* ou
                    int NH, int HS, Scratch& scratch, cudaStream_t stream) {
   check_shape(B, T, NH, HS, "attention_bwd");
   if (B * T * NH == 0) return;
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const size_t rows = static_cast<size_t>(B) * T * NH;
   float* delta = static_cast<float*>(scratch.get(rows * sizeof(float), stream));  // (B, NH, T)
   attention_delta_kernel<<<ceil_div(static_cast<long long>(rows), kWarps), kThreads, 0, stream>>>(delta, dout, out, B,
                                                                                                   T, NH, HS);
   CUDA_CHECK_LAUNCH("attention_delta_kernel");
+  if (attention_mma_supported(HS, {dqkv, dout, qkv})) {
+    attention_bwd_mma(dqkv, dout, qkv, lse, delta, B, T, NH, HS, stream);
+    return;
+  }
 
+  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const dim3 grid(B * NH, ceil_div(T, kRows));
   attention_dkv_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
       dqkv, dout, qkv, lse, delta, T, NH, HS, scale);
@@ -330,6 +418,23 @@ void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* ou
   attention_dq_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(dqkv, dout, qkv, lse, delta,
                                                                                             T, NH, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
+}
+
+void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+                      int NH, int HS, cudaStream_t stream) {
+  check_shape(B, Tn, NH, HS, "attention_decode");
+  TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax,
+                str("attention_decode: positions [", past, ", ", past + Tn, ") outside the cache of ", Tmax));
+  TRIDENT_CHECK(Tn <= 65535, str("attention_decode: ", Tn, " new positions exceed the grid's y dimension"));
+  if (B * Tn * NH == 0) return;
+  const size_t n = static_cast<size_t>(B) * Tn * NH * HS;
+  kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, B, Tn, past, Tmax, NH,
+                                                                          HS);
+  CUDA_CHECK_LAUNCH("kv_append_kernel");
+  const size_t smem = smem_bytes(HS, 1 + kDecodeKeys, 2 * kWarps + kWarps * HS);
+  attention_decode_kernel<<<dim3(B * NH, Tn), kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, Tn, past, Tmax, NH,
+                                                                        HS, 1.0f / sqrtf(static_cast<float>(HS)));
+  CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 
 }  // namespace trident::gpu

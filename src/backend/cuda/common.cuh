@@ -81,6 +81,78 @@ __device__ float block_reduce(float v, float* shared) {
 __device__ __forceinline__ float block_sum(float v, float* shared) { return block_reduce<false>(v, shared); }
 __device__ __forceinline__ float block_max(float v, float* shared) { return block_reduce<true>(v, shared); }
 
+// Vectorized access: kWidth consecutive elements moved as fp32 values. kWidth = kVec = 8 is one
+// 16-byte access per 8 bf16 (two per 8 floats) and needs 16-byte aligned addresses; kWidth = 1
+// is the scalar path for rows whose length or address does not allow that.
+constexpr int kVec = 8;
+
+template <int kWidth>
+__device__ __forceinline__ void load_vec(float (&v)[kWidth], const bf16* p) {
+  static_assert(kWidth == 1 || kWidth == kVec, "one element or one 16-byte access");
+  if constexpr (kWidth == kVec) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kWidth / 2; ++i) {
+      const float2 f = __bfloat1622float2(h[i]);
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+  } else {
+    v[0] = to_float(*p);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void load_vec(float (&v)[kWidth], const float* p) {
+  static_assert(kWidth == 1 || kWidth == kVec, "one element or two 16-byte accesses");
+  if constexpr (kWidth == kVec) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    v[0] = *p;
+  }
+}
+
+// Rounds to bf16 (nearest even, as to_bf16) and stores.
+template <int kWidth>
+__device__ __forceinline__ void store_vec(bf16* p, const float (&v)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == kVec, "one element or one 16-byte access");
+  if constexpr (kWidth == kVec) {
+    uint4 raw;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kWidth / 2; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+    *p = to_bf16(v[0]);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == kVec, "one element or two 16-byte accesses");
+  if constexpr (kWidth == kVec) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    *p = v[0];
+  }
+}
+
+// True when every pointer (null ones included) starts on a 16-byte boundary.
+template <class... P>
+bool aligned16(const P*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+// Elements [0, n_vec) of an n-element range go in kVec-wide pieces, the rest one by one: n_vec
+// is n rounded down to kVec when every pointer allows 16-byte accesses, else 0.
+template <class... P>
+size_t vector_prefix(size_t n, const P*... p) {
+  return aligned16(p...) ? n / kVec * kVec : 0;
+}
+
 // Device scratch for the temporaries of one op (sort buffers, partial sums). It grows when a
 // larger shape first appears and never shrinks, so the steady state allocates nothing. Ops
 // run in order on one stream, so consecutive ops can share it.

@@ -1,4 +1,5 @@
-// Cross-entropy kernels: one block per row of logits, fp32 math, fixed-order block reductions.
+// Cross-entropy kernels: one block per row of logits, fp32 math, fixed-order block reductions,
+// 16-byte loads and stores where the rows allow.
 #include "cross_entropy.cuh"
 
 namespace trident::gpu {
@@ -12,23 +13,38 @@ __device__ __forceinline__ int local_target(const int32_t* targets, int row, int
   return t >= 0 && t < v_valid ? t : -1;
 }
 
-__global__ void xent_max_kernel(float* rowmax, const bf16* logits, int v_local, int v_valid) {
+// Columns [0, n_vec) of a row go in 16-byte pieces (n_vec = 0 when the rows are not 16-byte
+// aligned), the rest one by one; every thread covers a fixed set of columns, so the block
+// reductions add in the same order on every run.
+__global__ void xent_max_kernel(float* rowmax, const bf16* logits, int v_local, int v_valid, int n_vec) {
   __shared__ float shared[32];
   const bf16* x = logits + static_cast<size_t>(blockIdx.x) * v_local;
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < v_valid; j += blockDim.x) m = fmaxf(m, to_float(x[j]));
+  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) m = fmaxf(m, v[k]);
+  }
+  for (int j = n_vec + threadIdx.x; j < v_valid; j += blockDim.x) m = fmaxf(m, to_float(x[j]));
   m = block_max(m, shared);
   if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
 }
 
 __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float* rowmax, const int32_t* targets,
-                                  int v_local, int v_valid, int vocab_start) {
+                                  int v_local, int v_valid, int n_vec, int vocab_start) {
   __shared__ float shared[32];
   const int row = blockIdx.x;
   const bf16* x = logits + static_cast<size_t>(row) * v_local;
   const float m = rowmax[row];
   float s = 0.0f;
-  for (int j = threadIdx.x; j < v_valid; j += blockDim.x) s += expf(to_float(x[j]) - m);
+  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) s += expf(v[k] - m);
+  }
+  for (int j = n_vec + threadIdx.x; j < v_valid; j += blockDim.x) s += expf(to_float(x[j]) - m);
   s = block_sum(s, shared);
   if (threadIdx.x == 0) {
     const int t = local_target(targets, row, v_valid, vocab_start);
@@ -37,41 +53,56 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
   }
 }
 
+// Here n_vec covers the padding columns too: they are written (with 0) as well.
 __global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax, const float* stats,
-                                const int32_t* targets, int v_local, int v_valid, int vocab_start, float dloss) {
+                                const int32_t* targets, int v_local, int v_valid, int n_vec, int vocab_start,
+                                float dloss) {
   const int row = blockIdx.x;
   bf16* x = logits + static_cast<size_t>(row) * v_local;
   const float m = rowmax[row], sum = stats[2 * row];
   if (losses && threadIdx.x == 0) losses[row] = logf(sum) + m - stats[2 * row + 1];
   const int t = local_target(targets, row, v_valid, vocab_start);
   const float inv_sum = 1.0f / sum;
-  for (int j = threadIdx.x; j < v_local; j += blockDim.x) {
-    float g = 0.0f;
-    if (j < v_valid) g = dloss * (expf(to_float(x[j]) - m) * inv_sum - (j == t ? 1.0f : 0.0f));
-    x[j] = to_bf16(g);
+  auto grad = [&](float logit, int j) {
+    return j < v_valid ? dloss * (expf(logit - m) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
+  };
+  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    store_vec(x + j, v);
   }
+  for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
+}
+
+// Columns [0, n) of every row in 16-byte pieces when the rows allow it, else none.
+int vector_columns(const bf16* logits, int v_local, int n) {
+  return v_local % kVec == 0 && aligned16(logits) ? n / kVec * kVec : 0;
 }
 
 }  // namespace
 
 void xent_max(float* rowmax, const bf16* logits, int N, int v_local, int v_valid, cudaStream_t stream) {
   if (N == 0) return;
-  xent_max_kernel<<<N, kThreads, 0, stream>>>(rowmax, logits, v_local, v_valid);
+  xent_max_kernel<<<N, kThreads, 0, stream>>>(rowmax, logits, v_local, v_valid,
+                                              vector_columns(logits, v_local, v_valid));
   CUDA_CHECK_LAUNCH("xent_max_kernel");
 }
 
 void xent_stats(float* stats, const bf16* logits, const float* rowmax, const int32_t* targets, int N, int v_local,
                 int v_valid, int vocab_start, cudaStream_t stream) {
   if (N == 0) return;
-  xent_stats_kernel<<<N, kThreads, 0, stream>>>(stats, logits, rowmax, targets, v_local, v_valid, vocab_start);
+  xent_stats_kernel<<<N, kThreads, 0, stream>>>(stats, logits, rowmax, targets, v_local, v_valid,
+                                                vector_columns(logits, v_local, v_valid), vocab_start);
   CUDA_CHECK_LAUNCH("xent_stats_kernel");
 }
 
 void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* stats, const int32_t* targets, int N,
               int v_local, int v_valid, int vocab_start, float dloss, cudaStream_t stream) {
   if (N == 0) return;
-  xent_bwd_kernel<<<N, kThreads, 0, stream>>>(losses, logits, rowmax, stats, targets, v_local, v_valid, vocab_start,
-                                              dloss);
+  xent_bwd_kernel<<<N, kThreads, 0, stream>>>(losses, logits, rowmax, stats, targets, v_local, v_valid,
+                                              vector_columns(logits, v_local, v_local), vocab_start, dloss);
   CUDA_CHECK_LAUNCH("xent_bwd_kernel");
 }
 

@@ -239,6 +239,14 @@ class CudaBackend final : public Backend {
                        f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS, scratch_, stream_);
   }
 
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
+                        int Tmax, int NH, int HS) override {
+    const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), cache = rows_x_cols(B, Tmax) * C;
+    gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
+                          act(v_cache, cache, "attention_decode: v_cache"),
+                          act(qkv, 3 * BT * C, "attention_decode: qkv"), B, Tn, past, Tmax, NH, HS, stream_);
+  }
+
   // ---- cross-entropy
   void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override {
     check_vocab(v_local, v_valid, "xent_max");

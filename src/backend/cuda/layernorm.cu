@@ -9,29 +9,48 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 
+// Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
+// addresses allow 16-byte accesses, else 1); the later passes over a row hit the L1 cache.
+template <int kWidth>
 __global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* w, const bf16* b,
                                      int N, int C, float eps) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;  // whole warps leave together
   const bf16* x = in + static_cast<size_t>(row) * C;
   float s = 0.0f;
-  for (int c = lane; c < C; c += 32) s += to_float(x[c]);
-  const float m = warp_sum(s) / C;
-  float v = 0.0f;  // second pass over the (cached) row: no cancellation for rows with a large mean
-  for (int c = lane; c < C; c += 32) {
-    const float d = to_float(x[c]) - m;
-    v += d * d;
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float v[kWidth];
+    load_vec(v, x + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) s += v[k];
   }
-  const float r = 1.0f / sqrtf(warp_sum(v) / C + eps);
+  const float m = warp_sum(s) / C;
+  float var = 0.0f;  // second pass over the (cached) row: no cancellation for rows with a large mean
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float v[kWidth];
+    load_vec(v, x + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) var += (v[k] - m) * (v[k] - m);
+  }
+  const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = r;
   }
   bf16* o = out + static_cast<size_t>(row) * C;
-  for (int c = lane; c < C; c += 32) o[c] = to_bf16((to_float(x[c]) - m) * r * to_float(w[c]) + to_float(b[c]));
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float v[kWidth], wv[kWidth], bv[kWidth];
+    load_vec(v, x + c);
+    load_vec(wv, w + c);
+    load_vec(bv, b + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) v[k] = (v[k] - m) * r * wv[k] + bv[k];
+    store_vec(o + c, v);
+  }
 }
 
 // din += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * w.
+template <int kWidth>
 __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf16* in, const bf16* w,
                                      const float* mean, const float* rstd, int N, int C) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -39,36 +58,58 @@ __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf
   const size_t off = static_cast<size_t>(row) * C;
   const float m = mean[row], r = rstd[row];
   float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
-  for (int c = lane; c < C; c += 32) {
-    const float dnorm = to_float(dout[off + c]) * to_float(w[c]);
-    s_dnorm += dnorm;
-    s_dnorm_norm += dnorm * ((to_float(in[off + c]) - m) * r);
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float g[kWidth], x[kWidth], wv[kWidth];
+    load_vec(g, dout + off + c);
+    load_vec(x, in + off + c);
+    load_vec(wv, w + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) {
+      const float dnorm = g[k] * wv[k];
+      s_dnorm += dnorm;
+      s_dnorm_norm += dnorm * ((x[k] - m) * r);
+    }
   }
   const float mean_dnorm = warp_sum(s_dnorm) / C;
   const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
-  for (int c = lane; c < C; c += 32) {
-    const float norm = (to_float(in[off + c]) - m) * r;
-    const float dnorm = to_float(dout[off + c]) * to_float(w[c]);
-    const float g = r * (dnorm - mean_dnorm - norm * mean_dnorm_norm);
-    din_accum[off + c] = to_bf16(to_float(din_accum[off + c]) + g);
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float g[kWidth], x[kWidth], wv[kWidth], d[kWidth];
+    load_vec(g, dout + off + c);
+    load_vec(x, in + off + c);
+    load_vec(wv, w + c);
+    load_vec(d, din_accum + off + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) {
+      const float norm = (x[k] - m) * r;
+      d[k] += r * (g[k] * wv[k] - mean_dnorm - norm * mean_dnorm_norm);
+    }
+    store_vec(din_accum + off + c, d);
   }
 }
 
-// Partial column sums of dout * norm and dout over the rows of one chunk (blockIdx.y).
+// Partial column sums of dout * norm and dout over the rows of one chunk (blockIdx.y); each
+// thread owns kWidth adjacent columns.
+template <int kWidth>
 __global__ void layernorm_dwdb_partials_kernel(float* partial_dw, float* partial_db, const bf16* dout, const bf16* in,
                                                const float* mean, const float* rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kWidth;
   if (c >= C) return;
   const int r0 = blockIdx.y * kRowsPerPartial, r1 = min(N, r0 + kRowsPerPartial);
-  float sw = 0.0f, sb = 0.0f;
+  float sw[kWidth] = {}, sb[kWidth] = {};
   for (int row = r0; row < r1; ++row) {
     const size_t i = static_cast<size_t>(row) * C + c;
-    const float g = to_float(dout[i]);
-    sw += g * ((to_float(in[i]) - mean[row]) * rstd[row]);
-    sb += g;
+    float g[kWidth], x[kWidth];
+    load_vec(g, dout + i);
+    load_vec(x, in + i);
+    const float m = mean[row], r = rstd[row];
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) {
+      sw[k] += g[k] * ((x[k] - m) * r);
+      sb[k] += g[k];
+    }
   }
-  partial_dw[static_cast<size_t>(blockIdx.y) * C + c] = sw;
-  partial_db[static_cast<size_t>(blockIdx.y) * C + c] = sb;
+  store_vec(partial_dw + static_cast<size_t>(blockIdx.y) * C + c, sw);
+  store_vec(partial_db + static_cast<size_t>(blockIdx.y) * C + c, sb);
 }
 
 }  // namespace
@@ -76,21 +117,28 @@ __global__ void layernorm_dwdb_partials_kernel(float* partial_dw, float* partial
 void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* w, const bf16* b, int N, int C,
                    float eps, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  layernorm_fwd_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, w, b, N, C, eps);
+  const bool vec = C % kVec == 0 && aligned16(out, in, w, b);
+  const auto kernel = vec ? layernorm_fwd_kernel<kVec> : layernorm_fwd_kernel<1>;
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, w, b, N, C, eps);
   CUDA_CHECK_LAUNCH("layernorm_fwd_kernel");
 }
 
 void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, const bf16* in, const bf16* w,
                    const float* mean, const float* rstd, int N, int C, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  layernorm_din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
+  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
+  const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
+  din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_din_kernel");
 
   const int n_chunks = column_chunks(N, "layernorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
+  // Each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
   float* partial_dw = static_cast<float*>(scratch.get(2 * chunk_elems * sizeof(float), stream));  // (n_chunks, C)
   float* partial_db = partial_dw + chunk_elems;                                                   // (n_chunks, C)
-  layernorm_dwdb_partials_kernel<<<dim3(ceil_div(C, kThreads), n_chunks), kThreads, 0, stream>>>(
+  const int per_thread = vec ? kVec : 1;
+  const auto partials_kernel = vec ? layernorm_dwdb_partials_kernel<kVec> : layernorm_dwdb_partials_kernel<1>;
+  partials_kernel<<<dim3(ceil_div(C, kThreads * per_thread), n_chunks), kThreads, 0, stream>>>(
       partial_dw, partial_db, dout, in, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_dwdb_partials_kernel");
   add_column_partials(dw, partial_dw, n_chunks, C, stream);

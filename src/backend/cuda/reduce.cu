@@ -1,5 +1,8 @@
-// Reductions without atomics: every element is assigned to a partial sum by its index alone,
-// and the partials are added in a fixed order, so the bits never change from run to run.
+// Reductions without atomics: every element is assigned to a partial sum by its index (and the
+// tensor's alignment) alone, and the partials are added in a fixed order, so the bits never
+// change from run to run.
+#include <algorithm>
+
 #include "reduce.cuh"
 
 namespace trident::gpu {
@@ -8,12 +11,20 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxPartials = 1024;  // one per block of the first pass; the second pass is one block
 
+// Elements [0, n_vec) in pieces of kVec (16-byte accesses), the rest one by one.
 template <class T, bool kSquare>
-__global__ void partial_sums_kernel(float* partials, const T* x, size_t n) {
+__global__ void partial_sums_kernel(float* partials, const T* x, size_t n, size_t n_vec) {
   __shared__ float shared[32];
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
   float acc = 0.0f;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+  for (size_t p = first; p < n_vec / kVec; p += step) {
+    float v[kVec];
+    load_vec(v, x + p * kVec);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc += kSquare ? v[k] * v[k] : v[k];
+  }
+  for (size_t i = n_vec + first; i < n; i += step) {
     const float v = to_float(x[i]);
     acc += kSquare ? v * v : v;
   }
@@ -32,30 +43,53 @@ __global__ void add_partials_kernel(float* acc, const float* partials, int n_par
 template <class T, bool kSquare>
 void launch_sum(float* acc, const T* x, size_t n, Scratch& scratch, cudaStream_t stream) {
   if (n == 0) return;
-  const int blocks = grid_for(n, kThreads, kMaxPartials);
+  const size_t n_vec = vector_prefix(n, x);
+  // The grid depends on n and the alignment of x only, so the grouping of elements does too.
+  const int blocks = grid_for(std::max(n_vec / kVec, n - n_vec), kThreads, kMaxPartials);
   float* partials = static_cast<float*>(scratch.get(blocks * sizeof(float), stream));
-  partial_sums_kernel<T, kSquare><<<blocks, kThreads, 0, stream>>>(partials, x, n);
+  partial_sums_kernel<T, kSquare><<<blocks, kThreads, 0, stream>>>(partials, x, n, n_vec);
   CUDA_CHECK_LAUNCH("partial_sums_kernel");
   add_partials_kernel<<<1, kMaxPartials, 0, stream>>>(acc, partials, blocks);
   CUDA_CHECK_LAUNCH("add_partials_kernel");
 }
 
-// Partial column sums of x (N, C) over the rows of chunk blockIdx.y.
+// Partial column sums of x (N, C) over the rows of chunk blockIdx.y; each thread owns kWidth
+// adjacent columns.
+template <int kWidth>
 __global__ void column_partials_kernel(float* partials, const bf16* x, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kWidth;
   if (c >= C) return;
   const int r0 = blockIdx.y * kRowsPerPartial, r1 = min(N, r0 + kRowsPerPartial);
-  float s = 0.0f;
-  for (int r = r0; r < r1; ++r) s += to_float(x[static_cast<size_t>(r) * C + c]);
-  partials[static_cast<size_t>(blockIdx.y) * C + c] = s;
+  float s[kWidth] = {};
+  for (int r = r0; r < r1; ++r) {
+    float v[kWidth];
+    load_vec(v, x + static_cast<size_t>(r) * C + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) s[k] += v[k];
+  }
+  store_vec(partials + static_cast<size_t>(blockIdx.y) * C + c, s);
 }
 
-__global__ void add_column_partials_kernel(float* dst, const float* partials, int n_chunks, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+// A block owns 32 columns (one per lane) and splits the chunks over its kChunkSlices warps:
+// warp s sums chunks s, s + kChunkSlices, ... in order, then lane c of warp 0 adds the warps'
+// sums in order. A column sum is a short chain per warp instead of one chain of n_chunks
+// dependent loads, and the grouping depends on the shape only.
+constexpr int kChunkSlices = 16;
+
+__global__ void __launch_bounds__(32 * kChunkSlices)
+    add_column_partials_kernel(float* dst, const float* partials, int n_chunks, int C) {
+  __shared__ float slice_sums[kChunkSlices][32];
+  const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, c = blockIdx.x * 32 + lane;
   float acc = 0.0f;
-  for (int k = 0; k < n_chunks; ++k) acc += partials[static_cast<size_t>(k) * C + c];
-  dst[c] += acc;
+  if (c < C)
+    for (int k = slice; k < n_chunks; k += kChunkSlices) acc += partials[static_cast<size_t>(k) * C + c];
+  slice_sums[slice][lane] = acc;
+  __syncthreads();
+  if (slice == 0 && c < C) {
+    float total = 0.0f;
+    for (int s = 0; s < kChunkSlices; ++s) total += slice_sums[s][lane];
+    dst[c] += total;
+  }
 }
 
 }  // namespace
@@ -82,14 +116,16 @@ void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, 
   if (N == 0 || C == 0) return;
   const int n_chunks = column_chunks(N, "add_column_sums");
   float* partials = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
-  column_partials_kernel<<<dim3(ceil_div(C, kThreads), n_chunks), kThreads, 0, stream>>>(partials, x, N, C);
+  const bool vec = C % kVec == 0 && aligned16(x);  // then every partial row is aligned too
+  const auto kernel = vec ? column_partials_kernel<kVec> : column_partials_kernel<1>;
+  kernel<<<dim3(ceil_div(C, kThreads * (vec ? kVec : 1)), n_chunks), kThreads, 0, stream>>>(partials, x, N, C);
   CUDA_CHECK_LAUNCH("column_partials_kernel");
   add_column_partials(dst, partials, n_chunks, C, stream);
 }
 
 void add_column_partials(float* dst, const float* partials, int n_chunks, int C, cudaStream_t stream) {
   if (C == 0) return;
-  add_column_partials_kernel<<<ceil_div(C, kThreads), kThreads, 0, stream>>>(dst, partials, n_chunks, C);
+  add_column_partials_kernel<<<ceil_div(C, 32), 32 * kChunkSlices, 0, stream>>>(dst, partials, n_chunks, C);
   CUDA_CHECK_LAUNCH("add_column_partials_kernel");
 }
 

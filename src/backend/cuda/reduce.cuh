@@ -18,7 +18,7 @@ constexpr int kRowsPerPartial = 64;
 // Chunks of kRowsPerPartial rows covering N rows (fatal() past the grid's y limit).
 int column_chunks(int N, const char* op);
 
-// dst (C) += sum over chunks k of partials (n_chunks, C), k in increasing order.
+// dst (C) += sum over chunks k of partials (n_chunks, C), in an order fixed by the shape.
 void add_column_partials(float* dst, const float* partials, int n_chunks, int C, cudaStream_t stream);
 
 // dst (C) += column sums of x (N, C), through partials in scratch (the bias gradient).

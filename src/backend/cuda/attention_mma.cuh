@@ -1,0 +1,22 @@
+// Tensor-core causal attention for head sizes 64 and 128 (bf16 mma.sync, sm_80+); attention.cu
+// dispatches to it when the shapes and addresses allow and keeps the generic kernels otherwise.
+#pragma once
+
+#include <initializer_list>
+
+#include "common.cuh"
+
+namespace trident::gpu {
+
+// True for HS 64 and 128 when every tensor starts on a 16-byte boundary (the kernels copy rows
+// in 16-byte pieces).
+bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors);
+
+// As attention_fwd.
+void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
+
+// As attention_bwd, given delta (B,NH,T) = rowsum(dout * out).
+void attention_bwd_mma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B,
+                       int T, int NH, int HS, cudaStream_t stream);
+
+}  // namespace trident::gpu

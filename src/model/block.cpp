@@ -5,6 +5,23 @@
 
 namespace trident {
 
+void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, size_t C, size_t Cl, size_t lse_elems,
+                     bool with_output) {
+  a.want(&l.ln1, act, N * C);
+  a.want(&l.ln1_mean, DType::F32, N);
+  a.want(&l.ln1_rstd, DType::F32, N);
+  a.want(&l.qkv, act, N * 3 * Cl);
+  a.want(&l.atty, act, N * Cl);
+  if (lse_elems) a.want(&l.lse, DType::F32, lse_elems);
+  a.want(&l.x2, act, N * C);
+  a.want(&l.ln2, act, N * C);
+  a.want(&l.ln2_mean, DType::F32, N);
+  a.want(&l.ln2_rstd, DType::F32, N);
+  a.want(&l.fch, act, N * 4 * Cl);
+  a.want(&l.fcg, act, N * 4 * Cl);
+  if (with_output) a.want(&l.x3, act, N * C);
+}
+
 void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
                    const BlockShape& s, const AttentionStep& attention) {
   Stream st = be.stream();
@@ -13,9 +30,8 @@ void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs
   attention(a);
   be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, s.Cl, s.C);
   reduce_from_tp_region_fwd(tp, a.x2, st);
-  be.add(a.x2, a.x2, x);
+  be.add_layernorm_fwd(a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b, s.N, s.C, s.eps);
 
-  be.layernorm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b, s.N, s.C, s.eps);
   be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
   be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);
   reduce_from_tp_region_fwd(tp, a.x3, st);

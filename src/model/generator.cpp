@@ -84,17 +84,7 @@ Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max
   ArenaLayout a;
   a.want(&x_, act, N * C);
   a.want(&tokens_, DType::I32, N);
-  a.want(&acts_.ln1, act, N * C);
-  a.want(&acts_.ln1_mean, DType::F32, N);
-  a.want(&acts_.ln1_rstd, DType::F32, N);
-  a.want(&acts_.qkv, act, N * 3 * Cl);
-  a.want(&acts_.atty, act, N * Cl);
-  a.want(&acts_.x2, act, N * C);
-  a.want(&acts_.ln2, act, N * C);
-  a.want(&acts_.ln2_mean, DType::F32, N);
-  a.want(&acts_.ln2_rstd, DType::F32, N);
-  a.want(&acts_.fch, act, N * 4 * Cl);
-  a.want(&acts_.fcg, act, N * 4 * Cl);
+  plan_block_acts(a, acts_, act, N, C, Cl, 0, false);
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)

@@ -63,21 +63,7 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   a.want(&s.tokens, DType::I32, N);
   a.want(&s.targets, DType::I32, N);
   s.layers.resize(d.n_layers);
-  for (BlockActs& l : s.layers) {
-    a.want(&l.ln1, act, N * C);
-    a.want(&l.ln1_mean, DType::F32, N);
-    a.want(&l.ln1_rstd, DType::F32, N);
-    a.want(&l.qkv, act, N * 3 * Cl);
-    a.want(&l.atty, act, N * Cl);
-    a.want(&l.lse, DType::F32, d.B * d.NHl * d.T);
-    a.want(&l.x2, act, N * C);
-    a.want(&l.ln2, act, N * C);
-    a.want(&l.ln2_mean, DType::F32, N);
-    a.want(&l.ln2_rstd, DType::F32, N);
-    a.want(&l.fch, act, N * 4 * Cl);
-    a.want(&l.fcg, act, N * 4 * Cl);
-    a.want(&l.x3, act, N * C);
-  }
+  for (BlockActs& l : s.layers) plan_block_acts(a, l, act, N, C, Cl, d.B * d.NHl * d.T, true);
 }
 
 void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
@@ -256,18 +242,22 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   TensorView lnf = sc.lnf.slice(0, rc);
   be_.layernorm_fwd(lnf, sc.lnf_mean.slice(0, rows), sc.lnf_rstd.slice(0, rows), x.slice(0, rc), p_.lnf_w, p_.lnf_b,
                     rows, C, static_cast<float>(m_.ln_eps));
-  // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp].
-  std::vector<float> out(static_cast<size_t>(rows) * V), block(static_cast<size_t>(logits_rows_) * Vl * tp);
-  Buffer gathered(be_, block.size() * dtype_size(be_.compute_dtype()));
-  Buffer f32(be_, block.size() * sizeof(float));
-  for (int r0 = 0; r0 < rows; r0 += logits_rows_) {
-    const int R = std::min(logits_rows_, rows - r0);
+  // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp]. The gather
+  // buffers grow once to the largest chunk seen, so token-by-token decoding allocates nothing.
+  const int chunk = std::min(logits_rows_, rows);
+  std::vector<float> out(static_cast<size_t>(rows) * V), block(static_cast<size_t>(chunk) * Vl * tp);
+  if (logits_gather_.bytes() < block.size() * dtype_size(be_.compute_dtype())) {
+    logits_gather_ = Buffer(be_, block.size() * dtype_size(be_.compute_dtype()));
+    logits_f32_ = Buffer(be_, block.size() * sizeof(float));
+  }
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int R = std::min(chunk, rows - r0);
     const size_t n = static_cast<size_t>(R) * Vl;
-    TensorView all = gathered.view(be_.compute_dtype()).slice(0, n * tp);
+    TensorView all = logits_gather_.view(be_.compute_dtype()).slice(0, n * tp);
     be_.matmul_fwd(all.slice(n * g_.coord.tp, n), lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C),
                    p_.wte, TensorView{}, R, C, Vl);
     if (tp > 1) g_.tp->all_gather(all.data, n, all.dtype, be_.stream());
-    TensorView host_view = f32.view(DType::F32).slice(0, n * tp);
+    TensorView host_view = logits_f32_.view(DType::F32).slice(0, n * tp);
     be_.copy(host_view, all);
     be_.copy_to_host(block.data(), host_view);
     for (int k = 0; k < tp; ++k)

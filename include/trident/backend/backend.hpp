@@ -64,6 +64,13 @@ class Backend {
   // out (N,C) act; mean, rstd (N) f32; w, b (C) act.
   virtual void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                              TensorView w, TensorView b, int N, int C, float eps) = 0;
+  // The residual add fused with the LayerNorm that follows it: sum (N,C) act = a + residual (sum
+  // may alias a), then out = LayerNorm(sum). Backends may fuse; the default composes.
+  virtual void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                                 TensorView residual, TensorView w, TensorView b, int N, int C, float eps) {
+    add(sum, a, residual);
+    layernorm_fwd(out, mean, rstd, sum, w, b, N, C, eps);
+  }
   // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=.
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
                              TensorView in, TensorView w, TensorView mean, TensorView rstd,

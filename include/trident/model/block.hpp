@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "trident/backend/backend.hpp"
+#include "trident/core/arena.hpp"
 #include "trident/parallel/comm.hpp"
 
 namespace trident {
@@ -24,6 +25,13 @@ struct BlockActs {
   TensorView fch, fcg;                 // (N, 4*Cl) pre-GELU and post-GELU
   TensorView x3;                       // (N, C) block output; may alias the input x
 };
+
+// Plans every activation of a block for N rows (C channels, Cl per TP shard; act the compute
+// dtype) into `a`. lse_elems
+// = 0 leaves out the attention statistics (decoding); with_output = false leaves out x3, for
+// callers that write the block output over its input.
+void plan_block_acts(ArenaLayout& a, BlockActs& acts, DType act, size_t N, size_t C, size_t Cl, size_t lse_elems,
+                     bool with_output);
 
 struct BlockShape {
   int N, C, Cl;   // rows, channels, channels of this TP shard

@@ -97,6 +97,7 @@ class GptStage {
   ParamLayout layout_;
   int B_, T_, C_, n_slots_, logits_rows_;
   Buffer param_buf_, grad_buf_, act_buf_, scratch_buf_;
+  Buffer logits_gather_, logits_f32_;   // head_logits: gathered TP shards, grown on demand
   TensorView params_, grads_;
   StageTensors p_;   // parameter views (compute dtype)
   StageTensors gr_;  // gradient views (fp32)

@@ -82,7 +82,7 @@ int cmd_plan(const Args& args) {
                hw.memory_gib, " GiB each; GEMM ", hw.gemm_tflops, " TFLOP/s, NVLink ", hw.nvlink_gbps, " GB/s, IB ", hw.ib_gbps, " GB/s; ",
                hw.act_bytes == 2 ? "bf16" : "fp32", " parameters and activations"));
   log_info(str("FLOPs per token 6N + 12LCT = ", flops_per_token(m) / 1e9, " GFLOP; memory is that of the busiest "
-               "pipeline stage; 'other' = scratch + init staging + workspace (", hw.workspace_gib, " GiB)"));
+               "pipeline stage; 'other' = scratch + workspace (", hw.workspace_gib, " GiB)"));
 
   const std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   int fitting = 0;

@@ -290,6 +290,27 @@ TEST_F(CudaOps, LayerNormFwd) {
   }
 }
 
+TEST_F(CudaOps, AddLayerNormFwd) {
+  // The fused residual add: sum = a + residual (here in place over a, as the model calls it),
+  // then LayerNorm(sum). The CPU composes add and layernorm_fwd.
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{5, 37}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both a = act(residual_stream(NC, 14)), residual = act(residual_stream(NC, 15));
+    Both w = act(near_one(k.C, 16)), b = act(random_vector(k.C, 17, 0.1f));
+    Both out = act(Vec(NC)), mean = f32(Vec(k.N)), rstd = f32(Vec(k.N));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->add_layernorm_fwd(v(a), v(out), v(mean), v(rstd), v(a), v(residual), v(w), v(b), k.N, k.C, 1e-5f);
+    }
+    expect_close(a, kOneRounding, "add_layernorm_fwd sum");      // one rounding of the sum
+    expect_close(out, 2 * kOneRounding, "add_layernorm_fwd out");  // the rounded sum, then one more rounding
+    expect_close(mean, kOneRounding, "add_layernorm_fwd mean");   // statistics of the bf16-rounded sum
+    expect_close(rstd, kOneRounding, "add_layernorm_fwd rstd");
+  }
+}
+
 TEST_F(CudaOps, LayerNormBwd) {
   // C % 8 == 0 takes the 16-byte path, C = 37 the scalar one; N = 1100 gives the dw/db column
   // sums more chunks of rows than the final fixed-order sum has warps.

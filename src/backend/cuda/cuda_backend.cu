@@ -173,6 +173,15 @@ class CudaBackend final : public Backend {
                        act(w, C, "layernorm_fwd: w"), act(b, C, "layernorm_fwd: b"), N, C, eps, stream_);
   }
 
+  void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                         TensorView residual, TensorView w, TensorView b, int N, int C, float eps) override {
+    const size_t NC = rows_x_cols(N, C);
+    gpu::add_layernorm_fwd(act(sum, NC, "add_layernorm_fwd: sum"), act(out, NC, "add_layernorm_fwd: out"),
+                           f32(mean, N, "add_layernorm_fwd: mean"), f32(rstd, N, "add_layernorm_fwd: rstd"),
+                           act(a, NC, "add_layernorm_fwd: a"), act(residual, NC, "add_layernorm_fwd: residual"),
+                           act(w, C, "add_layernorm_fwd: w"), act(b, C, "add_layernorm_fwd: b"), N, C, eps, stream_);
+  }
+
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout, TensorView in, TensorView w,
                      TensorView mean, TensorView rstd, int N, int C) override {
     const size_t NC = rows_x_cols(N, C);

@@ -11,16 +11,26 @@ constexpr int kThreads = 32 * kWarpsPerBlock;
 
 // Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
 // addresses allow 16-byte accesses, else 1); the later passes over a row hit the L1 cache.
-template <int kWidth>
-__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* w, const bf16* b,
-                                     int N, int C, float eps) {
+// With kResidual the row is first summed: sum = bf16(in + residual) is stored (it may overwrite
+// `in`: each lane rewrites only what it read) and normalised, saving the separate add's pass.
+template <int kWidth, bool kResidual>
+__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* residual,
+                                     bf16* sum, const bf16* w, const bf16* b, int N, int C, float eps) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;  // whole warps leave together
-  const bf16* x = in + static_cast<size_t>(row) * C;
+  const size_t off = static_cast<size_t>(row) * C;
+  const bf16* x = kResidual ? sum + off : in + off;
   float s = 0.0f;
   for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
     float v[kWidth];
-    load_vec(v, x + c);
+    load_vec(v, in + off + c);
+    if (kResidual) {
+      float r[kWidth];
+      load_vec(r, residual + off + c);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));   // the stored, rounded sum
+      store_vec(sum + off + c, v);
+    }
 #pragma unroll
     for (int k = 0; k < kWidth; ++k) s += v[k];
   }
@@ -118,9 +128,18 @@ void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf
                    float eps, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(out, in, w, b);
-  const auto kernel = vec ? layernorm_fwd_kernel<kVec> : layernorm_fwd_kernel<1>;
-  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, w, b, N, C, eps);
+  const auto kernel = vec ? layernorm_fwd_kernel<kVec, false> : layernorm_fwd_kernel<1, false>;
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, nullptr, nullptr, w, b, N, C, eps);
   CUDA_CHECK_LAUNCH("layernorm_fwd_kernel");
+}
+
+void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* residual,
+                       const bf16* w, const bf16* b, int N, int C, float eps, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const bool vec = C % kVec == 0 && aligned16(out, a, w, b) && aligned16(sum, residual, w, b);
+  const auto kernel = vec ? layernorm_fwd_kernel<kVec, true> : layernorm_fwd_kernel<1, true>;
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, a, residual, sum, w, b, N, C, eps);
+  CUDA_CHECK_LAUNCH("layernorm_fwd_kernel (residual)");
 }
 
 void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, const bf16* in, const bf16* w,

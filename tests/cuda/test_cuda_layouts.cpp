@@ -46,14 +46,12 @@ struct Result {
 };
 
 Result train(RunConfig cfg, MPI_Comm comm, bool cuda, int steps) {
-  int size = 0, rank = 0;
-  MPI_Comm_size(comm, &size);
+  int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  validate_run_config(cfg, size);
-  Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
   std::unique_ptr<Backend> be = cuda ? make_cuda_backend(rank % cuda_device_count()) : make_cpu_backend();
+  Topology topo = test::validated_topology(cfg, comm);
   ParallelGroups g = cuda ? make_nccl_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s)
-                          : make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
+                          : test::mpi_groups(cfg, comm);
   test::LearnableSource data(cfg.model.seq_len, cfg.model.vocab_size, 11);
   Trainer trainer(cfg, g, *be, data);
   Result r;

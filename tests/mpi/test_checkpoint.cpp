@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_support.hpp"
 #include "trident/io/random_tokens.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"
@@ -64,12 +65,7 @@ struct TrainRun {
   std::unique_ptr<Backend> be = make_cpu_backend();
   RandomTokens data{16, 100, 5};
   std::unique_ptr<Trainer> trainer;
-  TrainRun(RunConfig c, MPI_Comm comm) : cfg(std::move(c)) {
-    int size = 0;
-    MPI_Comm_size(comm, &size);
-    validate_run_config(cfg, size);
-    Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
-    g = make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
+  TrainRun(RunConfig c, MPI_Comm comm) : cfg(std::move(c)), g(test::mpi_groups(cfg, comm)) {
     trainer = std::make_unique<Trainer>(cfg, g, *be, data);
   }
   std::vector<double> steps(int from, int to) {

@@ -60,11 +60,7 @@ std::vector<float> without_key_bias(const std::string& name, std::vector<float> 
 }
 
 RunResult train(RunConfig cfg, MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  validate_run_config(cfg, size);
-  Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
-  ParallelGroups g = make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
+  ParallelGroups g = test::mpi_groups(cfg, comm);
   std::unique_ptr<Backend> be = make_cpu_backend();
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 99);
   Trainer trainer(cfg, g, *be, data);

@@ -27,6 +27,7 @@ RunConfig config(int tp) {
   c.train.warmup_steps = 1;
   c.train.steps = 30;
   c.parallel.tp = tp;
+  c.parallel.timeout_s = 60;
   return c;
 }
 
@@ -37,12 +38,7 @@ struct Model {
   test::LearnableSource data{32, 60, 3};
   std::unique_ptr<Trainer> trainer;
   // Trained for a few steps on learnable sequences, so greedy decoding has something to follow.
-  Model(RunConfig c, MPI_Comm comm) : cfg(std::move(c)) {
-    int size = 0;
-    MPI_Comm_size(comm, &size);
-    validate_run_config(cfg, size);
-    Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
-    g = make_mpi_groups(split_axes(comm, topo), topo, 60);
+  Model(RunConfig c, MPI_Comm comm) : cfg(std::move(c)), g(test::mpi_groups(cfg, comm)) {
     trainer = std::make_unique<Trainer>(cfg, g, *be, data);
     for (int s = 0; s < cfg.train.steps; ++s) trainer->train_step(s);
   }

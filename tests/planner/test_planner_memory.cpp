@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "test_support.hpp"
 #include "trident/io/random_tokens.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/config/parse.hpp"
@@ -31,11 +32,8 @@ RunConfig tiny_config() {
 }
 
 double peak_over_ranks(RunConfig cfg) {
-  int world = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  validate_run_config(cfg, world);
-  Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
-  ParallelGroups g = make_mpi_groups(split_axes(MPI_COMM_WORLD, topo), topo, 120);
+  cfg.parallel.timeout_s = 120;
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
   std::unique_ptr<Backend> be = make_cpu_backend();
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 7);
   {

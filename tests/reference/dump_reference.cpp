@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "learnable_source.hpp"
+#include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"
@@ -68,11 +69,10 @@ void run(const std::string& dir, const std::string& backend, int steps) {
   c.train.warmup_steps = 3;
   c.train.weight_decay = 0.1;
   c.train.grad_clip = 1.0;
-  validate_run_config(c, 1);
+  c.parallel.timeout_s = 60;
+  ParallelGroups g = test::mpi_groups(c, MPI_COMM_SELF);
 
   const int B = c.train.micro_batch_size, T = c.model.seq_len, V = c.model.vocab_size, G = c.train.global_batch_size;
-  Topology topo(1, 1, 1);
-  ParallelGroups g = make_mpi_groups(split_axes(MPI_COMM_SELF, topo), topo, 60);
   std::unique_ptr<Backend> be = make_backend(backend);
   test::LearnableSource data(T, V, 2024);
   Trainer trainer(c, g, *be, data);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trident/config/parse.hpp"
 #include "trident/core/rng.hpp"
 
 namespace trident::test {
@@ -27,6 +28,18 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
   return m;
+}
+
+Topology validated_topology(RunConfig& cfg, MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  validate_run_config(cfg, size);
+  return Topology(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
+}
+
+ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm) {
+  Topology topo = validated_topology(cfg, comm);
+  return make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
 }
 
 }  // namespace trident::test

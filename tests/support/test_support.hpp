@@ -1,9 +1,12 @@
-// Shared helpers for tests: random tensors, relative errors, a CPU backend instance.
+// Shared helpers for tests: random tensors, relative errors, and the parallel groups of a config.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "trident/config/run_config.hpp"
+#include "trident/parallel/groups.hpp"
 
 namespace trident::test {
 
@@ -13,5 +16,10 @@ std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f);
 // ||a - b|| / max(||b||, tiny), L2 over all elements.
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+
+// Validates cfg for the ranks of comm (resolving parallel.dp) and returns its topology.
+Topology validated_topology(RunConfig& cfg, MPI_Comm comm);
+// The same, then the MPI groups of that layout over comm (timeout: parallel.timeout_s).
+ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm);
 
 }  // namespace trident::test

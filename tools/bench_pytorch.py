@@ -5,8 +5,13 @@ GPU or several with DDP (launch with torchrun). Prints tokens/s like `trident be
 
     python3 tools/bench_pytorch.py --batch 32 --seq 1024 --steps 20
     torchrun --nproc_per_node 2 tools/bench_pytorch.py --batch 32 --seq 1024 --steps 20
+
+With --attention it times causal SDPA forward+backward instead, on the shapes and with the FLOP
+count of `trident bench --bench.kernels` (q, k, v as views of one (B, T, 3, NH, HS) tensor, as in
+the model), once per SDPA backend that accepts them.
 """
 import argparse
+import contextlib
 import os
 import time
 
@@ -53,6 +58,45 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def attention_bench(reps):
+    """Causal attention fwd+bwd TFLOP/s: forward 2 GEMMs, backward 5, half the T x T scores."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = [("default", None), ("flash", SDPBackend.FLASH_ATTENTION),
+                ("cudnn", SDPBackend.CUDNN_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    print(f"{'kernel':<40} {'ms':>10} {'TFLOP/s':>10}   ({torch.cuda.get_device_name()}, torch {torch.__version__})")
+    for hs in (64, 128):
+        for t in (1024, 4096):
+            b, nh = 8, (12 if hs == 64 else 16)
+            qkv = torch.randn(b, t, 3, nh, hs, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            dout = torch.randn(b, nh, t, hs, device="cuda", dtype=torch.bfloat16)
+            flops = 3.5 * 4.0 * b * nh * t * t * hs * 0.5
+
+            def step():
+                q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y.backward(dout)
+
+            for name, backend in backends:
+                label = f"sdpa[{name}] fwd+bwd HS={hs} T={t} B={b}"
+                try:
+                    ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+                    with ctx:
+                        for _ in range(3):
+                            step()
+                        torch.cuda.synchronize()
+                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        for _ in range(reps):
+                            step()
+                        end.record()
+                        torch.cuda.synchronize()
+                    s = start.elapsed_time(end) / 1e3 / reps
+                    print(f"{label:<40} {s * 1e3:>10.3f} {flops / s / 1e12:>10.1f}")
+                except RuntimeError as e:
+                    print(f"{label:<40} {'n/a':>10} {'':>10}   ({str(e).splitlines()[0][:60]})")
+                qkv.grad = None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=12)
@@ -63,7 +107,11 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--attention", action="store_true", help="time SDPA fwd+bwd kernels instead")
     args = ap.parse_args()
+    if args.attention:
+        attention_bench(20)
+        return
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))

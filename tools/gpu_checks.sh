@@ -6,7 +6,10 @@
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
 #   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
 # measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs), pytorch (the same
-#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels), ckpt (save/load GB/s)
+#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels), ckpt (save/load GB/s),
+#   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
+#   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 vs pp2 1F1B with
+#   8 micro-batches at the same global batch)
 # default: the correctness checks
 set -uo pipefail
 bundle=$(cd "${1:?usage: gpu_checks.sh BUNDLE_DIR REPO_ROOT OUT_DIR [checks...]}" && pwd)
@@ -66,6 +69,19 @@ for c in "${checks[@]}"; do
       run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
       run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;
     kernels) run kernels 300 "$bin/trident" bench --bench.kernels ;;
+    profile)
+      for n in 1 2; do
+        run "profile124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
+          --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 5 \
+          --bench.profile --bench.profile_steps 3
+      done ;;
+    sdpa) run sdpa 300 python3 "$root/tools/bench_pytorch.py" --attention ;;
+    scaling15)
+      m15=(--config "$root/inputs/models/gpt2-1.5b-tp.cfg" --train.micro_batch_size 8 --train.global_batch_size 64
+           --bench.warmup 2 --bench.steps 4 --bench.profile --bench.profile_steps 1)
+      run scaling15_1gpu 400 "${mpirun[@]}" -np 1 "$bin/trident" bench "${m15[@]}"
+      run scaling15_tp2 400 "${mpirun[@]}" -np 2 "$bin/trident" bench "${m15[@]}" --parallel.tp 2
+      run scaling15_pp2 400 "${mpirun[@]}" -np 2 "$bin/trident" bench "${m15[@]}" --parallel.pp 2 --parallel.schedule 1f1b ;;
     ckpt)
       for m in gpt2-124m gpt2-350m; do
         for steps in 1 2; do   # the second run loads the first run's checkpoint, then saves its own

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -24,8 +25,44 @@ constexpr double kPeakBf16TFlops = 989.0;   // H100/H200 SXM dense bf16, the usu
 
 struct BenchOptions {
   int warmup = 3, steps = 10;
+  int profile_steps = 2;   // profiled steps after the timed ones (GPU backends)
+  bool profile = false;    // print the per-op table of those steps
   bool kernels = false;
 };
+
+// The profiled steps' op times, per step, and how much of the step went to waiting on
+// communicators ("wait ..." regions: the compute stream stalled on a collective or p2p).
+struct StepProfile {
+  std::vector<OpTime> ops;
+  double step_ms = 0, op_ms = 0, wait_ms = 0;
+};
+
+StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps) {
+  StepProfile p;
+  if (steps <= 0) return p;
+  be.set_profiling(true);
+  for (int s = first_step; s < first_step + steps; ++s) p.step_ms += trainer.train_step(s).step_ms / steps;
+  be.set_profiling(false);
+  p.ops = be.take_profile();
+  for (OpTime& t : p.ops) {
+    t.ms /= steps;
+    (t.name.rfind("wait ", 0) == 0 ? p.wait_ms : p.op_ms) += t.ms;
+  }
+  return p;
+}
+
+void print_profile(const StepProfile& p, int steps) {
+  std::printf("\nGPU time per step by op (rank 0, mean of %d profiled steps, CUDA events around each op):\n", steps);
+  std::printf("%-52s %8s %10s %7s\n", "op (sizes)", "calls", "ms/step", "share");
+  for (const OpTime& t : p.ops)
+    std::printf("%-52s %8.0f %10.3f %6.1f%%\n", t.name.c_str(), double(t.calls) / steps, t.ms, 100 * t.ms / p.step_ms);
+  const double idle = p.step_ms - p.op_ms - p.wait_ms;
+  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of ops", "", p.op_ms, 100 * p.op_ms / p.step_ms);
+  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of communication waits", "", p.wait_ms, 100 * p.wait_ms / p.step_ms);
+  std::printf("%-52s %8s %10.3f %6.1f%%\n", "rest (stream idle: host work, syncs, launches)", "", idle,
+              100 * idle / p.step_ms);
+  std::printf("%-52s %8s %10.3f\n", "step (host wall clock)", "", p.step_ms);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -112,7 +149,10 @@ int cmd_bench(const Args& args) {
   po::options_description extra("Benchmark");
   extra.add_options()("bench.warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(
       "bench.steps", po::value(&o.steps)->default_value(10), "timed steps")(
-      "bench.kernels", po::bool_switch(&o.kernels), "time the hot kernels instead of training steps");
+      "bench.kernels", po::bool_switch(&o.kernels), "time the hot kernels instead of training steps")(
+      "bench.profile", po::bool_switch(&o.profile), "also print GPU time per op of the profiled steps")(
+      "bench.profile_steps", po::value(&o.profile_steps)->default_value(2),
+      "steps timed op by op after the timed steps (GPU backends; 0 = none)");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels]\n"
@@ -129,6 +169,7 @@ int cmd_bench(const Args& args) {
   }
   validate_run_config(cfg, world);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
+  if (o.profile_steps < 0) throw InputError("bench.profile_steps must be >= 0");
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   if (o.kernels) {
     if (rank == 0) kernel_bench(*rt.backend);
@@ -139,6 +180,8 @@ int cmd_bench(const Args& args) {
   for (int s = 0; s < o.warmup; ++s) trainer.train_step(s);
   std::vector<double> ms;
   for (int s = o.warmup; s < o.warmup + o.steps; ++s) ms.push_back(trainer.train_step(s).step_ms);
+  const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
+  const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
@@ -147,17 +190,23 @@ int cmd_bench(const Args& args) {
   MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;
-  std::printf("\n%-10s %-34s %6s %12s %10s %8s %12s\n", "model", "layout", "ranks", "tokens/s", "step ms", "MFU",
-              "peak GiB/rank");
-  std::printf("%-10s %-34s %6d %12.0f %10.1f %7.1f%% %12.2f\n",
+  const std::string wait =
+      profiled ? str(static_cast<int>(std::lround(1000 * prof.wait_ms / prof.step_ms)) / 10.0, "%") : "n/a";
+  std::printf("\n%-10s %-34s %6s %12s %10s %8s %12s %10s\n", "model", "layout", "ranks", "tokens/s", "step ms", "MFU",
+              "peak GiB/rank", "comm wait");
+  std::printf("%-10s %-34s %6d %12.0f %10.1f %7.1f%% %12.2f %10s\n",
               str("L", cfg.model.n_layer, "C", cfg.model.n_embd).c_str(),
               str("dp", cfg.parallel.dp, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp, " z", cfg.parallel.zero, " B",
                   cfg.train.micro_batch_size, " G", cfg.train.global_batch_size)
                   .c_str(),
-              world, tok_s, median, mfu * 100, max_peak / double(1 << 30));
+              world, tok_s, median, mfu * 100, max_peak / double(1 << 30), wait.c_str());
   std::printf("(median of %d timed steps after %d warm-up; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x ranks), "
               "N = %.1fM parameters; backend %s)\n",
               o.steps, o.warmup, kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+  if (profiled)
+    std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
+                "transfer, from %d profiled steps)\n", profiled);
+  if (profiled && o.profile) print_profile(prof, profiled);
   return 0;
 }
 

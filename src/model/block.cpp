@@ -23,9 +23,12 @@ void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, size_t C
 }
 
 void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
-                   const BlockShape& s, const AttentionStep& attention) {
+                   const BlockShape& s, const AttentionStep& attention, TensorView pending, bool add_output) {
   Stream st = be.stream();
-  be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
+  if (pending.empty())
+    be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
+  else
+    be.add_layernorm_fwd(x, a.ln1, a.ln1_mean, a.ln1_rstd, x, pending, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
   be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, 3 * s.Cl);
   attention(a);
   be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, s.Cl, s.C);
@@ -35,7 +38,7 @@ void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs
   be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
   be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);
   reduce_from_tp_region_fwd(tp, a.x3, st);
-  be.add(a.x3, a.x3, a.x2);
+  if (add_output) be.add(a.x3, a.x3, a.x2);
 }
 
 }  // namespace trident

@@ -27,7 +27,7 @@ struct GptStage::Slot {
 };
 
 struct GptStage::Scratch {
-  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,3Cl) (N,Cl) (N,4Cl) (N,4Cl)
+  TensorView dln, dqkv, datty, dfch;           // block backward: (N,C) (N,3Cl) (N,Cl) (N,4Cl)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
   TensorView loss_acc;                         // (1) f32 sum of token losses
@@ -74,7 +74,6 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.dqkv, act, N * 3 * Cl);
     a.want(&sc.datty, act, N * Cl);
     a.want(&sc.dfch, act, N * 4 * Cl);
-    a.want(&sc.dfcg, act, N * 4 * Cl);
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
@@ -198,6 +197,12 @@ void GptStage::set_tokens(int slot, const int32_t* inputs, const int32_t* target
   if (stage_.last()) be_.copy_from_host(s.targets, targets);
 }
 
+void GptStage::set_tokens(int slot, TensorView inputs, TensorView targets) {
+  Slot& s = slots_[slot];
+  if (stage_.first()) be_.copy(s.tokens, inputs);
+  if (stage_.last()) be_.copy(s.targets, targets);
+}
+
 void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
   Slot& s = slots_[slot];
   TensorView x = forward_blocks(s);
@@ -216,11 +221,15 @@ TensorView GptStage::forward_blocks(Slot& s) {
     reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
   }
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
-  TensorView x = s.input;
+  TensorView x = s.input, pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
+    // Each block's output add is fused into the next block's first LayerNorm (the last block
+    // of the stage completes its own).
+    const bool last = i + 1 == stage_.n_layers();
     auto attention = [&](const BlockActs& a) { be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS); };
-    block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention);
+    block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention, pending, last);
     x = s.layers[i].x3;
+    pending = last ? TensorView{} : s.layers[i].x2;
   }
   return x;
 }
@@ -292,8 +301,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
   Stream st = be_.stream();
 
-  be_.matmul_bwd(sc.dfcg, g.fcproj_w, g.fcproj_b, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
-  be_.gelu_bwd(sc.dfch, sc.dfcg, a.fch);
+  be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   copy_to_tp_region_bwd(*g_.tp, sc.dln, st);
   be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
@@ -323,11 +331,15 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     const int32_t* targets = s.targets.as<int32_t>() + r0;
 
     be_.matmul_fwd(logits, lnf, p_.wte, TensorView{}, R, C, Vl);
-    be_.xent_max(rowmax, logits, R, Vl, Vv);
-    if (tp.size() > 1) tp.all_reduce(rowmax.data, R, DType::F32, ReduceOp::Max, st);
-    be_.xent_stats(stats, logits, rowmax, targets, R, Vl, Vv, v0);
-    if (tp.size() > 1) tp.all_reduce(stats.data, 2 * static_cast<size_t>(R), DType::F32, ReduceOp::Sum, st);
-    be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
+    if (tp.size() == 1) {
+      be_.xent_fused(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, dloss);
+    } else {
+      be_.xent_max(rowmax, logits, R, Vl, Vv);
+      tp.all_reduce(rowmax.data, R, DType::F32, ReduceOp::Max, st);
+      be_.xent_stats(stats, logits, rowmax, targets, R, Vl, Vv, v0);
+      tp.all_reduce(stats.data, 2 * static_cast<size_t>(R), DType::F32, ReduceOp::Sum, st);
+      be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
+    }
     if (with_grad)
       be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.wte,
                      TensorView{}, logits, lnf, p_.wte, R, C, Vl);
@@ -337,6 +349,12 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   copy_to_tp_region_bwd(tp, sc.dlnf, st);
   be_.zero(s.grad);
   be_.layernorm_bwd(s.grad, gr_.lnf_w, gr_.lnf_b, sc.dlnf, x, p_.lnf_w, sc.lnf_mean, sc.lnf_rstd, N, C);
+}
+
+TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
+
+void GptStage::zero_loss_sum() {
+  if (stage_.last()) be_.zero(scratch_->loss_acc);
 }
 
 double GptStage::take_loss_sum() {

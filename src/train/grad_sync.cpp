@@ -6,11 +6,14 @@ namespace trident {
 GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be, bool zero)
     : layout_(layout), grads_(grads), g_(g), be_(be), zero_(zero), pending_(layout.buckets().size()) {}
 
-std::pair<size_t, size_t> GradSync::dp_slice(int b) const {
-  const Bucket& bk = layout_.buckets()[b];
-  const size_t share = bk.size / g_.topo.dp();
-  const size_t begin = bk.offset + share * g_.coord.dp;
+std::pair<size_t, size_t> GradSync::dp_slice(const Bucket& bk, int dp, int dp_rank) {
+  const size_t share = bk.size / dp;
+  const size_t begin = bk.offset + share * dp_rank;
   return {begin, begin + share};
+}
+
+std::pair<size_t, size_t> GradSync::dp_slice(int b) const {
+  return dp_slice(layout_.buckets()[b], g_.topo.dp(), g_.coord.dp);
 }
 
 void GradSync::launch(int b) {

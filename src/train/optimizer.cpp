@@ -21,55 +21,76 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
   state += end - begin;
 }
 
+// The segments as pieces of at most kPieceElements (one GPU block each).
+constexpr size_t kPieceElements = size_t(1) << 16;
+
+std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::Segment>& segments) {
+  std::vector<TensorPiece> pieces;
+  for (const Optimizer::Segment& s : segments)
+    for (size_t k = 0; k < s.n; k += kPieceElements)
+      pieces.push_back(TensorPiece{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
+                                   static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
+  return pieces;
+}
+
+Buffer piece_table(Backend& be, const std::vector<Optimizer::Segment>& segments) {
+  const std::vector<TensorPiece> pieces = pieces_of(segments);
+  Buffer table(be, pieces.size() * sizeof(TensorPiece));
+  if (!pieces.empty()) be.copy_from_host(table.view(DType::I32), pieces.data());
+  return table;
+}
+
 }  // namespace
 
-Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads, const GradSync& sync,
+Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
                      const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero)
     : layout_(layout), params_(params), grads_(grads), g_(g), be_(be), t_(t), zero_(zero) {
-  size_t state = 0, unused = 0;
-  for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
-    auto [s0, s1] = sync.dp_slice(b);
-    const Bucket& bk = layout.buckets()[b];
-    if (zero) collect(layout, b, s0, s1, false, state, update_);
-    else collect(layout, b, bk.offset, bk.offset + bk.size, false, state, update_);
-    collect(layout, b, s0, s1, true, unused, norm_);
-  }
+  const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
   master_ = all.slice(0, state);
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
-  norm_buf_ = Buffer(be, sizeof(float));
-  norm_acc_ = norm_buf_.view(DType::F32).slice(0, 1);
+  update_table_ = piece_table(be, update_);
+  norm_table_ = piece_table(be, norm_);
+}
+
+size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
+                                std::vector<Segment>& norm) {
+  size_t state = 0, unused = 0;
+  for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
+    const Bucket& bk = layout.buckets()[b];
+    auto [s0, s1] = GradSync::dp_slice(bk, dp, dp_rank);
+    if (zero) collect(layout, b, s0, s1, false, state, update);
+    else collect(layout, b, bk.offset, bk.offset + bk.size, false, state, update);
+    collect(layout, b, s0, s1, true, unused, norm);
+  }
+  return state;
+}
+
+size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero) {
+  std::vector<Segment> update, norm;
+  make_segments(layout, dp, dp_rank, zero, update, norm);
+  return (pieces_of(update).size() + pieces_of(norm).size()) * sizeof(TensorPiece);
 }
 
 void Optimizer::init_master() {
   for (const Segment& s : update_) be_.copy(master_.slice(s.state, s.n), params_.slice(s.flat, s.n));
 }
 
-double Optimizer::grad_norm() {
-  be_.zero(norm_acc_);
-  for (const Segment& s : norm_) be_.sum_squares(norm_acc_, grads_.slice(s.flat, s.n));
-  g_.world->all_reduce(norm_acc_.data, 1, DType::F32, ReduceOp::Sum, be_.stream());
-  float sq = 0;
-  be_.copy_to_host(&sq, norm_acc_);
-  return std::sqrt(static_cast<double>(sq));
-}
+void Optimizer::add_norm_sq(TensorView acc) { be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32)); }
 
-void Optimizer::step(double lr, double grad_scale, long t) {
+void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   AdamWArgs a;
   a.lr = static_cast<float>(lr);
   a.beta1 = static_cast<float>(t_.beta1);
   a.beta2 = static_cast<float>(t_.beta2);
   a.eps = static_cast<float>(t_.eps);
-  a.grad_scale = static_cast<float>(grad_scale);
+  a.weight_decay = static_cast<float>(t_.weight_decay);
   a.bias_correction1 = static_cast<float>(1.0 - std::pow(t_.beta1, static_cast<double>(t)));
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
-  for (const Segment& s : update_) {
-    a.weight_decay = s.decay ? static_cast<float>(t_.weight_decay) : 0.0f;
-    be_.adamw(params_.slice(s.flat, s.n), master_.slice(s.state, s.n), m_.slice(s.state, s.n),
-              v_.slice(s.state, s.n), grads_.slice(s.flat, s.n), a);
-  }
+  be_.adamw_multi(params_, master_, m_, v_, grads_, update_table_.view(DType::I32), a, norm_sq,
+                  static_cast<float>(clip));
   if (!zero_ || g_.topo.dp() == 1) return;
   std::vector<Request> gathers;
   for (const Bucket& bk : layout_.buckets()) {

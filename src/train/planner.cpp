@@ -14,6 +14,7 @@
 #include "trident/model/gpt.hpp"
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
+#include "trident/train/optimizer.hpp"
 
 namespace trident {
 
@@ -50,6 +51,13 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.in_flight = std::max(1, peak_in_flight(plan));
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act));
+  // As the trainer allocates them: inputs and targets of every micro-batch of the step (I32),
+  // [loss sum, norm^2] (f32), and the optimizer's piece tables of the DP rank with the most
+  // (shard boundaries cut parameters into slightly different numbers of pieces).
+  size_t tables = 0;
+  for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero == 1));
+  e.trainer = 2.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) + 2 * sizeof(float) +
+              static_cast<double>(tables);
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;
 }

@@ -24,14 +24,16 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_));
   sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
-  optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), *sync_, g, be,
+  optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
                                            cfg.train, cfg.parallel.zero == 1);
   model_->init_params(cfg.train.seed);
   optimizer_->init_master();
+  const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
-  host_inputs_.resize(static_cast<size_t>(B) * T);
-  host_targets_.resize(static_cast<size_t>(B) * T);
-  scalar_buf_ = Buffer(be, sizeof(float));
+  host_inputs_.resize(tokens_per_step);
+  host_targets_.resize(tokens_per_step);
+  batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
+  stats_buf_ = Buffer(be, 2 * sizeof(float));
   // TRIDENT_TEST_STALL="rank:step" (tests only): world rank `rank` stalls at step `step`.
   if (const char* stall = std::getenv("TRIDENT_TEST_STALL")) {
     int rank = -1, at = -1;
@@ -53,24 +55,42 @@ int64_t Trainer::consumed_samples(int64_t step) const {
 // Micro-batch `micro` of DP rank r in a step whose global batch starts at sample S holds
 //   S + r*(G/dp) + micro*B ... + B-1,
 // so the step's global batch is the same set of samples for every layout.
-void Trainer::load_micro(BatchSource& source, int64_t step_first_sample, int micro, int slot) {
+void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const int64_t G = cfg_.train.global_batch_size;
-  const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
   if (!model_->stage().first() && !model_->stage().last()) return;
-  source.samples(first, B, host_tokens_.data());
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) {
-      host_inputs_[b * T + t] = host_tokens_[b * (T + 1) + t];
-      host_targets_[b * T + t] = host_tokens_[b * (T + 1) + t + 1];
-    }
-  model_->set_tokens(slot, host_inputs_.data(), host_targets_.data());
+  for (int micro = 0; micro < n_micro_; ++micro) {
+    const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
+    source.samples(first, B, host_tokens_.data());
+    const size_t base = static_cast<size_t>(micro) * B * T;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        host_inputs_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
+        host_targets_[base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
+      }
+  }
+}
+
+void Trainer::upload_batch() {
+  if (!model_->stage().first() && !model_->stage().last()) return;
+  const size_t n = host_inputs_.size();
+  TensorView all = batch_buf_.view(DType::I32);
+  be_.copy_from_host(all.slice(0, n), host_inputs_.data());
+  be_.copy_from_host(all.slice(n, n), host_targets_.data());
+}
+
+void Trainer::load_micro(int micro, int slot) {
+  const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
+  const size_t n = host_inputs_.size();
+  TensorView all = batch_buf_.view(DType::I32);
+  if (model_->stage().first() || model_->stage().last())
+    model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
 }
 
 // Sum of token losses over the world (last stage, TP rank 0 of every DP replica contributes).
 double Trainer::reduce_loss(double local_sum) {
   float v = g_.coord.tp == 0 ? static_cast<float>(local_sum) : 0.0f;
-  TensorView s = scalar_buf_.view(DType::F32).slice(0, 1);
+  TensorView s = stats_buf_.view(DType::F32).slice(0, 1);
   be_.copy_from_host(s, &v);
   g_.world->all_reduce(s.data, 1, DType::F32, ReduceOp::Sum, be_.stream());
   be_.copy_to_host(&v, s);
@@ -80,14 +100,20 @@ double Trainer::reduce_loss(double local_sum) {
 double Trainer::evaluate(BatchSource& source, int steps) {
   const int64_t G = cfg_.train.global_batch_size;
   double sum = 0;
+  read_step_ = -1;   // the host batch buffers now hold evaluation samples
   for (int e = 0; e < steps; ++e) {
-    auto load = [&](int micro, int slot) { load_micro(source, e * G, micro, slot); };
-    eval_executor_->run(load, false, 0.0f, UnitDone{});
+    read_batch(source, e * G);
+    upload_batch();
+    eval_executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, false, 0.0f, UnitDone{});
     sum += reduce_loss(model_->take_loss_sum());
   }
   return sum / (static_cast<double>(steps) * G * cfg_.model.seq_len);
 }
 
+// The steady state waits for the device once per step, at the end (to report loss and norm):
+// the batch goes up in one copy, the loss and the squared gradient norm are reduced together
+// and the clipping factor is applied on the device, and the next step's batch is read on the
+// host while this step runs.
 StepStats Trainer::train_step(int step) {
   set_current_step(step);
   if (step == stall_step_) {
@@ -98,22 +124,33 @@ StepStats Trainer::train_step(int step) {
   auto t0 = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
 
+  if (read_step_ != step) read_batch(data_, consumed_samples(step));
+  upload_batch();
   model_->zero_grads();
-  auto load = [&](int micro, int slot) { load_micro(data_, consumed_samples(step), micro, slot); };
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
-  executor_->run(load, true, static_cast<float>(1.0 / tokens), unit_done);
+  executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
+                 unit_done);
   sync_->finish();
+
+  // [sum of token losses, squared gradient norm] in one world all-reduce.
+  TensorView stats = stats_buf_.view(DType::F32).slice(0, 2);
+  be_.zero(stats);
+  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, 1), model_->loss_sum());
+  model_->zero_loss_sum();
+  optimizer_->add_norm_sq(stats.slice(1, 1));
+  g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
 
   StepStats s;
   s.step = step;
-  s.grad_norm = optimizer_->grad_norm();
-  const double clip = cfg_.train.grad_clip;
-  // As torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1.
-  const double scale = clip > 0 ? std::min(1.0, clip / (s.grad_norm + 1e-6)) : 1.0;
   s.lr = lr_at(cfg_.train, step);
-  optimizer_->step(s.lr, scale, step + 1);
-  s.loss = reduce_loss(model_->take_loss_sum()) / tokens;
-  be_.synchronize();
+  optimizer_->step(s.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  // The host prepares the next batch while the device works through this step.
+  read_batch(data_, consumed_samples(step + 1));
+  read_step_ = step + 1;
+  float host_stats[2] = {0, 0};
+  be_.copy_to_host(host_stats, stats);
+  s.loss = host_stats[0] / tokens;
+  s.grad_norm = std::sqrt(static_cast<double>(host_stats[1]));
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = tokens / (s.step_ms / 1000.0);
   return s;

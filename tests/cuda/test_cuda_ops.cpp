@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -447,6 +448,33 @@ TEST_F(CudaOps, MatmulBwd) {
   }
 }
 
+// The backward through the GELU: cuBLASLt's DGELU epilogue where K % 8 == 0 (the last case
+// takes the unfused GEMM + gelu_bwd path).
+TEST_F(CudaOps, MatmulGeluBwd) {
+  std::vector<GemmCase> cases(std::begin(kGemmCases), std::end(kGemmCases));
+  cases.push_back({16, 36, 24});
+  for (const GemmCase& k : cases) {
+    SCOPED_TRACE(announce(str("N=", k.N, " K=", k.K, " M=", k.M)));
+    const size_t NK = static_cast<size_t>(k.N) * k.K;
+    Both in = act(random_vector(NK, 66));
+    Both pre = act(random_vector(NK, 67, 2.0f));
+    Both w = act(random_vector(static_cast<size_t>(k.M) * k.K, 68, 1.0f / std::sqrt(static_cast<float>(k.K))));
+    Both dout = act(random_vector(static_cast<size_t>(k.N) * k.M, 69));
+    Both din = act(Vec(NK));
+    Both dw = f32(random_vector(static_cast<size_t>(k.M) * k.K, 70));
+    Both dbias = f32(random_vector(k.M, 71));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->matmul_gelu_bwd(v(din), v(dw), v(dbias), v(dout), v(in), v(w), v(pre), k.N, k.K, k.M);
+    }
+    // Fused: one rounding of the product; unfused: the GEMM output is rounded before gelu'.
+    expect_close(din, 2 * kOneRounding, "matmul_gelu_bwd din");
+    expect_close(dbias, kFp32Order, "matmul_gelu_bwd dbias");
+    expect_close(dw, 1e-4, "matmul_gelu_bwd dw");
+  }
+}
+
 // ---------------------------------------------------------------- attention
 
 struct AttentionCase {
@@ -644,6 +672,32 @@ TEST_F(CudaOps, CrossEntropy) {
   }
 }
 
+// The fused single-shard form against the CPU's three calls (tp = 1: every target is local).
+TEST_F(CudaOps, CrossEntropyFused) {
+  for (const XentCase& k : {XentCase{37, 384, 300, 0}, XentCase{16, 50304, 50257, 0}, XentCase{7, 100, 97, 0}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " v_local=", k.v_local, " v_valid=", k.v_valid)));
+    const size_t NV = static_cast<size_t>(k.N) * k.v_local;
+    Ints targets(k.N);
+    for (int n = 0; n < k.N; ++n) targets[n] = static_cast<int32_t>(hash3(10, 0, n) % k.v_valid);
+    Both tgt = ints(targets);
+    Both logits = act(random_vector(NV, 92, 4.0f));
+    Both rowmax = f32(Vec(k.N)), stats = f32(Vec(2 * static_cast<size_t>(k.N))), losses = f32(Vec(k.N));
+    const float dloss = 1.0f / k.N;
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->xent_fused(v(losses), v(logits), v(rowmax), v(stats), g ? tgt.gpu.ptr<int32_t>() : tgt.cpu.ptr<int32_t>(),
+                     k.N, k.v_local, k.v_valid, dloss);
+    }
+    expect_close(losses, kFp32Order, "xent_fused losses");
+    expect_close(logits, kOneRounding, "xent_fused dlogits");
+    const Vec dlogits = download(gpu(), logits.gpu.view());
+    for (int n = 0; n < k.N; ++n)
+      for (int j = k.v_valid; j < k.v_local; ++j)
+        ASSERT_EQ(dlogits[static_cast<size_t>(n) * k.v_local + j], 0.0f) << "padding column " << j;
+  }
+}
+
 // ---------------------------------------------------------------- reductions and optimizer
 
 TEST_F(CudaOps, Reductions) {
@@ -698,6 +752,50 @@ TEST_F(CudaOps, AdamW) {
   expect_close(m, 1e-6, "adamw m");
   expect_close(v, 1e-6, "adamw v");
   expect_close(param, kOneRounding, "adamw param");  // the bf16 copy: one rounding of master
+}
+
+// Pieces as the optimizer makes them: offsets that are and are not multiples of 8 elements, a
+// piece longer than a block's stride, decay on and off; against per-piece CPU updates.
+TEST_F(CudaOps, MultiTensorNormAndAdamW) {
+  const size_t flat_n = 200003, state_n = 150000;
+  const std::vector<TensorPiece> pieces = {
+      {0, 0, 65536, 1}, {65536, 65536, 1000, 0}, {70001, 66536, 4099, 1}, {100000, 70635, 77, 0},
+      {120003, 70712, 65536, 1}, {199999, 136248, 4, 0}};
+  Vec v0 = random_vector(state_n, 133, 0.1f);
+  for (float& e : v0) e *= e;
+  Both master = f32(random_vector(state_n, 131)), m = f32(random_vector(state_n, 132, 0.1f)), v = f32(v0),
+       grad = f32(random_vector(flat_n, 134)), param = act(Vec(flat_n));
+  Ints words(pieces.size() * kPieceWords);
+  std::memcpy(words.data(), pieces.data(), pieces.size() * sizeof(TensorPiece));
+  Both table = ints(words);
+  Both norm_sq = f32({0.0f});
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    be->sum_squares_multi(vw(norm_sq), vw(grad), vw(table));
+  }
+  expect_close(norm_sq, kFp32Order, "sum_squares_multi");
+  double expect = 0;
+  const Vec gh = download(cpu(), grad.cpu.view());
+  for (const TensorPiece& p : pieces)
+    for (int64_t i = 0; i < p.n; ++i) expect += double(gh[p.flat + i]) * gh[p.flat + i];
+  EXPECT_NEAR(download(cpu(), norm_sq.cpu.view())[0], expect, 1e-5 * expect);
+
+  AdamWArgs a;
+  a.lr = 1e-3f;
+  a.weight_decay = 0.1f;
+  a.bias_correction1 = 1.0f - a.beta1;
+  a.bias_correction2 = 1.0f - a.beta2;
+  const float clip = 0.5f * static_cast<float>(std::sqrt(expect));   // clipping is active: factor ~0.5
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    be->adamw_multi(vw(param), vw(master), vw(m), vw(v), vw(grad), vw(table), a, vw(norm_sq), clip);
+  }
+  expect_close(master, 1e-6, "adamw_multi master");
+  expect_close(m, 1e-6, "adamw_multi m");
+  expect_close(v, 1e-6, "adamw_multi v");
+  expect_close(param, kOneRounding, "adamw_multi param");
 }
 
 // Views off a 16-byte boundary: the kernels that use 16-byte accesses on aligned tensors take

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trident/core/stream.hpp"
 #include "trident/core/tensor.hpp"
@@ -29,6 +30,22 @@ struct AdamWArgs {
   float grad_scale = 1;       // gradients are multiplied by this first (clipping, loss scale)
   float bias_correction1 = 1; // 1 - beta1^t
   float bias_correction2 = 1; // 1 - beta2^t
+};
+
+// One piece of a multi-tensor op (sum_squares_multi, adamw_multi): n elements at offset `flat`
+// of the parameter and gradient buffers and at offset `state` of the optimizer state; decay != 0
+// when weight decay applies. Tables of pieces live in backend memory as I32 tensors of
+// kPieceWords words per piece (written once with copy_from_host).
+struct TensorPiece {
+  int64_t flat, state, n, decay;
+};
+constexpr size_t kPieceWords = sizeof(TensorPiece) / sizeof(int32_t);
+
+// GPU time of one op (or named region) summed over a profile: `trident bench --bench.profile`.
+struct OpTime {
+  std::string name;   // "matmul_fwd 32768x768x2304" (op and sizes), "wait dp reduce-scatter"
+  long calls = 0;
+  double ms = 0;
 };
 
 class Backend {
@@ -94,6 +111,13 @@ class Backend {
   // din (N,K) act = dout @ w (if din given); dw (M,K) f32 += dout^T @ in; dbias (M) f32 += sum over rows.
   virtual void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
                           TensorView in, TensorView w, int N, int K, int M) = 0;
+  // As matmul_bwd through a GELU: din (N,K) = (dout @ w) * gelu'(pre), pre (N,K) the GELU's
+  // input (din may not alias pre). Backends may fuse; the default composes.
+  virtual void matmul_gelu_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in,
+                               TensorView w, TensorView pre, int N, int K, int M) {
+    matmul_bwd(din, dw, dbias, dout, in, w, N, K, M);
+    gelu_bwd(din, din, pre);
+  }
 
   // ---- causal self-attention, softmax scale 1/sqrt(HS)
   // qkv (B,T,3,NH,HS) act; out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
@@ -124,6 +148,15 @@ class Backend {
                         const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                         float dloss) = 0;
 
+  // The three calls above in one for an unsharded vocabulary (tp = 1, vocab_start 0): rowmax and
+  // stats are scratch of the composition. Backends may fuse; the default composes.
+  virtual void xent_fused(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
+                          const int32_t* targets, int N, int v_local, int v_valid, float dloss) {
+    xent_max(rowmax, logits, N, v_local, v_valid);
+    xent_stats(stats, logits, rowmax, targets, N, v_local, v_valid, 0);
+    xent_bwd(losses, logits, rowmax, stats, targets, N, v_local, v_valid, 0, dloss);
+  }
+
   // ---- reductions and optimizer
   virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)
   virtual void sum(TensorView acc, TensorView x) = 0;          // acc (1) f32 += sum(x), x f32
@@ -132,6 +165,22 @@ class Backend {
   // converted to the compute dtype when given.
   virtual void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                      const AdamWArgs& a) = 0;
+
+  // Multi-tensor forms (one pass over many tensors; `pieces` as described at TensorPiece):
+  // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset.
+  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) = 0;
+  // AdamW over every piece: param, grad at the flat offset, master, m, v at the state offset;
+  // a.weight_decay applies to pieces with decay set. With norm_sq (1 f32, the squared global
+  // gradient norm) and clip > 0, gradients are also scaled by min(1, clip / (sqrt(norm_sq) + 1e-6))
+  // (torch.nn.utils.clip_grad_norm_), read on the device so the host need not wait for it.
+  virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) = 0;
+
+  // ---- profiling: while on, every op (and every wait of a communicator on this process's
+  // GPU) is timed on the stream; take_profile() waits for them and returns the sums. Backends
+  // without timers return nothing.
+  virtual void set_profiling(bool /*on*/) {}
+  virtual std::vector<OpTime> take_profile() { return {}; }
 };
 
 // An owned allocation of a backend (one allocation per kind of memory).

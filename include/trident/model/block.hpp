@@ -43,7 +43,13 @@ struct BlockShape {
 using AttentionStep = std::function<void(const BlockActs& a)>;
 
 // x3 = x2 + reduce_tp(fcproj(gelu(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
+//
+// The residual add at a block's end can be fused with the next block's first LayerNorm: with
+// add_output = false, x3 is left as the MLP branch alone, and the next call passes this block's
+// x2 as `pending`; that call first completes x (x += pending, in place) fused with ln1. Either
+// way every x3 ends up holding the full block output.
 void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
-                   const BlockShape& s, const AttentionStep& attention);
+                   const BlockShape& s, const AttentionStep& attention, TensorView pending = {},
+                   bool add_output = true);
 
 }  // namespace trident

@@ -58,6 +58,8 @@ class GptStage {
 
   // Host tokens of one micro-batch: inputs on the first stage, targets on the last, (B, T) each.
   void set_tokens(int slot, const int32_t* inputs, const int32_t* targets);
+  // The same from I32 tensors (B*T each) already in backend memory: queued, no host wait.
+  void set_tokens(int slot, TensorView inputs, TensorView targets);
 
   // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
   // the backward of the head (dloss = d(total loss)/d(token loss)), leaving slot_grad ready.
@@ -67,6 +69,10 @@ class GptStage {
 
   // Sum of token losses computed since the last call (0 on stages without the head).
   double take_loss_sum();
+  // The same on the device: the (1) f32 accumulator (last stage only; empty elsewhere), and
+  // its reset; neither waits for the host.
+  TensorView loss_sum() const;
+  void zero_loss_sum();
 
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.

@@ -23,6 +23,8 @@ class GradSync {
   // Elements [begin, end) of the flat buffer that this DP rank owns in bucket b: its ZeRO shard,
   // also the slice whose squares it contributes to the gradient norm.
   std::pair<size_t, size_t> dp_slice(int b) const;
+  // The same for any bucket, DP size and DP rank.
+  static std::pair<size_t, size_t> dp_slice(const Bucket& bk, int dp, int dp_rank);
 
  private:
   void launch(int b);

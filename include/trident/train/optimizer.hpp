@@ -15,16 +15,18 @@ namespace trident {
 
 class Optimizer {
  public:
-  Optimizer(const ParamLayout& layout, TensorView params, TensorView grads, const GradSync& sync,
+  Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
             const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero);
 
   // Sets the fp32 master weights from the current parameters.
   void init_master();
-  // Global L2 norm of the (reduced) gradients over all ranks.
-  double grad_norm();
-  // One AdamW update with learning rate lr; gradients are scaled by grad_scale first. t is the
+  // acc (1 f32, backend memory) += this rank's share of the squared global gradient norm; the
+  // sum over all ranks (one world all-reduce) is the square of the global L2 norm.
+  void add_norm_sq(TensorView acc);
+  // One AdamW update with learning rate lr. With clip > 0, gradients are scaled by
+  // min(1, clip / (norm + 1e-6)) where norm = sqrt(norm_sq[0]) is read on the device. t is the
   // 1-based update count used for bias correction.
-  void step(double lr, double grad_scale, long t);
+  void step(double lr, TensorView norm_sq, double clip, long t);
 
   // A piece of one parameter inside this rank's update range.
   struct Segment {
@@ -34,6 +36,12 @@ class Optimizer {
     bool decay;
   };
   const std::vector<Segment>& segments() const { return update_; }
+  // The segments of DP rank dp_rank: what it updates and what it adds to the norm; returns the
+  // optimizer state elements.
+  static size_t make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
+                              std::vector<Segment>& norm);
+  // Backend bytes of the piece tables of DP rank dp_rank (the planner's count).
+  static size_t table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero);
   bool zero() const { return zero_; }
   TensorView master() const { return master_; }
   TensorView exp_avg() const { return m_; }
@@ -48,8 +56,8 @@ class Optimizer {
   bool zero_;
   std::vector<Segment> update_;   // what this rank updates
   std::vector<Segment> norm_;     // what this rank adds to the norm (DP slice, counted parameters)
-  Buffer state_buf_, norm_buf_;
-  TensorView master_, m_, v_, norm_acc_;
+  Buffer state_buf_, update_table_, norm_table_;   // tables: the segments as TensorPieces
+  TensorView master_, m_, v_;
 };
 
 }  // namespace trident

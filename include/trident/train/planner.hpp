@@ -34,9 +34,10 @@ struct MemoryEstimate {
   double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO-1)
   double activations = 0;      // in_flight slots of the stage's layers
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
+  double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   double workspace = 0;        // Hardware::workspace_gib
   double total() const {
-    return params + grads + optimizer + activations + scratch + workspace;
+    return params + grads + optimizer + activations + scratch + trainer + workspace;
   }
 };
 

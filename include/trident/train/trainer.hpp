@@ -49,7 +49,10 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
 
  private:
-  void load_micro(BatchSource& source, int64_t step_first_sample, int micro, int slot);
+  // The step's micro-batches of this rank into the host buffers, then into batch_buf_.
+  void read_batch(BatchSource& source, int64_t step_first_sample);
+  void upload_batch();
+  void load_micro(int micro, int slot);   // micro-batch `micro` of batch_buf_ into a model slot
   double reduce_loss(double local_sum);
 
   RunConfig cfg_;
@@ -61,8 +64,10 @@ class Trainer {
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;
-  Buffer scalar_buf_;
+  std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;   // inputs/targets: all micro-batches
+  int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
+  Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
+  Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
   int stall_step_ = -1;
   int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at
                                                // base_samples_ + (s - base_step_) * global batch

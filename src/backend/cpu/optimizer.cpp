@@ -75,4 +75,45 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
   }
 }
 
+namespace {
+
+const TensorPiece* piece_table(TensorView pieces, size_t& count, const char* op) {
+  TRIDENT_CHECK(pieces.dtype == DType::I32 && pieces.numel % kPieceWords == 0,
+                str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
+  count = pieces.numel / kPieceWords;
+  return pieces.as<TensorPiece>();
+}
+
+}  // namespace
+
+void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) {
+  float* a = f32_data(acc, 1, "sum_squares_multi: acc");
+  size_t count = 0;
+  const TensorPiece* table = piece_table(pieces, count, "sum_squares_multi");
+  double total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const TensorView piece = x.slice(table[i].flat, table[i].n);
+    const float* v = f32_data(piece, piece.numel, "sum_squares_multi: x");
+    total += chunked_sum(v, static_cast<long>(piece.numel), [](double e) { return e * e; });
+  }
+  *a += static_cast<float>(total);
+}
+
+void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                             TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
+  size_t count = 0;
+  const TensorPiece* table = piece_table(pieces, count, "adamw_multi");
+  AdamWArgs args = a;
+  if (!norm_sq.empty() && clip > 0) {
+    const float norm = std::sqrt(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"));
+    args.grad_scale *= std::min(1.0f, clip / (norm + 1e-6f));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const TensorPiece& p = table[i];
+    args.weight_decay = p.decay ? a.weight_decay : 0.0f;
+    adamw(param.empty() ? TensorView{} : param.slice(p.flat, p.n), master.slice(p.state, p.n), m.slice(p.state, p.n),
+          v.slice(p.state, p.n), grad.slice(p.flat, p.n), args);
+  }
+}
+
 }  // namespace trident

@@ -53,11 +53,40 @@ __global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, con
   }
 }
 
-}  // namespace
+// One block per piece; the piece's own alignment picks 16-byte or scalar accesses. The clipping
+// factor is computed from the device-side squared norm by every thread.
+__global__ void adamw_multi_kernel(bf16* param, float* master, float* m, float* v, const float* grad,
+                                   const TensorPiece* pieces, AdamWStep s, float lr_x_decay, const float* norm_sq,
+                                   float clip) {
+  const TensorPiece piece = pieces[blockIdx.x];
+  if (norm_sq && clip > 0) s.grad_scale *= fminf(1.0f, clip / (sqrtf(*norm_sq) + 1e-6f));
+  s.decay = piece.decay ? 1.0f - lr_x_decay : 1.0f;
+  bf16* p = param ? param + piece.flat : nullptr;
+  const float* g = grad + piece.flat;
+  float *w = master + piece.state, *m1 = m + piece.state, *m2 = v + piece.state;
+  const size_t n = static_cast<size_t>(piece.n);
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const size_t n_vec = aligned(p) && aligned(g) && aligned(w) && aligned(m1) && aligned(m2) ? n / kVec * kVec : 0;
+  for (size_t i = threadIdx.x * static_cast<size_t>(kVec); i < n_vec; i += blockDim.x * static_cast<size_t>(kVec)) {
+    float gi[kVec], mi[kVec], vi[kVec], wi[kVec];
+    load_vec(gi, g + i);
+    load_vec(mi, m1 + i);
+    load_vec(vi, m2 + i);
+    load_vec(wi, w + i);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) adamw_update(gi[k], mi[k], vi[k], wi[k], s);
+    store_vec(m1 + i, mi);
+    store_vec(m2 + i, vi);
+    store_vec(w + i, wi);
+    if (p) store_vec(p + i, wi);
+  }
+  for (size_t i = n_vec + threadIdx.x; i < n; i += blockDim.x) {
+    const float wi = adamw_update(g[i], m1[i], m2[i], w[i], s);
+    if (p) p[i] = to_bf16(wi);
+  }
+}
 
-void adamw(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, const AdamWArgs& a,
-           cudaStream_t stream) {
-  if (n == 0) return;
+AdamWStep step_constants(const AdamWArgs& a) {
   TRIDENT_CHECK(
       a.bias_correction1 > 0 && a.bias_correction2 > 0,
       str("adamw: bias corrections must be positive (got ", a.bias_correction1, ", ", a.bias_correction2, ")"));
@@ -65,10 +94,27 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
   s.decay = 1.0f - a.lr * a.weight_decay;
   s.step_size = a.lr / a.bias_correction1;
   s.sqrt_bc2 = std::sqrt(a.bias_correction2);
+  return s;
+}
+
+}  // namespace
+
+void adamw(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, const AdamWArgs& a,
+           cudaStream_t stream) {
+  if (n == 0) return;
+  const AdamWStep s = step_constants(a);
   const size_t n_vec = vector_prefix(n, param, master, m, v, grad);
   const size_t work = std::max(n_vec / kVec, n - n_vec);  // iterations of the longer loop
   adamw_kernel<<<grid_for(work, kThreads, 65536), kThreads, 0, stream>>>(param, master, m, v, grad, n, n_vec, s);
   CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const TensorPiece* pieces,
+                 int count, const AdamWArgs& a, const float* norm_sq, float clip, cudaStream_t stream) {
+  if (count == 0) return;
+  adamw_multi_kernel<<<count, kThreads, 0, stream>>>(param, master, m, v, grad, pieces, step_constants(a),
+                                                     a.lr * a.weight_decay, norm_sq, clip);
+  CUDA_CHECK_LAUNCH("adamw_multi_kernel");
 }
 
 }  // namespace trident::gpu

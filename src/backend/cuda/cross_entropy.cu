@@ -76,6 +76,57 @@ __global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax
   for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
 }
 
+// Online softmax statistics: the running max m and s = sum of exp(x - m), rescaled whenever m
+// grows (once per group of kWidth values), then combined over the block in a fixed order.
+template <int kWidth>
+__device__ __forceinline__ void online_add(float& m, float& s, const float (&v)[kWidth]) {
+  float mc = v[0];
+#pragma unroll
+  for (int k = 1; k < kWidth; ++k) mc = fmaxf(mc, v[k]);
+  if (mc > m) {
+    s = m == -INFINITY ? 0.0f : s * expf(m - mc);
+    m = mc;
+  }
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) s += expf(v[k] - m);
+}
+
+__global__ void xent_fused_kernel(float* losses, bf16* logits, const int32_t* targets, int v_local, int v_valid,
+                                  int n_vec_valid, int n_vec_all, float dloss) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  bf16* x = logits + static_cast<size_t>(row) * v_local;
+  float m = -INFINITY, s = 0.0f;
+  for (int j = threadIdx.x * kVec; j < n_vec_valid; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+    online_add(m, s, v);
+  }
+  for (int j = n_vec_valid + threadIdx.x; j < v_valid; j += blockDim.x) {
+    float v[1] = {to_float(x[j])};
+    online_add(m, s, v);
+  }
+  const float row_max = block_max(m, shared);
+  const float sum = block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), shared);
+  const int t = local_target(targets, row, v_valid, 0);
+  // Every thread reads the target logit before any thread overwrites the row.
+  const float target_logit = t >= 0 ? to_float(x[t]) : 0.0f;
+  __syncthreads();
+  if (losses && threadIdx.x == 0) losses[row] = logf(sum) + row_max - target_logit;
+  const float inv_sum = 1.0f / sum;
+  auto grad = [&](float logit, int j) {
+    return j < v_valid ? dloss * (expf(logit - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
+  };
+  for (int j = threadIdx.x * kVec; j < n_vec_all; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    store_vec(x + j, v);
+  }
+  for (int j = n_vec_all + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
+}
+
 // Columns [0, n) of every row in 16-byte pieces when the rows allow it, else none.
 int vector_columns(const bf16* logits, int v_local, int n) {
   return v_local % kVec == 0 && aligned16(logits) ? n / kVec * kVec : 0;
@@ -104,6 +155,15 @@ void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* sta
   xent_bwd_kernel<<<N, kThreads, 0, stream>>>(losses, logits, rowmax, stats, targets, v_local, v_valid,
                                               vector_columns(logits, v_local, v_local), vocab_start, dloss);
   CUDA_CHECK_LAUNCH("xent_bwd_kernel");
+}
+
+void xent_fused(float* losses, bf16* logits, const int32_t* targets, int N, int v_local, int v_valid, float dloss,
+                cudaStream_t stream) {
+  if (N == 0) return;
+  xent_fused_kernel<<<N, kThreads, 0, stream>>>(losses, logits, targets, v_local, v_valid,
+                                                vector_columns(logits, v_local, v_valid),
+                                                vector_columns(logits, v_local, v_local), dloss);
+  CUDA_CHECK_LAUNCH("xent_fused_kernel");
 }
 
 }  // namespace trident::gpu

@@ -18,4 +18,9 @@ void xent_stats(float* stats, const bf16* logits, const float* rowmax, const int
 void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* stats, const int32_t* targets, int N,
               int v_local, int v_valid, int vocab_start, float dloss, cudaStream_t stream);
 
+// The three above in one kernel for an unsharded vocabulary (vocab_start 0): each row is read
+// twice (max and sum in one online pass, then the gradient pass, mostly from L2) and written once.
+void xent_fused(float* losses, bf16* logits, const int32_t* targets, int N, int v_local, int v_valid, float dloss,
+                cudaStream_t stream);
+
 }  // namespace trident::gpu

@@ -12,6 +12,7 @@
 #include "encoder.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "profiler.hpp"
 #include "reduce.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/core/log.hpp"
@@ -112,6 +113,7 @@ class CudaBackend final : public Backend {
   }
 
   void zero(TensorView t) override {
+    gpu::ProfileScope prof(stream_, "zero", t.numel);
     if (t.numel) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
   }
 
@@ -129,6 +131,7 @@ class CudaBackend final : public Backend {
   }
 
   void copy(TensorView dst, TensorView src) override {
+    gpu::ProfileScope prof(stream_, "copy", src.numel);
     TRIDENT_CHECK(dst.numel == src.numel, str("copy: ", src.numel, " elements into ", dst.numel));
     if (!src.numel) return;
     if (dst.dtype == src.dtype) {
@@ -143,11 +146,14 @@ class CudaBackend final : public Backend {
   }
 
   Stream stream() override { return Stream{stream_}; }
+  void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
+  std::vector<OpTime> take_profile() override { return gpu::Profiler::instance().take(); }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   // ---- embedding
   void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe, int B, int T, int C,
                    int vocab_start, int v_local) override {
+    gpu::ProfileScope prof(stream_, "encoder_fwd", B * T, C);
     TRIDENT_CHECK(tokens != nullptr, "encoder_fwd: tokens not given");
     gpu::encoder_fwd(act(out, rows_x_cols(B * T, C), "encoder_fwd: out"), tokens,
                      act(wte, rows_x_cols(v_local, C), "encoder_fwd: wte"),
@@ -157,6 +163,7 @@ class CudaBackend final : public Backend {
 
   void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens, int B, int T, int C,
                    int vocab_start, int v_local) override {
+    gpu::ProfileScope prof(stream_, "encoder_bwd", B * T, C);
     TRIDENT_CHECK(tokens != nullptr, "encoder_bwd: tokens not given");
     gpu::encoder_bwd(f32(dwte, rows_x_cols(v_local, C), "encoder_bwd: dwte"),
                      positions<float>(dwpe, DType::F32, T, C, "encoder_bwd: dwpe"),
@@ -167,6 +174,7 @@ class CudaBackend final : public Backend {
   // ---- LayerNorm
   void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in, TensorView w, TensorView b, int N,
                      int C, float eps) override {
+    gpu::ProfileScope prof(stream_, "layernorm_fwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::layernorm_fwd(act(out, NC, "layernorm_fwd: out"), f32(mean, N, "layernorm_fwd: mean"),
                        f32(rstd, N, "layernorm_fwd: rstd"), act(in, NC, "layernorm_fwd: in"),
@@ -175,6 +183,7 @@ class CudaBackend final : public Backend {
 
   void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
                          TensorView residual, TensorView w, TensorView b, int N, int C, float eps) override {
+    gpu::ProfileScope prof(stream_, "add_layernorm_fwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::add_layernorm_fwd(act(sum, NC, "add_layernorm_fwd: sum"), act(out, NC, "add_layernorm_fwd: out"),
                            f32(mean, N, "add_layernorm_fwd: mean"), f32(rstd, N, "add_layernorm_fwd: rstd"),
@@ -184,6 +193,7 @@ class CudaBackend final : public Backend {
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout, TensorView in, TensorView w,
                      TensorView mean, TensorView rstd, int N, int C) override {
+    gpu::ProfileScope prof(stream_, "layernorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), f32(dw, C, "layernorm_bwd: dw"),
                        f32(db, C, "layernorm_bwd: db"), act(dout, NC, "layernorm_bwd: dout"),
@@ -194,16 +204,19 @@ class CudaBackend final : public Backend {
 
   // ---- elementwise
   void add(TensorView out, TensorView a, TensorView b) override {
+    gpu::ProfileScope prof(stream_, "add", out.numel);
     const size_t n = out.numel;
     gpu::add(act(out, n, "add: out"), act(a, n, "add: a"), act(b, n, "add: b"), n, stream_);
   }
 
   void gelu_fwd(TensorView out, TensorView in) override {
+    gpu::ProfileScope prof(stream_, "gelu_fwd", out.numel);
     const size_t n = out.numel;
     gpu::gelu_fwd(act(out, n, "gelu_fwd: out"), act(in, n, "gelu_fwd: in"), n, stream_);
   }
 
   void gelu_bwd(TensorView din, TensorView dout, TensorView pre) override {
+    gpu::ProfileScope prof(stream_, "gelu_bwd", din.numel);
     const size_t n = din.numel;
     gpu::gelu_bwd(act(din, n, "gelu_bwd: din"), act(dout, n, "gelu_bwd: dout"), act(pre, n, "gelu_bwd: pre"), n,
                   stream_);
@@ -211,6 +224,7 @@ class CudaBackend final : public Backend {
 
   // ---- GEMMs
   void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias, int N, int K, int M) override {
+    gpu::ProfileScope prof(stream_, "matmul_fwd", N, K, M);
     matmul_->forward(act(out, rows_x_cols(N, M), "matmul_fwd: out"), nullptr,
                      act(in, rows_x_cols(N, K), "matmul_fwd: in"), act(w, rows_x_cols(M, K), "matmul_fwd: w"),
                      act_optional(bias, M, "matmul_fwd: bias"), N, K, M, stream_);
@@ -218,6 +232,7 @@ class CudaBackend final : public Backend {
 
   void matmul_gelu_fwd(TensorView out, TensorView pre, TensorView in, TensorView w, TensorView bias, int N, int K,
                        int M) override {
+    gpu::ProfileScope prof(stream_, "matmul_gelu_fwd", N, K, M);
     matmul_->forward(act(out, rows_x_cols(N, M), "matmul_gelu_fwd: out"),
                      act(pre, rows_x_cols(N, M), "matmul_gelu_fwd: pre"),
                      act(in, rows_x_cols(N, K), "matmul_gelu_fwd: in"), act(w, rows_x_cols(M, K), "matmul_gelu_fwd: w"),
@@ -226,15 +241,28 @@ class CudaBackend final : public Backend {
 
   void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in, TensorView w, int N,
                   int K, int M) override {
+    gpu::ProfileScope prof(stream_, "matmul_bwd", N, K, M);
     matmul_->backward(act_optional(din, rows_x_cols(N, K), "matmul_bwd: din"),
                       f32_optional(dw, rows_x_cols(M, K), "matmul_bwd: dw"),
                       f32_optional(dbias, M, "matmul_bwd: dbias"), act(dout, rows_x_cols(N, M), "matmul_bwd: dout"),
-                      act(in, rows_x_cols(N, K), "matmul_bwd: in"), act(w, rows_x_cols(M, K), "matmul_bwd: w"), N, K, M,
-                      scratch_, stream_);
+                      act(in, rows_x_cols(N, K), "matmul_bwd: in"), act(w, rows_x_cols(M, K), "matmul_bwd: w"), nullptr,
+                      N, K, M, scratch_, stream_);
+  }
+
+  void matmul_gelu_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in, TensorView w,
+                       TensorView pre, int N, int K, int M) override {
+    gpu::ProfileScope prof(stream_, "matmul_gelu_bwd", N, K, M);
+    matmul_->backward(act(din, rows_x_cols(N, K), "matmul_gelu_bwd: din"),
+                      f32_optional(dw, rows_x_cols(M, K), "matmul_gelu_bwd: dw"),
+                      f32_optional(dbias, M, "matmul_gelu_bwd: dbias"),
+                      act(dout, rows_x_cols(N, M), "matmul_gelu_bwd: dout"),
+                      act(in, rows_x_cols(N, K), "matmul_gelu_bwd: in"), act(w, rows_x_cols(M, K), "matmul_gelu_bwd: w"),
+                      act(pre, rows_x_cols(N, K), "matmul_gelu_bwd: pre"), N, K, M, scratch_, stream_);
   }
 
   // ---- attention
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override {
+    gpu::ProfileScope prof(stream_, "attention_fwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
     gpu::attention_fwd(act(out, BT * C, "attention_fwd: out"), f32(lse, BT * NH, "attention_fwd: lse"),
                        act(qkv, 3 * BT * C, "attention_fwd: qkv"), B, T, NH, HS, stream_);
@@ -242,6 +270,7 @@ class CudaBackend final : public Backend {
 
   void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int B, int T,
                      int NH, int HS) override {
+    gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
     gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), act(dout, BT * C, "attention_bwd: dout"),
                        act(qkv, 3 * BT * C, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
@@ -250,6 +279,7 @@ class CudaBackend final : public Backend {
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
                         int Tmax, int NH, int HS) override {
+    gpu::ProfileScope prof(stream_, "attention_decode", B * Tn, NH, HS);
     const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), cache = rows_x_cols(B, Tmax) * C;
     gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
@@ -258,6 +288,7 @@ class CudaBackend final : public Backend {
 
   // ---- cross-entropy
   void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override {
+    gpu::ProfileScope prof(stream_, "xent_max", N, v_local);
     check_vocab(v_local, v_valid, "xent_max");
     gpu::xent_max(f32(rowmax, N, "xent_max: rowmax"), act(logits, rows_x_cols(N, v_local), "xent_max: logits"), N,
                   v_local, v_valid, stream_);
@@ -265,6 +296,7 @@ class CudaBackend final : public Backend {
 
   void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets, int N, int v_local,
                   int v_valid, int vocab_start) override {
+    gpu::ProfileScope prof(stream_, "xent_stats", N, v_local);
     check_vocab(v_local, v_valid, "xent_stats");
     TRIDENT_CHECK(targets != nullptr, "xent_stats: targets not given");
     gpu::xent_stats(f32(stats, rows_x_cols(N, 2), "xent_stats: stats"),
@@ -274,6 +306,7 @@ class CudaBackend final : public Backend {
 
   void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats, const int32_t* targets,
                 int N, int v_local, int v_valid, int vocab_start, float dloss) override {
+    gpu::ProfileScope prof(stream_, "xent_bwd", N, v_local);
     check_vocab(v_local, v_valid, "xent_bwd");
     TRIDENT_CHECK(targets != nullptr, "xent_bwd: targets not given");
     gpu::xent_bwd(f32_optional(losses, N, "xent_bwd: losses"), act(logits, rows_x_cols(N, v_local), "xent_bwd: logits"),
@@ -281,8 +314,19 @@ class CudaBackend final : public Backend {
                   v_local, v_valid, vocab_start, dloss, stream_);
   }
 
+  void xent_fused(TensorView losses, TensorView logits, TensorView /*rowmax*/, TensorView /*stats*/,
+                  const int32_t* targets, int N, int v_local, int v_valid, float dloss) override {
+    gpu::ProfileScope prof(stream_, "xent_fused", N, v_local);
+    check_vocab(v_local, v_valid, "xent_fused");
+    TRIDENT_CHECK(targets != nullptr, "xent_fused: targets not given");
+    gpu::xent_fused(f32_optional(losses, N, "xent_fused: losses"),
+                    act(logits, rows_x_cols(N, v_local), "xent_fused: logits"), targets, N, v_local, v_valid, dloss,
+                    stream_);
+  }
+
   // ---- reductions and optimizer
   void sum_squares(TensorView acc, TensorView x) override {
+    gpu::ProfileScope prof(stream_, "sum_squares", x.numel);
     float* a = f32(acc, 1, "sum_squares: acc");
     if (x.dtype == DType::BF16) {
       gpu::sum_squares(a, act(x, x.numel, "sum_squares: x"), x.numel, scratch_, stream_);
@@ -292,19 +336,49 @@ class CudaBackend final : public Backend {
   }
 
   void sum(TensorView acc, TensorView x) override {
+    gpu::ProfileScope prof(stream_, "sum", x.numel);
     gpu::sum(f32(acc, 1, "sum: acc"), f32(x, x.numel, "sum: x"), x.numel, scratch_, stream_);
   }
 
-  void scale(TensorView x, float s) override { gpu::scale(f32(x, x.numel, "scale: x"), s, x.numel, stream_); }
+  void scale(TensorView x, float s) override {
+    gpu::ProfileScope prof(stream_, "scale", x.numel);
+    gpu::scale(f32(x, x.numel, "scale: x"), s, x.numel, stream_);
+  }
 
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override {
+    gpu::ProfileScope prof(stream_, "adamw", master.numel);
     const size_t n = master.numel;
     gpu::adamw(act_optional(param, n, "adamw: param"), f32(master, n, "adamw: master"), f32(m, n, "adamw: m"),
                f32(v, n, "adamw: v"), f32(grad, n, "adamw: grad"), n, a, stream_);
   }
 
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
+    gpu::ProfileScope prof(stream_, "sum_squares_multi", pieces.numel / kPieceWords);
+    gpu::sum_squares_multi(f32(acc, 1, "sum_squares_multi: acc"), f32(x, x.numel, "sum_squares_multi: x"),
+                           piece_table(pieces, "sum_squares_multi"), static_cast<int>(pieces.numel / kPieceWords),
+                           scratch_, stream_);
+  }
+
+  void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
+    gpu::ProfileScope prof(stream_, "adamw_multi", pieces.numel / kPieceWords);
+    const size_t n = master.numel, flat = grad.numel;
+    gpu::adamw_multi(act_optional(param, flat, "adamw_multi: param"), f32(master, n, "adamw_multi: master"),
+                     f32(m, n, "adamw_multi: m"), f32(v, n, "adamw_multi: v"), f32(grad, flat, "adamw_multi: grad"),
+                     piece_table(pieces, "adamw_multi"), static_cast<int>(pieces.numel / kPieceWords), a,
+                     f32_optional(norm_sq, 1, "adamw_multi: norm_sq"), clip, stream_);
+  }
+
  private:
+  // The caller guarantees that every piece lies inside its buffers (the optimizer builds them).
+  static const TensorPiece* piece_table(TensorView pieces, const char* op) {
+    TRIDENT_CHECK(pieces.dtype == DType::I32 && pieces.numel % kPieceWords == 0,
+                  str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
+    TRIDENT_CHECK(pieces.numel / kPieceWords < (1u << 31), str(op, ": too many pieces"));
+    return pieces.as<TensorPiece>();
+  }
+
   static void check_vocab(int v_local, int v_valid, const char* op) {
     TRIDENT_CHECK(v_valid >= 0 && v_valid <= v_local,
                   str(op, ": v_valid=", v_valid, " must lie in 0..v_local=", v_local));

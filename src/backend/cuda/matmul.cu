@@ -20,7 +20,9 @@ int alignment_of(const void* p) {
 }
 
 bool has_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-bool has_aux(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool has_aux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
 
 template <class T>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
@@ -91,7 +93,8 @@ const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops) {
   if (has_bias(key.epilogue)) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);
   if (has_aux(key.epilogue)) {
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux);
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(M));
+    // The aux matrix (GELU input) has D's shape.
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(d.rows));
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, a.rows, a.cols, a.rows));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, b.rows, b.cols, b.rows));
@@ -162,11 +165,20 @@ void Matmul::forward(bf16* out, bf16* pre, const bf16* in, const bf16* w, const 
   gemm(Kind::kForward, N, K, M, epilogue, Operands{w, in, out, bias, nullptr}, 0.0f, stream);
 }
 
-void Matmul::backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, int N, int K,
-                      int M, Scratch& scratch, cudaStream_t stream) {
+void Matmul::backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w,
+                      const bf16* pre, int N, int K, int M, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || K == 0 || M == 0) return;
-  if (din)
+  if (din && pre) {
+    // cuBLASLt's DGELU is the derivative of the tanh approximation, like gelu_bwd; its aux
+    // input needs a leading dimension divisible by 8.
+    const Operands ops{w, dout, din, nullptr, const_cast<bf16*>(pre)};
+    if (K % 8 != 0 || !try_gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DGELU, ops, 0.0f, stream)) {
+      gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DEFAULT, Operands{w, dout, din, nullptr, nullptr}, 0.0f, stream);
+      gelu_bwd(din, din, pre, static_cast<size_t>(N) * K, stream);
+    }
+  } else if (din) {
     gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DEFAULT, Operands{w, dout, din, nullptr, nullptr}, 0.0f, stream);
+  }
   // beta = 1: the weight gradient accumulates across micro-batches in fp32.
   if (dw)
     gemm(Kind::kWeightGrad, N, K, M, CUBLASLT_EPILOGUE_DEFAULT, Operands{in, dout, dw, nullptr, nullptr}, 1.0f, stream);

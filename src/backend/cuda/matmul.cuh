@@ -21,9 +21,10 @@ class Matmul {
                cudaStream_t stream);
 
   // din (N,K) = dout @ w; dw (M,K) += dout^T @ in; dbias (M) += column sums of dout.
-  // Null outputs are skipped.
-  void backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, int N, int K,
-                int M, Scratch& scratch, cudaStream_t stream);
+  // Null outputs are skipped. With pre (N,K), the GELU's input: din = (dout @ w) * gelu'(pre),
+  // fused into the GEMM's epilogue where cuBLASLt allows it.
+  void backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, const bf16* pre,
+                int N, int K, int M, Scratch& scratch, cudaStream_t stream);
 
  private:
   enum class Kind : uint8_t { kForward, kInputGrad, kWeightGrad };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trident/core/error.hpp"
+#include "profiler.hpp"
 
 #define NCCL_CUDA_CHECK(stmt)                                                            \
   do {                                                                                   \
@@ -179,7 +180,13 @@ class Watchdog {
 class NcclWork : public CommWork {
  public:
   explicit NcclWork(std::shared_ptr<Pending> p) : p_(std::move(p)) {}
-  void wait(Stream s) override { NCCL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle), p_->done, 0)); }
+  // Under the profiler, the region's time is how long `s` stalled on this operation.
+  void wait(Stream s) override {
+    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+    const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
+    gpu::ProfileScope prof(stream, name.c_str());
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, p_->done, 0));
+  }
 
  private:
   std::shared_ptr<Pending> p_;

@@ -40,6 +40,25 @@ __global__ void add_partials_kernel(float* acc, const float* partials, int n_par
   if (threadIdx.x == 0) acc[0] += v;
 }
 
+// One block per piece; the piece's alignment picks 16-byte or scalar loads.
+__global__ void piece_squares_kernel(float* partials, const float* x, const TensorPiece* pieces) {
+  __shared__ float shared[32];
+  const TensorPiece piece = pieces[blockIdx.x];
+  const float* p = x + piece.flat;
+  const size_t n = static_cast<size_t>(piece.n);
+  const size_t n_vec = reinterpret_cast<uintptr_t>(p) % 16 == 0 ? n / kVec * kVec : 0;
+  float acc = 0.0f;
+  for (size_t i = threadIdx.x * static_cast<size_t>(kVec); i < n_vec; i += blockDim.x * static_cast<size_t>(kVec)) {
+    float v[kVec];
+    load_vec(v, p + i);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc += v[k] * v[k];
+  }
+  for (size_t i = n_vec + threadIdx.x; i < n; i += blockDim.x) acc += p[i] * p[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
 template <class T, bool kSquare>
 void launch_sum(float* acc, const T* x, size_t n, Scratch& scratch, cudaStream_t stream) {
   if (n == 0) return;
@@ -127,6 +146,16 @@ void add_column_partials(float* dst, const float* partials, int n_chunks, int C,
   if (C == 0) return;
   add_column_partials_kernel<<<ceil_div(C, 32), 32 * kChunkSlices, 0, stream>>>(dst, partials, n_chunks, C);
   CUDA_CHECK_LAUNCH("add_column_partials_kernel");
+}
+
+void sum_squares_multi(float* acc, const float* x, const TensorPiece* pieces, int count, Scratch& scratch,
+                       cudaStream_t stream) {
+  if (count == 0) return;
+  float* partials = static_cast<float*>(scratch.get(static_cast<size_t>(count) * sizeof(float), stream));
+  piece_squares_kernel<<<count, kThreads, 0, stream>>>(partials, x, pieces);
+  CUDA_CHECK_LAUNCH("piece_squares_kernel");
+  add_partials_kernel<<<1, kMaxPartials, 0, stream>>>(acc, partials, count);
+  CUDA_CHECK_LAUNCH("add_partials_kernel");
 }
 
 }  // namespace trident::gpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "trident/backend/backend.hpp"
 
 namespace trident::gpu {
 
@@ -23,5 +24,10 @@ void add_column_partials(float* dst, const float* partials, int n_chunks, int C,
 
 // dst (C) += column sums of x (N, C), through partials in scratch (the bias gradient).
 void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, cudaStream_t stream);
+
+// acc (1) += sum of squares of x over `count` pieces (device table; see Backend's TensorPiece):
+// one partial per piece, added in piece order.
+void sum_squares_multi(float* acc, const float* x, const TensorPiece* pieces, int count, Scratch& scratch,
+                       cudaStream_t stream);
 
 }  // namespace trident::gpu

@@ -302,14 +302,19 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
   Stream st = be_.stream();
 
   be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
-  be_.matmul_bwd(sc.dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  copy_to_tp_region_bwd(*g_.tp, sc.dln, st);
+  // The input gradient first: its TP all-reduce overlaps the weight-gradient GEMM.
+  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  Request reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  be_.matmul_bwd(TensorView{}, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  if (reduce) reduce->wait(st);
   be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
 
   be_.matmul_bwd(sc.datty, g.proj_w, g.proj_b, dres, a.atty, p.proj_w, N, Cl, C);
   be_.attention_bwd(sc.dqkv, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
-  be_.matmul_bwd(sc.dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  copy_to_tp_region_bwd(*g_.tp, sc.dln, st);
+  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  be_.matmul_bwd(TensorView{}, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  if (reduce) reduce->wait(st);
   be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, sc.dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
 }
 

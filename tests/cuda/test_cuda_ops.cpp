@@ -314,9 +314,11 @@ TEST_F(CudaOps, AddLayerNormFwd) {
 
 TEST_F(CudaOps, LayerNormBwd) {
   // C % 8 == 0 takes the 16-byte path, C = 37 the scalar one; N = 1100 gives the dw/db column
-  // sums more chunks of rows than the final fixed-order sum has warps.
-  for (const RowsCase& k :
-       {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37}, RowsCase{1100, 48}}) {
+  // sums more chunks of rows than the final fixed-order sum has warps. C = 256, 768 and 1024
+  // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
+  // N = 200 partly filled.
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
+                            RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 21));

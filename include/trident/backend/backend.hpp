@@ -108,7 +108,7 @@ class Backend {
     matmul_fwd(pre, in, w, bias, N, K, M);
     gelu_fwd(out, pre);
   }
-  // din (N,K) act = dout @ w (if din given); dw (M,K) f32 += dout^T @ in; dbias (M) f32 += sum over rows.
+  // din (N,K) act = dout @ w; dw (M,K) f32 += dout^T @ in; dbias (M) f32 += sum over rows (each if given).
   virtual void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
                           TensorView in, TensorView w, int N, int K, int M) = 0;
   // As matmul_bwd through a GELU: din (N,K) = (dout @ w) * gelu'(pre), pre (N,K) the GELU's

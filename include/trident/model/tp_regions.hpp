@@ -17,4 +17,11 @@ inline void copy_to_tp_region_bwd(Comm& tp, TensorView dx, Stream s) {
   if (tp.size() > 1) tp.all_reduce(dx.data, dx.numel, dx.dtype, ReduceOp::Sum, s);
 }
 
+// The same started asynchronously, so that work that does not need dx (the layer's weight
+// gradient) can run meanwhile; wait on the request before dx is read. Null when tp = 1.
+inline Request copy_to_tp_region_bwd_async(Comm& tp, TensorView dx, Stream s) {
+  if (tp.size() == 1) return nullptr;
+  return tp.all_reduce_async(dx.data, dx.numel, dx.dtype, ReduceOp::Sum, s);
+}
+
 }  // namespace trident

@@ -105,7 +105,7 @@ void CpuBackend::matmul_fwd(TensorView out, TensorView in, TensorView w, TensorV
 void CpuBackend::matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
                             TensorView in, TensorView w, int N, int K, int M) {
   float* dx = f32_optional(din, static_cast<size_t>(N) * K, "matmul_bwd: din");     // (N, K)
-  float* dwt = f32_data(dw, static_cast<size_t>(M) * K, "matmul_bwd: dw");          // (M, K)
+  float* dwt = f32_optional(dw, static_cast<size_t>(M) * K, "matmul_bwd: dw");      // (M, K)
   float* dbs = f32_optional(dbias, M, "matmul_bwd: dbias");                         // (M)
   const float* g = f32_data(dout, static_cast<size_t>(N) * M, "matmul_bwd: dout");  // (N, M)
   const float* x = f32_data(in, static_cast<size_t>(N) * K, "matmul_bwd: in");      // (N, K)
@@ -115,9 +115,12 @@ void CpuBackend::matmul_bwd(TensorView din, TensorView dw, TensorView dbias, Ten
     auto w_t = transposed(wt, M, K);  // (K, M)
     gemm({dx, g, w_t.get(), nullptr, N, M, K, false});
   }
+  if (!dwt && !dbs) return;
   auto g_t = transposed(g, N, M);  // (M, N)
-  auto x_t = transposed(x, N, K);  // (K, N)
-  gemm({dwt, g_t.get(), x_t.get(), nullptr, M, N, K, true});
+  if (dwt) {
+    auto x_t = transposed(x, N, K);  // (K, N)
+    gemm({dwt, g_t.get(), x_t.get(), nullptr, M, N, K, true});
+  }
   if (!dbs) return;
 #pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(N) * M))
   for (int m = 0; m < M; ++m) {

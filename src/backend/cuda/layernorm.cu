@@ -97,6 +97,95 @@ __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf
   }
 }
 
+// dst[c] = sum over warps, in warp order, of each warp's v for column c (lane's columns as in
+// layernorm_bwd_fused_kernel).
+template <int kGroups>
+__device__ void reduce_warp_rows(float* dst, const float (&v)[kGroups][kVec], float (*sums)[kGroups * 32 * kVec],
+                                 int warp, int lane) {
+  constexpr int C = kGroups * 32 * kVec;
+  __syncthreads();   // the previous call's readers are done with sums
+#pragma unroll
+  for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) sums[warp][(gi * 32 + lane) * kVec + k] = v[gi][k];
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kWarpsPerBlock; ++w) acc += sums[w][c];
+    dst[c] = acc;
+  }
+}
+
+// The din pass and the dw/db partials in one, for C = kGroups * 32 * kVec: block blockIdx.x owns
+// the kRowsPerPartial rows of one chunk, each warp every kWarpsPerBlock-th of them, and a lane
+// keeps the dw/db sums of its columns (kVec adjacent ones per group) in registers across its
+// rows. The warps' sums are then added in warp order into the chunk's partials, so dout and in
+// are read once and every result is a fixed function of N and C.
+template <int kGroups>
+__global__ void __launch_bounds__(kThreads)
+    layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, const bf16* dout,
+                               const bf16* in, const bf16* w, const float* mean, const float* rstd, int N) {
+  constexpr int C = kGroups * 32 * kVec;
+  __shared__ float sums[kWarpsPerBlock][C];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float dw[kGroups][kVec] = {}, db[kGroups][kVec] = {};
+  const int r0 = blockIdx.x * kRowsPerPartial, r1 = min(N, r0 + kRowsPerPartial);
+  for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
+    const size_t off = static_cast<size_t>(row) * C;
+    const float m = mean[row], r = rstd[row];
+    float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {
+      const int c = (gi * 32 + lane) * kVec;
+      float g[kVec], x[kVec], wv[kVec];
+      load_vec(g, dout + off + c);
+      load_vec(x, in + off + c);
+      load_vec(wv, w + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float dnorm = g[k] * wv[k];
+        s_dnorm += dnorm;
+        s_dnorm_norm += dnorm * ((x[k] - m) * r);
+      }
+    }
+    const float mean_dnorm = warp_sum(s_dnorm) / C;
+    const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {   // the row again, from L1
+      const int c = (gi * 32 + lane) * kVec;
+      float g[kVec], x[kVec], wv[kVec], d[kVec];
+      load_vec(g, dout + off + c);
+      load_vec(x, in + off + c);
+      load_vec(wv, w + c);
+      load_vec(d, din_accum + off + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float norm = (x[k] - m) * r;
+        d[k] += r * (g[k] * wv[k] - mean_dnorm - norm * mean_dnorm_norm);
+        dw[gi][k] += g[k] * norm;
+        db[gi][k] += g[k];
+      }
+      store_vec(din_accum + off + c, d);
+    }
+  }
+  // dw, then db through one shared row per warp.
+  reduce_warp_rows<kGroups>(partial_dw + static_cast<size_t>(blockIdx.x) * C, dw, sums, warp, lane);
+  reduce_warp_rows<kGroups>(partial_db + static_cast<size_t>(blockIdx.x) * C, db, sums, warp, lane);
+}
+// The fused kernel for this C, or null where C is not 1..4 groups of 32 lanes x kVec columns.
+using FusedBwdKernel = void (*)(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
+                                const float*, int);
+FusedBwdKernel fused_bwd_kernel(int C) {
+  if (C % (32 * kVec) != 0) return nullptr;
+  switch (C / (32 * kVec)) {
+    case 1: return layernorm_bwd_fused_kernel<1>;
+    case 2: return layernorm_bwd_fused_kernel<2>;
+    case 3: return layernorm_bwd_fused_kernel<3>;
+    case 4: return layernorm_bwd_fused_kernel<4>;
+    default: return nullptr;
+  }
+}
+
 // Partial column sums of dout * norm and dout over the rows of one chunk (blockIdx.y); each
 // thread owns kWidth adjacent columns.
 template <int kWidth>
@@ -146,15 +235,24 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, cons
                    const float* mean, const float* rstd, int N, int C, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
-  const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
-  din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
-  CUDA_CHECK_LAUNCH("layernorm_din_kernel");
-
   const int n_chunks = column_chunks(N, "layernorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
   // Each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
   float* partial_dw = static_cast<float*>(scratch.get(2 * chunk_elems * sizeof(float), stream));  // (n_chunks, C)
   float* partial_db = partial_dw + chunk_elems;                                                   // (n_chunks, C)
+
+  // C up to 1,024 in whole 256-column groups (GPT-2 124M and 350M): one fused pass.
+  if (const FusedBwdKernel kernel = vec ? fused_bwd_kernel(C) : nullptr) {
+    kernel<<<n_chunks, kThreads, 0, stream>>>(din_accum, partial_dw, partial_db, dout, in, w, mean, rstd, N);
+    CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
+    add_column_partials(dw, partial_dw, n_chunks, C, stream);
+    add_column_partials(db, partial_db, n_chunks, C, stream);
+    return;
+  }
+
+  const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
+  din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH("layernorm_din_kernel");
   const int per_thread = vec ? kVec : 1;
   const auto partials_kernel = vec ? layernorm_dwdb_partials_kernel<kVec> : layernorm_dwdb_partials_kernel<1>;
   partials_kernel<<<dim3(ceil_div(C, kThreads * per_thread), n_chunks), kThreads, 0, stream>>>(

@@ -1,6 +1,7 @@
 // cuBLASLt GEMMs for row-major trident tensors, with descriptors, layouts and the heuristic's
 // algorithm built once per shape; the bias gradient is our own deterministic column sum.
 #include <algorithm>
+#include <cstdlib>
 
 #include "elementwise.cuh"
 #include "matmul.cuh"
@@ -40,6 +41,10 @@ size_t Matmul::KeyHash::operator()(const Key& k) const {
 }
 
 Matmul::Matmul() {
+  // TRIDENT_GEMM_AUTOTUNE=1: time the heuristic's best candidates for each forward and
+  // input-gradient GEMM shape on first use (the choice can then differ between runs).
+  const char* tune = std::getenv("TRIDENT_GEMM_AUTOTUNE");
+  autotune_ = tune && *tune && *tune != '0';
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
 }
@@ -58,7 +63,7 @@ Matmul::~Matmul() {
   static_cast<void>(cublasLtDestroy(handle_));
 }
 
-const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops) {
+const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, cudaStream_t stream) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
 
@@ -109,16 +114,47 @@ const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops) {
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kAutotuneCandidates] = {};
   int n_results = 0;
+  const int wanted = autotune_ && key.kind != Kind::kWeightGrad ? kAutotuneCandidates : 1;
   // NOT_SUPPORTED with no result is an answer (no algorithm for this case), not an error.
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &n_results);
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, wanted, results, &n_results);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
   p.found = status == CUBLAS_STATUS_SUCCESS && n_results > 0;
-  if (p.found) p.algo = result.algo;
+  if (p.found) p.algo = n_results > 1 ? fastest(p, results, n_results, ops, stream) : results[0].algo;
   return plans_.emplace(key, p).first->second;
+}
+
+// Times each candidate on this call's operands (beta = 0, so it only writes the outputs that
+// the real call then overwrites) and returns the fastest.
+cublasLtMatmulAlgo_t Matmul::fastest(Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n,
+                                     const Operands& ops, cudaStream_t stream) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const float alpha = 1.0f, beta = 0.0f;
+  int best = -1;
+  float best_ms = 0;
+  for (int i = 0; i < n; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    auto once = [&] {
+      return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &beta, ops.d, p.d, ops.d, p.d,
+                            &results[i].algo, workspace_, kWorkspaceBytes, stream);
+    };
+    if (once() != CUBLAS_STATUS_SUCCESS) continue;   // warm-up; a candidate that fails is skipped
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < 3; ++r) CUBLAS_CHECK(once());
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return results[best < 0 ? 0 : best].algo;
 }
 
 void Matmul::run(const Plan& p, const Operands& ops, float beta, cudaStream_t stream) {
@@ -132,7 +168,7 @@ bool Matmul::try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogu
   int alignment = std::min(alignment_of(ops.a), std::min(alignment_of(ops.b), alignment_of(ops.d)));
   if (has_bias(epilogue)) alignment = std::min(alignment, alignment_of(ops.bias));
   if (has_aux(epilogue)) alignment = std::min(alignment, alignment_of(ops.aux));
-  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment}, ops);
+  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment}, ops, stream);
   if (!p.found) return false;
   // Cached descriptors carry the addresses of the call that built them; point them at this one's.
   if (has_bias(epilogue)) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);

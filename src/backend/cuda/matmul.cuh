@@ -56,7 +56,10 @@ class Matmul {
     void* aux;
   };
 
-  const Plan& plan(const Key& key, const Operands& ops);
+  static constexpr int kAutotuneCandidates = 8;
+  const Plan& plan(const Key& key, const Operands& ops, cudaStream_t stream);
+  cublasLtMatmulAlgo_t fastest(Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n, const Operands& ops,
+                               cudaStream_t stream);
   void run(const Plan& plan, const Operands& ops, float beta, cudaStream_t stream);
   // Runs the GEMM of `key`; false (nothing queued) when cuBLASLt offers no algorithm for it.
   bool try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
@@ -64,6 +67,7 @@ class Matmul {
   void gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
             cudaStream_t stream);
 
+  bool autotune_ = false;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::unordered_map<Key, Plan, KeyHash> plans_;

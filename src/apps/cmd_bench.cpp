@@ -110,6 +110,14 @@ void kernel_bench(Backend& be) {
                        view(x, act, size_t(N) * C), view(w, act, C), view(b, act, C), N, C, 1e-5f);
     });
     std::printf("%-34s %12.3f %12.1f\n", "layernorm fwd N=16384 C=768", s * 1e3, 2.0 * N * C * dtype_size(act) / s / 1e9);
+    Buffer dy = buf(act, size_t(N) * C), dx = buf(act, size_t(N) * C), dw = buf(DType::F32, C), db = buf(DType::F32, C);
+    s = time_op(be, reps, [&] {
+      be.layernorm_bwd(view(dx, act, size_t(N) * C), view(dw, DType::F32, C), view(db, DType::F32, C),
+                       view(dy, act, size_t(N) * C), view(x, act, size_t(N) * C), view(w, act, C),
+                       view(mean, DType::F32, N), view(rstd, DType::F32, N), N, C);
+    });
+    // Reads dout, in and the residual gradient; writes the residual gradient.
+    std::printf("%-34s %12.3f %12.1f\n", "layernorm bwd N=16384 C=768", s * 1e3, 4.0 * N * C * dtype_size(act) / s / 1e9);
   }
   {
     const int R = 4096, V = 50304;
@@ -127,6 +135,12 @@ void kernel_bench(Backend& be) {
     });
     // Three reads of the logits and one write.
     std::printf("%-34s %12.3f %12.1f\n", "cross-entropy R=4096 V=50304", s * 1e3, 4.0 * R * V * dtype_size(act) / s / 1e9);
+    s = time_op(be, reps, [&] {
+      be.xent_fused(view(losses, DType::F32, R), view(logits, act, size_t(R) * V), view(rowmax, DType::F32, R),
+                    view(stats, DType::F32, 2 * size_t(R)), t, R, V, 50257, 1.0f);
+    });
+    // The bytes of one read and one write (the fused kernel's second read is meant to hit L2).
+    std::printf("%-34s %12.3f %12.1f\n", "cross-entropy fused R=4096", s * 1e3, 2.0 * R * V * dtype_size(act) / s / 1e9);
   }
   {
     const size_t n = size_t(1) << 26;
@@ -178,8 +192,10 @@ int cmd_bench(const Args& args) {
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
   for (int s = 0; s < o.warmup; ++s) trainer.train_step(s);
+  const BackendCounters before = rt.backend->counters();
   std::vector<double> ms;
   for (int s = o.warmup; s < o.warmup + o.steps; ++s) ms.push_back(trainer.train_step(s).step_ms);
+  const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
   const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled);
   std::sort(ms.begin(), ms.end());
@@ -206,6 +222,11 @@ int cmd_bench(const Args& args) {
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
                 "transfer, from %d profiled steps)\n", profiled);
+  if (rt.backend->is_device())
+    std::printf("(steady state, rank 0, over the %d timed steps: %ld device allocations, %ld GEMM plans built, "
+                "%.2f host waits per step)\n",
+                o.steps, after.allocations - before.allocations, after.gemm_plans - before.gemm_plans,
+                double(after.host_waits - before.host_waits) / o.steps);
   if (profiled && o.profile) print_profile(prof, profiled);
   return 0;
 }

@@ -30,8 +30,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   optimizer_->init_master();
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
-  host_inputs_.resize(tokens_per_step);
-  host_targets_.resize(tokens_per_step);
+  host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
   stats_buf_ = Buffer(be, 2 * sizeof(float));
   // TRIDENT_TEST_STALL="rank:step" (tests only): world rank `rank` stalls at step `step`.
@@ -62,26 +61,22 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   for (int micro = 0; micro < n_micro_; ++micro) {
     const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
     source.samples(first, B, host_tokens_.data());
-    const size_t base = static_cast<size_t>(micro) * B * T;
+    const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 2;
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
-        host_inputs_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
-        host_targets_[base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
+        host_batch_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
+        host_batch_[n + base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
       }
   }
 }
 
 void Trainer::upload_batch() {
-  if (!model_->stage().first() && !model_->stage().last()) return;
-  const size_t n = host_inputs_.size();
-  TensorView all = batch_buf_.view(DType::I32);
-  be_.copy_from_host(all.slice(0, n), host_inputs_.data());
-  be_.copy_from_host(all.slice(n, n), host_targets_.data());
+  if (model_->stage().first() || model_->stage().last()) be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
 }
 
 void Trainer::load_micro(int micro, int slot) {
   const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
-  const size_t n = host_inputs_.size();
+  const size_t n = host_batch_.size() / 2;
   TensorView all = batch_buf_.view(DType::I32);
   if (model_->stage().first() || model_->stage().last())
     model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));

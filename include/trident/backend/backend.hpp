@@ -48,6 +48,13 @@ struct OpTime {
   double ms = 0;
 };
 
+// What a steady-state training step must not do, counted since the backend was made: device
+// allocations (including op scratch growth), GEMM plans (cuBLASLt descriptors and algorithm
+// searches) built, and host waits for the device. `trident bench` prints the timed steps' share.
+struct BackendCounters {
+  long allocations = 0, gemm_plans = 0, host_waits = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -179,6 +186,7 @@ class Backend {
   // ---- profiling: while on, every op (and every wait of a communicator on this process's
   // GPU) is timed on the stream; take_profile() waits for them and returns the sums. Backends
   // without timers return nothing.
+  virtual BackendCounters counters() const { return {}; }
   virtual void set_profiling(bool /*on*/) {}
   virtual std::vector<OpTime> take_profile() { return {}; }
 };

@@ -64,7 +64,8 @@ class Trainer {
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<int32_t> host_tokens_, host_inputs_, host_targets_;   // inputs/targets: all micro-batches
+  std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)
+  std::vector<int32_t> host_batch_;    // [inputs | targets] of all micro-batches, as batch_buf_
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]

@@ -50,6 +50,7 @@ void* Scratch::get(size_t bytes, cudaStream_t stream) {
               " bytes free"));
   }
   bytes_ = bytes;
+  ++growths_;
   return ptr_;
 }
 

@@ -165,8 +165,10 @@ class Scratch {
 
   // At least `bytes` of device memory, valid until the next get().
   void* get(size_t bytes, cudaStream_t stream);
+  long growths() const { return growths_; }   // allocations made so far
 
  private:
+  long growths_ = 0;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };

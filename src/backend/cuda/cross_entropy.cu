@@ -2,8 +2,6 @@
 // 16-byte loads and stores where the rows allow.
 #include "cross_entropy.cuh"
 
-#include <algorithm>
-
 namespace trident::gpu {
 namespace {
 
@@ -93,8 +91,11 @@ __device__ __forceinline__ void online_add(float& m, float& s, const float (&v)[
   for (int k = 0; k < kWidth; ++k) s += expf(v[k] - m);
 }
 
-__global__ void xent_fused_kernel(float* losses, bf16* logits, const int32_t* targets, int v_local, int v_valid,
-                                  int n_vec_valid, int n_vec_all, float dloss) {
+constexpr int kFusedThreads = 1024;
+
+__global__ void __launch_bounds__(kFusedThreads, 2)
+    xent_fused_kernel(float* losses, bf16* logits, const int32_t* targets, int v_local, int v_valid, int n_vec_valid,
+                      int n_vec_all, float dloss) {
   __shared__ float shared[32];
   const int row = blockIdx.x;
   bf16* x = logits + static_cast<size_t>(row) * v_local;
@@ -127,69 +128,6 @@ __global__ void xent_fused_kernel(float* losses, bf16* logits, const int32_t* ta
     store_vec(x + j, v);
   }
   for (int j = n_vec_all + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
-}
-
-// As xent_fused_kernel with the row held in registers between the passes, so it is read from
-// memory once: thread i holds 16-byte pieces i, i + blockDim.x, ... (kPieces of them, the row
-// rounded up; v_local % kVec == 0 and 16-byte aligned rows). Padding columns and pieces past
-// the row hold -inf and are written as 0 (padding) or not at all (past the row).
-template <int kPieces>
-__global__ void __launch_bounds__(1024) xent_fused_registers_kernel(float* losses, bf16* logits,
-                                                                    const int32_t* targets, int v_local, int v_valid,
-                                                                    float dloss) {
-  __shared__ float shared[32];
-  const int row = blockIdx.x;
-  bf16* x = logits + static_cast<size_t>(row) * v_local;
-  const int t = local_target(targets, row, v_valid, 0);
-  uint4 raw[kPieces];
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i) {
-    const int j = (threadIdx.x + i * blockDim.x) * kVec;
-    raw[i] = j < v_local ? *reinterpret_cast<const uint4*>(x + j) : make_uint4(0, 0, 0, 0);
-  }
-  // Online max and sum over the valid columns of the pieces this thread holds.
-  float m = -INFINITY, s = 0.0f, target_logit = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i) {
-    const int j = (threadIdx.x + i * blockDim.x) * kVec;
-    if (j >= v_valid) continue;
-    float v[kVec];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[i]);
-#pragma unroll
-    for (int k = 0; k < kVec / 2; ++k) {
-      const float2 f = __bfloat1622float2(h[k]);
-      v[2 * k] = f.x;
-      v[2 * k + 1] = f.y;
-    }
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      if (j + k >= v_valid) v[k] = -INFINITY;
-      if (j + k == t) target_logit = v[k];
-    }
-    online_add(m, s, v);
-  }
-  const float row_max = block_max(m, shared);
-  const float sum = block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), shared);
-  const float target_sum = block_sum(target_logit, shared);   // only the owner's value is non-zero
-  if (losses && threadIdx.x == 0) losses[row] = logf(sum) + row_max - target_sum;
-  const float inv_sum = 1.0f / sum;
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i) {
-    const int j = (threadIdx.x + i * blockDim.x) * kVec;
-    if (j >= v_local) continue;
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[i]);
-    float v[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec / 2; ++k) {
-      const float2 f = __bfloat1622float2(h[k]);
-      v[2 * k] = f.x;
-      v[2 * k + 1] = f.y;
-    }
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      v[k] = j + k < v_valid ? dloss * (expf(v[k] - row_max) * inv_sum - (j + k == t ? 1.0f : 0.0f)) : 0.0f;
-    store_vec(x + j, v);
-  }
 }
 
 // Columns [0, n) of every row in 16-byte pieces when the rows allow it, else none.
@@ -225,19 +163,9 @@ void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* sta
 void xent_fused(float* losses, bf16* logits, const int32_t* targets, int N, int v_local, int v_valid, float dloss,
                 cudaStream_t stream) {
   if (N == 0) return;
-  // Rows of up to 1024 threads x 7 pieces x 8 = 57,344 columns (GPT-2's padded 50,304) stay in
-  // registers: one read and one write of the logits.
-  constexpr int kRegisterPieces = 7, kRegisterThreads = 1024;
-  if (v_local % kVec == 0 && aligned16(logits) && v_local <= kRegisterThreads * kRegisterPieces * kVec &&
-      v_valid > 0) {
-    const int pieces_per_row = ceil_div(v_local, kVec);
-    const int threads = std::min(kRegisterThreads, ceil_div(ceil_div(pieces_per_row, kRegisterPieces), 32) * 32);
-    xent_fused_registers_kernel<kRegisterPieces><<<N, threads, 0, stream>>>(losses, logits, targets, v_local, v_valid,
-                                                                            dloss);
-    CUDA_CHECK_LAUNCH("xent_fused_registers_kernel");
-    return;
-  }
-  xent_fused_kernel<<<N, kThreads, 0, stream>>>(losses, logits, targets, v_local, v_valid,
+  // 1024 threads and at most two blocks per multiprocessor keep about 2 x 132 rows in flight
+  // (26 MB of GPT-2 logits), so the second read of a row finds it in L2.
+  xent_fused_kernel<<<N, kFusedThreads, 0, stream>>>(losses, logits, targets, v_local, v_valid,
                                                 vector_columns(logits, v_local, v_valid),
                                                 vector_columns(logits, v_local, v_local), dloss);
   CUDA_CHECK_LAUNCH("xent_fused_kernel");

@@ -86,8 +86,9 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
     // Other streams (communication) may touch the buffer before any compute-stream event.
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    wait_for_stream();
     std::lock_guard<std::mutex> lock(mutex_);
+    ++allocations_;
     sizes_[p] = bytes;
     live_bytes_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
@@ -103,7 +104,7 @@ class CudaBackend final : public Backend {
       live_bytes_ -= it->second;
       sizes_.erase(it);
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued kernels may still use it
+    wait_for_stream();  // queued kernels may still use it
     CUDA_CHECK(cudaFree(p));
   }
 
@@ -120,14 +121,21 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, TensorView src) override {
     if (!src.numel) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    wait_for_stream();
   }
 
   void copy_from_host(TensorView dst, const void* src) override {
     if (!dst.numel) return;
     CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
-    // The caller may reuse or free src as soon as this returns (it may be pinned memory).
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // The caller may reuse or free src as soon as this returns. From pageable memory the copy
+    // has been staged by then (CUDA's documented behaviour); from pinned memory the DMA reads
+    // src later, so wait.
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      attr.type = cudaMemoryTypeHost;   // unknown: be safe
+    }
+    if (attr.type != cudaMemoryTypeUnregistered) wait_for_stream();
   }
 
   void copy(TensorView dst, TensorView src) override {
@@ -148,7 +156,11 @@ class CudaBackend final : public Backend {
   Stream stream() override { return Stream{stream_}; }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
   std::vector<OpTime> take_profile() override { return gpu::Profiler::instance().take(); }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override { wait_for_stream(); }
+  BackendCounters counters() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return BackendCounters{allocations_ + scratch_.growths(), matmul_->plans_built(), host_waits_};
+  }
 
   // ---- embedding
   void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe, int B, int T, int C,
@@ -371,6 +383,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void wait_for_stream() {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++host_waits_;
+  }
+
   // The caller guarantees that every piece lies inside its buffers (the optimizer builds them).
   static const TensorPiece* piece_table(TensorView pieces, const char* op) {
     TRIDENT_CHECK(pieces.dtype == DType::I32 && pieces.numel % kPieceWords == 0,
@@ -398,6 +416,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<void*, size_t> sizes_;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
+  long allocations_ = 0, host_waits_ = 0;
 };
 
 }  // namespace

@@ -23,6 +23,8 @@ class Matmul {
   // din (N,K) = dout @ w; dw (M,K) += dout^T @ in; dbias (M) += column sums of dout.
   // Null outputs are skipped. With pre (N,K), the GELU's input: din = (dout @ w) * gelu'(pre),
   // fused into the GEMM's epilogue where cuBLASLt allows it.
+  long plans_built() const { return static_cast<long>(plans_.size()); }
+
   void backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, const bf16* pre,
                 int N, int K, int M, Scratch& scratch, cudaStream_t stream);
 

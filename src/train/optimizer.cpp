@@ -16,7 +16,7 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
     if (p.unit < bk.unit_begin || p.unit >= bk.unit_end) continue;
     if (only_counted && !p.count_in_norm) continue;
     size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
-    if (lo < hi) out.push_back({lo, state + (lo - begin), hi - lo, p.decay});
+    if (lo < hi) out.push_back({lo, state + (lo - begin), hi - lo, p.decay, b});
   }
   state += end - begin;
 }
@@ -53,6 +53,16 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   v_ = all.slice(2 * state, state);
   update_table_ = piece_table(be, update_);
   norm_table_ = piece_table(be, norm_);
+  // Pieces come in bucket order: each bucket's run of the update table.
+  bucket_pieces_.assign(layout.buckets().size(), {0, 0});
+  size_t first = 0;
+  for (const Segment& seg : update_) {
+    const size_t n = pieces_of({seg}).size();
+    auto& range = bucket_pieces_[seg.bucket];
+    if (range.second == 0) range.first = first;
+    range.second += n;
+    first += n;
+  }
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
@@ -89,11 +99,20 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   a.weight_decay = static_cast<float>(t_.weight_decay);
   a.bias_correction1 = static_cast<float>(1.0 - std::pow(t_.beta1, static_cast<double>(t)));
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
-  be_.adamw_multi(params_, master_, m_, v_, grads_, update_table_.view(DType::I32), a, norm_sq,
-                  static_cast<float>(clip));
-  if (!zero_ || g_.topo.dp() == 1) return;
+  const TensorView table = update_table_.view(DType::I32);
+  if (!zero_ || g_.topo.dp() == 1) {
+    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip));
+    return;
+  }
+  // ZeRO-1: bucket by bucket, so each bucket's all-gather of updated parameters overlaps the
+  // update of the next.
   std::vector<Request> gathers;
-  for (const Bucket& bk : layout_.buckets()) {
+  for (size_t b = 0; b < layout_.buckets().size(); ++b) {
+    const auto [first, count] = bucket_pieces_[b];
+    if (count)
+      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(first * kPieceWords, count * kPieceWords), a,
+                      norm_sq, static_cast<float>(clip));
+    const Bucket& bk = layout_.buckets()[b];
     TensorView v = params_.slice(bk.offset, bk.size);
     gathers.push_back(g_.dp->all_gather_async(v.data, bk.size / g_.topo.dp(), v.dtype, be_.stream()));
   }

@@ -45,6 +45,7 @@ Trainer::~Trainer() = default;
 void Trainer::set_position(int64_t step, int64_t consumed_samples) {
   base_step_ = step;
   base_samples_ = consumed_samples;
+  read_step_ = -1;   // a batch read ahead belongs to the old position
 }
 
 int64_t Trainer::consumed_samples(int64_t step) const {

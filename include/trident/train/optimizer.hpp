@@ -34,6 +34,7 @@ class Optimizer {
     size_t state;   // offset in master/m/v
     size_t n;
     bool decay;
+    int bucket;     // the DP bucket it belongs to
   };
   const std::vector<Segment>& segments() const { return update_; }
   // The segments of DP rank dp_rank: what it updates and what it adds to the norm; returns the
@@ -57,6 +58,7 @@ class Optimizer {
   std::vector<Segment> update_;   // what this rank updates
   std::vector<Segment> norm_;     // what this rank adds to the norm (DP slice, counted parameters)
   Buffer state_buf_, update_table_, norm_table_;   // tables: the segments as TensorPieces
+  std::vector<std::pair<size_t, size_t>> bucket_pieces_;   // [first, count) of each bucket's update pieces
   TensorView master_, m_, v_;
 };
 

@@ -28,12 +28,12 @@ __device__ __forceinline__ float adamw_update(float g, float& m, float& v, float
   return w;
 }
 
-// Elements [0, n_vec) in pieces of kVec (16-byte accesses), the rest one by one.
-__global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, size_t n_vec,
-                             AdamWStep s) {
-  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t p = first; p < n_vec / kVec; p += step) {
+// Elements [0, n_vec) in pieces of kVec (16-byte accesses), the rest one by one; this thread
+// takes pieces and elements first, first + stride, ...
+__device__ __forceinline__ void adamw_range(bf16* param, float* master, float* m, float* v, const float* grad,
+                                            size_t n, size_t n_vec, size_t first, size_t stride,
+                                            const AdamWStep& s) {
+  for (size_t p = first; p < n_vec / kVec; p += stride) {
     const size_t i = p * kVec;
     float g[kVec], mi[kVec], vi[kVec], w[kVec];
     load_vec(g, grad + i);
@@ -47,10 +47,16 @@ __global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, con
     store_vec(master + i, w);
     if (param) store_vec(param + i, w);
   }
-  for (size_t i = n_vec + first; i < n; i += step) {
+  for (size_t i = n_vec + first; i < n; i += stride) {
     const float w = adamw_update(grad[i], m[i], v[i], master[i], s);
     if (param) param[i] = to_bf16(w);
   }
+}
+
+__global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, size_t n_vec,
+                             AdamWStep s) {
+  adamw_range(param, master, m, v, grad, n, n_vec, blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x,
+              static_cast<size_t>(gridDim.x) * blockDim.x, s);
 }
 
 // One block per piece; the piece's own alignment picks 16-byte or scalar accesses. The clipping
@@ -67,23 +73,7 @@ __global__ void adamw_multi_kernel(bf16* param, float* master, float* m, float* 
   const size_t n = static_cast<size_t>(piece.n);
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   const size_t n_vec = aligned(p) && aligned(g) && aligned(w) && aligned(m1) && aligned(m2) ? n / kVec * kVec : 0;
-  for (size_t i = threadIdx.x * static_cast<size_t>(kVec); i < n_vec; i += blockDim.x * static_cast<size_t>(kVec)) {
-    float gi[kVec], mi[kVec], vi[kVec], wi[kVec];
-    load_vec(gi, g + i);
-    load_vec(mi, m1 + i);
-    load_vec(vi, m2 + i);
-    load_vec(wi, w + i);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) adamw_update(gi[k], mi[k], vi[k], wi[k], s);
-    store_vec(m1 + i, mi);
-    store_vec(m2 + i, vi);
-    store_vec(w + i, wi);
-    if (p) store_vec(p + i, wi);
-  }
-  for (size_t i = n_vec + threadIdx.x; i < n; i += blockDim.x) {
-    const float wi = adamw_update(g[i], m1[i], m2[i], w[i], s);
-    if (p) p[i] = to_bf16(wi);
-  }
+  adamw_range(p, w, m1, m2, g, n, n_vec, threadIdx.x, blockDim.x, s);
 }
 
 AdamWStep step_constants(const AdamWArgs& a) {

@@ -53,18 +53,13 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
   }
 }
 
-// Here n_vec covers the padding columns too: they are written (with 0) as well.
-__global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax, const float* stats,
-                                const int32_t* targets, int v_local, int v_valid, int n_vec, int vocab_start,
-                                float dloss) {
-  const int row = blockIdx.x;
-  bf16* x = logits + static_cast<size_t>(row) * v_local;
-  const float m = rowmax[row], sum = stats[2 * row];
-  if (losses && threadIdx.x == 0) losses[row] = logf(sum) + m - stats[2 * row + 1];
-  const int t = local_target(targets, row, v_valid, vocab_start);
-  const float inv_sum = 1.0f / sum;
+// Overwrites a row of logits x with dloss * (softmax - onehot(t)) from its max and 1 / sum of
+// exponentials; columns [v_valid, v_local) are padding and get 0. Columns [0, n_vec) go in
+// 16-byte pieces (n_vec covers the padding too), the rest one by one.
+__device__ __forceinline__ void write_xent_grads(bf16* x, int v_local, int v_valid, int n_vec, int t, float row_max,
+                                                 float inv_sum, float dloss) {
   auto grad = [&](float logit, int j) {
-    return j < v_valid ? dloss * (expf(logit - m) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
+    return j < v_valid ? dloss * (expf(logit - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
   };
   for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
     float v[kVec];
@@ -74,6 +69,16 @@ __global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax
     store_vec(x + j, v);
   }
   for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
+}
+
+__global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax, const float* stats,
+                                const int32_t* targets, int v_local, int v_valid, int n_vec, int vocab_start,
+                                float dloss) {
+  const int row = blockIdx.x;
+  const float m = rowmax[row], sum = stats[2 * row];
+  if (losses && threadIdx.x == 0) losses[row] = logf(sum) + m - stats[2 * row + 1];
+  write_xent_grads(logits + static_cast<size_t>(row) * v_local, v_local, v_valid, n_vec,
+                   local_target(targets, row, v_valid, vocab_start), m, 1.0f / sum, dloss);
 }
 
 // Online softmax statistics: the running max m and s = sum of exp(x - m), rescaled whenever m
@@ -116,18 +121,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const float target_logit = t >= 0 ? to_float(x[t]) : 0.0f;
   __syncthreads();
   if (losses && threadIdx.x == 0) losses[row] = logf(sum) + row_max - target_logit;
-  const float inv_sum = 1.0f / sum;
-  auto grad = [&](float logit, int j) {
-    return j < v_valid ? dloss * (expf(logit - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
-  };
-  for (int j = threadIdx.x * kVec; j < n_vec_all; j += blockDim.x * kVec) {
-    float v[kVec];
-    load_vec(v, x + j);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
-    store_vec(x + j, v);
-  }
-  for (int j = n_vec_all + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
+  write_xent_grads(x, v_local, v_valid, n_vec_all, t, row_max, 1.0f / sum, dloss);
 }
 
 // Columns [0, n) of every row in 16-byte pieces when the rows allow it, else none.

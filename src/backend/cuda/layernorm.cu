@@ -59,7 +59,42 @@ __global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const 
   }
 }
 
-// din += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * w.
+// The LayerNorm backward of one row, piece by piece (kWidth columns at offset c of dout, in, w):
+// first the row sums of dnorm = dout * w and dnorm * norm, then
+//   din += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),
+// which also hands back the piece's dout and norm for the dw/db sums.
+template <int kWidth>
+__device__ __forceinline__ void add_dnorm_sums(float& s_dnorm, float& s_dnorm_norm, const bf16* dout, const bf16* in,
+                                               const bf16* w, float m, float r) {
+  float g[kWidth], x[kWidth], wv[kWidth];
+  load_vec(g, dout);
+  load_vec(x, in);
+  load_vec(wv, w);
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) {
+    const float dnorm = g[k] * wv[k];
+    s_dnorm += dnorm;
+    s_dnorm_norm += dnorm * ((x[k] - m) * r);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void update_din(bf16* din_accum, const bf16* dout, const bf16* in, const bf16* w, float m,
+                                           float r, float mean_dnorm, float mean_dnorm_norm, float (&g)[kWidth],
+                                           float (&norm)[kWidth]) {
+  float x[kWidth], wv[kWidth], d[kWidth];
+  load_vec(g, dout);
+  load_vec(x, in);
+  load_vec(wv, w);
+  load_vec(d, din_accum);
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) {
+    norm[k] = (x[k] - m) * r;
+    d[k] += r * (g[k] * wv[k] - mean_dnorm - norm[k] * mean_dnorm_norm);
+  }
+  store_vec(din_accum, d);
+}
+
 template <int kWidth>
 __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf16* in, const bf16* w,
                                      const float* mean, const float* rstd, int N, int C) {
@@ -68,32 +103,14 @@ __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf
   const size_t off = static_cast<size_t>(row) * C;
   const float m = mean[row], r = rstd[row];
   float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
-  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
-    float g[kWidth], x[kWidth], wv[kWidth];
-    load_vec(g, dout + off + c);
-    load_vec(x, in + off + c);
-    load_vec(wv, w + c);
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k) {
-      const float dnorm = g[k] * wv[k];
-      s_dnorm += dnorm;
-      s_dnorm_norm += dnorm * ((x[k] - m) * r);
-    }
-  }
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth)
+    add_dnorm_sums<kWidth>(s_dnorm, s_dnorm_norm, dout + off + c, in + off + c, w + c, m, r);
   const float mean_dnorm = warp_sum(s_dnorm) / C;
   const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
   for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
-    float g[kWidth], x[kWidth], wv[kWidth], d[kWidth];
-    load_vec(g, dout + off + c);
-    load_vec(x, in + off + c);
-    load_vec(wv, w + c);
-    load_vec(d, din_accum + off + c);
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k) {
-      const float norm = (x[k] - m) * r;
-      d[k] += r * (g[k] * wv[k] - mean_dnorm - norm * mean_dnorm_norm);
-    }
-    store_vec(din_accum + off + c, d);
+    float g[kWidth], norm[kWidth];
+    update_din<kWidth>(din_accum + off + c, dout + off + c, in + off + c, w + c, m, r, mean_dnorm, mean_dnorm_norm, g,
+                       norm);
   }
 }
 
@@ -137,35 +154,21 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
       const int c = (gi * 32 + lane) * kVec;
-      float g[kVec], x[kVec], wv[kVec];
-      load_vec(g, dout + off + c);
-      load_vec(x, in + off + c);
-      load_vec(wv, w + c);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float dnorm = g[k] * wv[k];
-        s_dnorm += dnorm;
-        s_dnorm_norm += dnorm * ((x[k] - m) * r);
-      }
+      add_dnorm_sums<kVec>(s_dnorm, s_dnorm_norm, dout + off + c, in + off + c, w + c, m, r);
     }
     const float mean_dnorm = warp_sum(s_dnorm) / C;
     const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {   // the row again, from L1
       const int c = (gi * 32 + lane) * kVec;
-      float g[kVec], x[kVec], wv[kVec], d[kVec];
-      load_vec(g, dout + off + c);
-      load_vec(x, in + off + c);
-      load_vec(wv, w + c);
-      load_vec(d, din_accum + off + c);
+      float g[kVec], norm[kVec];
+      update_din<kVec>(din_accum + off + c, dout + off + c, in + off + c, w + c, m, r, mean_dnorm, mean_dnorm_norm, g,
+                       norm);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const float norm = (x[k] - m) * r;
-        d[k] += r * (g[k] * wv[k] - mean_dnorm - norm * mean_dnorm_norm);
-        dw[gi][k] += g[k] * norm;
+        dw[gi][k] += g[k] * norm[k];
         db[gi][k] += g[k];
       }
-      store_vec(din_accum + off + c, d);
     }
   }
   // dw, then db through one shared row per warp.

@@ -68,6 +68,7 @@ class Backend {
   virtual void release(void* p) = 0;
   virtual void zero(TensorView t) = 0;
   virtual void copy_to_host(void* dst, TensorView src) = 0;       // waits for queued work
+  // src may be reused or freed as soon as this returns (the device copy is ordered on the stream).
   virtual void copy_from_host(TensorView dst, const void* src) = 0;
   // dst = src elementwise (same numel); converts when dtypes differ (fp32 <-> bf16).
   virtual void copy(TensorView dst, TensorView src) = 0;

@@ -72,7 +72,8 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
 }
 
 void Trainer::upload_batch() {
-  if (model_->stage().first() || model_->stage().last()) be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
+  if (!model_->stage().first() && !model_->stage().last()) return;
+  be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
 }
 
 void Trainer::load_micro(int micro, int slot) {

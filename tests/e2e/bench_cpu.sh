@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# e2e: `trident bench` on a CPU rank prints its one-row table with every column (comm wait is
+# n/a without a GPU profiler), and `--bench.profile` is accepted there.
+#   bench_cpu.sh TRIDENT REPO_ROOT
+set -uo pipefail
+trident=$1 root=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$trident" bench --config "$root/inputs/models/tiny.cfg" --backend cpu --model.seq_len 32 \
+  --train.micro_batch_size 2 --train.global_batch_size 2 --bench.warmup 1 --bench.steps 2 --bench.profile \
+  >"$out/stdout" 2>"$out/stderr" || { echo "FAIL: exit $?"; cat "$out/stderr"; exit 1; }
+cat "$out/stdout"
+fail=0
+header=$(grep -E '^model +layout' "$out/stdout")
+for column in tokens/s "step ms" MFU "peak GiB/rank" "comm wait"; do
+  [[ $header == *"$column"* ]] || { echo "FAIL: no '$column' column"; fail=1; }
+done
+row=$(grep -E '^L[0-9]+C[0-9]+ ' "$out/stdout")
+[[ -n $row && $row == *"n/a"* ]] || { echo "FAIL: no table row with comm wait n/a"; fail=1; }
+tokens=$(awk '{print $(NF-4)}' <<<"$row")   # columns from the right: tokens/s, step ms, MFU, peak, comm wait
+[[ $tokens =~ ^[0-9]+$ && $tokens -gt 0 ]] || { echo "FAIL: tokens/s '$tokens'"; fail=1; }
+exit $fail

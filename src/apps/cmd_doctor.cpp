@@ -260,8 +260,6 @@ int cmd_doctor(const Args& args) {
              run_options_help(&extra));
     return 0;
   }
-  if (!parsed.positional.empty())
-    throw InputError(str("unexpected argument '", parsed.positional[0], "' (options are --section.key value)"));
   if (mib < 0 || iters < 1 || io_mib <= 0)
     throw InputError("--allreduce-mib must be >= 0, --iters >= 1 and --io-mib > 0");
 

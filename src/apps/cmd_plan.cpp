@@ -60,8 +60,6 @@ int cmd_plan(const Args& args) {
              run_options_help(&extra));
     return 0;
   }
-  if (!parsed.positional.empty())
-    throw InputError(str("unexpected argument '", parsed.positional[0], "' (options are --name value)"));
   if (hw.gpus < 1) throw InputError("--gpus is required: the number of GPUs (ranks) to plan for");
   if (hw.gpus_per_node == 0) hw.gpus_per_node = std::min(8, hw.gpus);
   if (hw.gpus_per_node < 1) throw InputError(str("--gpus-per-node = ", hw.gpus_per_node, ": must be at least 1"));

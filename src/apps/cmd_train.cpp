@@ -65,8 +65,6 @@ int cmd_train(const Args& args) {
     log_info("usage: trident train [--config FILE]... [--section.key VALUE]...\n\n" + run_options_help());
     return 0;
   }
-  if (!parsed.positional.empty())
-    throw InputError(str("unexpected argument '", parsed.positional[0], "' (options are --section.key value)"));
   RunConfig cfg = parsed.cfg;
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

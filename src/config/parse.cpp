@@ -110,7 +110,11 @@ ParsedArgs parse_args(const std::vector<std::string>& args, po::options_descript
     throw InputError(str("command line: ", e.what(), " (see --help)"));
   }
   out.help = vm.count("help") > 0;
-  if (vm.count("positional")) out.positional = vm["positional"].as<std::vector<std::string>>();
+  // Every input is an option: a stray word is a mistake (a missing "--" or a value without its
+  // option), not something to ignore.
+  if (vm.count("positional"))
+    throw InputError(str("unexpected argument '", vm["positional"].as<std::vector<std::string>>()[0],
+                         "' (options are --name value or --section.key value)"));
   if (vm.count("config")) out.cfg.config_files = vm["config"].as<std::vector<std::string>>();
 
   // Later files win: store them last-to-first, each file's later lines first.

@@ -24,6 +24,8 @@ expect_2 "n_embd vs n_head" "model.n_embd" train --config "$root/inputs/models/t
 expect_2 "missing data file" "nonexistent" train --config "$root/inputs/models/tiny.cfg" --data.train "$out/nonexistent"
 expect_2 "unknown option" "model.n_layers" train --model.n_layers 3
 expect_2 "unknown command" "frobnicate" frobnicate
+expect_2 "stray argument to train" "unexpected argument 'stray'" train --config "$root/inputs/models/tiny.cfg" stray
+expect_2 "stray argument to bench" "unexpected argument 'stray'" bench --config "$root/inputs/models/tiny.cfg" stray
 expect_2 "metrics in a missing directory" "log.metrics" train --config "$root/inputs/models/tiny.cfg" \
   --data.train "$root/data/fortunes_byte" --log.metrics "$out/no/such/dir/m.jsonl"
 expect_2 "negative bench.profile_steps" "bench.profile_steps" bench --config "$root/inputs/models/tiny.cfg" \

@@ -16,7 +16,6 @@
 namespace trident {
 namespace {
 
-
 RunConfig tiny_config() {
   RunConfig c;
   c.model.n_layer = 4;

@@ -16,11 +16,11 @@ void add_run_options(boost::program_options::options_description& all, RunConfig
 struct ParsedArgs {
   RunConfig cfg;
   bool help = false;
-  std::vector<std::string> positional;   // arguments that are not options
 };
 
 // Parses `--config FILE`... (later files win), then `--section.key value` flags (which win over
-// files). `extra` adds command-specific options. Throws InputError naming the option or file:line.
+// files). `extra` adds command-specific options. Throws InputError naming the option or file:line,
+// or the first argument that is not an option.
 ParsedArgs parse_args(const std::vector<std::string>& args,
                       boost::program_options::options_description* extra = nullptr);
 

@@ -12,9 +12,6 @@ std::pair<size_t, size_t> GradSync::dp_slice(const Bucket& bk, int dp, int dp_ra
   return {begin, begin + share};
 }
 
-std::pair<size_t, size_t> GradSync::dp_slice(int b) const {
-  return dp_slice(layout_.buckets()[b], g_.topo.dp(), g_.coord.dp);
-}
 
 void GradSync::launch(int b) {
   if (g_.topo.dp() == 1) return;

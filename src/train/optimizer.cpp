@@ -21,20 +21,23 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
   state += end - begin;
 }
 
-// The segments as pieces of at most kPieceElements (one GPU block each).
+// A segment as pieces of at most kPieceElements (one GPU block each), appended to `out`.
 constexpr size_t kPieceElements = size_t(1) << 16;
+
+void append_pieces(const Optimizer::Segment& s, std::vector<TensorPiece>& out) {
+  for (size_t k = 0; k < s.n; k += kPieceElements)
+    out.push_back(TensorPiece{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
+                              static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
+}
 
 std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::Segment>& segments) {
   std::vector<TensorPiece> pieces;
-  for (const Optimizer::Segment& s : segments)
-    for (size_t k = 0; k < s.n; k += kPieceElements)
-      pieces.push_back(TensorPiece{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
-                                   static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
+  for (const Optimizer::Segment& s : segments) append_pieces(s, pieces);
   return pieces;
 }
 
-Buffer piece_table(Backend& be, const std::vector<Optimizer::Segment>& segments) {
-  const std::vector<TensorPiece> pieces = pieces_of(segments);
+// The pieces in backend memory, as the multi-tensor ops take them.
+Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
   Buffer table(be, pieces.size() * sizeof(TensorPiece));
   if (!pieces.empty()) be.copy_from_host(table.view(DType::I32), pieces.data());
   return table;
@@ -51,18 +54,18 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   master_ = all.slice(0, state);
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
-  update_table_ = piece_table(be, update_);
-  norm_table_ = piece_table(be, norm_);
-  // Pieces come in bucket order: each bucket's run of the update table.
+  // Segments come in bucket order, so each bucket's pieces are one run of the update table.
+  std::vector<TensorPiece> update_pieces;
   bucket_pieces_.assign(layout.buckets().size(), {0, 0});
-  size_t first = 0;
   for (const Segment& seg : update_) {
-    const size_t n = pieces_of({seg}).size();
     auto& range = bucket_pieces_[seg.bucket];
-    if (range.second == 0) range.first = first;
-    range.second += n;
-    first += n;
+    if (range.second == 0) range.first = update_pieces.size();
+    const size_t before = update_pieces.size();
+    append_pieces(seg, update_pieces);
+    range.second += update_pieces.size() - before;
   }
+  update_table_ = piece_table(be, update_pieces);
+  norm_table_ = piece_table(be, pieces_of(norm_));
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,

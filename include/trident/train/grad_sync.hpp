@@ -20,10 +20,8 @@ class GradSync {
   void unit_done(int unit);
   void finish();
 
-  // Elements [begin, end) of the flat buffer that this DP rank owns in bucket b: its ZeRO shard,
-  // also the slice whose squares it contributes to the gradient norm.
-  std::pair<size_t, size_t> dp_slice(int b) const;
-  // The same for any bucket, DP size and DP rank.
+  // Elements [begin, end) of the flat buffer that DP rank dp_rank of dp owns in bucket bk: its
+  // ZeRO shard, also the slice whose squares it contributes to the gradient norm.
   static std::pair<size_t, size_t> dp_slice(const Bucket& bk, int dp, int dp_rank);
 
  private:

@@ -204,16 +204,16 @@ void Matmul::forward(bf16* out, bf16* pre, const bf16* in, const bf16* w, const 
 void Matmul::backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w,
                       const bf16* pre, int N, int K, int M, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || K == 0 || M == 0) return;
-  if (din && pre) {
-    // cuBLASLt's DGELU is the derivative of the tanh approximation, like gelu_bwd; its aux
-    // input needs a leading dimension divisible by 8.
-    const Operands ops{w, dout, din, nullptr, const_cast<bf16*>(pre)};
-    if (K % 8 != 0 || !try_gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DGELU, ops, 0.0f, stream)) {
+  if (din) {
+    // With pre, cuBLASLt's DGELU (the derivative of the tanh approximation, like gelu_bwd) where
+    // its aux input's leading dimension allows it (divisible by 8); else the GEMM, then gelu_bwd.
+    const bool fused = pre && K % 8 == 0 &&
+                       try_gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DGELU,
+                                Operands{w, dout, din, nullptr, const_cast<bf16*>(pre)}, 0.0f, stream);
+    if (!fused) {
       gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DEFAULT, Operands{w, dout, din, nullptr, nullptr}, 0.0f, stream);
-      gelu_bwd(din, din, pre, static_cast<size_t>(N) * K, stream);
+      if (pre) gelu_bwd(din, din, pre, static_cast<size_t>(N) * K, stream);
     }
-  } else if (din) {
-    gemm(Kind::kInputGrad, N, K, M, CUBLASLT_EPILOGUE_DEFAULT, Operands{w, dout, din, nullptr, nullptr}, 0.0f, stream);
   }
   // beta = 1: the weight gradient accumulates across micro-batches in fp32.
   if (dw)

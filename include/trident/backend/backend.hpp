@@ -41,6 +41,14 @@ struct TensorPiece {
 };
 constexpr size_t kPieceWords = sizeof(TensorPiece) / sizeof(int32_t);
 
+// The pieces of such a table, checked to be I32 words in whole pieces; their number is
+// table.numel / kPieceWords. `op` names the caller in the error.
+inline const TensorPiece* pieces_in(TensorView table, const char* op) {
+  TRIDENT_CHECK(table.dtype == DType::I32 && table.numel % kPieceWords == 0,
+                str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
+  return table.as<TensorPiece>();
+}
+
 // GPU time of one op (or named region) summed over a profile: `trident bench --bench.profile`.
 struct OpTime {
   std::string name;   // "matmul_fwd 32768x768x2304" (op and sizes), "wait dp reduce-scatter"

@@ -75,21 +75,10 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
   }
 }
 
-namespace {
-
-const TensorPiece* piece_table(TensorView pieces, size_t& count, const char* op) {
-  TRIDENT_CHECK(pieces.dtype == DType::I32 && pieces.numel % kPieceWords == 0,
-                str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
-  count = pieces.numel / kPieceWords;
-  return pieces.as<TensorPiece>();
-}
-
-}  // namespace
-
 void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) {
   float* a = f32_data(acc, 1, "sum_squares_multi: acc");
-  size_t count = 0;
-  const TensorPiece* table = piece_table(pieces, count, "sum_squares_multi");
+  const TensorPiece* table = pieces_in(pieces, "sum_squares_multi");
+  const size_t count = pieces.numel / kPieceWords;
   double total = 0;
   for (size_t i = 0; i < count; ++i) {
     const TensorView piece = x.slice(table[i].flat, table[i].n);
@@ -101,8 +90,8 @@ void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView piec
 
 void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                              TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
-  size_t count = 0;
-  const TensorPiece* table = piece_table(pieces, count, "adamw_multi");
+  const TensorPiece* table = pieces_in(pieces, "adamw_multi");
+  const size_t count = pieces.numel / kPieceWords;
   AdamWArgs args = a;
   if (!norm_sq.empty() && clip > 0) {
     const float norm = std::sqrt(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"));

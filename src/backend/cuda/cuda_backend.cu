@@ -389,12 +389,12 @@ class CudaBackend final : public Backend {
     ++host_waits_;
   }
 
-  // The caller guarantees that every piece lies inside its buffers (the optimizer builds them).
+  // The caller guarantees that every piece lies inside its buffers (the optimizer builds them);
+  // one block per piece, so their number must fit the grid.
   static const TensorPiece* piece_table(TensorView pieces, const char* op) {
-    TRIDENT_CHECK(pieces.dtype == DType::I32 && pieces.numel % kPieceWords == 0,
-                  str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
+    const TensorPiece* table = pieces_in(pieces, op);
     TRIDENT_CHECK(pieces.numel / kPieceWords < (1u << 31), str(op, ": too many pieces"));
-    return pieces.as<TensorPiece>();
+    return table;
   }
 
   static void check_vocab(int v_local, int v_valid, const char* op) {

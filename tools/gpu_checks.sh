@@ -2,11 +2,13 @@
 # Runs the GPU checks and measurements from a bundle (tools/bundle.sh --with-tests) on a GPU node,
 # one log per check in OUT_DIR.
 #   tools/gpu_checks.sh BUNDLE_DIR REPO_ROOT OUT_DIR [checks...]
-# correctness: ops (CUDA ops vs CPU), layouts (one step vs CPU, 2-GPU layouts vs 1 GPU), torch
+# correctness: ops (CUDA ops vs CPU), ops_mma (the same with the mma.sync attention kernels that
+#   sm_90a machines skip), layouts (one step vs CPU, 2-GPU layouts vs 1 GPU), torch
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
 #   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
 # measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs), pytorch (the same
-#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels), ckpt (save/load GB/s),
+#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels; kernels_mma: with the
+#   mma.sync attention kernels), ckpt (save/load GB/s),
 #   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
 #   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 vs pp2 1F1B with
 #   8 micro-batches at the same global batch)
@@ -24,6 +26,10 @@ mpirun=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x LD_LIB
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin=$bundle/bin
 status=0
+# The 2-GPU halves of bench, pytorch and profile run where the machine has two GPUs.
+gpus=$(nvidia-smi -L | wc -l)
+counts=(1)
+(( gpus >= 2 )) && counts=(1 2)
 run() {   # name, timeout seconds, command...
   local name=$1 limit=$2
   shift 2
@@ -37,6 +43,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 for c in "${checks[@]}"; do
   case $c in
     ops) run cuda_ops 300 "$bin/cuda_tests" ;;
+    ops_mma) run cuda_ops_mma 300 env TRIDENT_ATTENTION_KERNELS=mma "$bin/cuda_tests" ;;
     layouts) run cuda_layouts 300 "${mpirun[@]}" -np 2 "$bin/cuda_layouts" ;;
     torch)
       mkdir -p "$out/dump"
@@ -61,16 +68,17 @@ for c in "${checks[@]}"; do
       run doctor 120 "${mpirun[@]}" -np 2 "$bin/trident" doctor --config "$root/inputs/models/gpt2-124m.cfg" \
         --data.train "$root/data/fortunes_gpt2" --parallel.tp 2 --checkpoint.dir "$out/doctor_ck" ;;
     bench)
-      for n in 1 2; do
+      for n in "${counts[@]}"; do
         run "bench124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
           --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 10
       done ;;
     pytorch)
       run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
-      run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;
+      (( gpus >= 2 )) && run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;
     kernels) run kernels 300 "$bin/trident" bench --bench.kernels ;;
+    kernels_mma) run kernels_mma 300 env TRIDENT_ATTENTION_KERNELS=mma "$bin/trident" bench --bench.kernels ;;
     profile)
-      for n in 1 2; do
+      for n in "${counts[@]}"; do
         run "profile124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
           --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 5 \
           --bench.profile --bench.profile_steps 3

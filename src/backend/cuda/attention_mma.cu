@@ -1,37 +1,35 @@
 // Causal flash attention on tensor cores for head sizes 64 and 128: the FlashAttention-2 structure
-// of attention.cu with every product on bf16 mma.sync fragments and fp32 accumulators.
+// of attention.cu with every product on bf16 tensor-core instructions and fp32 accumulators:
+// wgmma on sm_90a (H100, H200), mma.sync elsewhere.
+#include <cstdlib>
+#include <cstring>
+
 #include "attention.cuh"
 #include "attention_mma.cuh"
 #include "mma.cuh"
+#include "wgmma.cuh"
 
 namespace trident::gpu {
 namespace {
 
-// A block is 4 warps and each warp owns 16 rows (one mma row block), so a block owns 64 query
-// rows (forward, dQ) or 64 key rows (dK, dV). The other side streams through shared memory in
-// tiles, double-buffered: cp.async fills the next tile while the tensor cores work on this one.
-// Backward keeps the generic split, so no output has two writers and nothing needs atomics:
-// one kernel over key blocks for dK, dV and one over query blocks for dQ, both recomputing
-// P = exp(s - lse) from the forward's lse.
+// A block is 4 warps (one warpgroup) and each warp owns 16 rows (one mma row block), so a block
+// owns 64 query rows (forward, dQ) or 64 key rows (dK, dV). The other side streams through
+// shared memory in tiles, double-buffered: cp.async fills the next tile while the tensor cores
+// work on this one. Backward keeps the generic split, so no output has two writers and nothing
+// needs atomics: one kernel over key blocks for dK, dV and one over query blocks for dQ, both
+// recomputing P = exp(s - lse) from the forward's lse.
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kWarpRows = 16;
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kKeyTile = 64;  // keys per step of the forward and dQ kernels
 constexpr int kKeyTiles8 = kKeyTile / 8;
-// Shared-memory rows carry 16 bytes of padding: a row stride of an odd number of 16-byte units
-// puts the 8 row addresses of an ldmatrix phase into 8 different bank groups.
-constexpr int kPad = 8;
+constexpr int kPad = 8;  // bf16 elements of padding per row in the mma.sync engine's tiles
 constexpr float kLog2e = 1.4426950408889634f;
 // Query blocks start at multiples of kBlockRows and key tiles at multiples of kKeyTile: every
 // key tile a query block streams starts at or before the block's first query, and the last
 // one is the only tile that crosses the diagonal.
 static_assert(kKeyTile == kBlockRows, "the forward and dQ kernels assume square diagonal tiles");
-
-template <int HS>
-constexpr int row_stride_smem() {
-  return HS + kPad;
-}
 
 // Queries per step of the dK/dV kernel. Its two (16, HS) fp32 accumulators take 128 registers
 // per thread at HS = 128, so the score tiles are halved there to stay clear of spills.
@@ -40,9 +38,161 @@ constexpr int dkv_query_tile() {
   return HS == 128 ? 32 : 64;
 }
 
+// The kernels below are written once over an engine that owns the shared-memory tile layout and
+// the two kinds of product they need. Both engines keep the accumulators in the mma.m16n8k16
+// C layout with warp w holding rows 16w..16w+15 of the block, so the softmax and masking code is
+// shared: rows_rows is acc (64, 8 kNTiles) = A B^T with A a (64, HS) tile and B an
+// (8 kNTiles, HS) tile (scores and their gradients); probs_rows is acc (64, HS) += P tile with P
+// a register accumulator rounded to bf16 and tile (8 kKTiles, HS). Products are issued by
+// rows_rows/probs_rows and are complete after wait(), which comes before the accumulators are
+// read and before the next barrier (after which the tiles they read may be overwritten).
+
+// Packs two n8 accumulator tiles (one k16 slice of P) into the A fragment of an m16n8k16 product.
+template <int kKTiles>
+__device__ __forceinline__ void pack_probs(uint32_t (&a)[4], const float (&p)[kKTiles][4], int kk) {
+  a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+  a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+  a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+  a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+}
+
+// mma.sync (sm_80+) on row-major tiles padded by 16 bytes per row: a row stride of an odd number
+// of 16-byte units puts the 8 row addresses of an ldmatrix phase into 8 different bank groups.
+// Every warp multiplies its own 16 rows; products complete as they are issued.
+struct WarpMma {
+  static constexpr int kAlign = 16;
+
+  template <int HS, int kRows>
+  static constexpr int tile_elems() {
+    return kRows * (HS + kPad);
+  }
+
+  // Element offset of 16-byte chunk c of row r in a (kRows, HS) tile.
+  template <int HS, int kRows>
+  __device__ static int offset(int r, int c) {
+    return r * (HS + kPad) + c * 8;
+  }
+
+  template <int HS, int kNTiles>
+  __device__ static void rows_rows(float (&acc)[kNTiles][4], const bf16* a_tile, const bf16* b_tile, int warp,
+                                   int lane) {
+    constexpr int kStride = HS + kPad;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, a_tile + (warp * kWarpRows + lane % 16) * kStride + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int np = 0; np < kNTiles / 2; ++np) {
+        // B[k][n] = b_tile[n][k]: b[0], b[1] serve n np*16..+7 and b[2], b[3] the next 8.
+        uint32_t b[4];
+        ldmatrix_x4(b, b_tile + (np * 16 + lane % 8 + (lane / 16) * 8) * kStride + kk * 16 + ((lane / 8) % 2) * 8);
+        mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+        mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  template <int HS, int kKTiles>
+  __device__ static void probs_rows(float (&acc)[HS / 8][4], const float (&p)[kKTiles][4], const bf16* tile, int lane) {
+    constexpr int kStride = HS + kPad;
+#pragma unroll
+    for (int kk = 0; kk < kKTiles / 2; ++kk) {
+      uint32_t a[4];
+      pack_probs<kKTiles>(a, p, kk);
+#pragma unroll
+      for (int dp = 0; dp < HS / 16; ++dp) {
+        // B[k][n] = tile[k][n], transposed by ldmatrix.
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tile + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kStride + dp * 16 + (lane / 16) * 8);
+        mma_bf16_16816(acc[2 * dp], a, b[0], b[1]);
+        mma_bf16_16816(acc[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // cp.async copies are visible to ldmatrix once waited for and behind a barrier.
+  __device__ static void tiles_landed() {}
+
+  template <class... Acc>
+  __device__ static void wait(Acc&...) {}
+};
+
+// wgmma (sm_90a) on 128-byte-swizzled tiles (wgmma.cuh): the four warps issue each product
+// together for all 64 rows, reading both operands (rows_rows) or B (probs_rows) straight from
+// shared memory; products run asynchronously until wait().
+struct GroupMma {
+  static constexpr int kAlign = kSwizzleAtomBytes;
+
+  template <int HS, int kRows>
+  static constexpr int tile_elems() {
+    return kRows * HS;
+  }
+
+  template <int HS, int kRows>
+  __device__ static int offset(int r, int c) {
+    return ((c / 8) * kRows + r) * 64 + ((c % 8) ^ (r % 8)) * 8;
+  }
+
+  // K-major operand of kRows rows, k16 slice kk: 4 slices per 64-column panel, 32 bytes apart.
+  template <int kRows>
+  __device__ static uint64_t k_major(const bf16* tile, int kk) {
+    return wgmma_desc(tile + (kk / 4) * kRows * 64 + (kk % 4) * 16, 16, kSwizzleAtomBytes);
+  }
+
+  template <int HS, int kNTiles>
+  __device__ static void rows_rows(float (&acc)[kNTiles][4], const bf16* a_tile, const bf16* b_tile, int, int) {
+    static_assert(kNTiles == 8 || kNTiles == 4, "score tiles are 64 or 32 wide");
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      const uint64_t a = k_major<kBlockRows>(a_tile, kk), b = k_major<8 * kNTiles>(b_tile, kk);
+      if constexpr (kNTiles == 8) {
+        wgmma_ss_m64n64k16(acc, a, b, kk > 0);
+      } else {
+        wgmma_ss_m64n32k16(acc, a, b, kk > 0);
+      }
+    }
+    wgmma_commit();
+  }
+
+  template <int HS, int kKTiles>
+  __device__ static void probs_rows(float (&acc)[HS / 8][4], const float (&p)[kKTiles][4], const bf16* tile, int) {
+    // N-major B of 8 kKTiles rows (k) and HS columns (n): k16 slice kk starts 16 rows down; the
+    // next 64 columns are one panel (8 kKTiles rows of 128 bytes) away.
+    // The A fragments are packed before the group starts: registers a running wgmma reads must
+    // not be written until it completes.
+    constexpr uint32_t kPanelBytes = 8 * kKTiles * kSwizzleBytes;
+    uint32_t a[kKTiles / 2][4];
+#pragma unroll
+    for (int kk = 0; kk < kKTiles / 2; ++kk) pack_probs<kKTiles>(a[kk], p, kk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKTiles / 2; ++kk) {
+      const uint64_t b = wgmma_desc(tile + kk * 16 * 64, kPanelBytes, kSwizzleAtomBytes);
+      if constexpr (HS == 64) {
+        wgmma_rs_m64n64k16(acc, a[kk], b);
+      } else {
+        wgmma_rs_m64n128k16(acc, a[kk], b);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // The landed cp.async writes (generic proxy) must be visible to wgmma's reads (async proxy).
+  __device__ static void tiles_landed() { fence_proxy_async_shared(); }
+
+  template <class... Acc>
+  __device__ static void wait(Acc&... acc) {
+    wgmma_wait();
+    (wgmma_fence_operands(acc), ...);
+  }
+};
+
 // Copies rows [row0, row0 + kRows) of a (T, HS) matrix whose rows lie row_stride elements apart
-// into shared memory, asynchronously; rows past T become zeros.
-template <int HS, int kRows>
+// into a (kRows, HS) tile in shared memory, asynchronously; rows past T become zeros.
+template <class Mma, int HS, int kRows>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, size_t row_stride, int row0, int T) {
   constexpr int kChunks = HS / 8;  // 16-byte pieces per row
   static_assert(kRows * kChunks % kThreads == 0, "every thread copies the same number of pieces");
@@ -50,7 +200,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, size_t row
   for (int it = 0; it < kRows * kChunks / kThreads; ++it) {
     const int i = threadIdx.x + it * kThreads, r = i / kChunks, c = i % kChunks, t = row0 + r;
     const bool valid = t < T;
-    cp_async_16(dst + r * row_stride_smem<HS>() + c * 8,
+    cp_async_16(dst + Mma::template offset<HS, kRows>(r, c),
                 src + (valid ? static_cast<size_t>(t) * row_stride : 0) + c * 8, valid);
   }
 }
@@ -64,82 +214,29 @@ __device__ __forceinline__ void load_vector(float* dst, const float* src, int ro
   }
 }
 
-// A operand: rows [row0, row0 + 16) x columns [col0, col0 + 16) of a row-major tile.
-template <int kStride>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int row0, int col0, int lane) {
-  ldmatrix_x4(a, tile + (row0 + lane % 16) * kStride + col0 + (lane / 16) * 8);
-}
-
-// B operands of two n8 tiles, B[k][n] = tile[n][k] for n in [n0, n0 + 16), k in [k0, k0 + 16)
-// (the tile holds one row per n): b[0], b[1] serve n0..n0+7 and b[2], b[3] serve n0+8..n0+15.
-template <int kStride>
-__device__ __forceinline__ void load_b_rows_n(uint32_t (&b)[4], const bf16* tile, int n0, int k0, int lane) {
-  ldmatrix_x4(b, tile + (n0 + lane % 8 + (lane / 16) * 8) * kStride + k0 + ((lane / 8) % 2) * 8);
-}
-
-// As load_b_rows_n with B[k][n] = tile[k][n] (the tile holds one row per k).
-template <int kStride>
-__device__ __forceinline__ void load_b_rows_k(uint32_t (&b)[4], const bf16* tile, int k0, int n0, int lane) {
-  ldmatrix_x4_trans(b, tile + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * kStride + n0 + (lane / 16) * 8);
-}
-
-// acc (16, 8 kNTiles) += A B^T: A = rows [a_row0, a_row0 + 16) of a_tile, B = the first
-// 8 kNTiles rows of b_tile, both HS wide (scores q k^T and their gradients dout v^T).
-template <int HS, int kNTiles>
-__device__ __forceinline__ void mma_rows_rows(float (&acc)[kNTiles][4], const bf16* a_tile, int a_row0,
-                                              const bf16* b_tile, int lane) {
-  constexpr int kStride = row_stride_smem<HS>();
-#pragma unroll
-  for (int kk = 0; kk < HS / 16; ++kk) {
-    uint32_t a[4];
-    load_a<kStride>(a, a_tile, a_row0, kk * 16, lane);
-#pragma unroll
-    for (int np = 0; np < kNTiles / 2; ++np) {
-      uint32_t b[4];
-      load_b_rows_n<kStride>(b, b_tile, np * 16, kk * 16, lane);
-      mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-      mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// acc (16, HS) += P (16, 8 kKTiles) tile: P is an fp32 accumulator of this warp, rounded to
-// bf16 here; tile holds 8 kKTiles rows of HS (values, dout, queries or keys).
-template <int HS, int kKTiles>
-__device__ __forceinline__ void mma_probs_rows(float (&acc)[HS / 8][4], const float (&p)[kKTiles][4], const bf16* tile,
-                                               int lane) {
-  constexpr int kStride = row_stride_smem<HS>();
-#pragma unroll
-  for (int kk = 0; kk < kKTiles / 2; ++kk) {
-    // The accumulator layout of two n8 tiles is the A layout of one k16 slice.
-    const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
-                           pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int dp = 0; dp < HS / 16; ++dp) {
-      uint32_t b[4];
-      load_b_rows_k<kStride>(b, tile, kk * 16, dp * 16, lane);
-      mma_bf16_16816(acc[2 * dp], a, b[0], b[1]);
-      mma_bf16_16816(acc[2 * dp + 1], a, b[2], b[3]);
-    }
-  }
+// Waits for this thread's copies, then (with the barrier that follows) makes every thread's
+// copies visible to the engine's products.
+template <class Mma>
+__device__ __forceinline__ void tiles_landed() {
+  cp_async_wait_all();
+  Mma::tiles_landed();
 }
 
 // Writes a warp's (16, HS) accumulator, row r scaled by factor[r / 8], as bf16 to rows
 // [row0, row0 + 16) of dst (rows dst_stride elements apart; rows >= T are skipped). The rows go
-// through this warp's own 16 rows of shared memory (`stage`, free by now) so that the global
-// stores are 16 bytes wide.
-template <int HS>
+// through this warp's own 16 rows of the (kBlockRows, HS) tile `stage`, which must be free by
+// now, so that the global stores are 16 bytes wide.
+template <class Mma, int HS>
 __device__ __forceinline__ void store_rows(bf16* dst, size_t dst_stride, int row0, int T, const float (&acc)[HS / 8][4],
-                                           const float (&factor)[2], bf16* stage, int lane) {
-  constexpr int kStride = row_stride_smem<HS>(), kChunks = HS / 8;
-  __syncwarp();  // the warp's fragment loads from `stage` are done
+                                           const float (&factor)[2], bf16* stage, int warp, int lane) {
+  constexpr int kChunks = HS / 8;
+  const int stage_row0 = warp * kWarpRows;
 #pragma unroll
   for (int dt = 0; dt < HS / 8; ++dt) {
-    const int col = dt * 8 + (lane % 4) * 2;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<__nv_bfloat162*>(stage + (lane / 4 + 8 * r) * kStride + col) =
+      *reinterpret_cast<__nv_bfloat162*>(
+          stage + Mma::template offset<HS, kBlockRows>(stage_row0 + lane / 4 + 8 * r, dt) + (lane % 4) * 2) =
           __floats2bfloat162_rn(acc[dt][2 * r] * factor[r], acc[dt][2 * r + 1] * factor[r]);
   }
   __syncwarp();
@@ -148,26 +245,35 @@ __device__ __forceinline__ void store_rows(bf16* dst, size_t dst_stride, int row
     const int i = lane + it * 32, r = i / kChunks, c = i % kChunks;
     if (row0 + r < T)
       *reinterpret_cast<uint4*>(dst + static_cast<size_t>(row0 + r) * dst_stride + c * 8) =
-          *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
+          *reinterpret_cast<const uint4*>(stage + Mma::template offset<HS, kBlockRows>(stage_row0 + r, c));
   }
+}
+
+// The dynamic shared memory of a kernel, aligned as the engine's tiles need (launches ask for
+// kAlign - 16 bytes more than the tiles take).
+template <class Mma>
+__device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
+  const uint32_t misalign = shared_address(raw) % Mma::kAlign;
+  return raw + (misalign == 0 ? 0 : Mma::kAlign - misalign);
 }
 
 // Causal work grows with the query index: the last query blocks go first so that the longest
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kBlockRows; }
 
-template <int HS>
+template <class Mma, int HS>
 constexpr size_t fwd_smem_bytes() {
-  return static_cast<size_t>(kBlockRows + 4 * kKeyTile) * row_stride_smem<HS>() * sizeof(bf16);
+  return (Mma::template tile_elems<HS, kBlockRows>() + 4 * Mma::template tile_elems<HS, kKeyTile>()) * sizeof(bf16) +
+         Mma::kAlign - 16;
 }
 
-template <int HS>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
-  constexpr int kStride = row_stride_smem<HS>(), kTileElems = kKeyTile * kStride;
+  constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kBlockRows, kStride)
-  bf16* kv_s = q_s + kBlockRows * kStride;        // 2 stages of K (kKeyTile, kStride), V (kKeyTile, kStride)
+  bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
+  bf16* kv_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // 2 stages of K, V (kKeyTile, HS)
 
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -176,9 +282,9 @@ __global__ void __launch_bounds__(kThreads)
   const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
   const bf16* keys = qkv + qkv_offset(b, h, 1, T, NH, HS);
   const bf16* values = qkv + qkv_offset(b, h, 2, T, NH, HS);
-  load_tile<HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
-  load_tile<HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
-  load_tile<HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
+  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
+  load_tile<Mma, HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
+  load_tile<Mma, HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
@@ -187,18 +293,19 @@ __global__ void __launch_bounds__(kThreads)
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (raw score) and sum
   for (int j = 0; j < n_tiles; ++j) {
-    cp_async_wait_all();
+    tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
       bf16* next = kv_s + ((j + 1) % 2) * 2 * kTileElems;
-      load_tile<HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
-      load_tile<HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
+      load_tile<Mma, HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
+      load_tile<Mma, HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
       cp_async_commit();
     }
     const bf16* k_s = kv_s + (j % 2) * 2 * kTileElems;
 
-    float s[kKeyTiles8][4] = {};
-    mma_rows_rows<HS, kKeyTiles8>(s, q_s, warp * kWarpRows, k_s, lane);
+    float s[kKeyTiles8][4];
+    Mma::template rows_rows<HS, kKeyTiles8>(s, q_s, k_s, warp, lane);
+    Mma::wait(s);
     const int k0 = j * kKeyTile;
     if (k0 + kKeyTile - 1 > q0 + warp * kWarpRows) {  // the diagonal tile: hide later keys (and keys >= T)
 #pragma unroll
@@ -234,7 +341,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       m[r] = m_new;
     }
-    mma_probs_rows<HS, kKeyTiles8>(o, s, k_s + kTileElems, lane);
+    Mma::template probs_rows<HS, kKeyTiles8>(o, s, k_s + kTileElems, lane);
+    Mma::wait(o);
   }
 
   float inv_l[2];
@@ -244,8 +352,9 @@ __global__ void __launch_bounds__(kThreads)
     l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
     inv_l[r] = 1.0f / l[r];
   }
-  store_rows<HS>(out + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0 + warp * kWarpRows, T, o, inv_l,
-                 q_s + warp * kWarpRows * kStride, lane);
+  __syncthreads();  // every warp's products have read q_s
+  store_rows<Mma, HS>(out + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0 + warp * kWarpRows, T, o,
+                      inv_l, q_s, warp, lane);
   if (lane % 4 == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -255,25 +364,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int HS>
+template <class Mma, int HS>
 constexpr size_t dkv_smem_bytes() {
   constexpr int kQTile = dkv_query_tile<HS>();
-  return static_cast<size_t>(2 * kBlockRows + 4 * kQTile) * row_stride_smem<HS>() * sizeof(bf16) +
-         4 * kQTile * sizeof(float);
+  return (2 * Mma::template tile_elems<HS, kBlockRows>() + 4 * Mma::template tile_elems<HS, kQTile>()) * sizeof(bf16) +
+         4 * kQTile * sizeof(float) + Mma::kAlign - 16;
 }
 
 // dK, dV of the 64 keys of this block, streaming the queries that see them.
-template <int HS>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
                              int NH, float scale) {
-  constexpr int kStride = row_stride_smem<HS>(), kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
-  constexpr int kStageElems = 2 * kQTile * kStride;
+  constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
+  constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* k_s = reinterpret_cast<bf16*>(smem_raw);                       // (kBlockRows, kStride)
-  bf16* v_s = k_s + kBlockRows * kStride;                              // (kBlockRows, kStride)
-  bf16* qdo_s = v_s + kBlockRows * kStride;                            // 2 stages of Q, dout (kQTile, kStride)
-  float* stats_s = reinterpret_cast<float*>(qdo_s + 2 * kStageElems);  // 2 stages of lse, delta (kQTile)
+  bf16* k_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));   // (kBlockRows, HS)
+  bf16* v_s = k_s + kKeyElems;                                         // (kBlockRows, HS)
+  bf16* qdo_s = v_s + kKeyElems;                                       // 2 stages of Q, dout (kQTile, HS)
+  float* stats_s = reinterpret_cast<float*>(qdo_s + 4 * kQElems);      // 2 stages of lse, delta (kQTile)
 
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -284,15 +393,15 @@ __global__ void __launch_bounds__(kThreads)
   const float* lse_bh = lse + static_cast<size_t>(blockIdx.x) * T;
   const float* delta_bh = delta + static_cast<size_t>(blockIdx.x) * T;
   auto load_queries = [&](int stage, int q0) {
-    bf16* dst = qdo_s + stage * kStageElems;
-    load_tile<HS, kQTile>(dst, queries, row_stride, q0, T);
-    load_tile<HS, kQTile>(dst + kQTile * kStride, grads, dout_stride, q0, T);
+    bf16* dst = qdo_s + stage * 2 * kQElems;
+    load_tile<Mma, HS, kQTile>(dst, queries, row_stride, q0, T);
+    load_tile<Mma, HS, kQTile>(dst + kQElems, grads, dout_stride, q0, T);
     load_vector<kQTile>(stats_s + stage * 2 * kQTile, lse_bh, q0, T);
     load_vector<kQTile>(stats_s + stage * 2 * kQTile + kQTile, delta_bh, q0, T);
     cp_async_commit();
   };
-  load_tile<HS, kBlockRows>(k_s, qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0, T);
-  load_tile<HS, kBlockRows>(v_s, qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0, T);
+  load_tile<Mma, HS, kBlockRows>(k_s, qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0, T);
+  load_tile<Mma, HS, kBlockRows>(v_s, qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0, T);
   // Query tiles start at k0: earlier queries do not see these keys.
   load_queries(0, k0);
 
@@ -304,18 +413,19 @@ __global__ void __launch_bounds__(kThreads)
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
     const int q0 = k0 + j * kQTile;
-    cp_async_wait_all();
+    tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) load_queries((j + 1) % 2, q0 + kQTile);
-    const bf16* q_s = qdo_s + (j % 2) * kStageElems;
-    const bf16* do_s = q_s + kQTile * kStride;
+    const bf16* q_s = qdo_s + (j % 2) * 2 * kQElems;
+    const bf16* do_s = q_s + kQElems;
     const float* lse_s = stats_s + (j % 2) * 2 * kQTile;
     const float* delta_s = lse_s + kQTile;
 
-    float p[kQTiles8][4] = {}, ds[kQTiles8][4] = {};
-    mma_rows_rows<HS, kQTiles8>(p, k_s, warp * kWarpRows, q_s, lane);    // s^T = K Q^T
-    mma_rows_rows<HS, kQTiles8>(ds, v_s, warp * kWarpRows, do_s, lane);  // dp^T = V dout^T
-    const bool edge = q0 < k0 + kBlockRows || q0 + kQTile > T;           // queries before a key, or past T
+    float p[kQTiles8][4], ds[kQTiles8][4];
+    Mma::template rows_rows<HS, kQTiles8>(p, k_s, q_s, warp, lane);    // s^T = K Q^T
+    Mma::template rows_rows<HS, kQTiles8>(ds, v_s, do_s, warp, lane);  // dp^T = V dout^T
+    Mma::wait(p, ds);
+    const bool edge = q0 < k0 + kBlockRows || q0 + kQTile > T;  // queries before a key, or past T
 #pragma unroll
     for (int nt = 0; nt < kQTiles8; ++nt)
 #pragma unroll
@@ -326,32 +436,36 @@ __global__ void __launch_bounds__(kThreads)
         p[nt][e] = pe;
         ds[nt][e] = pe * (ds[nt][e] - delta_s[qc]);
       }
-    mma_probs_rows<HS, kQTiles8>(dv, p, do_s, lane);  // dV += P^T dout
-    mma_probs_rows<HS, kQTiles8>(dk, ds, q_s, lane);  // dK += dS^T Q
+    Mma::template probs_rows<HS, kQTiles8>(dv, p, do_s, lane);  // dV += P^T dout
+    Mma::template probs_rows<HS, kQTiles8>(dk, ds, q_s, lane);  // dK += dS^T Q
+    Mma::wait(dv, dk);
   }
 
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
-  store_rows<HS>(dqkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor,
-                 k_s + warp * kWarpRows * kStride, lane);
-  store_rows<HS>(dqkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor,
-                 v_s + warp * kWarpRows * kStride, lane);
+  __syncthreads();  // every warp's products have read k_s and v_s
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor, k_s,
+                      warp, lane);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor, v_s,
+                      warp, lane);
 }
 
-template <int HS>
+template <class Mma, int HS>
 constexpr size_t dq_smem_bytes() {
-  return static_cast<size_t>(2 * kBlockRows + 4 * kKeyTile) * row_stride_smem<HS>() * sizeof(bf16);
+  return (2 * Mma::template tile_elems<HS, kBlockRows>() + 4 * Mma::template tile_elems<HS, kKeyTile>()) *
+             sizeof(bf16) +
+         Mma::kAlign - 16;
 }
 
 // dQ of the 64 queries of this block, streaming the keys they see.
-template <int HS>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
                             int NH, float scale) {
-  constexpr int kStride = row_stride_smem<HS>(), kTileElems = kKeyTile * kStride;
+  constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kBlockRows, kStride)
-  bf16* do_s = q_s + kBlockRows * kStride;        // (kBlockRows, kStride)
-  bf16* kv_s = do_s + kBlockRows * kStride;       // 2 stages of K (kKeyTile, kStride), V (kKeyTile, kStride)
+  bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
+  bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
+  bf16* kv_s = do_s + Mma::template tile_elems<HS, kBlockRows>();    // 2 stages of K, V (kKeyTile, HS)
 
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -360,10 +474,10 @@ __global__ void __launch_bounds__(kThreads)
   const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
   const bf16* keys = qkv + qkv_offset(b, h, 1, T, NH, HS);
   const bf16* values = qkv + qkv_offset(b, h, 2, T, NH, HS);
-  load_tile<HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
-  load_tile<HS, kBlockRows>(do_s, dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0, T);
-  load_tile<HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
-  load_tile<HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
+  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
+  load_tile<Mma, HS, kBlockRows>(do_s, dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0, T);
+  load_tile<Mma, HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
+  load_tile<Mma, HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
@@ -379,19 +493,20 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq[HS / 8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
-    cp_async_wait_all();
+    tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
       bf16* next = kv_s + ((j + 1) % 2) * 2 * kTileElems;
-      load_tile<HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
-      load_tile<HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
+      load_tile<Mma, HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
+      load_tile<Mma, HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
       cp_async_commit();
     }
     const bf16* k_s = kv_s + (j % 2) * 2 * kTileElems;
 
-    float p[kKeyTiles8][4] = {}, ds[kKeyTiles8][4] = {};
-    mma_rows_rows<HS, kKeyTiles8>(p, q_s, warp * kWarpRows, k_s, lane);                 // s = Q K^T
-    mma_rows_rows<HS, kKeyTiles8>(ds, do_s, warp * kWarpRows, k_s + kTileElems, lane);  // dp = dout V^T
+    float p[kKeyTiles8][4], ds[kKeyTiles8][4];
+    Mma::template rows_rows<HS, kKeyTiles8>(p, q_s, k_s, warp, lane);                 // s = Q K^T
+    Mma::template rows_rows<HS, kKeyTiles8>(ds, do_s, k_s + kTileElems, warp, lane);  // dp = dout V^T
+    Mma::wait(p, ds);
     const int k0 = j * kKeyTile;
     const bool diagonal = k0 + kKeyTile - 1 > q0 + warp * kWarpRows;
 #pragma unroll
@@ -403,12 +518,14 @@ __global__ void __launch_bounds__(kThreads)
         if (diagonal && k0 + nt * 8 + (lane % 4) * 2 + e % 2 > row_lo + 8 * r) pe = 0.0f;
         ds[nt][e] = pe * (ds[nt][e] - row_delta[r]);
       }
-    mma_probs_rows<HS, kKeyTiles8>(dq, ds, k_s, lane);  // dQ += dS K
+    Mma::template probs_rows<HS, kKeyTiles8>(dq, ds, k_s, lane);  // dQ += dS K
+    Mma::wait(dq);
   }
 
   const float factor[2] = {scale, scale};
-  store_rows<HS>(dqkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor,
-                 q_s + warp * kWarpRows * kStride, lane);
+  __syncthreads();  // every warp's products have read q_s
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor, q_s,
+                      warp, lane);
 }
 
 // Kernels with more than 48 KiB of dynamic shared memory must ask for it first.
@@ -417,27 +534,73 @@ void allow_smem(Kernel kernel, size_t bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-template <int HS>
+template <class Mma, int HS>
 void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
-  const auto kernel = attention_fwd_mma_kernel<HS>;
-  allow_smem(kernel, fwd_smem_bytes<HS>());
-  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, fwd_smem_bytes<HS>(), stream>>>(out, lse, qkv, T, NH,
-                                                                                            scale);
+  const auto kernel = attention_fwd_mma_kernel<Mma, HS>;
+  constexpr size_t smem = fwd_smem_bytes<Mma, HS>();
+  allow_smem(kernel, smem);
+  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_mma_kernel");
 }
 
-template <int HS>
+template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T,
                 int NH, float scale, cudaStream_t stream) {
   const dim3 grid(B * NH, ceil_div(T, kBlockRows));
-  const auto dkv = attention_dkv_mma_kernel<HS>;
-  allow_smem(dkv, dkv_smem_bytes<HS>());
-  dkv<<<grid, kThreads, dkv_smem_bytes<HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
+  const auto dkv = attention_dkv_mma_kernel<Mma, HS>;
+  allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
+  dkv<<<grid, kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
-  const auto dq = attention_dq_mma_kernel<HS>;
-  allow_smem(dq, dq_smem_bytes<HS>());
-  dq<<<grid, kThreads, dq_smem_bytes<HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
+  const auto dq = attention_dq_mma_kernel<Mma, HS>;
+  allow_smem(dq, dq_smem_bytes<Mma, HS>());
+  dq<<<grid, kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
+}
+
+// Writes whether this code was compiled with wgmma (sm_90a) for the device it runs on.
+__global__ void wgmma_compiled_kernel(int* flag) { *flag = TRIDENT_WGMMA; }
+
+// The wgmma engine runs where the device is compute capability 9.0 and its machine code has the
+// sm_90a instructions, unless TRIDENT_ATTENTION_KERNELS=mma asks for the mma.sync engine. The
+// answer is found once per process (one small launch and copy on the first call).
+bool use_wgmma() {
+  static const bool use = [] {
+    const char* choice = std::getenv("TRIDENT_ATTENTION_KERNELS");
+    if (choice != nullptr && std::strcmp(choice, "mma") == 0) return false;
+    int device = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major != 9 || minor != 0) return false;
+    int* flag = nullptr;
+    int compiled = 0;
+    CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+    wgmma_compiled_kernel<<<1, 1>>>(flag);
+    CUDA_CHECK_LAUNCH("wgmma_compiled_kernel");
+    CUDA_CHECK(cudaMemcpy(&compiled, flag, sizeof(int), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(flag));
+    return compiled == 1;
+  }();
+  return use;
+}
+
+template <int HS>
+void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
+  if (use_wgmma()) {
+    launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, scale, stream);
+  } else {
+    launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, scale, stream);
+  }
+}
+
+template <int HS>
+void launch_bwd_any(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T,
+                    int NH, float scale, cudaStream_t stream) {
+  if (use_wgmma()) {
+    launch_bwd<GroupMma, HS>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+  } else {
+    launch_bwd<WarpMma, HS>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+  }
 }
 
 }  // namespace
@@ -452,9 +615,9 @@ bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors)
 void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_fwd<64>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd_any<64>(out, lse, qkv, B, T, NH, scale, stream);
   } else {
-    launch_fwd<128>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd_any<128>(out, lse, qkv, B, T, NH, scale, stream);
   }
 }
 
@@ -462,9 +625,9 @@ void attention_bwd_mma(bf16* dqkv, const bf16* dout, const bf16* qkv, const floa
                        int T, int NH, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd<64>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<64>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
   } else {
-    launch_bwd<128>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<128>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
   }
 }
 

@@ -904,5 +904,39 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
   }
 }
 
+// The weight gradient (cuBLASLt) and the bias gradient (our column sums) accumulate over two
+// calls, as over micro-batches; shapes of GPT-2's MLP. (Run K used cuBLASLt's BGRADB epilogue
+// for the bias here; any future fused form must keep this test.)
+TEST_F(CudaOps, MatmulBwdIsDeterministic) {
+  const int N = 2048, K = 768, M = 3072;
+  Tensor dout = upload(gpu(), random_vector(static_cast<size_t>(N) * M, 151), DType::BF16);
+  Tensor in = upload(gpu(), random_vector(static_cast<size_t>(N) * K, 152), DType::BF16);
+  Tensor w = upload(gpu(), random_vector(static_cast<size_t>(M) * K, 153, 0.05f), DType::BF16);
+  std::vector<unsigned char> first[3];
+  for (int run = 0; run < 3; ++run) {
+    Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * K), DType::BF16);
+    Tensor dw = upload(gpu(), Vec(static_cast<size_t>(M) * K), DType::F32), db = upload(gpu(), Vec(M), DType::F32);
+    for (int micro = 0; micro < 2; ++micro)
+      gpu().matmul_bwd(din.view(), dw.view(), db.view(), dout.view(), in.view(), w.view(), N, K, M);
+    const std::vector<unsigned char> bits[3] = {download_bits(gpu(), din.view()), download_bits(gpu(), dw.view()),
+                                                download_bits(gpu(), db.view())};
+    for (int i = 0; i < 3; ++i) {
+      if (run == 0) first[i] = bits[i];
+      EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
+    }
+    if (run == 0) {  // the bias gradient at this size: twice the column sums of dout, in double
+      const Vec g = download(gpu(), dout.view());
+      std::vector<double> sums(M, 0.0);
+      for (int n = 0; n < N; ++n)
+        for (int m = 0; m < M; ++m) sums[m] += g[static_cast<size_t>(n) * M + m];
+      Vec want(M);
+      for (int m = 0; m < M; ++m) want[m] = static_cast<float>(2.0 * sums[m]);
+      const double err = rel_l2(download(gpu(), db.view()), want);
+      std::printf("    matmul_bwd dbias N=%d M=%d   rel_l2 %.3g (tolerance 1e-05)\n", N, M, err);
+      EXPECT_LE(err, 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trident

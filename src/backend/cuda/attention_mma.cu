@@ -261,30 +261,56 @@ __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kBlockRows; }
 
+// The key and value tiles of one (b, h) that the forward and dQ kernels stream, kKeyTile rows at
+// a time, through two stages of K then V in `smem`: tile j sits in stage j % 2.
+template <class Mma, int HS>
+struct KeyValueTiles {
+  static constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
+  static constexpr int kElems = 4 * kTileElems;  // shared memory the two stages take
+
+  bf16* smem;
+  const bf16* keys;
+  const bf16* values;
+  size_t row_stride;
+  int T;
+
+  __device__ KeyValueTiles(bf16* smem_, const bf16* qkv, int b, int h, int T_, int NH)
+      : smem(smem_),
+        keys(qkv + qkv_offset(b, h, 1, T_, NH, HS)),
+        values(qkv + qkv_offset(b, h, 2, T_, NH, HS)),
+        row_stride(3 * static_cast<size_t>(NH) * HS),
+        T(T_) {}
+
+  // Starts the copies of tile j (the caller commits them).
+  __device__ void load(int j) const {
+    bf16* k_s = smem + (j % 2) * 2 * kTileElems;
+    load_tile<Mma, HS, kKeyTile>(k_s, keys, row_stride, j * kKeyTile, T);
+    load_tile<Mma, HS, kKeyTile>(k_s + kTileElems, values, row_stride, j * kKeyTile, T);
+  }
+
+  __device__ const bf16* key_tile(int j) const { return smem + (j % 2) * 2 * kTileElems; }
+  __device__ const bf16* value_tile(int j) const { return key_tile(j) + kTileElems; }
+};
+
 template <class Mma, int HS>
 constexpr size_t fwd_smem_bytes() {
-  return (Mma::template tile_elems<HS, kBlockRows>() + 4 * Mma::template tile_elems<HS, kKeyTile>()) * sizeof(bf16) +
+  return (Mma::template tile_elems<HS, kBlockRows>() + KeyValueTiles<Mma, HS>::kElems) * sizeof(bf16) +
          Mma::kAlign - 16;
 }
 
 template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
-  constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
-  bf16* kv_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // 2 stages of K, V (kKeyTile, HS)
-
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const KeyValueTiles<Mma, HS> kv(q_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h, T, NH);
+
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
-  const bf16* keys = qkv + qkv_offset(b, h, 1, T, NH, HS);
-  const bf16* values = qkv + qkv_offset(b, h, 2, T, NH, HS);
-  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
-  load_tile<Mma, HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
-  load_tile<Mma, HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
+  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), kv.row_stride, q0, T);
+  kv.load(0);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
@@ -296,12 +322,10 @@ __global__ void __launch_bounds__(kThreads)
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
-      bf16* next = kv_s + ((j + 1) % 2) * 2 * kTileElems;
-      load_tile<Mma, HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
-      load_tile<Mma, HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
+      kv.load(j + 1);
       cp_async_commit();
     }
-    const bf16* k_s = kv_s + (j % 2) * 2 * kTileElems;
+    const bf16* k_s = kv.key_tile(j);
 
     float s[kKeyTiles8][4];
     Mma::template rows_rows<HS, kKeyTiles8>(s, q_s, k_s, warp, lane);
@@ -341,7 +365,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       m[r] = m_new;
     }
-    Mma::template probs_rows<HS, kKeyTiles8>(o, s, k_s + kTileElems, lane);
+    Mma::template probs_rows<HS, kKeyTiles8>(o, s, kv.value_tile(j), lane);
     Mma::wait(o);
   }
 
@@ -451,8 +475,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class Mma, int HS>
 constexpr size_t dq_smem_bytes() {
-  return (2 * Mma::template tile_elems<HS, kBlockRows>() + 4 * Mma::template tile_elems<HS, kKeyTile>()) *
-             sizeof(bf16) +
+  return (2 * Mma::template tile_elems<HS, kBlockRows>() + KeyValueTiles<Mma, HS>::kElems) * sizeof(bf16) +
          Mma::kAlign - 16;
 }
 
@@ -461,23 +484,19 @@ template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
                             int NH, float scale) {
-  constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
-  bf16* kv_s = do_s + Mma::template tile_elems<HS, kBlockRows>();    // 2 stages of K, V (kKeyTile, HS)
-
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const KeyValueTiles<Mma, HS> kv(do_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h, T, NH);
+
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
-  const bf16* keys = qkv + qkv_offset(b, h, 1, T, NH, HS);
-  const bf16* values = qkv + qkv_offset(b, h, 2, T, NH, HS);
+  const size_t row_stride = kv.row_stride;
   load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
   load_tile<Mma, HS, kBlockRows>(do_s, dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0, T);
-  load_tile<Mma, HS, kKeyTile>(kv_s, keys, row_stride, 0, T);
-  load_tile<Mma, HS, kKeyTile>(kv_s + kTileElems, values, row_stride, 0, T);
+  kv.load(0);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
@@ -496,16 +515,14 @@ __global__ void __launch_bounds__(kThreads)
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
-      bf16* next = kv_s + ((j + 1) % 2) * 2 * kTileElems;
-      load_tile<Mma, HS, kKeyTile>(next, keys, row_stride, (j + 1) * kKeyTile, T);
-      load_tile<Mma, HS, kKeyTile>(next + kTileElems, values, row_stride, (j + 1) * kKeyTile, T);
+      kv.load(j + 1);
       cp_async_commit();
     }
-    const bf16* k_s = kv_s + (j % 2) * 2 * kTileElems;
+    const bf16* k_s = kv.key_tile(j);
 
     float p[kKeyTiles8][4], ds[kKeyTiles8][4];
     Mma::template rows_rows<HS, kKeyTiles8>(p, q_s, k_s, warp, lane);                 // s = Q K^T
-    Mma::template rows_rows<HS, kKeyTiles8>(ds, do_s, k_s + kTileElems, warp, lane);  // dp = dout V^T
+    Mma::template rows_rows<HS, kKeyTiles8>(ds, do_s, kv.value_tile(j), warp, lane);  // dp = dout V^T
     Mma::wait(p, ds);
     const int k0 = j * kKeyTile;
     const bool diagonal = k0 + kKeyTile - 1 > q0 + warp * kWarpRows;

@@ -89,11 +89,14 @@ void kernel_bench(Backend& be) {
     for (int T : {1024, 4096}) {
       const int B = be.is_device() ? 8 : 1, NH = (HS == 64 ? 12 : 16);
       const size_t n = static_cast<size_t>(B) * T * NH * HS;
-      Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n);
+      Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n),
+             dbias = buf(DType::F32, 3 * size_t(NH) * HS);
+      // With the qkv bias gradient, as the model runs it.
       double s = time_op(be, reps, [&] {
         be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, HS);
-        be.attention_bwd(view(dqkv, act, 3 * n), view(out, act, n), view(qkv, act, 3 * n), view(out, act, n),
-                         view(lse, DType::F32, size_t(B) * NH * T), B, T, NH, HS);
+        be.attention_bwd(view(dqkv, act, 3 * n), view(dbias, DType::F32, 3 * size_t(NH) * HS), view(out, act, n),
+                         view(qkv, act, 3 * n), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
+                         HS);
       });
       // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
       const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;
@@ -110,11 +113,13 @@ void kernel_bench(Backend& be) {
                        view(x, act, size_t(N) * C), view(w, act, C), view(b, act, C), N, C, 1e-5f);
     });
     std::printf("%-34s %12.3f %12.1f\n", "layernorm fwd N=16384 C=768", s * 1e3, 2.0 * N * C * dtype_size(act) / s / 1e9);
-    Buffer dy = buf(act, size_t(N) * C), dx = buf(act, size_t(N) * C), dw = buf(DType::F32, C), db = buf(DType::F32, C);
+    Buffer dy = buf(act, size_t(N) * C), dx = buf(act, size_t(N) * C), dw = buf(DType::F32, C), db = buf(DType::F32, C),
+           ds = buf(DType::F32, C);
+    // With the column sums of the residual gradient (a bias gradient), as the model runs it.
     s = time_op(be, reps, [&] {
       be.layernorm_bwd(view(dx, act, size_t(N) * C), view(dw, DType::F32, C), view(db, DType::F32, C),
-                       view(dy, act, size_t(N) * C), view(x, act, size_t(N) * C), view(w, act, C),
-                       view(mean, DType::F32, N), view(rstd, DType::F32, N), N, C);
+                       view(ds, DType::F32, C), view(dy, act, size_t(N) * C), view(x, act, size_t(N) * C),
+                       view(w, act, C), view(mean, DType::F32, N), view(rstd, DType::F32, N), N, C);
     });
     // Reads dout, in and the residual gradient; writes the residual gradient.
     std::printf("%-34s %12.3f %12.1f\n", "layernorm bwd N=16384 C=768", s * 1e3, 4.0 * N * C * dtype_size(act) / s / 1e9);

@@ -11,7 +11,16 @@
 namespace trident {
 
 namespace {
-constexpr size_t kLogitsChunkBytes = size_t(256) << 20;  // bounds the (rows, V/tp) logits buffer
+// Bounds the (rows, V/tp) logits buffer. Every row chunk adds its share into the fp32 gradient
+// of the tied embedding (V/tp x C), so each chunk reads and writes that whole matrix once: at
+// 256 MiB GPT-2 124M with B = 32 took 13 chunks and ~4 GB of such traffic per step, at 1 GiB 4.
+constexpr size_t kLogitsChunkBytes = size_t(1) << 30;
+
+// Rows per logits chunk: the fewest chunks of about kLogitsChunkBytes, split evenly over N rows.
+size_t logits_chunk_rows(size_t N, size_t row_bytes) {
+  const size_t chunks = std::max<size_t>(1, (N * row_bytes + kLogitsChunkBytes - 1) / kLogitsChunkBytes);
+  return std::max<size_t>(1, (N + chunks - 1) / chunks);
+}
 
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
   uint64_t h = 1469598103934665603ull;
@@ -49,7 +58,7 @@ struct GptStage::Dims {
         B(micro_batch),
         T(m.seq_len),
         Vl(m.padded_vocab(tp) / tp),
-        logits_rows(std::clamp<size_t>(kLogitsChunkBytes / (Vl * dtype_size(a)), 1, N)),
+        logits_rows(logits_chunk_rows(N, Vl * dtype_size(a))),
         n_layers(st.n_layers()),
         has_blocks(st.n_layers() > 0),
         last(st.last()) {}
@@ -301,21 +310,29 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
   Stream st = be_.stream();
 
-  be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
+  // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
+  // last updated dres adds up (layernorm_bwd's dsum): LN2's for proj, the next block's LN1 (or
+  // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
+  // dres from elsewhere and sums it in its matmul backward.
+  const bool fcproj_bias_done = i + 1 < stage_.n_layers() || stage_.last();
+  be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, fcproj_bias_done ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w,
+                      a.fch, N, 4 * Cl, C);
   // The input gradient first: its TP all-reduce overlaps the weight-gradient GEMM.
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   Request reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
   be_.matmul_bwd(TensorView{}, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   if (reduce) reduce->wait(st);
-  be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+  be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, g.proj_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
 
-  be_.matmul_bwd(sc.datty, g.proj_w, g.proj_b, dres, a.atty, p.proj_w, N, Cl, C);
-  be_.attention_bwd(sc.dqkv, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
+  be_.matmul_bwd(sc.datty, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+  // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
+  be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
   reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
-  be_.matmul_bwd(TensorView{}, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
   if (reduce) reduce->wait(st);
-  be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, sc.dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+  be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{}, sc.dln, x, p.ln1_w,
+                    a.ln1_mean, a.ln1_rstd, N, C);
 }
 
 // Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
@@ -353,7 +370,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   if (!with_grad) return;
   copy_to_tp_region_bwd(tp, sc.dlnf, st);
   be_.zero(s.grad);
-  be_.layernorm_bwd(s.grad, gr_.lnf_w, gr_.lnf_b, sc.dlnf, x, p_.lnf_w, sc.lnf_mean, sc.lnf_rstd, N, C);
+  // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
+  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
+  be_.layernorm_bwd(s.grad, gr_.lnf_w, gr_.lnf_b, fcproj_bias, sc.dlnf, x, p_.lnf_w, sc.lnf_mean, sc.lnf_rstd, N, C);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -317,9 +317,11 @@ TEST_F(CudaOps, LayerNormBwd) {
   // sums more chunks of rows than the final fixed-order sum has warps. C = 256, 768 and 1024
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
   // N = 200 partly filled.
+  // Every shape runs with and without dsum (its own kernel on the fused path).
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
-                            RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}}) {
-    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+                            RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}})
+  for (const bool with_sum : {true, false}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 21));
     Both w = act(near_one(k.C, 22)), b = act(random_vector(k.C, 23, 0.1f));
@@ -331,16 +333,19 @@ TEST_F(CudaOps, LayerNormBwd) {
     Both mean = f32(download(cpu(), cpu_mean.view())), rstd = f32(download(cpu(), cpu_rstd.view()));
     Both dout = act(random_vector(NC, 24));
     Both din = act(random_vector(NC, 25));  // din_accum: the residual gradient already there
-    Both dw = f32(random_vector(k.C, 26)), db = f32(random_vector(k.C, 27));
+    Both dw = f32(random_vector(k.C, 26)), db = f32(random_vector(k.C, 27)), dsum = f32(random_vector(k.C, 28));
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->layernorm_bwd(v(din), v(dw), v(db), v(dout), v(in), v(w), v(mean), v(rstd), k.N, k.C);
+      be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), v(in), v(w), v(mean), v(rstd),
+                        k.N, k.C);
     }
     expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
     // fp32 column sums over N rows against double sums.
     expect_close(dw, 1e-4, "layernorm_bwd dw");
     expect_close(db, 1e-4, "layernorm_bwd db");
+    // The GPU sums din_accum as stored (bf16): its rounding errors carry into the column sums.
+    if (with_sum) expect_close(dsum, kOneRounding, "layernorm_bwd dsum");
   }
 }
 
@@ -506,7 +511,9 @@ TEST_F(CudaOps, AttentionFwd) {
 
 TEST_F(CudaOps, AttentionBwd) {
   for (const AttentionCase& k : kAttentionCases) {
-    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
+    // Every other case without the bias gradient (the kernels skip their column sums then).
+    const bool with_bias = (&k - kAttentionCases) % 2 == 0;
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, with_bias ? " with dbias" : "")));
     const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
     const size_t rows = static_cast<size_t>(k.B) * k.NH * k.T;
     Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
@@ -516,14 +523,18 @@ TEST_F(CudaOps, AttentionBwd) {
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(3 * BTC));
+    Both dbias = f32(random_vector(3 * static_cast<size_t>(k.NH) * k.HS, 83));  // accumulates onto this
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->attention_bwd(v(dqkv), v(dout), v(qkv), v(out), v(lse), k.B, k.T, k.NH, k.HS);
+      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), k.B, k.T, k.NH,
+                        k.HS);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
-    // gradient once; exp() ulps and summation order add a little.
+    // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
+    // rounded values on the GPU (the key part is ~0 on both: softmax ignores a key bias).
     expect_close(dqkv, 5e-3, "attention_bwd dqkv");
+    if (with_bias) expect_close(dbias, 5e-3, "attention_bwd dbias");
   }
 }
 
@@ -547,10 +558,13 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
   Both dout = act(dout_values), dqkv = act(Vec(3 * BTC));
   Misaligned out_rm = misaligned(out_values, DType::BF16), dout_m = misaligned(dout_values, DType::BF16),
              dqkv_m = misaligned(Vec(3 * BTC), DType::BF16);
-  cpu().attention_bwd(dqkv.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(), lse_r.cpu.view(), B, T, NH,
-                      HS);
-  gpu().attention_bwd(dqkv_m.view(), dout_m.view(), qkv_m.view(), out_rm.view(), lse_r.gpu.view(), B, T, NH, HS);
+  Both dbias = f32(random_vector(3 * static_cast<size_t>(NH) * HS, 163));
+  cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
+                      lse_r.cpu.view(), B, T, NH, HS);
+  gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(), lse_r.gpu.view(), B,
+                      T, NH, HS);
   expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
+  expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
 }
 
 struct DecodeCase {
@@ -863,43 +877,51 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
     Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
     Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
     gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, HS);
-    std::vector<unsigned char> first;
+    std::vector<unsigned char> first, first_bias;
     for (int run = 0; run < 3; ++run) {
       Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
-      gpu().attention_bwd(dqkv.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
-      const auto bits = download_bits(gpu(), dqkv.view());
-      if (run == 0) first = bits;
+      Tensor dbias = upload(gpu(), Vec(3 * static_cast<size_t>(NH) * HS), DType::F32);
+      gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
+      const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
+      if (run == 0) first = bits, first_bias = bias_bits;
       EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+      EXPECT_TRUE(bias_bits == first_bias) << "run " << run << ": the bias gradient differs from run 0";
     }
   }
 }
 
+// C = 96 takes the LayerNorm backward's separate din and column-sum kernels, C = 768 the fused one.
 TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
-  const int B = 8, T = 128, C = 96, v_local = 64, N = B * T;
-  Ints tokens(N);
-  for (int n = 0; n < N; ++n) tokens[n] = static_cast<int32_t>(hash3(14, 0, n) % 7);  // hundreds of repeats each
-  Tensor tok = upload_ints(gpu(), tokens);
-  Tensor dout = upload(gpu(), random_vector(static_cast<size_t>(N) * C, 141), DType::BF16);
-  Tensor in = upload(gpu(), residual_stream(static_cast<size_t>(N) * C, 142), DType::BF16);
-  Tensor w = upload(gpu(), near_one(C, 143), DType::BF16), b = upload(gpu(), random_vector(C, 144), DType::BF16);
-  Tensor ln_out = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
-  Tensor mean = upload(gpu(), Vec(N), DType::F32), rstd = upload(gpu(), Vec(N), DType::F32);
-  gpu().layernorm_fwd(ln_out.view(), mean.view(), rstd.view(), in.view(), w.view(), b.view(), N, C, 1e-5f);
+  for (const int C : {96, 768}) {
+    SCOPED_TRACE(announce(str("C=", C)));
+    const int B = 8, T = 128, v_local = 64, N = B * T;
+    Ints tokens(N);
+    for (int n = 0; n < N; ++n) tokens[n] = static_cast<int32_t>(hash3(14, 0, n) % 7);  // hundreds of repeats each
+    Tensor tok = upload_ints(gpu(), tokens);
+    Tensor dout = upload(gpu(), random_vector(static_cast<size_t>(N) * C, 141), DType::BF16);
+    Tensor in = upload(gpu(), residual_stream(static_cast<size_t>(N) * C, 142), DType::BF16);
+    Tensor w = upload(gpu(), near_one(C, 143), DType::BF16), b = upload(gpu(), random_vector(C, 144), DType::BF16);
+    Tensor ln_out = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
+    Tensor mean = upload(gpu(), Vec(N), DType::F32), rstd = upload(gpu(), Vec(N), DType::F32);
+    gpu().layernorm_fwd(ln_out.view(), mean.view(), rstd.view(), in.view(), w.view(), b.view(), N, C, 1e-5f);
 
-  std::vector<unsigned char> first[4];
-  for (int run = 0; run < 3; ++run) {
-    Tensor dwte = upload(gpu(), Vec(static_cast<size_t>(v_local) * C), DType::F32);
-    Tensor dwpe = upload(gpu(), Vec(static_cast<size_t>(T) * C), DType::F32);
-    Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32);
-    Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
-    gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
-    gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dout.view(), in.view(), w.view(), mean.view(), rstd.view(), N,
-                        C);
-    const std::vector<unsigned char> bits[4] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),
-                                                download_bits(gpu(), dw.view()), download_bits(gpu(), db.view())};
-    for (int i = 0; i < 4; ++i) {
-      if (run == 0) first[i] = bits[i];
-      EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
+    std::vector<unsigned char> first[5];
+    for (int run = 0; run < 3; ++run) {
+      Tensor dwte = upload(gpu(), Vec(static_cast<size_t>(v_local) * C), DType::F32);
+      Tensor dwpe = upload(gpu(), Vec(static_cast<size_t>(T) * C), DType::F32);
+      Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32);
+      Tensor dsum = upload(gpu(), Vec(C), DType::F32);
+      Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
+      gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
+      gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), in.view(), w.view(), mean.view(),
+                          rstd.view(), N, C);
+      const std::vector<unsigned char> bits[5] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),
+                                                  download_bits(gpu(), dw.view()), download_bits(gpu(), db.view()),
+                                                  download_bits(gpu(), dsum.view())};
+      for (int i = 0; i < 5; ++i) {
+        if (run == 0) first[i] = bits[i];
+        EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
+      }
     }
   }
 }

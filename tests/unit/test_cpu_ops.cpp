@@ -185,14 +185,22 @@ TEST(CpuOps, LayerNormForwardAndGradients) {
 
   // din_accum, dw and db all accumulate: start them from random values and subtract those.
   const Vec din0 = random_vector(N * C, 25), dw0 = random_vector(C, 26), db0 = random_vector(C, 27);
-  Vec din = din0, dw = dw0, db = db0;
-  be->layernorm_bwd(view(din), view(dw), view(db), view(r), view(in), view(w), view(mean), view(rstd), N, C);
+  Vec din = din0, dw = dw0, db = db0, dsum(C, 0.25f);
+  be->layernorm_bwd(view(din), view(dw), view(db), view(dsum), view(r), view(in), view(w), view(mean), view(rstd), N,
+                    C);
   expect_grad("in", in, minus(din, din0), loss);
   expect_grad("w", w, minus(dw, dw0), loss);
   expect_grad("b", b, minus(db, db0), loss);
+  // dsum accumulates the column sums of the updated din_accum.
+  for (int c = 0; c < C; ++c) {
+    double sum = 0.25;
+    for (int n = 0; n < N; ++n) sum += din[n * C + c];
+    EXPECT_NEAR(dsum[c], sum, 1e-5 * (1 + std::abs(sum))) << "dsum column " << c;
+  }
 
   Vec din_z(N * C), dw_z(C), db_z(C);
-  be->layernorm_bwd(view(din_z), view(dw_z), view(db_z), view(r), view(in), view(w), view(mean), view(rstd), N, C);
+  be->layernorm_bwd(view(din_z), view(dw_z), view(db_z), TensorView{}, view(r), view(in), view(w), view(mean),
+                    view(rstd), N, C);
   EXPECT_LT(max_abs_diff(minus(din, din0), din_z), 1e-6);
   EXPECT_LT(max_abs_diff(minus(dw, dw0), dw_z), 1e-6);
   EXPECT_LT(max_abs_diff(minus(db, db0), db_z), 1e-6);
@@ -366,8 +374,16 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   EXPECT_LT(max_abs_diff(lse, lse_ref), 1e-5);
 
   Vec dqkv(3 * n_act, 7.0f);  // written, not accumulated: the 7s must vanish
-  be->attention_bwd(view(dqkv), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.HS);
+  const int C3 = 3 * s.NH * s.HS;
+  Vec dbias(C3, 0.5f);         // accumulated: the bias gradient adds onto it
+  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.HS);
   expect_grad("qkv", qkv, dqkv, loss, 63);
+  // A bias added to every row of qkv has the column sums of dqkv as its gradient.
+  for (int c = 0; c < C3; ++c) {
+    double sum = 0.5;
+    for (int row = 0; row < s.B * s.T; ++row) sum += dqkv[static_cast<size_t>(row) * C3 + c];
+    EXPECT_NEAR(dbias[c], sum, 1e-5 * (1 + std::abs(sum))) << "dbias column " << c;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, CpuAttention,
@@ -575,7 +591,7 @@ TEST(CpuDeterminism, AttentionSameBitsForAnyThreadCount) {
   expect_same_bits_across_threads([&] {
     Vec out(n_act), lse(B * NH * T), dqkv(3 * n_act);
     be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, HS);
-    be->attention_bwd(view(dqkv), view(dout), view(qkv), view(out), view(lse), B, T, NH, HS);
+    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, HS);
     Vec all = out;
     for (const Vec* v : {&lse, &dqkv}) all.insert(all.end(), v->begin(), v->end());
     return all;
@@ -592,7 +608,8 @@ TEST(CpuDeterminism, NormEmbeddingAndSumsSameBitsForAnyThreadCount) {
   expect_same_bits_across_threads([&] {
     Vec out(N * C), mean(N), rstd(N), din(N * C), dw(C), db(C), dwte(V * C), dwpe(T * C), acc(1);
     be->layernorm_fwd(view(out), view(mean), view(rstd), view(in), view(w), view(b), N, C, 1e-5f);
-    be->layernorm_bwd(view(din), view(dw), view(db), view(dout), view(in), view(w), view(mean), view(rstd), N, C);
+    be->layernorm_bwd(view(din), view(dw), view(db), TensorView{}, view(dout), view(in), view(w), view(mean),
+                      view(rstd), N, C);
     be->encoder_bwd(view(dwte), view(dwpe), view(dout), tokens.data(), B, T, C, 0, V);
     be->sum_squares(view(acc), view(big));
     Vec all = out;

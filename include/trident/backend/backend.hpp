@@ -104,10 +104,11 @@ class Backend {
     add(sum, a, residual);
     layernorm_fwd(out, mean, rstd, sum, w, b, N, C, eps);
   }
-  // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=.
-  virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
-                             TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                             int N, int C) = 0;
+  // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=. dsum (C)
+  // f32, if given, += column sums of din_accum after the update: the bias gradient of the linear
+  // layer whose output gradient the residual stream's is, summed while the rows are on chip.
+  virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                             TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) = 0;
 
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)
@@ -138,8 +139,10 @@ class Backend {
   // ---- causal self-attention, softmax scale 1/sqrt(HS)
   // qkv (B,T,3,NH,HS) act; out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
   virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) = 0;
-  // dqkv (B,T,3,NH,HS) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS).
-  virtual void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+  // dqkv (B,T,3,NH,HS) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS); dbias
+  // (3 NH HS) f32, if given, += column sums of dqkv over the B T rows: the gradient of a bias
+  // added to qkv, which a backend can sum while dqkv is still on chip.
+  virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                              TensorView lse, int B, int T, int NH, int HS) = 0;
 
   // ---- incremental decoding with a KV cache (generation)

@@ -110,7 +110,7 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
       }
 }
 
-void CpuBackend::attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                                TensorView lse, int B, int T, int NH, int HS) {
   const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
   const int rows = B * NH * T;
@@ -171,6 +171,15 @@ void CpuBackend::attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv,
       axpy(dk, ds, q, HS);
     }
     for (int d = 0; d < HS; ++d) dk[d] *= scale;
+  }
+  float* db = cpu::f32_optional(dbias, 3 * static_cast<size_t>(NH) * HS, "attention_bwd: dbias");  // (3, NH, HS)
+  if (!db) return;
+  const int cols = 3 * NH * HS, n = B * T;
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n) * cols))
+  for (int c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int r = 0; r < n; ++r) s += dx[static_cast<size_t>(r) * cols + c];
+    db[c] += static_cast<float>(s);
   }
 }
 

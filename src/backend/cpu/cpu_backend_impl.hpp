@@ -32,9 +32,8 @@ class CpuBackend final : public Backend {
 
   void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                      TensorView w, TensorView b, int N, int C, float eps) override;
-  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
-                     TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                     int N, int C) override;
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override;
 
   void add(TensorView out, TensorView a, TensorView b) override;
   void gelu_fwd(TensorView out, TensorView in) override;
@@ -48,7 +47,7 @@ class CpuBackend final : public Backend {
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override;
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn,
                         int past, int Tmax, int NH, int HS) override;
-  void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+  void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                      TensorView lse, int B, int T, int NH, int HS) override;
 
   void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override;

@@ -41,13 +41,14 @@ void CpuBackend::layernorm_fwd(TensorView out, TensorView mean, TensorView rstd,
   }
 }
 
-void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout,
-                               TensorView in, TensorView w, TensorView mean, TensorView rstd,
+void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
+                               TensorView dout, TensorView in, TensorView w, TensorView mean, TensorView rstd,
                                int N, int C) {
   const size_t NC = static_cast<size_t>(N) * C;
   float* dx = f32_data(din_accum, NC, "layernorm_bwd: din_accum");  // (N, C)
   float* dwt = f32_data(dw, C, "layernorm_bwd: dw");                // (C)
   float* dbs = f32_data(db, C, "layernorm_bwd: db");                // (C)
+  float* dss = cpu::f32_optional(dsum, C, "layernorm_bwd: dsum");   // (C)
   const float* g = f32_data(dout, NC, "layernorm_bwd: dout");       // (N, C)
   const float* x = f32_data(in, NC, "layernorm_bwd: in");           // (N, C)
   const float* wt = f32_data(w, C, "layernorm_bwd: w");             // (C)
@@ -80,19 +81,22 @@ void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView d
 #pragma omp parallel for schedule(static) if (cpu::worth_threads(NC))
   for (int chunk = 0; chunk < n_chunks; ++chunk) {
     const int c0 = chunk * kChannelChunk, c1 = std::min(C, c0 + kChannelChunk);
-    double sw[kChannelChunk] = {}, sb[kChannelChunk] = {};
+    double sw[kChannelChunk] = {}, sb[kChannelChunk] = {}, ss[kChannelChunk] = {};
     for (int n = 0; n < N; ++n) {
       const float* xr = x + static_cast<size_t>(n) * C;
       const float* gr = g + static_cast<size_t>(n) * C;
+      const float* dr = dx + static_cast<size_t>(n) * C;
       const float m = mu[n], r = rs[n];
       for (int c = c0; c < c1; ++c) {
         sw[c - c0] += static_cast<double>(gr[c]) * ((xr[c] - m) * r);
         sb[c - c0] += gr[c];
+        ss[c - c0] += dr[c];
       }
     }
     for (int c = c0; c < c1; ++c) {
       dwt[c] += static_cast<float>(sw[c - c0]);
       dbs[c] += static_cast<float>(sb[c - c0]);
+      if (dss) dss[c] += static_cast<float>(ss[c - c0]);
     }
   }
 }

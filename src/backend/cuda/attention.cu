@@ -3,6 +3,7 @@
 // kernels of attention_mma.cu instead; these remain the path for every other shape.
 #include "attention.cuh"
 #include "attention_mma.cuh"
+#include "reduce.cuh"
 
 namespace trident::gpu {
 namespace {
@@ -157,6 +158,32 @@ __global__ void attention_delta_kernel(float* delta, const bf16* dout, const bf1
   const size_t bt = row / NH;
   const int t = static_cast<int>(bt % T), b = static_cast<int>(bt / T);
   if (lane == 0) delta[(static_cast<size_t>(b) * NH + h) * T + t] = s;
+}
+
+// The same for HS = 8 kLanes with 16-byte aligned rows: kLanes adjacent threads share a row, one
+// 16-byte piece of dout and out each, so a warp reads 32 consecutive pieces of both.
+template <int kLanes>
+__global__ void attention_delta_vec_kernel(float* delta, const bf16* dout, const bf16* out, int B, int T, int NH) {
+  constexpr int HS = kLanes * kVec;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t row = i / kLanes, rows = static_cast<size_t>(B) * T * NH;  // row = ((b*T) + t)*NH + h
+  float s = 0.0f;
+  if (row < rows) {
+    float g[kVec], o[kVec];
+    load_vec(g, dout + i * kVec);
+    load_vec(o, out + i * kVec);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) s += g[k] * o[k];
+  }
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(kFullMask, s, offset);
+  if (row < rows && i % kLanes == 0) {
+    const int h = static_cast<int>(row % NH);
+    const size_t bt = row / NH;
+    const int t = static_cast<int>(bt % T), b = static_cast<int>(bt / T);
+    delta[(static_cast<size_t>(b) * NH + h) * T + t] = s;
+  }
+  static_assert(HS % kVec == 0 && 32 % kLanes == 0, "a row's pieces stay inside one warp");
 }
 
 // dK, dV of the kRows keys of this block, streaming the queries that see them.
@@ -396,17 +423,32 @@ void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH,
   CUDA_CHECK_LAUNCH("attention_fwd_kernel");
 }
 
-void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
-                   int NH, int HS, Scratch& scratch, cudaStream_t stream) {
+void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                   int B, int T, int NH, int HS, Scratch& scratch, cudaStream_t stream) {
   check_shape(B, T, NH, HS, "attention_bwd");
   if (B * T * NH == 0) return;
-  const size_t rows = static_cast<size_t>(B) * T * NH;
-  float* delta = static_cast<float*>(scratch.get(rows * sizeof(float), stream));  // (B, NH, T)
-  attention_delta_kernel<<<ceil_div(static_cast<long long>(rows), kWarps), kThreads, 0, stream>>>(delta, dout, out, B,
-                                                                                                  T, NH, HS);
-  CUDA_CHECK_LAUNCH("attention_delta_kernel");
-  if (attention_mma_supported(HS, {dqkv, dout, qkv})) {
-    attention_bwd_mma(dqkv, dout, qkv, lse, delta, B, T, NH, HS, stream);
+  const size_t rows = static_cast<size_t>(B) * T * NH, C3 = 3 * static_cast<size_t>(NH) * HS;
+  const bool mma = attention_mma_supported(HS, {dqkv, dout, qkv});
+  // Scratch: delta, then (tensor-core kernels with a bias gradient) the bias column-sum partials.
+  const int n_chunks = B * ceil_div(T, kAttentionBlockRows);
+  const size_t delta_bytes = (rows * sizeof(float) + 15) / 16 * 16;
+  const size_t partial_bytes = mma && dbias ? n_chunks * C3 * sizeof(float) : 0;
+  auto* base = static_cast<unsigned char*>(scratch.get(delta_bytes + partial_bytes, stream));
+  float* delta = reinterpret_cast<float*>(base);  // (B, NH, T)
+  float* bias_partials = partial_bytes ? reinterpret_cast<float*>(base + delta_bytes) : nullptr;
+  if ((HS == 64 || HS == 128) && aligned16(dout, out)) {
+    const long long threads = static_cast<long long>(rows) * (HS / kVec);
+    const auto kernel = HS == 64 ? attention_delta_vec_kernel<64 / kVec> : attention_delta_vec_kernel<128 / kVec>;
+    kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
+    CUDA_CHECK_LAUNCH("attention_delta_vec_kernel");
+  } else {
+    attention_delta_kernel<<<ceil_div(static_cast<long long>(rows), kWarps), kThreads, 0, stream>>>(delta, dout, out,
+                                                                                                    B, T, NH, HS);
+    CUDA_CHECK_LAUNCH("attention_delta_kernel");
+  }
+  if (mma) {
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, HS, stream);
+    if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(C3), stream);
     return;
   }
 
@@ -418,6 +460,8 @@ void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* ou
   attention_dq_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(dqkv, dout, qkv, lse, delta,
                                                                                             T, NH, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
+  // The generic kernels leave the bias gradient to a column sum of what they wrote.
+  if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(C3), scratch, stream);
 }
 
 void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,

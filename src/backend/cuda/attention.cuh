@@ -13,10 +13,11 @@ constexpr int kMaxHeadSize = 128;
 // lse (B,NH,T) = logsumexp of each scaled score row.
 void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
 
-// dqkv (B,T,3,NH,HS) from dout (B,T,NH,HS), recomputing probabilities from lse.
+// dqkv (B,T,3,NH,HS) from dout (B,T,NH,HS), recomputing probabilities from lse; with dbias,
+// also dbias (3 NH HS) += column sums of dqkv over the B T rows (the qkv bias gradient).
 // Deterministic: every output element is summed by one thread in a fixed order.
-void attention_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
-                   int NH, int HS, Scratch& scratch, cudaStream_t stream);
+void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                   int B, int T, int NH, int HS, Scratch& scratch, cudaStream_t stream);
 
 // Stores the keys and values of the Tn new positions [past, past + Tn) of qkv (B,Tn,3,NH,HS)
 // into k_cache, v_cache (B,NH,Tmax,HS); out (B,Tn,NH,HS) = causal attention of each new query

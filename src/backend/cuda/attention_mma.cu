@@ -3,6 +3,7 @@
 // wgmma on sm_90a (H100, H200), mma.sync elsewhere.
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "attention.cuh"
 #include "attention_mma.cuh"
@@ -22,10 +23,11 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kWarpRows = 16;
 constexpr int kBlockRows = kWarps * kWarpRows;
+static_assert(kBlockRows == kAttentionBlockRows, "bias partials are one chunk per block");
 constexpr int kKeyTile = 64;  // keys per step of the forward and dQ kernels
 constexpr int kKeyTiles8 = kKeyTile / 8;
 constexpr int kPad = 8;  // bf16 elements of padding per row in the mma.sync engine's tiles
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kRescaleLog2 = 8.0f;  // the forward's lazy rescaling threshold (see there)
 // Query blocks start at multiples of kBlockRows and key tiles at multiples of kKeyTile: every
 // key tile a query block streams starts at or before the block's first query, and the last
 // one is the only tile that crosses the diagonal.
@@ -249,12 +251,34 @@ __device__ __forceinline__ void store_rows(bf16* dst, size_t dst_stride, int row
   }
 }
 
+// Writes to dst (HS floats) the column sums of rows [0, rows) of a (kBlockRows, HS) tile that
+// store_rows staged (every warp's rows, so after a barrier): one block's share of the qkv bias
+// gradient, summed from the bf16 values that went to global memory.
+template <class Mma, int HS>
+__device__ __forceinline__ void store_column_sums(float* dst, const bf16* stage, int rows) {
+  for (int c = threadIdx.x; c < HS; c += kThreads) {
+    float s = 0.0f;
+#pragma unroll 16
+    for (int r = 0; r < kBlockRows; ++r)
+      if (r < rows) s += to_float(stage[Mma::template offset<HS, kBlockRows>(r, c / 8) + c % 8]);
+    dst[c] = s;
+  }
+}
+
 // The dynamic shared memory of a kernel, aligned as the engine's tiles need (launches ask for
 // kAlign - 16 bytes more than the tiles take).
 template <class Mma>
 __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
   const uint32_t misalign = shared_address(raw) % Mma::kAlign;
   return raw + (misalign == 0 ? 0 : Mma::kAlign - misalign);
+}
+
+// The qkv bias gradient goes through partial column sums, one row of 3 NH HS floats per
+// (b, 64-row block) chunk, ordered (b, block) and laid out like a qkv row (part, head, dim):
+// the dK/dV kernel fills the key and value parts of its key block's chunk, the dQ kernel the
+// query part of its query block's chunk.
+__device__ __forceinline__ size_t bias_partial_offset(int b, int block, int h, int part, int NH, int HS) {
+  return ((static_cast<size_t>(b) * gridDim.y + block) * 3 + part) * NH * HS + static_cast<size_t>(h) * HS;
 }
 
 // Causal work grows with the query index: the last query blocks go first so that the longest
@@ -338,6 +362,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 4; ++e)
           if (k0 + nt * 8 + (lane % 4) * 2 + e % 2 > row_lo + 8 * (e / 2)) s[nt][e] = -INFINITY;
     }
+    float m_new[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;
@@ -346,24 +371,39 @@ __global__ void __launch_bounds__(kThreads)
       // The four lanes of a row group share the row.
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m[r], mx);  // finite: every row sees the first key of every tile
-      const float correction = exp2f((m[r] - m_new) * scale_log2);
-      const float offset = m_new * scale_log2;
+      m_new[r] = fmaxf(m[r], mx);  // finite: every row sees the first key of every tile
+    }
+    // Lazy rescaling: the exponentials are taken against m, the row's largest score when o and l
+    // were last rescaled, until some row of the warp outgrows it by more than 2^kRescaleLog2 in
+    // exp2 units (then the warp rescales all its rows). Probabilities up to 2^8 stay exact in
+    // bf16's range and fp32 sums, and o / l is the same quotient; scores rarely grow that much
+    // after the first tile, so most tiles skip the 2 HS / 8 multiplies of o per thread.
+    const bool grow = (m_new[0] - m[0]) * scale_log2 > kRescaleLog2 || (m_new[1] - m[1]) * scale_log2 > kRescaleLog2;
+    if (__any_sync(kFullMask, grow)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float correction = fast_exp2((m[r] - m_new[r]) * scale_log2);  // 0 on the first tile (m = -inf)
+        l[r] *= correction;
+#pragma unroll
+        for (int dt = 0; dt < HS / 8; ++dt) {
+          o[dt][2 * r] *= correction;
+          o[dt][2 * r + 1] *= correction;
+        }
+        m[r] = m_new[r];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float offset = m[r] * scale_log2;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles8; ++nt)
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[nt][e] = exp2f(fmaf(s[nt][e], scale_log2, -offset));
+          s[nt][e] = fast_exp2(fmaf(s[nt][e], scale_log2, -offset));
           sum += s[nt][e];
         }
-      l[r] = l[r] * correction + sum;  // this lane's share of the row; summed over the group at the end
-#pragma unroll
-      for (int dt = 0; dt < HS / 8; ++dt) {
-        o[dt][2 * r] *= correction;
-        o[dt][2 * r + 1] *= correction;
-      }
-      m[r] = m_new;
+      l[r] += sum;  // this lane's share of the row; summed over the group at the end
     }
     Mma::template probs_rows<HS, kKeyTiles8>(o, s, kv.value_tile(j), lane);
     Mma::wait(o);
@@ -398,8 +438,8 @@ constexpr size_t dkv_smem_bytes() {
 // dK, dV of the 64 keys of this block, streaming the queries that see them.
 template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_dkv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                             int NH, float scale) {
+    attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
+                             const float* delta, int T, int NH, float scale) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -455,7 +495,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qc = nt * 8 + (lane % 4) * 2 + e % 2, qi = q0 + qc;
-        float pe = exp2f(fmaf(p[nt][e], scale_log2, -lse_s[qc] * kLog2e));
+        float pe = fast_exp2(fmaf(p[nt][e], scale_log2, -lse_s[qc] * kLog2e));
         if (edge && (qi < key_lo + 8 * (e / 2) || qi >= T)) pe = 0.0f;
         p[nt][e] = pe;
         ds[nt][e] = pe * (ds[nt][e] - delta_s[qc]);
@@ -471,6 +511,12 @@ __global__ void __launch_bounds__(kThreads)
                       warp, lane);
   store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor, v_s,
                       warp, lane);
+  if (bias_partials) {
+    __syncthreads();  // every warp's rows are staged
+    float* dst = bias_partials + bias_partial_offset(b, blockIdx.y, h, 1, NH, HS);
+    store_column_sums<Mma, HS>(dst, k_s, min(kBlockRows, T - k0));
+    store_column_sums<Mma, HS>(dst + NH * HS, v_s, min(kBlockRows, T - k0));
+  }
 }
 
 template <class Mma, int HS>
@@ -479,11 +525,19 @@ constexpr size_t dq_smem_bytes() {
          Mma::kAlign - 16;
 }
 
+// Blocks per multiprocessor the dQ kernel is compiled for: 4 for the wgmma engine at HS = 64,
+// which caps it at 128 registers (from 139, with a 20-byte spill outside the loop) and fits a
+// fourth block: 2% faster at GPT-2's shape (run P). Elsewhere the compiler's choice.
+template <class Mma, int HS>
+constexpr int dq_min_blocks() {
+  return std::is_same_v<Mma, GroupMma> && HS == 64 ? 4 : 1;
+}
+
 // dQ of the 64 queries of this block, streaming the keys they see.
 template <class Mma, int HS>
-__global__ void __launch_bounds__(kThreads)
-    attention_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                            int NH, float scale) {
+__global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
+    attention_dq_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
+                            const float* delta, int T, int NH, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
@@ -531,7 +585,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e / 2;
-        float pe = exp2f(fmaf(p[nt][e], scale_log2, -row_lse[r]));
+        float pe = fast_exp2(fmaf(p[nt][e], scale_log2, -row_lse[r]));
         if (diagonal && k0 + nt * 8 + (lane % 4) * 2 + e % 2 > row_lo + 8 * r) pe = 0.0f;
         ds[nt][e] = pe * (ds[nt][e] - row_delta[r]);
       }
@@ -543,6 +597,11 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // every warp's products have read q_s
   store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor, q_s,
                       warp, lane);
+  if (bias_partials) {
+    __syncthreads();  // every warp's rows are staged
+    store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, q0 / kBlockRows, h, 0, NH, HS), q_s,
+                               min(kBlockRows, T - q0));
+  }
 }
 
 // Kernels with more than 48 KiB of dynamic shared memory must ask for it first.
@@ -561,16 +620,16 @@ void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, fl
 }
 
 template <class Mma, int HS>
-void launch_bwd(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T,
-                int NH, float scale, cudaStream_t stream) {
+void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
+                const float* delta, int B, int T, int NH, float scale, cudaStream_t stream) {
   const dim3 grid(B * NH, ceil_div(T, kBlockRows));
   const auto dkv = attention_dkv_mma_kernel<Mma, HS>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
-  dkv<<<grid, kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
+  dkv<<<grid, kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta, T, NH, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
   const auto dq = attention_dq_mma_kernel<Mma, HS>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
-  dq<<<grid, kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale);
+  dq<<<grid, kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta, T, NH, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
 }
 
@@ -611,12 +670,12 @@ void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH
 }
 
 template <int HS>
-void launch_bwd_any(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T,
-                    int NH, float scale, cudaStream_t stream) {
+void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
+                    const float* delta, int B, int T, int NH, float scale, cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
   } else {
-    launch_bwd<WarpMma, HS>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
   }
 }
 
@@ -638,13 +697,13 @@ void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   }
 }
 
-void attention_bwd_mma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int B,
-                       int T, int NH, int HS, cudaStream_t stream) {
+void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
+                       const float* delta, int B, int T, int NH, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd_any<64>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
   } else {
-    launch_bwd_any<128>(dqkv, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
   }
 }
 

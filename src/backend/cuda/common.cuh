@@ -54,6 +54,20 @@ __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16_rn(x); }
 
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x as one special-function instruction (ex2.approx with flush-to-zero). exp2f() without
+// -ftz compiles to four: a range test and two multiplies keep results below 2^-126 from being
+// flushed. The softmax and cross-entropy loops issue one per score or logit, next to a few other
+// instructions, so the extra three are a large share of their work; results that small vanish
+// against the row's largest term (1) anyway. Callers write e^y as fast_exp2(y * kLog2e), with
+// the multiply folded into a fused multiply-add where they can.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Butterfly reductions: every lane ends with the same value, combined in a fixed order.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);

@@ -36,15 +36,15 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
   __shared__ float shared[32];
   const int row = blockIdx.x;
   const bf16* x = logits + static_cast<size_t>(row) * v_local;
-  const float m = rowmax[row];
+  const float m = rowmax[row], offset = m * kLog2e;
   float s = 0.0f;
   for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
     float v[kVec];
     load_vec(v, x + j);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) s += expf(v[k] - m);
+    for (int k = 0; k < kVec; ++k) s += fast_exp2(fmaf(v[k], kLog2e, -offset));
   }
-  for (int j = n_vec + threadIdx.x; j < v_valid; j += blockDim.x) s += expf(to_float(x[j]) - m);
+  for (int j = n_vec + threadIdx.x; j < v_valid; j += blockDim.x) s += fast_exp2(fmaf(to_float(x[j]), kLog2e, -offset));
   s = block_sum(s, shared);
   if (threadIdx.x == 0) {
     const int t = local_target(targets, row, v_valid, vocab_start);
@@ -55,17 +55,40 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
 
 // Overwrites a row of logits x with dloss * (softmax - onehot(t)) from its max and 1 / sum of
 // exponentials; columns [v_valid, v_local) are padding and get 0. Columns [0, n_vec) go in
-// 16-byte pieces (n_vec covers the padding too), the rest one by one.
+// 16-byte pieces (n_vec covers the padding too), the rest one by one. Pieces wholly inside the
+// vocabulary without the target (all but the target's and the padding's) skip the per-column
+// tests.
 __device__ __forceinline__ void write_xent_grads(bf16* x, int v_local, int v_valid, int n_vec, int t, float row_max,
                                                  float inv_sum, float dloss) {
+  const float offset = row_max * kLog2e, scale = dloss * inv_sum;
   auto grad = [&](float logit, int j) {
-    return j < v_valid ? dloss * (expf(logit - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) : 0.0f;
+    return j < v_valid ? fast_exp2(fmaf(logit, kLog2e, -offset)) * scale - (j == t ? dloss : 0.0f) : 0.0f;
   };
-  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
+  auto piece = [&](float(&v)[kVec], int j) {
+    if (j + kVec <= v_valid && (t < j || t >= j + kVec)) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = fast_exp2(fmaf(v[k], kLog2e, -offset)) * scale;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    }
+  };
+  // Two pieces in flight per thread, as in the statistics pass.
+  const int stride = blockDim.x * kVec;
+  int j = threadIdx.x * kVec;
+  for (; j + stride < n_vec; j += 2 * stride) {
+    float v0[kVec], v1[kVec];
+    load_vec(v0, x + j);
+    load_vec(v1, x + j + stride);
+    piece(v0, j);
+    piece(v1, j + stride);
+    store_vec(x + j, v0);
+    store_vec(x + j + stride, v1);
+  }
+  if (j < n_vec) {
     float v[kVec];
     load_vec(v, x + j);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    piece(v, j);
     store_vec(x + j, v);
   }
   for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
@@ -89,11 +112,12 @@ __device__ __forceinline__ void online_add(float& m, float& s, const float (&v)[
 #pragma unroll
   for (int k = 1; k < kWidth; ++k) mc = fmaxf(mc, v[k]);
   if (mc > m) {
-    s = m == -INFINITY ? 0.0f : s * expf(m - mc);
+    s = m == -INFINITY ? 0.0f : s * fast_exp2((m - mc) * kLog2e);
     m = mc;
   }
+  const float offset = m * kLog2e;
 #pragma unroll
-  for (int k = 0; k < kWidth; ++k) s += expf(v[k] - m);
+  for (int k = 0; k < kWidth; ++k) s += fast_exp2(fmaf(v[k], kLog2e, -offset));
 }
 
 constexpr int kFusedThreads = 1024;
@@ -105,7 +129,18 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const int row = blockIdx.x;
   bf16* x = logits + static_cast<size_t>(row) * v_local;
   float m = -INFINITY, s = 0.0f;
-  for (int j = threadIdx.x * kVec; j < n_vec_valid; j += blockDim.x * kVec) {
+  // Two 16-byte loads in flight per thread: at one, the 2 x 1024 threads of a multiprocessor
+  // keep too few bytes in flight to cover the memory latency.
+  const int stride = blockDim.x * kVec;
+  int j = threadIdx.x * kVec;
+  for (; j + stride < n_vec_valid; j += 2 * stride) {
+    float v0[kVec], v1[kVec];
+    load_vec(v0, x + j);
+    load_vec(v1, x + j + stride);
+    online_add(m, s, v0);
+    online_add(m, s, v1);
+  }
+  if (j < n_vec_valid) {
     float v[kVec];
     load_vec(v, x + j);
     online_add(m, s, v);
@@ -115,7 +150,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     online_add(m, s, v);
   }
   const float row_max = block_max(m, shared);
-  const float sum = block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), shared);
+  const float sum = block_sum(m == -INFINITY ? 0.0f : s * fast_exp2((m - row_max) * kLog2e), shared);
   const int t = local_target(targets, row, v_valid, 0);
   // Every thread reads the target logit before any thread overwrites the row.
   const float target_logit = t >= 0 ? to_float(x[t]) : 0.0f;

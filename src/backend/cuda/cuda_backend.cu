@@ -203,12 +203,13 @@ class CudaBackend final : public Backend {
                            act(w, C, "add_layernorm_fwd: w"), act(b, C, "add_layernorm_fwd: b"), N, C, eps, stream_);
   }
 
-  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dout, TensorView in, TensorView w,
-                     TensorView mean, TensorView rstd, int N, int C) override {
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override {
     gpu::ProfileScope prof(stream_, "layernorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), f32(dw, C, "layernorm_bwd: dw"),
-                       f32(db, C, "layernorm_bwd: db"), act(dout, NC, "layernorm_bwd: dout"),
+                       f32(db, C, "layernorm_bwd: db"), f32_optional(dsum, C, "layernorm_bwd: dsum"),
+                       act(dout, NC, "layernorm_bwd: dout"),
                        act(in, NC, "layernorm_bwd: in"), act(w, C, "layernorm_bwd: w"),
                        f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, scratch_,
                        stream_);
@@ -280,13 +281,14 @@ class CudaBackend final : public Backend {
                        act(qkv, 3 * BT * C, "attention_fwd: qkv"), B, T, NH, HS, stream_);
   }
 
-  void attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int B, int T,
-                     int NH, int HS) override {
+  void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
+                     int B, int T, int NH, int HS) override {
     gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
-    gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), act(dout, BT * C, "attention_bwd: dout"),
-                       act(qkv, 3 * BT * C, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
-                       f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS, scratch_, stream_);
+    gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), f32_optional(dbias, 3 * C, "attention_bwd: dbias"),
+                       act(dout, BT * C, "attention_bwd: dout"), act(qkv, 3 * BT * C, "attention_bwd: qkv"),
+                       act(out, BT * C, "attention_bwd: out"), f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS,
+                       scratch_, stream_);
   }
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,

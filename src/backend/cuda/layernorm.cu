@@ -61,8 +61,7 @@ __global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const 
 
 // The LayerNorm backward of one row, piece by piece (kWidth columns at offset c of dout, in, w):
 // first the row sums of dnorm = dout * w and dnorm * norm, then
-//   din += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),
-// which also hands back the piece's dout and norm for the dw/db sums.
+//   din += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)).
 template <int kWidth>
 __device__ __forceinline__ void add_dnorm_sums(float& s_dnorm, float& s_dnorm_norm, const bf16* dout, const bf16* in,
                                                const bf16* w, float m, float r) {
@@ -80,18 +79,14 @@ __device__ __forceinline__ void add_dnorm_sums(float& s_dnorm, float& s_dnorm_no
 
 template <int kWidth>
 __device__ __forceinline__ void update_din(bf16* din_accum, const bf16* dout, const bf16* in, const bf16* w, float m,
-                                           float r, float mean_dnorm, float mean_dnorm_norm, float (&g)[kWidth],
-                                           float (&norm)[kWidth]) {
-  float x[kWidth], wv[kWidth], d[kWidth];
+                                           float r, float mean_dnorm, float mean_dnorm_norm) {
+  float g[kWidth], x[kWidth], wv[kWidth], d[kWidth];
   load_vec(g, dout);
   load_vec(x, in);
   load_vec(wv, w);
   load_vec(d, din_accum);
 #pragma unroll
-  for (int k = 0; k < kWidth; ++k) {
-    norm[k] = (x[k] - m) * r;
-    d[k] += r * (g[k] * wv[k] - mean_dnorm - norm[k] * mean_dnorm_norm);
-  }
+  for (int k = 0; k < kWidth; ++k) d[k] += r * (g[k] * wv[k] - mean_dnorm - (x[k] - m) * r * mean_dnorm_norm);
   store_vec(din_accum, d);
 }
 
@@ -107,86 +102,135 @@ __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf
     add_dnorm_sums<kWidth>(s_dnorm, s_dnorm_norm, dout + off + c, in + off + c, w + c, m, r);
   const float mean_dnorm = warp_sum(s_dnorm) / C;
   const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
-  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
-    float g[kWidth], norm[kWidth];
-    update_din<kWidth>(din_accum + off + c, dout + off + c, in + off + c, w + c, m, r, mean_dnorm, mean_dnorm_norm, g,
-                       norm);
-  }
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth)
+    update_din<kWidth>(din_accum + off + c, dout + off + c, in + off + c, w + c, m, r, mean_dnorm, mean_dnorm_norm);
 }
 
-// dst[c] = sum over warps, in warp order, of each warp's v for column c (lane's columns as in
-// layernorm_bwd_fused_kernel).
-template <int kGroups>
-__device__ void reduce_warp_rows(float* dst, const float (&v)[kGroups][kVec], float (*sums)[kGroups * 32 * kVec],
-                                 int warp, int lane) {
-  constexpr int C = kGroups * 32 * kVec;
-  __syncthreads();   // the previous call's readers are done with sums
-#pragma unroll
-  for (int gi = 0; gi < kGroups; ++gi)
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) sums[warp][(gi * 32 + lane) * kVec + k] = v[gi][k];
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int w = 0; w < kWarpsPerBlock; ++w) acc += sums[w][c];
-    dst[c] = acc;
+// Rows per block of the fused backward: 4 per warp, so that GPT-2's 32,768 rows make about four
+// waves of blocks (a short last wave costs less), at the cost of more, still small, partial rows.
+constexpr int kFusedRows = 4 * kWarpsPerBlock;
+
+// Eight bf16 held as they were loaded (16 bytes), unpacked to fp32 where used: keeps a row's
+// dout, input and residual gradient in flight together in 12 registers per group.
+struct Raw8 {
+  uint4 bits;
+  __device__ void load(const bf16* p) { bits = *reinterpret_cast<const uint4*>(p); }
+  __device__ float operator[](int k) const {
+    const uint32_t word = (&bits.x)[k / 2];
+    return __uint_as_float(k % 2 ? word & 0xffff0000u : word << 16);
   }
-}
+};
 
 // The din pass and the dw/db partials in one, for C = kGroups * 32 * kVec: block blockIdx.x owns
-// the kRowsPerPartial rows of one chunk, each warp every kWarpsPerBlock-th of them, and a lane
-// keeps the dw/db sums of its columns (kVec adjacent ones per group) in registers across its
-// rows. The warps' sums are then added in warp order into the chunk's partials, so dout and in
-// are read once and every result is a fixed function of N and C.
-template <int kGroups>
-__global__ void __launch_bounds__(kThreads)
-    layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, const bf16* dout,
-                               const bf16* in, const bf16* w, const float* mean, const float* rstd, int N) {
+// the kFusedRows rows of one chunk, each warp every kWarpsPerBlock-th of them. A warp loads a
+// row's dout, input and residual gradient at once (one memory latency per row), reduces the row
+// sums, writes the row's din and adds dout * norm and dout into its own shared-memory rows of
+// the dw/db sums (registers would hold 2 C / 32 floats per lane and halve the occupancy). The
+// warps' rows are then added in warp order into the chunk's partials, so every result is a
+// fixed function of N and C. With kSum the block also writes the column sums of the din rows it
+// stored, read back after the barrier (from L2): a third shared-memory sum updated per row cost
+// more (run R). Compiled for two blocks per multiprocessor (128 registers at C = 768); three
+// blocks would spill (run P: 0.075 against 0.039 ms at N = 16384).
+template <int kGroups, bool kSum>
+__global__ void __launch_bounds__(kThreads, 2)
+    layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
+                               const bf16* dout, const bf16* in, const bf16* w, const float* mean, const float* rstd,
+                               int N) {
   constexpr int C = kGroups * 32 * kVec;
-  __shared__ float sums[kWarpsPerBlock][C];
+  extern __shared__ float4 fused_smem[];
+  float(*sums)[kWarpsPerBlock][C] = reinterpret_cast<float(*)[kWarpsPerBlock][C]>(fused_smem);  // dw, db
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float dw[kGroups][kVec] = {}, db[kGroups][kVec] = {};
-  const int r0 = blockIdx.x * kRowsPerPartial, r1 = min(N, r0 + kRowsPerPartial);
+  Raw8 wv[kGroups];
+#pragma unroll
+  for (int gi = 0; gi < kGroups; ++gi) {
+    const int c = (gi * 32 + lane) * kVec;
+    wv[gi].load(w + c);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) sums[0][warp][c + k] = sums[1][warp][c + k] = 0.0f;
+  }
+  const int r0 = blockIdx.x * kFusedRows, r1 = min(N, r0 + kFusedRows);
   for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
     const size_t off = static_cast<size_t>(row) * C;
-    const float m = mean[row], r = rstd[row];
-    float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
+    Raw8 g[kGroups], x[kGroups], d[kGroups];
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
       const int c = (gi * 32 + lane) * kVec;
-      add_dnorm_sums<kVec>(s_dnorm, s_dnorm_norm, dout + off + c, in + off + c, w + c, m, r);
+      g[gi].load(dout + off + c);
+      x[gi].load(in + off + c);
+      d[gi].load(din_accum + off + c);
     }
+    const float m = mean[row], r = rstd[row];
+    float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float dnorm = g[gi][k] * wv[gi][k];
+        s_dnorm += dnorm;
+        s_dnorm_norm += dnorm * ((x[gi][k] - m) * r);
+      }
     const float mean_dnorm = warp_sum(s_dnorm) / C;
     const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
 #pragma unroll
-    for (int gi = 0; gi < kGroups; ++gi) {   // the row again, from L1
+    for (int gi = 0; gi < kGroups; ++gi) {
       const int c = (gi * 32 + lane) * kVec;
-      float g[kVec], norm[kVec];
-      update_din<kVec>(din_accum + off + c, dout + off + c, in + off + c, w + c, m, r, mean_dnorm, mean_dnorm_norm, g,
-                       norm);
+      float out[kVec], dw[kVec], db[kVec];
+      load_vec(dw, &sums[0][warp][c]);
+      load_vec(db, &sums[1][warp][c]);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        dw[gi][k] += g[k] * norm[k];
-        db[gi][k] += g[k];
+        const float norm = (x[gi][k] - m) * r;
+        out[k] = d[gi][k] + r * (g[gi][k] * wv[gi][k] - mean_dnorm - norm * mean_dnorm_norm);
+        dw[k] += g[gi][k] * norm;
+        db[k] += g[gi][k];
       }
+      store_vec(din_accum + off + c, out);
+      store_vec(&sums[0][warp][c], dw);
+      store_vec(&sums[1][warp][c], db);
     }
   }
-  // dw, then db through one shared row per warp.
-  reduce_warp_rows<kGroups>(partial_dw + static_cast<size_t>(blockIdx.x) * C, dw, sums, warp, lane);
-  reduce_warp_rows<kGroups>(partial_db + static_cast<size_t>(blockIdx.x) * C, db, sums, warp, lane);
+  __syncthreads();  // also orders every warp's din stores before the reads below
+  float* partials[2] = {partial_dw, partial_db};
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int wi = 0; wi < kWarpsPerBlock; ++wi) acc += sums[i][wi][c];
+      partials[i][static_cast<size_t>(blockIdx.x) * C + c] = acc;
+    }
+  if constexpr (kSum) {
+    for (int c = threadIdx.x * kVec; c < C; c += blockDim.x * kVec) {
+      float acc[kVec] = {};
+#pragma unroll 8
+      for (int row = r0; row < r1; ++row) {
+        float v[kVec];
+        load_vec(v, din_accum + static_cast<size_t>(row) * C + c);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] += v[k];
+      }
+      store_vec(partial_ds + static_cast<size_t>(blockIdx.x) * C + c, acc);
+    }
+  }
 }
-// The fused kernel for this C, or null where C is not 1..4 groups of 32 lanes x kVec columns.
-using FusedBwdKernel = void (*)(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
+// The fused kernel for this C with its shared memory (the opt-in above 48 KB is set on every
+// call: it is per device, and cheap), or null where C is not 1..4 groups of 32 lanes x kVec
+// columns.
+using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
                                 const float*, int);
-FusedBwdKernel fused_bwd_kernel(int C) {
+template <bool kSum>
+FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   if (C % (32 * kVec) != 0) return nullptr;
+  FusedBwdKernel kernel = nullptr;
   switch (C / (32 * kVec)) {
-    case 1: return layernorm_bwd_fused_kernel<1>;
-    case 2: return layernorm_bwd_fused_kernel<2>;
-    case 3: return layernorm_bwd_fused_kernel<3>;
-    case 4: return layernorm_bwd_fused_kernel<4>;
+    case 1: kernel = layernorm_bwd_fused_kernel<1, kSum>; break;
+    case 2: kernel = layernorm_bwd_fused_kernel<2, kSum>; break;
+    case 3: kernel = layernorm_bwd_fused_kernel<3, kSum>; break;
+    case 4: kernel = layernorm_bwd_fused_kernel<4, kSum>; break;
     default: return nullptr;
   }
+  *smem = 2 * kWarpsPerBlock * static_cast<size_t>(C) * sizeof(float);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*smem)));
+  return kernel;
 }
 
 // Partial column sums of dout * norm and dout over the rows of one chunk (blockIdx.y); each
@@ -234,25 +278,36 @@ void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf1
   CUDA_CHECK_LAUNCH("layernorm_fwd_kernel (residual)");
 }
 
-void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, const bf16* in, const bf16* w,
-                   const float* mean, const float* rstd, int N, int C, Scratch& scratch, cudaStream_t stream) {
+void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* in,
+                   const bf16* w, const float* mean, const float* rstd, int N, int C, Scratch& scratch,
+                   cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
-  const int n_chunks = column_chunks(N, "layernorm_bwd");
-  const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
-  // Each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
-  float* partial_dw = static_cast<float*>(scratch.get(2 * chunk_elems * sizeof(float), stream));  // (n_chunks, C)
-  float* partial_db = partial_dw + chunk_elems;                                                   // (n_chunks, C)
-
   // C up to 1,024 in whole 256-column groups (GPT-2 124M and 350M): one fused pass.
-  if (const FusedBwdKernel kernel = vec ? fused_bwd_kernel(C) : nullptr) {
-    kernel<<<n_chunks, kThreads, 0, stream>>>(din_accum, partial_dw, partial_db, dout, in, w, mean, rstd, N);
+  size_t fused_smem = 0;
+  const FusedBwdKernel kernel =
+      !vec ? nullptr : dsum ? fused_bwd_kernel<true>(C, &fused_smem) : fused_bwd_kernel<false>(C, &fused_smem);
+  if (kernel) {
+    const int n_chunks = ceil_div(N, kFusedRows);
+    const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
+    // Each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
+    // (n_chunks, C) each: dw, db[, dsum].
+    float* partial_dw = static_cast<float*>(scratch.get((dsum ? 3 : 2) * chunk_elems * sizeof(float), stream));
+    float* partial_db = partial_dw + chunk_elems;
+    float* partial_ds = dsum ? partial_db + chunk_elems : nullptr;
+    kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, in, w, mean,
+                                                       rstd, N);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
     add_column_partials(dw, partial_dw, n_chunks, C, stream);
     add_column_partials(db, partial_db, n_chunks, C, stream);
+    if (dsum) add_column_partials(dsum, partial_ds, n_chunks, C, stream);
     return;
   }
 
+  const int n_chunks = column_chunks(N, "layernorm_bwd");
+  const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
+  float* partial_dw = static_cast<float*>(scratch.get(2 * chunk_elems * sizeof(float), stream));  // (n_chunks, C)
+  float* partial_db = partial_dw + chunk_elems;                                                   // (n_chunks, C)
   const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
   din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_din_kernel");
@@ -263,6 +318,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, const bf16* dout, cons
   CUDA_CHECK_LAUNCH("layernorm_dwdb_partials_kernel");
   add_column_partials(dw, partial_dw, n_chunks, C, stream);
   add_column_partials(db, partial_db, n_chunks, C, stream);
+  if (dsum) add_column_sums(dsum, din_accum, N, C, scratch, stream);
 }
 
 }  // namespace trident::gpu

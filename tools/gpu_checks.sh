@@ -11,7 +11,9 @@
 #   mma.sync attention kernels), ckpt (save/load GB/s),
 #   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
 #   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 vs pp2 1F1B with
-#   8 micro-batches at the same global batch)
+#   8 micro-batches at the same global batch), ncu (Nsight Compute sections of the attention
+#   kernels at GPT-2's shape, the fused LayerNorm backward and the fused cross-entropy, from
+#   `trident bench --bench.kernels`; needs ncu and a runtime that lets it read the counters)
 # default: the correctness checks
 set -uo pipefail
 bundle=$(cd "${1:?usage: gpu_checks.sh BUNDLE_DIR REPO_ROOT OUT_DIR [checks...]}" && pwd)
@@ -83,6 +85,15 @@ for c in "${checks[@]}"; do
           --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 5 \
           --bench.profile --bench.profile_steps 3
       done ;;
+    ncu)
+      ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+                --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis)
+      # The first attention launches are HS 64, T 1024: forward, backward preprocessing, dK/dV, dQ.
+      run ncu_attention 300 "$ncu_bin" --clock-control none -k regex:attention --launch-count 4 "${sections[@]}" \
+        "$bin/trident" bench --bench.kernels
+      run ncu_memory 300 "$ncu_bin" --clock-control none -k "regex:layernorm_bwd_fused|xent_fused" --launch-count 2 \
+        "${sections[@]}" "$bin/trident" bench --bench.kernels ;;
     sdpa) run sdpa 300 python3 "$root/tools/bench_pytorch.py" --attention ;;
     scaling15)
       m15=(--config "$root/inputs/models/gpt2-1.5b-tp.cfg" --train.micro_batch_size 8 --train.global_batch_size 64

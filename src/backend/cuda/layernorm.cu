@@ -298,9 +298,11 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, in, w, mean,
                                                        rstd, N);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
-    add_column_partials(dw, partial_dw, n_chunks, C, stream);
-    add_column_partials(db, partial_db, n_chunks, C, stream);
-    if (dsum) add_column_partials(dsum, partial_ds, n_chunks, C, stream);
+    if (dsum) {
+      add_column_partials({dw, db, dsum}, partial_dw, n_chunks, C, stream);
+    } else {
+      add_column_partials({dw, db}, partial_dw, n_chunks, C, stream);
+    }
     return;
   }
 
@@ -316,8 +318,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
   partials_kernel<<<dim3(ceil_div(C, kThreads * per_thread), n_chunks), kThreads, 0, stream>>>(
       partial_dw, partial_db, dout, in, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_dwdb_partials_kernel");
-  add_column_partials(dw, partial_dw, n_chunks, C, stream);
-  add_column_partials(db, partial_db, n_chunks, C, stream);
+  add_column_partials({dw, db}, partial_dw, n_chunks, C, stream);
   if (dsum) add_column_sums(dsum, din_accum, N, C, scratch, stream);
 }
 

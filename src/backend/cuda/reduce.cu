@@ -89,25 +89,34 @@ __global__ void column_partials_kernel(float* partials, const bf16* x, int N, in
   store_vec(partials + static_cast<size_t>(blockIdx.y) * C + c, s);
 }
 
-// A block owns 32 columns (one per lane) and splits the chunks over its kChunkSlices warps:
-// warp s sums chunks s, s + kChunkSlices, ... in order, then lane c of warp 0 adds the warps'
-// sums in order. A column sum is a short chain per warp instead of one chain of n_chunks
-// dependent loads, and the grouping depends on the shape only.
-constexpr int kChunkSlices = 16;
+// A block owns 32 columns (one per lane) of one partial array (blockIdx.y) and splits the chunks
+// over its kChunkSlices warps: warp s sums chunks s, s + kChunkSlices, ... in order (eight loads
+// in flight), then lane c of warp 0 adds the warps' sums in order. The grouping depends on the
+// shape only. GPT-2's LayerNorm backward sums three arrays of 1,024 chunks x 768 columns per
+// call: 72 blocks in one launch, each warp a chain of 32 loads.
+constexpr int kChunkSlices = 32;
+constexpr int kMaxPartialArrays = 3;
+
+struct PartialTargets {
+  float* dst[kMaxPartialArrays];
+};
 
 __global__ void __launch_bounds__(32 * kChunkSlices)
-    add_column_partials_kernel(float* dst, const float* partials, int n_chunks, int C) {
+    add_column_partials_kernel(PartialTargets targets, const float* partials, int n_chunks, int C) {
   __shared__ float slice_sums[kChunkSlices][32];
   const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, c = blockIdx.x * 32 + lane;
+  const float* array = partials + static_cast<size_t>(blockIdx.y) * n_chunks * C;
   float acc = 0.0f;
-  if (c < C)
-    for (int k = slice; k < n_chunks; k += kChunkSlices) acc += partials[static_cast<size_t>(k) * C + c];
+  if (c < C) {
+#pragma unroll 8
+    for (int k = slice; k < n_chunks; k += kChunkSlices) acc += array[static_cast<size_t>(k) * C + c];
+  }
   slice_sums[slice][lane] = acc;
   __syncthreads();
   if (slice == 0 && c < C) {
     float total = 0.0f;
     for (int s = 0; s < kChunkSlices; ++s) total += slice_sums[s][lane];
-    dst[c] += total;
+    targets.dst[blockIdx.y][c] += total;
   }
 }
 
@@ -142,10 +151,21 @@ void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, 
   add_column_partials(dst, partials, n_chunks, C, stream);
 }
 
-void add_column_partials(float* dst, const float* partials, int n_chunks, int C, cudaStream_t stream) {
+void add_column_partials(std::initializer_list<float*> dsts, const float* partials, int n_chunks, int C,
+                         cudaStream_t stream) {
+  TRIDENT_CHECK(dsts.size() >= 1 && dsts.size() <= kMaxPartialArrays,
+                str("add_column_partials: ", dsts.size(), " arrays (1 to ", kMaxPartialArrays, " supported)"));
   if (C == 0) return;
-  add_column_partials_kernel<<<ceil_div(C, 32), 32 * kChunkSlices, 0, stream>>>(dst, partials, n_chunks, C);
+  PartialTargets targets{};
+  int n = 0;
+  for (float* d : dsts) targets.dst[n++] = d;
+  add_column_partials_kernel<<<dim3(ceil_div(C, 32), n), 32 * kChunkSlices, 0, stream>>>(targets, partials, n_chunks,
+                                                                                          C);
   CUDA_CHECK_LAUNCH("add_column_partials_kernel");
+}
+
+void add_column_partials(float* dst, const float* partials, int n_chunks, int C, cudaStream_t stream) {
+  add_column_partials({dst}, partials, n_chunks, C, stream);
 }
 
 void sum_squares_multi(float* acc, const float* x, const TensorPiece* pieces, int count, Scratch& scratch,

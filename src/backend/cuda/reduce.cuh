@@ -2,6 +2,8 @@
 // gradients), both as partial sums in scratch that a second pass adds in a fixed order.
 #pragma once
 
+#include <initializer_list>
+
 #include "common.cuh"
 #include "trident/backend/backend.hpp"
 
@@ -21,6 +23,10 @@ int column_chunks(int N, const char* op);
 
 // dst (C) += sum over chunks k of partials (n_chunks, C), in an order fixed by the shape.
 void add_column_partials(float* dst, const float* partials, int n_chunks, int C, cudaStream_t stream);
+// The same for up to three arrays of partials stored one after another in `partials` (array a at
+// a * n_chunks * C) into dsts[a], in one launch.
+void add_column_partials(std::initializer_list<float*> dsts, const float* partials, int n_chunks, int C,
+                         cudaStream_t stream);
 
 // dst (C) += column sums of x (N, C), through partials in scratch (the bias gradient).
 void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, cudaStream_t stream);

@@ -7,7 +7,8 @@
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
 #   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
 # measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs), pytorch (the same
-#   with tools/bench_pytorch.py), kernels (trident bench --bench.kernels; kernels_mma: with the
+#   with tools/bench_pytorch.py; pytorch_ab: its 1-GPU run twice through this script's wrapper and
+#   twice started plainly, alternating), kernels (trident bench --bench.kernels; kernels_mma: with the
 #   mma.sync attention kernels), ckpt (save/load GB/s),
 #   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
 #   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 vs pp2 1F1B with
@@ -77,6 +78,16 @@ for c in "${checks[@]}"; do
     pytorch)
       run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
       (( gpus >= 2 )) && run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;
+    pytorch_ab)
+      # The 1-GPU PyTorch baseline twice each way, alternating: started as `pytorch` does (through
+      # run(): timeout, this script's LD_LIBRARY_PATH) and started plainly. In the fourth session
+      # the first way gave 487-504K tok/s and the second 523-525K on H200 (docs/PERFORMANCE.md).
+      for i in 1 2; do
+        run "pytorch_wrapped_$i" 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
+        (unset LD_LIBRARY_PATH; python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20) \
+          >"$out/pytorch_plain_$i.log" 2>&1
+        echo "pytorch_plain_$i: exit $?" | tee -a "$out/summary.txt"
+      done ;;
     kernels) run kernels 300 "$bin/trident" bench --bench.kernels ;;
     kernels_mma) run kernels_mma 300 env TRIDENT_ATTENTION_KERNELS=mma "$bin/trident" bench --bench.kernels ;;
     profile)

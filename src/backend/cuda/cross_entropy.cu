@@ -53,6 +53,33 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
   }
 }
 
+// Calls fn(v, j) on this thread's 16-byte pieces of a row, in column order: columns
+// j = threadIdx.x kVec, + blockDim.x kVec, ... below n, two loads in flight at a time (with one,
+// the 2 x 1024 threads of a multiprocessor keep too few bytes in flight to cover the memory
+// latency). With kStore each piece is written back after fn.
+template <bool kStore, class Fn>
+__device__ __forceinline__ void for_each_piece(bf16* x, int n, Fn&& fn) {
+  const int stride = blockDim.x * kVec;
+  int j = threadIdx.x * kVec;
+  for (; j + stride < n; j += 2 * stride) {
+    float v0[kVec], v1[kVec];
+    load_vec(v0, x + j);
+    load_vec(v1, x + j + stride);
+    fn(v0, j);
+    fn(v1, j + stride);
+    if constexpr (kStore) {
+      store_vec(x + j, v0);
+      store_vec(x + j + stride, v1);
+    }
+  }
+  if (j < n) {
+    float v[kVec];
+    load_vec(v, x + j);
+    fn(v, j);
+    if constexpr (kStore) store_vec(x + j, v);
+  }
+}
+
 // Overwrites a row of logits x with dloss * (softmax - onehot(t)) from its max and 1 / sum of
 // exponentials; columns [v_valid, v_local) are padding and get 0. Columns [0, n_vec) go in
 // 16-byte pieces (n_vec covers the padding too), the rest one by one. Pieces wholly inside the
@@ -73,24 +100,7 @@ __device__ __forceinline__ void write_xent_grads(bf16* x, int v_local, int v_val
       for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
     }
   };
-  // Two pieces in flight per thread, as in the statistics pass.
-  const int stride = blockDim.x * kVec;
-  int j = threadIdx.x * kVec;
-  for (; j + stride < n_vec; j += 2 * stride) {
-    float v0[kVec], v1[kVec];
-    load_vec(v0, x + j);
-    load_vec(v1, x + j + stride);
-    piece(v0, j);
-    piece(v1, j + stride);
-    store_vec(x + j, v0);
-    store_vec(x + j + stride, v1);
-  }
-  if (j < n_vec) {
-    float v[kVec];
-    load_vec(v, x + j);
-    piece(v, j);
-    store_vec(x + j, v);
-  }
+  for_each_piece<true>(x, n_vec, piece);
   for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
 }
 
@@ -129,22 +139,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const int row = blockIdx.x;
   bf16* x = logits + static_cast<size_t>(row) * v_local;
   float m = -INFINITY, s = 0.0f;
-  // Two 16-byte loads in flight per thread: at one, the 2 x 1024 threads of a multiprocessor
-  // keep too few bytes in flight to cover the memory latency.
-  const int stride = blockDim.x * kVec;
-  int j = threadIdx.x * kVec;
-  for (; j + stride < n_vec_valid; j += 2 * stride) {
-    float v0[kVec], v1[kVec];
-    load_vec(v0, x + j);
-    load_vec(v1, x + j + stride);
-    online_add(m, s, v0);
-    online_add(m, s, v1);
-  }
-  if (j < n_vec_valid) {
-    float v[kVec];
-    load_vec(v, x + j);
-    online_add(m, s, v);
-  }
+  for_each_piece<false>(x, n_vec_valid, [&](float(&v)[kVec], int) { online_add(m, s, v); });
   for (int j = n_vec_valid + threadIdx.x; j < v_valid; j += blockDim.x) {
     float v[1] = {to_float(x[j])};
     online_add(m, s, v);

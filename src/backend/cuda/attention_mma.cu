@@ -604,12 +604,6 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   }
 }
 
-// Kernels with more than 48 KiB of dynamic shared memory must ask for it first.
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
 template <class Mma, int HS>
 void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
   const auto kernel = attention_fwd_mma_kernel<Mma, HS>;

@@ -167,6 +167,13 @@ size_t vector_prefix(size_t n, const P*... p) {
   return aligned16(p...) ? n / kVec * kVec : 0;
 }
 
+// Kernels with more than 48 KiB of dynamic shared memory must ask for it first. The setting is
+// per device and cheap, so launchers call this before every launch.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
 // Device scratch for the temporaries of one op (sort buffers, partial sums). It grows when a
 // larger shape first appears and never shrinks, so the steady state allocates nothing. Ops
 // run in order on one stream, so consecutive ops can share it.

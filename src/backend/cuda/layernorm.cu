@@ -212,9 +212,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
 }
-// The fused kernel for this C with its shared memory (the opt-in above 48 KB is set on every
-// call: it is per device, and cheap), or null where C is not 1..4 groups of 32 lanes x kVec
-// columns.
+// The fused kernel for this C with its shared memory (allowed on every call, see allow_smem), or
+// null where C is not 1..4 groups of 32 lanes x kVec columns.
 using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
                                 const float*, int);
 template <bool kSum>
@@ -229,7 +228,7 @@ FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
     default: return nullptr;
   }
   *smem = 2 * kWarpsPerBlock * static_cast<size_t>(C) * sizeof(float);
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*smem)));
+  allow_smem(kernel, *smem);
   return kernel;
 }
 

@@ -436,7 +436,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   auto* base = static_cast<unsigned char*>(scratch.get(delta_bytes + partial_bytes, stream));
   float* delta = reinterpret_cast<float*>(base);  // (B, NH, T)
   float* bias_partials = partial_bytes ? reinterpret_cast<float*>(base + delta_bytes) : nullptr;
-  if ((HS == 64 || HS == 128) && aligned16(dout, out)) {
+  if (attention_mma_supported(HS, {dout, out})) {  // HS 64 or 128 on 16-byte rows
     const long long threads = static_cast<long long>(rows) * (HS / kVec);
     const auto kernel = HS == 64 ? attention_delta_vec_kernel<64 / kVec> : attention_delta_vec_kernel<128 / kVec>;
     kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);

@@ -1,6 +1,8 @@
-// cuBLASLt GEMMs for row-major trident tensors, with descriptors, layouts and the heuristic's
-// algorithm built once per shape; the bias gradient is our own deterministic column sum.
+// cuBLASLt GEMMs for row-major trident tensors, with descriptors, layouts and the algorithm
+// chosen once per shape (the fastest of those that match the heuristic's first choice bit for
+// bit); the bias gradient is our own deterministic column sum.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "elementwise.cuh"
@@ -41,10 +43,12 @@ size_t Matmul::KeyHash::operator()(const Key& k) const {
 }
 
 Matmul::Matmul() {
-  // TRIDENT_GEMM_AUTOTUNE=1: time the heuristic's best candidates for each forward and
-  // input-gradient GEMM shape on first use (the choice can then differ between runs).
+  // Autotuning is on unless TRIDENT_GEMM_AUTOTUNE=0 (then the heuristic's first algorithm);
+  // TRIDENT_GEMM_LOG=1 prints each shape's candidates, their times and the choice.
   const char* tune = std::getenv("TRIDENT_GEMM_AUTOTUNE");
-  autotune_ = tune && *tune && *tune != '0';
+  autotune_ = !(tune && *tune == '0');
+  const char* log = std::getenv("TRIDENT_GEMM_LOG");
+  log_ = log && *log && *log != '0';
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
 }
@@ -63,7 +67,7 @@ Matmul::~Matmul() {
   static_cast<void>(cublasLtDestroy(handle_));
 }
 
-const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, cudaStream_t stream) {
+const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, float beta, cudaStream_t stream) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
 
@@ -116,45 +120,154 @@ const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, cudaStream
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   cublasLtMatmulHeuristicResult_t results[kAutotuneCandidates] = {};
   int n_results = 0;
-  const int wanted = autotune_ && key.kind != Kind::kWeightGrad ? kAutotuneCandidates : 1;
+  const int wanted = autotune_ ? kAutotuneCandidates : 1;
   // NOT_SUPPORTED with no result is an answer (no algorithm for this case), not an error.
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, wanted, results, &n_results);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
   p.found = status == CUBLAS_STATUS_SUCCESS && n_results > 0;
-  if (p.found) p.algo = n_results > 1 ? fastest(p, results, n_results, ops, stream) : results[0].algo;
+  if (p.found) p.algo = n_results > 1 ? fastest(key, p, results, n_results, ops, beta, stream) : results[0].algo;
   return plans_.emplace(key, p).first->second;
 }
 
-// Times each candidate on this call's operands (beta = 0, so it only writes the outputs that
-// the real call then overwrites) and returns the fastest.
-cublasLtMatmulAlgo_t Matmul::fastest(Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n,
-                                     const Operands& ops, cudaStream_t stream) {
+namespace {
+
+__device__ uint64_t mix64(uint64_t x) {   // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// acc += sum over the 2-byte units i of mix64(i, unit i): a fingerprint of the bytes that does
+// not depend on the order in which the sum is taken.
+__global__ void fingerprint_kernel(unsigned long long* acc, const uint16_t* units, size_t n) {
+  uint64_t h = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    h += mix64(i * 0x9e3779b97f4a7c15ull + units[i]);
+  for (int off = 16; off > 0; off /= 2) h += __shfl_xor_sync(0xffffffffu, h, off);
+  if (threadIdx.x % 32 == 0) atomicAdd(acc, static_cast<unsigned long long>(h));
+}
+
+uint64_t fingerprint(const void* p, size_t bytes, unsigned long long* acc, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(*acc), stream));
+  fingerprint_kernel<<<1024, 256, 0, stream>>>(acc, static_cast<const uint16_t*>(p), bytes / 2);
+  CUDA_CHECK_LAUNCH("fingerprint_kernel");
+  unsigned long long h = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&h, acc, sizeof(h), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h;
+}
+
+template <class T>
+T algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return T{};
+  return v;
+}
+
+// How an algorithm splits K and reduces the pieces: this decides the order in which each dot
+// product is summed, so only candidates that split like the first one can match its result.
+bool splits_alike(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+  return algo_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) ==
+             algo_config<int32_t>(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) &&
+         algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) ==
+             algo_config<uint32_t>(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+}
+
+}  // namespace
+
+// Chooses among the heuristic's candidates those that compute exactly what its first choice
+// computes, the fastest of them. Each candidate runs once on this call's operands, and its
+// output must have the same fingerprint as the first candidate's (those that split K otherwise,
+// and so sum in another order, are not tried); the ones that pass are timed over a few runs. The choice
+// can differ between runs and ranks, but no result bit depends on it.
+// With beta = 0 (forward, input gradient) the trials write the call's own outputs, which the
+// real call then overwrites; the weight gradient accumulates (beta = 1), so its trials write a
+// temporary buffer, and it keeps the first choice where that cannot be allocated.
+cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n,
+                                     const Operands& ops, float beta, cudaStream_t stream) {
+  const bool weight_grad = key.kind == Kind::kWeightGrad;
+  // D is (M, N) for the forward, (K, N) for the input gradient, (K, M) for the weight gradient.
+  const size_t d_elems = static_cast<size_t>(key.kind == Kind::kForward ? key.M : key.K) *
+                         static_cast<size_t>(weight_grad ? key.M : key.N);
+  const size_t d_bytes = d_elems * (weight_grad ? sizeof(float) : sizeof(bf16));
+  const bool writes_aux = key.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || key.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  void* d = ops.d;
+  void* temp = nullptr;
+  if (beta != 0.0f) {
+    if (cudaMalloc(&temp, d_bytes) != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());   // out of memory here only costs the tuning
+      return results[0].algo;
+    }
+    d = temp;
+  }
+  unsigned long long* acc = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaMalloc(&acc, sizeof(*acc)));
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
-  const float alpha = 1.0f, beta = 0.0f;
-  int best = -1;
-  float best_ms = 0;
+  const float alpha = 1.0f, zero = 0.0f;
+  auto once = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &zero, d, p.d, d, p.d, &algo, workspace_,
+                          kWorkspaceBytes, stream);
+  };
+  auto output_fingerprint = [&] {
+    uint64_t f = fingerprint(d, d_bytes, acc, stream);
+    if (writes_aux) f ^= fingerprint(ops.aux, d_elems * sizeof(bf16), acc, stream) * 0x9e3779b97f4a7c15ull;
+    return f;
+  };
+  if (log_)
+    std::fprintf(stderr, "gemm kind %d N %d K %d M %d epilogue %d alignment %d: %d candidates\n",
+                 static_cast<int>(key.kind), key.N, key.K, key.M, static_cast<int>(key.epilogue), key.alignment, n);
+  uint64_t reference = 0;
+  int best = 0;
+  float best_ms = -1;
   for (int i = 0; i < n; ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    auto once = [&] {
-      return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &beta, ops.d, p.d, ops.d, p.d,
-                            &results[i].algo, workspace_, kWorkspaceBytes, stream);
-    };
-    if (once() != CUBLAS_STATUS_SUCCESS) continue;   // warm-up; a candidate that fails is skipped
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < 3; ++r) CUBLAS_CHECK(once());
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
+    const cublasLtMatmulAlgo_t& algo = results[i].algo;
+    const char* verdict = "timed";
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) {
+      verdict = "not usable";
+    } else if (!splits_alike(algo, results[0].algo)) {
+      verdict = "splits K otherwise, not tried";
+    } else if (once(algo) != CUBLAS_STATUS_SUCCESS) {
+      verdict = "failed";
+    } else {
+      const uint64_t f = output_fingerprint();
+      if (i == 0) reference = f;
+      if (f != reference) {
+        verdict = "different result, not used";
+      } else {
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int r = 0; r < 5; ++r) CUBLAS_CHECK(once(algo));
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        ms /= 5;
+        if (best_ms < 0 || ms < best_ms) best = i, best_ms = ms;
+      }
+    }
+    if (log_)
+      std::fprintf(stderr, "  %d: algo %d tile %u stages %u split %d swizzle %u cluster %u: %s %.4f ms\n", i,
+                   algo_config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID),
+                   algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                   algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                   algo_config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                   algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                   static_cast<unsigned>(algo_config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)), verdict,
+                   ms);
   }
+  if (log_) std::fprintf(stderr, "  chosen: %d\n", best);
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
-  return results[best < 0 ? 0 : best].algo;
+  CUDA_CHECK(cudaFree(acc));
+  if (temp) CUDA_CHECK(cudaFree(temp));
+  return results[best].algo;
 }
 
 void Matmul::run(const Plan& p, const Operands& ops, float beta, cudaStream_t stream) {
@@ -168,7 +281,7 @@ bool Matmul::try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogu
   int alignment = std::min(alignment_of(ops.a), std::min(alignment_of(ops.b), alignment_of(ops.d)));
   if (has_bias(epilogue)) alignment = std::min(alignment, alignment_of(ops.bias));
   if (has_aux(epilogue)) alignment = std::min(alignment, alignment_of(ops.aux));
-  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment}, ops, stream);
+  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment}, ops, beta, stream);
   if (!p.found) return false;
   // Cached descriptors carry the addresses of the call that built them; point them at this one's.
   if (has_bias(epilogue)) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);

@@ -58,10 +58,11 @@ class Matmul {
     void* aux;
   };
 
-  static constexpr int kAutotuneCandidates = 8;
-  const Plan& plan(const Key& key, const Operands& ops, cudaStream_t stream);
-  cublasLtMatmulAlgo_t fastest(Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n, const Operands& ops,
-                               cudaStream_t stream);
+  static constexpr int kAutotuneCandidates = 16;
+  // The plan of `key`, built on first use from this call's operands (beta: the call's).
+  const Plan& plan(const Key& key, const Operands& ops, float beta, cudaStream_t stream);
+  cublasLtMatmulAlgo_t fastest(const Key& key, Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n,
+                               const Operands& ops, float beta, cudaStream_t stream);
   void run(const Plan& plan, const Operands& ops, float beta, cudaStream_t stream);
   // Runs the GEMM of `key`; false (nothing queued) when cuBLASLt offers no algorithm for it.
   bool try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
@@ -69,7 +70,8 @@ class Matmul {
   void gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,
             cudaStream_t stream);
 
-  bool autotune_ = false;
+  bool autotune_ = true;
+  bool log_ = false;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::unordered_map<Key, Plan, KeyHash> plans_;

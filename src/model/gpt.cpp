@@ -217,7 +217,11 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
   TensorView x = forward_blocks(s);
   if (stage_.last()) {
     head_forward(s, x, with_grad, dloss);
-    if (with_grad && unit_done) unit_done(layout_.head_unit());
+    if (with_grad && unit_done) {
+      if (head_done_slot_ >= 0) head_done_(layout_.head_unit());   // never dropped
+      head_done_slot_ = slot;
+      head_done_ = unit_done;
+    }
   }
 }
 
@@ -286,12 +290,29 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   return out;
 }
 
+// A unit's completion is announced (and its gradient bucket's collective may start) when the
+// backward reaches the next block's attention backward, not right after the unit. What follows
+// a unit is the next block's MLP backward: cuBLASLt's persistent GEMMs, whose grid is one CTA
+// per SM, wait for every SM that a collective's CTAs hold and take that much longer (run S, dp2:
+// the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
+// around a collective instead.
 void GptStage::backward(int slot, const UnitDone& unit_done) {
   Slot& s = slots_[slot];
-  for (int i = stage_.n_layers() - 1; i >= 0; --i) {
-    block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad);
-    if (unit_done) unit_done(layout_.block_unit(stage_.layer_begin + i));
+  int held = -1;   // a unit done but not yet announced
+  if (head_done_slot_ == slot) {
+    held = layout_.head_unit();
+    head_done_slot_ = -1;
   }
+  const UnitDone& announce_to = unit_done ? unit_done : head_done_;
+  auto announce = [&] {
+    if (held >= 0) announce_to(held);
+    held = -1;
+  };
+  for (int i = stage_.n_layers() - 1; i >= 0; --i) {
+    block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
+    if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
+  }
+  announce();
   if (stage_.first()) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity), so every
     // TP rank computes the same position gradient and its own vocabulary rows.
@@ -302,7 +323,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
 }
 
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
-void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
+void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
+                              const std::function<void()>& before_attention) {
   const BlockTensors& p = p_.blocks[i];
   const BlockTensors& g = gr_.blocks[i];
   const BlockActs& a = s.layers[i];
@@ -325,6 +347,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres) {
   be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, g.proj_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
 
   be_.matmul_bwd(sc.datty, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+  before_attention();
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);

@@ -92,7 +92,8 @@ class GptStage {
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
-  void block_backward(int i, Slot& s, TensorView x, TensorView dres);
+  // before_attention runs just before the block's attention backward is queued.
+  void block_backward(int i, Slot& s, TensorView x, TensorView dres, const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   StageTensors view_tensors(TensorView base) const;
 
@@ -108,6 +109,10 @@ class GptStage {
   StageTensors p_;   // parameter views (compute dtype)
   StageTensors gr_;  // gradient views (fp32)
   std::vector<Slot> slots_;
+  // The head unit's completion, held back by forward() until the slot's backward reaches its
+  // first attention backward (see backward()).
+  int head_done_slot_ = -1;
+  UnitDone head_done_;
   std::unique_ptr<Scratch> scratch_;
 };
 

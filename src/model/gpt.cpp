@@ -227,6 +227,8 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
 
 TensorView GptStage::forward_blocks(Slot& s) {
   if (stage_.first()) {
+    need(layout_.tied_unit());
+    need(layout_.embedding_unit());
     // Vocab-parallel embedding: each TP rank looks up its rows (zeros elsewhere), rank 0 adds
     // the positions, and the reduction sums the shards.
     be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
@@ -239,7 +241,18 @@ TensorView GptStage::forward_blocks(Slot& s) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
     // of the stage completes its own).
     const bool last = i + 1 == stage_.n_layers();
-    auto attention = [&](const BlockActs& a) { be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS); };
+    need(layout_.block_unit(stage_.layer_begin + i));
+    auto attention = [&](const BlockActs& a) {
+      // The next parameters' transfer runs beside the attention kernels' short CTAs (see
+      // backward() for why not beside the GEMMs).
+      if (last) {
+        prefetch(layout_.head_unit());
+        prefetch(layout_.tied_unit());
+      } else {
+        prefetch(layout_.block_unit(stage_.layer_begin + i + 1));
+      }
+      be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
+    };
     block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention, pending, last);
     x = s.layers[i].x3;
     pending = last ? TensorView{} : s.layers[i].x2;
@@ -262,6 +275,8 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   const int C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
   const size_t rc = static_cast<size_t>(rows) * C;
   TensorView lnf = sc.lnf.slice(0, rc);
+  need(layout_.head_unit());
+  need(layout_.tied_unit());
   be_.layernorm_fwd(lnf, sc.lnf_mean.slice(0, rows), sc.lnf_rstd.slice(0, rows), x.slice(0, rc), p_.lnf_w, p_.lnf_b,
                     rows, C, static_cast<float>(m_.ln_eps));
   // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp]. The gather
@@ -367,6 +382,8 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   Stream st = be_.stream();
   Comm& tp = *g_.tp;
 
+  need(layout_.head_unit());
+  need(layout_.tied_unit());
   be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);

@@ -66,6 +66,12 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   update_table_ = piece_table(be, update_pieces);
   norm_table_ = piece_table(be, pieces_of(norm_));
+  lazy_gather_ = zero && g.topo.dp() > 1;
+  if (lazy_gather_) {
+    for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
+    stale_.assign(layout.buckets().size(), 0);
+    gathering_.resize(layout.buckets().size());
+  }
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
@@ -107,19 +113,53 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
     be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip));
     return;
   }
-  // ZeRO-1: bucket by bucket, so each bucket's all-gather of updated parameters overlaps the
-  // update of the next.
-  std::vector<Request> gathers;
-  for (size_t b = 0; b < layout_.buckets().size(); ++b) {
-    const auto [first, count] = bucket_pieces_[b];
+  // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
+  // AE), so the buckets are updated in two launches and gathered as the next forward needs
+  // them. The last bucket holds the stage's first units, which the forward reads first: it is
+  // updated first and its all-gather runs beside the update of all the others.
+  gather_all();   // the previous update's, where nothing asked for them
+  const int last = static_cast<int>(layout_.buckets().size()) - 1;
+  size_t before_last = 0;   // update pieces of buckets [0, last): they come first in the table
+  for (int b = 0; b < last; ++b) before_last += bucket_pieces_[b].second;
+  auto update = [&](size_t first, size_t count) {
     if (count)
       be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(first * kPieceWords, count * kPieceWords), a,
                       norm_sq, static_cast<float>(clip));
-    const Bucket& bk = layout_.buckets()[b];
-    TensorView v = params_.slice(bk.offset, bk.size);
-    gathers.push_back(g_.dp->all_gather_async(v.data, bk.size / g_.topo.dp(), v.dtype, be_.stream()));
+  };
+  update(before_last, bucket_pieces_[last].second);
+  stale_[last] = 1;
+  start_gather(last);
+  update(0, before_last);
+  for (int b = 0; b < last; ++b) stale_[b] = 1;
+}
+
+void Optimizer::start_gather(int b) {
+  if (!stale_[b]) return;
+  stale_[b] = 0;
+  const Bucket& bk = layout_.buckets()[b];
+  TensorView v = params_.slice(bk.offset, bk.size);
+  gathering_[b] = g_.dp->all_gather_async(v.data, bk.size / g_.topo.dp(), v.dtype, be_.stream());
+}
+
+void Optimizer::wait_gather(int b) {
+  start_gather(b);
+  if (gathering_[b]) {
+    gathering_[b]->wait(be_.stream());
+    gathering_[b].reset();
   }
-  for (Request& r : gathers) r->wait(be_.stream());
+}
+
+void Optimizer::need(int unit) {
+  if (lazy_gather_) wait_gather(unit_bucket_[unit]);
+}
+
+void Optimizer::prefetch(int unit) {
+  if (lazy_gather_) start_gather(unit_bucket_[unit]);
+}
+
+void Optimizer::gather_all() {
+  // Last bucket first: the order in which a forward would ask for them.
+  for (int b = static_cast<int>(stale_.size()) - 1; b >= 0; --b) wait_gather(b);
 }
 
 }  // namespace trident

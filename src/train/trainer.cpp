@@ -26,6 +26,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
   optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
                                            cfg.train, cfg.parallel.zero == 1);
+  model_->set_param_fetch(optimizer_.get());
   model_->init_params(cfg.train.seed);
   optimizer_->init_master();
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;

@@ -25,6 +25,16 @@ struct StageTensors {
 // Called with a unit id as soon as that unit's gradients are final for the step.
 using UnitDone = std::function<void(int unit)>;
 
+// Parameters that may still be on their way after an update (ZeRO-1 gathers each bucket's
+// updated shards lazily). The forward calls need(unit) before its first op that reads the unit's
+// parameters and prefetch(unit) where starting their transfer overlaps well.
+class ParamFetch {
+ public:
+  virtual ~ParamFetch() = default;
+  virtual void need(int unit) = 0;       // ops queued from now on see the unit's current values
+  virtual void prefetch(int unit) = 0;   // start bringing them; no wait
+};
+
 class GptStage {
  public:
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
@@ -46,6 +56,10 @@ class GptStage {
   // allocates, so memory estimates (trident plan) are exact.
   static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
+
+  // Where the forward gets parameters that an update may not have delivered yet (none: they are
+  // always current).
+  void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);
@@ -113,6 +127,13 @@ class GptStage {
   // first attention backward (see backward()).
   int head_done_slot_ = -1;
   UnitDone head_done_;
+  ParamFetch* fetch_ = nullptr;
+  void need(int unit) {
+    if (fetch_ && unit >= 0) fetch_->need(unit);
+  }
+  void prefetch(int unit) {
+    if (fetch_ && unit >= 0) fetch_->prefetch(unit);
+  }
   std::unique_ptr<Scratch> scratch_;
 };
 

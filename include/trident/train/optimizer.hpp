@@ -1,19 +1,21 @@
 // AdamW with fp32 master weights and moments over this rank's update range of each bucket:
-// the whole bucket (zero = 0) or its DP shard (zero = 1, ZeRO-1), followed by an all-gather of
-// the updated parameters. Also the global gradient norm, counting every logical parameter once.
+// the whole bucket (zero = 0) or its DP shard (zero = 1, ZeRO-1), whose updated parameters then
+// reach the other DP ranks by an all-gather per bucket. Also the global gradient norm, counting
+// every logical parameter once.
 #pragma once
 
 #include <vector>
 
 #include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
+#include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
 #include "trident/train/grad_sync.hpp"
 
 namespace trident {
 
-class Optimizer {
+class Optimizer : public ParamFetch {
  public:
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
             const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero);
@@ -27,6 +29,16 @@ class Optimizer {
   // min(1, clip / (norm + 1e-6)) where norm = sqrt(norm_sq[0]) is read on the device. t is the
   // 1-based update count used for bias correction.
   void step(double lr, TensorView norm_sq, double clip, long t);
+
+  // ZeRO-1 with dp > 1: step() starts the all-gather of the bucket that the next forward reads
+  // first and leaves the others pending; the forward (ParamFetch, see GptStage) starts each one
+  // (prefetch) and waits for it (need) as it goes, so the transfers run beside the forward
+  // instead of slowing the update. gather_all() completes every pending one. These calls are
+  // collectives over the DP group: every DP rank makes them in the same order (they follow
+  // the same schedule). Elsewhere they do nothing.
+  void need(int unit) override;
+  void prefetch(int unit) override;
+  void gather_all();
 
   // A piece of one parameter inside this rank's update range.
   struct Segment {
@@ -60,6 +72,12 @@ class Optimizer {
   Buffer state_buf_, update_table_, norm_table_;   // tables: the segments as TensorPieces
   std::vector<std::pair<size_t, size_t>> bucket_pieces_;   // [first, count) of each bucket's update pieces
   TensorView master_, m_, v_;
+  bool lazy_gather_ = false;            // ZeRO-1 with dp > 1
+  std::vector<int> unit_bucket_;        // the bucket of each unit
+  std::vector<char> stale_;             // bucket updated here, its all-gather not started
+  std::vector<Request> gathering_;      // started, not yet waited for
+  void start_gather(int bucket);
+  void wait_gather(int bucket);
 };
 
 }  // namespace trident

@@ -44,7 +44,13 @@ class Trainer {
   // Global samples consumed once `step` steps are done.
   int64_t consumed_samples(int64_t step) const;
 
-  GptStage& model() { return *model_; }
+  // The model with every parameter current: with ZeRO-1 this completes the all-gathers the last
+  // update left pending, so all ranks of a DP group must call it together (checkpoints and
+  // tests do).
+  GptStage& model() {
+    optimizer_->gather_all();
+    return *model_;
+  }
   Optimizer& optimizer() { return *optimizer_; }
   const RunConfig& config() const { return cfg_; }
 

@@ -6,7 +6,8 @@
 #   sm_90a machines skip), layouts (one step vs CPU, 2-GPU layouts vs 1 GPU), torch
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
 #   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
-# measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs), pytorch (the same
+# measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs, the latter with ZeRO 0
+#   and 1), pytorch (the same
 #   with tools/bench_pytorch.py; pytorch_ab: its 1-GPU run twice through this script's wrapper and
 #   twice started plainly, alternating), kernels (trident bench --bench.kernels; kernels_mma: with the
 #   mma.sync attention kernels), ckpt (save/load GB/s),
@@ -74,7 +75,10 @@ for c in "${checks[@]}"; do
       for n in "${counts[@]}"; do
         run "bench124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
           --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 3 --bench.steps 10
-      done ;;
+      done
+      (( gpus >= 2 )) && run bench124m_2gpu_zero1 300 "${mpirun[@]}" -np 2 "$bin/trident" bench \
+        --config "$root/inputs/models/gpt2-124m.cfg" --train.micro_batch_size 32 --train.global_batch_size 64 \
+        --bench.warmup 3 --bench.steps 10 --parallel.zero 1 ;;
     pytorch)
       run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
       (( gpus >= 2 )) && run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;

@@ -327,6 +327,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }
+  be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
   if (stage_.first()) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity), so every
@@ -352,17 +353,23 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
   // dres from elsewhere and sums it in its matmul backward.
   const bool fcproj_bias_done = i + 1 < stage_.n_layers() || stage_.last();
+  be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
   be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, fcproj_bias_done ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w,
                       a.fch, N, 4 * Cl, C);
   // The input gradient first: its TP all-reduce overlaps the weight-gradient GEMM.
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   Request reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
-  be_.matmul_bwd(TensorView{}, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   if (reduce) reduce->wait(st);
   be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, g.proj_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
 
   be_.matmul_bwd(sc.datty, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
+  // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
+  // attention backward, which is bound by the tensor cores and shared memory.
+  be_.side_begin();
+  be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  be_.side_end();
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);

@@ -195,6 +195,15 @@ class Backend {
   virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                            TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) = 0;
 
+  // ---- concurrency: ops queued between side_begin() and side_end() go to a second queue that
+  // starts after everything queued so far; the ops queued after side_end() may run beside them
+  // until side_join(), after which every op waits for them. Side ops must not be GEMMs (they
+  // share one cuBLASLt workspace), communication or host transfers, and must not touch what
+  // the ops beside them write. Backends without concurrency run everything in order.
+  virtual void side_begin() {}
+  virtual void side_end() {}
+  virtual void side_join() {}
+
   // ---- profiling: while on, every op (and every wait of a communicator on this process's
   // GPU) is timed on the stream; take_profile() waits for them and returns the sums. Backends
   // without timers return nothing.

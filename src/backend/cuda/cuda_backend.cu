@@ -1,6 +1,7 @@
 // CudaBackend (bf16 activations and parameters, fp32 gradients and optimizer state): memory,
 // the compute stream and argument checks; each op calls its family's entry point (encoder.cu, ...).
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -56,15 +57,26 @@ class CudaBackend final : public Backend {
     TRIDENT_CHECK(device >= 0 && device < count,
                   str("cuda backend: device ", device, " requested, ", count, " visible"));
     CUDA_CHECK(cudaSetDevice(device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    stream_ = main_stream_;
+    // TRIDENT_SIDE_STREAM=0 queues side ops on the main stream, in order (for comparisons).
+    const char* side = std::getenv("TRIDENT_SIDE_STREAM");
+    side_enabled_ = !(side && *side == '0');
     matmul_ = std::make_unique<gpu::Matmul>();
   }
 
   ~CudaBackend() override {
     // No fatal() while tearing down (this may run during unwinding): report and go on.
-    warn_if(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    warn_if(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
+    warn_if(cudaStreamSynchronize(main_stream_), "cudaStreamSynchronize");
     matmul_.reset();
-    warn_if(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+    warn_if(cudaEventDestroy(fork_), "cudaEventDestroy");
+    warn_if(cudaEventDestroy(join_), "cudaEventDestroy");
+    warn_if(cudaStreamDestroy(side_stream_), "cudaStreamDestroy");
+    warn_if(cudaStreamDestroy(main_stream_), "cudaStreamDestroy");
   }
 
   std::string name() const override { return str("cuda:", device_); }
@@ -126,6 +138,7 @@ class CudaBackend final : public Backend {
 
   void copy_from_host(TensorView dst, const void* src) override {
     if (!dst.numel) return;
+    TRIDENT_CHECK(!on_side(), "cuda backend: copy_from_host between side_begin() and side_end()");
     CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
     // The caller may reuse or free src as soon as this returns. From pageable memory the copy
     // has been staged by then (CUDA's documented behaviour); from pinned memory the DMA reads
@@ -153,13 +166,39 @@ class CudaBackend final : public Backend {
     }
   }
 
-  Stream stream() override { return Stream{stream_}; }
+  Stream stream() override {
+    TRIDENT_CHECK(!on_side(), "cuda backend: the stream was asked for between side_begin() and side_end()");
+    return Stream{stream_};
+  }
+
+  // ---- concurrency: the side stream, with its own scratch
+  void side_begin() override {
+    TRIDENT_CHECK(!on_side(), "cuda backend: side_begin() twice");
+    if (!side_enabled_) return;
+    CUDA_CHECK(cudaEventRecord(fork_, main_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+    stream_ = side_stream_;
+    scratch_ = &side_scratch_;
+    side_used_ = true;
+  }
+  void side_end() override {
+    stream_ = main_stream_;
+    scratch_ = &main_scratch_;
+  }
+  void side_join() override {
+    TRIDENT_CHECK(!on_side(), "cuda backend: side_join() before side_end()");
+    if (!side_used_) return;
+    CUDA_CHECK(cudaEventRecord(join_, side_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(main_stream_, join_, 0));
+    side_used_ = false;
+  }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
   std::vector<OpTime> take_profile() override { return gpu::Profiler::instance().take(); }
   void synchronize() override { wait_for_stream(); }
   BackendCounters counters() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return BackendCounters{allocations_ + scratch_.growths(), matmul_->plans_built(), host_waits_};
+    return BackendCounters{allocations_ + main_scratch_.growths() + side_scratch_.growths(), matmul_->plans_built(),
+                           host_waits_};
   }
 
   // ---- embedding
@@ -180,7 +219,7 @@ class CudaBackend final : public Backend {
     gpu::encoder_bwd(f32(dwte, rows_x_cols(v_local, C), "encoder_bwd: dwte"),
                      positions<float>(dwpe, DType::F32, T, C, "encoder_bwd: dwpe"),
                      act(dout, rows_x_cols(B * T, C), "encoder_bwd: dout"), tokens, B, T, C, vocab_start, v_local,
-                     scratch_, stream_);
+                     *scratch_, stream_);
   }
 
   // ---- LayerNorm
@@ -211,7 +250,7 @@ class CudaBackend final : public Backend {
                        f32(db, C, "layernorm_bwd: db"), f32_optional(dsum, C, "layernorm_bwd: dsum"),
                        act(dout, NC, "layernorm_bwd: dout"),
                        act(in, NC, "layernorm_bwd: in"), act(w, C, "layernorm_bwd: w"),
-                       f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, scratch_,
+                       f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, *scratch_,
                        stream_);
   }
 
@@ -237,6 +276,7 @@ class CudaBackend final : public Backend {
 
   // ---- GEMMs
   void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias, int N, int K, int M) override {
+    check_not_side("matmul_fwd");
     gpu::ProfileScope prof(stream_, "matmul_fwd", N, K, M);
     matmul_->forward(act(out, rows_x_cols(N, M), "matmul_fwd: out"), nullptr,
                      act(in, rows_x_cols(N, K), "matmul_fwd: in"), act(w, rows_x_cols(M, K), "matmul_fwd: w"),
@@ -245,6 +285,7 @@ class CudaBackend final : public Backend {
 
   void matmul_gelu_fwd(TensorView out, TensorView pre, TensorView in, TensorView w, TensorView bias, int N, int K,
                        int M) override {
+    check_not_side("matmul_gelu_fwd");
     gpu::ProfileScope prof(stream_, "matmul_gelu_fwd", N, K, M);
     matmul_->forward(act(out, rows_x_cols(N, M), "matmul_gelu_fwd: out"),
                      act(pre, rows_x_cols(N, M), "matmul_gelu_fwd: pre"),
@@ -254,23 +295,25 @@ class CudaBackend final : public Backend {
 
   void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in, TensorView w, int N,
                   int K, int M) override {
+    if (!din.empty() || !dw.empty()) check_not_side("matmul_bwd");
     gpu::ProfileScope prof(stream_, "matmul_bwd", N, K, M);
     matmul_->backward(act_optional(din, rows_x_cols(N, K), "matmul_bwd: din"),
                       f32_optional(dw, rows_x_cols(M, K), "matmul_bwd: dw"),
                       f32_optional(dbias, M, "matmul_bwd: dbias"), act(dout, rows_x_cols(N, M), "matmul_bwd: dout"),
                       act(in, rows_x_cols(N, K), "matmul_bwd: in"), act(w, rows_x_cols(M, K), "matmul_bwd: w"), nullptr,
-                      N, K, M, scratch_, stream_);
+                      N, K, M, *scratch_, stream_);
   }
 
   void matmul_gelu_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout, TensorView in, TensorView w,
                        TensorView pre, int N, int K, int M) override {
+    check_not_side("matmul_gelu_bwd");
     gpu::ProfileScope prof(stream_, "matmul_gelu_bwd", N, K, M);
     matmul_->backward(act(din, rows_x_cols(N, K), "matmul_gelu_bwd: din"),
                       f32_optional(dw, rows_x_cols(M, K), "matmul_gelu_bwd: dw"),
                       f32_optional(dbias, M, "matmul_gelu_bwd: dbias"),
                       act(dout, rows_x_cols(N, M), "matmul_gelu_bwd: dout"),
                       act(in, rows_x_cols(N, K), "matmul_gelu_bwd: in"), act(w, rows_x_cols(M, K), "matmul_gelu_bwd: w"),
-                      act(pre, rows_x_cols(N, K), "matmul_gelu_bwd: pre"), N, K, M, scratch_, stream_);
+                      act(pre, rows_x_cols(N, K), "matmul_gelu_bwd: pre"), N, K, M, *scratch_, stream_);
   }
 
   // ---- attention
@@ -288,7 +331,7 @@ class CudaBackend final : public Backend {
     gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), f32_optional(dbias, 3 * C, "attention_bwd: dbias"),
                        act(dout, BT * C, "attention_bwd: dout"), act(qkv, 3 * BT * C, "attention_bwd: qkv"),
                        act(out, BT * C, "attention_bwd: out"), f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS,
-                       scratch_, stream_);
+                       *scratch_, stream_);
   }
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
@@ -343,15 +386,15 @@ class CudaBackend final : public Backend {
     gpu::ProfileScope prof(stream_, "sum_squares", x.numel);
     float* a = f32(acc, 1, "sum_squares: acc");
     if (x.dtype == DType::BF16) {
-      gpu::sum_squares(a, act(x, x.numel, "sum_squares: x"), x.numel, scratch_, stream_);
+      gpu::sum_squares(a, act(x, x.numel, "sum_squares: x"), x.numel, *scratch_, stream_);
     } else {
-      gpu::sum_squares(a, f32(x, x.numel, "sum_squares: x"), x.numel, scratch_, stream_);
+      gpu::sum_squares(a, f32(x, x.numel, "sum_squares: x"), x.numel, *scratch_, stream_);
     }
   }
 
   void sum(TensorView acc, TensorView x) override {
     gpu::ProfileScope prof(stream_, "sum", x.numel);
-    gpu::sum(f32(acc, 1, "sum: acc"), f32(x, x.numel, "sum: x"), x.numel, scratch_, stream_);
+    gpu::sum(f32(acc, 1, "sum: acc"), f32(x, x.numel, "sum: x"), x.numel, *scratch_, stream_);
   }
 
   void scale(TensorView x, float s) override {
@@ -371,7 +414,7 @@ class CudaBackend final : public Backend {
     gpu::ProfileScope prof(stream_, "sum_squares_multi", pieces.numel / kPieceWords);
     gpu::sum_squares_multi(f32(acc, 1, "sum_squares_multi: acc"), f32(x, x.numel, "sum_squares_multi: x"),
                            piece_table(pieces, "sum_squares_multi"), static_cast<int>(pieces.numel / kPieceWords),
-                           scratch_, stream_);
+                           *scratch_, stream_);
   }
 
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
@@ -385,7 +428,10 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Host waits cover the side stream's work too.
   void wait_for_stream() {
+    TRIDENT_CHECK(!on_side(), "cuda backend: a host wait between side_begin() and side_end()");
+    side_join();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::lock_guard<std::mutex> lock(mutex_);
     ++host_waits_;
@@ -408,10 +454,21 @@ class CudaBackend final : public Backend {
     if (err != cudaSuccess) log_warn(str("cuda backend teardown: ", what, ": ", gpu::cuda_error_text(err)));
   }
 
+  bool on_side() const { return stream_ == side_stream_ && side_stream_ != nullptr; }
+  // GEMMs share Matmul's one workspace, so none may run on the side stream.
+  void check_not_side(const char* op) const {
+    TRIDENT_CHECK(!on_side(), str("cuda backend: ", op, " runs a GEMM, which may not be queued between side_begin() and side_end()"));
+  }
+
   int device_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;   // where ops go: main_stream_, or side_stream_ inside side_begin/end
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool side_enabled_ = true, side_used_ = false;
   std::unique_ptr<gpu::Matmul> matmul_;
-  gpu::Scratch scratch_;  // temporaries of one op at a time (ops are ordered on stream_)
+  // Temporaries of one op at a time: ops are ordered on their stream, and each stream has its own.
+  gpu::Scratch main_scratch_, side_scratch_;
+  gpu::Scratch* scratch_ = &main_scratch_;
 
   // alloc()/release() may be called from several host threads; the size table is guarded.
   mutable std::mutex mutex_;

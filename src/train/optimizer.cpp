@@ -74,6 +74,11 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
 }
 
+Optimizer::~Optimizer() {
+  for (Request& r : gathering_)
+    if (r) r->wait(be_.stream());
+}
+
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
                                 std::vector<Segment>& norm) {
   size_t state = 0, unused = 0;

@@ -19,6 +19,9 @@ class Optimizer : public ParamFetch {
  public:
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
             const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero);
+  // Completes the all-gathers already started (every DP rank started them), so that none is
+  // still writing the parameters when their memory goes.
+  ~Optimizer() override;
 
   // Sets the fp32 master weights from the current parameters.
   void init_master();

@@ -97,6 +97,7 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
   TRIDENT_CHECK(n >= 1 && pos_ + n <= max_len_, str("feeding ", n, " tokens at position ", pos_, " of ", max_len_));
   const ModelConfig& m = model_.config();
   const ParallelGroups& g = model_.groups();
+  model_.need_all_params();
   const StageTensors& w = model_.weights();
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();

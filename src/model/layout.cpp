@@ -163,6 +163,11 @@ int ParamLayout::block_unit(int global_layer) const {
   return first_block_unit_ + (stage_.layer_end - 1 - global_layer);
 }
 
+int ParamLayout::first_forward_unit() const {
+  if (embed_unit_ >= 0) return tied_unit_ >= 0 ? tied_unit_ : embed_unit_;
+  return block_unit(stage_.layer_begin);
+}
+
 int ParamLayout::bucket_of_unit(int unit) const {
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (unit >= buckets_[b].unit_begin && unit < buckets_[b].unit_end) return static_cast<int>(b);

@@ -120,22 +120,29 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   }
   // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
   // AE), so the buckets are updated in two launches and gathered as the next forward needs
-  // them. The last bucket holds the stage's first units, which the forward reads first: it is
-  // updated first and its all-gather runs beside the update of all the others.
+  // them. The bucket the forward reads first is updated first and its all-gather runs beside the
+  // update of all the others; on the first stage the embedding's bucket, read next, follows.
   gather_all();   // the previous update's, where nothing asked for them
-  const int last = static_cast<int>(layout_.buckets().size()) - 1;
-  size_t before_last = 0;   // update pieces of buckets [0, last): they come first in the table
-  for (int b = 0; b < last; ++b) before_last += bucket_pieces_[b].second;
-  auto update = [&](size_t first, size_t count) {
+  const int first = unit_bucket_[layout_.first_forward_unit()];
+  size_t before = 0, total = 0;   // update pieces of buckets [0, first), and of all buckets
+  for (size_t b = 0; b < bucket_pieces_.size(); ++b) {
+    total += bucket_pieces_[b].second;
+    if (static_cast<int>(b) < first) before += bucket_pieces_[b].second;
+  }
+  const size_t first_count = bucket_pieces_[first].second;
+  auto update = [&](size_t begin, size_t count) {
     if (count)
-      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(first * kPieceWords, count * kPieceWords), a,
+      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
                       norm_sq, static_cast<float>(clip));
   };
-  update(before_last, bucket_pieces_[last].second);
-  stale_[last] = 1;
-  start_gather(last);
-  update(0, before_last);
-  for (int b = 0; b < last; ++b) stale_[b] = 1;
+  update(before, first_count);
+  stale_[first] = 1;
+  start_gather(first);
+  update(0, before);
+  update(before + first_count, total - before - first_count);
+  for (size_t b = 0; b < stale_.size(); ++b)
+    if (static_cast<int>(b) != first) stale_[b] = 1;
+  if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
 }
 
 void Optimizer::start_gather(int b) {

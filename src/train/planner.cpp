@@ -154,10 +154,11 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       const double grad_bytes = layout.total() * 4.0, param_bytes = double(layout.total()) * hw.act_bytes;
       const double shard = double(p.dp - 1) / p.dp;
       // Buckets reduce while the last micro-batch's backward (about 2/3 of its compute) runs.
-      // Under ZeRO-1 the all-gather of the last bucket (what the forward reads first) follows
-      // the optimizer; the others run beside the next step's first forward (about 1/3).
+      // Under ZeRO-1 the all-gather of the bucket the forward reads first follows the optimizer;
+      // the others run beside the next step's first forward (about 1/3).
       const double reduce = (p.zero ? shard : ring_factor(p.dp)) * grad_bytes / bw_dp;
-      const double first_bytes = double(layout.buckets().back().size) * hw.act_bytes;
+      const double first_bytes =
+          double(layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())].size) * hw.act_bytes;
       const double gather = p.zero ? shard * first_bytes / bw_dp +
                                          std::max(0.0, shard * (param_bytes - first_bytes) / bw_dp - compute / 3.0)
                                    : 0;

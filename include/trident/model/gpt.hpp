@@ -60,6 +60,11 @@ class GptStage {
   // Where the forward gets parameters that an update may not have delivered yet (none: they are
   // always current).
   void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
+  // Every parameter of the stage current for the ops queued next (for readers of weights()
+  // other than the forward, which asks unit by unit).
+  void need_all_params() {
+    for (int u = 0; u < layout_.n_units(); ++u) need(u);
+  }
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);

@@ -67,6 +67,9 @@ class ParamLayout {
   int embedding_unit() const { return embed_unit_; }  // -1 when not the first stage
   int tied_unit() const { return tied_unit_; }        // -1 on middle stages
   int block_unit(int global_layer) const;
+  // The unit whose parameters the forward reads first: the tied embedding on the first stage,
+  // else the stage's first block.
+  int first_forward_unit() const;
   int bucket_of_unit(int unit) const;
   const ParamInfo& get(const std::string& name) const;
   const ParamInfo* find(const std::string& name) const;

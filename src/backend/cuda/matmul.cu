@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "elementwise.cuh"
 #include "matmul.cuh"
@@ -162,6 +163,42 @@ uint64_t fingerprint(const void* p, size_t bytes, unsigned long long* acc, cudaS
   return h;
 }
 
+// A fixed pseudo-random pattern in [-1, 1): the stand-in bias and accumulator of the trials.
+template <class T>
+__global__ void fill_pattern_kernel(T* p, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float v = static_cast<float>(mix64(i + 0x5851f42d4c957f2dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    if constexpr (std::is_same_v<T, float>) {
+      p[i] = v;
+    } else {
+      p[i] = __float2bfloat16(v);
+    }
+  }
+}
+
+template <class T>
+void fill_pattern(T* p, size_t n, cudaStream_t stream) {
+  fill_pattern_kernel<<<256, 256, 0, stream>>>(p, n);
+  CUDA_CHECK_LAUNCH("fill_pattern_kernel");
+}
+
+// Device memory for the trials; a failed allocation leaves it empty (no tuning, not an error).
+struct TrialBuffer {
+  void* p = nullptr;
+  explicit TrialBuffer(size_t bytes) {
+    if (bytes > 0 && cudaMalloc(&p, bytes) != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      p = nullptr;
+    }
+  }
+  ~TrialBuffer() {
+    if (p) static_cast<void>(cudaFree(p));
+  }
+  TrialBuffer(const TrialBuffer&) = delete;
+  TrialBuffer& operator=(const TrialBuffer&) = delete;
+};
+
 template <class T>
 T algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   T v{};
@@ -184,11 +221,13 @@ bool splits_alike(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) 
 // Chooses among the heuristic's candidates those that compute exactly what its first choice
 // computes, the fastest of them. Each candidate runs once on this call's operands, and its
 // output must have the same fingerprint as the first candidate's (those that split K otherwise,
-// and so sum in another order, are not tried); the ones that pass are timed over a few runs. The choice
-// can differ between runs and ranks, but no result bit depends on it.
-// With beta = 0 (forward, input gradient) the trials write the call's own outputs, which the
-// real call then overwrites; the weight gradient accumulates (beta = 1), so its trials write a
-// temporary buffer, and it keeps the first choice where that cannot be allocated.
+// and so sum in another order, are not tried); the ones that pass are timed over a few runs. The
+// choice can differ between runs and ranks, but no result bit depends on it.
+// So that every part of the epilogue shows in the fingerprint, the trials add a patterned bias
+// (the model's biases start at zero) and, for the weight gradient, which accumulates (beta = 1),
+// write onto a patterned temporary buffer instead of the real one. The forward and input
+// gradient (beta = 0) write the call's own outputs, which the real call then overwrites. Where a
+// trial buffer cannot be allocated the first choice is kept.
 cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatmulHeuristicResult_t* results, int n,
                                      const Operands& ops, float beta, cudaStream_t stream) {
   const bool weight_grad = key.kind == Kind::kWeightGrad;
@@ -197,23 +236,22 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
                          static_cast<size_t>(weight_grad ? key.M : key.N);
   const size_t d_bytes = d_elems * (weight_grad ? sizeof(float) : sizeof(bf16));
   const bool writes_aux = key.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || key.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  void* d = ops.d;
-  void* temp = nullptr;
-  if (beta != 0.0f) {
-    if (cudaMalloc(&temp, d_bytes) != cudaSuccess) {
-      static_cast<void>(cudaGetLastError());   // out of memory here only costs the tuning
-      return results[0].algo;
-    }
-    d = temp;
+  const bool bias = has_bias(key.epilogue);   // a bias of D's rows (M, forward only)
+  TrialBuffer trial_d(beta != 0.0f ? d_bytes : 0), trial_bias(bias ? key.M * sizeof(bf16) : 0);
+  if ((beta != 0.0f && !trial_d.p) || (bias && !trial_bias.p)) return results[0].algo;
+  void* d = beta != 0.0f ? trial_d.p : ops.d;
+  if (bias) {
+    fill_pattern(static_cast<bf16*>(trial_bias.p), key.M, stream);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(trial_bias.p));
   }
   unsigned long long* acc = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_CHECK(cudaMalloc(&acc, sizeof(*acc)));
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
-  const float alpha = 1.0f, zero = 0.0f;
+  const float alpha = 1.0f;
   auto once = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &zero, d, p.d, d, p.d, &algo, workspace_,
+    return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &beta, d, p.d, d, p.d, &algo, workspace_,
                           kWorkspaceBytes, stream);
   };
   auto output_fingerprint = [&] {
@@ -225,12 +263,13 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     std::fprintf(stderr, "gemm kind %d N %d K %d M %d epilogue %d alignment %d: %d candidates\n",
                  static_cast<int>(key.kind), key.N, key.K, key.M, static_cast<int>(key.epilogue), key.alignment, n);
   uint64_t reference = 0;
-  int best = 0;
+  int reference_index = -1, best = 0;   // the reference is the first candidate that runs
   float best_ms = -1;
   for (int i = 0; i < n; ++i) {
     const cublasLtMatmulAlgo_t& algo = results[i].algo;
     const char* verdict = "timed";
     float ms = 0;
+    if (weight_grad) fill_pattern(static_cast<float*>(d), d_elems, stream);   // C of the accumulation
     if (results[i].state != CUBLAS_STATUS_SUCCESS) {
       verdict = "not usable";
     } else if (!splits_alike(algo, results[0].algo)) {
@@ -239,7 +278,7 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
       verdict = "failed";
     } else {
       const uint64_t f = output_fingerprint();
-      if (i == 0) reference = f;
+      if (reference_index < 0) reference = f, reference_index = i;
       if (f != reference) {
         verdict = "different result, not used";
       } else {
@@ -263,10 +302,12 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
                    ms);
   }
   if (log_) std::fprintf(stderr, "  chosen: %d\n", best);
+  // The trial buffers go before the real call: nothing may still be reading them.
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
   CUDA_CHECK(cudaFree(acc));
-  if (temp) CUDA_CHECK(cudaFree(temp));
   return results[best].algo;
 }
 

@@ -175,8 +175,7 @@ class CudaBackend final : public Backend {
   void side_begin() override {
     TRIDENT_CHECK(!on_side(), "cuda backend: side_begin() twice");
     if (!side_enabled_) return;
-    CUDA_CHECK(cudaEventRecord(fork_, main_stream_));
-    CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+    queue_after(side_stream_, main_stream_, fork_);
     stream_ = side_stream_;
     scratch_ = &side_scratch_;
     side_used_ = true;
@@ -188,8 +187,7 @@ class CudaBackend final : public Backend {
   void side_join() override {
     TRIDENT_CHECK(!on_side(), "cuda backend: side_join() before side_end()");
     if (!side_used_) return;
-    CUDA_CHECK(cudaEventRecord(join_, side_stream_));
-    CUDA_CHECK(cudaStreamWaitEvent(main_stream_, join_, 0));
+    queue_after(main_stream_, side_stream_, join_);
     side_used_ = false;
   }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
@@ -454,6 +452,11 @@ class CudaBackend final : public Backend {
     if (err != cudaSuccess) log_warn(str("cuda backend teardown: ", what, ": ", gpu::cuda_error_text(err)));
   }
 
+  // Work queued on `waiter` from now on starts after the work queued on `signaller` so far.
+  static void queue_after(cudaStream_t waiter, cudaStream_t signaller, cudaEvent_t event) {
+    CUDA_CHECK(cudaEventRecord(event, signaller));
+    CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
+  }
   bool on_side() const { return stream_ == side_stream_ && side_stream_ != nullptr; }
   // GEMMs share Matmul's one workspace, so none may run on the side stream.
   void check_not_side(const char* op) const {

@@ -124,24 +124,20 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   // update of all the others; on the first stage the embedding's bucket, read next, follows.
   gather_all();   // the previous update's, where nothing asked for them
   const int first = unit_bucket_[layout_.first_forward_unit()];
-  size_t before = 0, total = 0;   // update pieces of buckets [0, first), and of all buckets
-  for (size_t b = 0; b < bucket_pieces_.size(); ++b) {
-    total += bucket_pieces_[b].second;
-    if (static_cast<int>(b) < first) before += bucket_pieces_[b].second;
-  }
-  const size_t first_count = bucket_pieces_[first].second;
+  // The table holds the buckets' update pieces in bucket order: [0, before) precede `first`.
+  const size_t total = table.numel / kPieceWords, first_count = bucket_pieces_[first].second;
+  size_t before = 0;
+  for (int b = 0; b < first; ++b) before += bucket_pieces_[b].second;
   auto update = [&](size_t begin, size_t count) {
     if (count)
       be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
                       norm_sq, static_cast<float>(clip));
   };
+  std::fill(stale_.begin(), stale_.end(), 1);
   update(before, first_count);
-  stale_[first] = 1;
   start_gather(first);
   update(0, before);
   update(before + first_count, total - before - first_count);
-  for (size_t b = 0; b < stale_.size(); ++b)
-    if (static_cast<int>(b) != first) stale_[b] = 1;
   if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
 }
 

@@ -21,21 +21,18 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
   state += end - begin;
 }
 
-// A segment as pieces of at most `size` elements (one GPU block each), appended to `out`.
-// Update pieces are short, so that an update queued beside other work (see need/prefetch)
-// holds an SM only briefly; the norm's pieces are longer (the partition fixes its summation
-// order, kept as it was).
-constexpr size_t kUpdatePiece = size_t(1) << 13, kNormPiece = size_t(1) << 16;
+// A segment as pieces of at most kPieceElements (one GPU block each), appended to `out`.
+constexpr size_t kPieceElements = size_t(1) << 16;
 
-void append_pieces(const Optimizer::Segment& s, size_t size, std::vector<TensorPiece>& out) {
-  for (size_t k = 0; k < s.n; k += size)
+void append_pieces(const Optimizer::Segment& s, std::vector<TensorPiece>& out) {
+  for (size_t k = 0; k < s.n; k += kPieceElements)
     out.push_back(TensorPiece{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
-                              static_cast<int64_t>(std::min(size, s.n - k)), s.decay ? 1 : 0});
+                              static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
 }
 
-std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::Segment>& segments, size_t size) {
+std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::Segment>& segments) {
   std::vector<TensorPiece> pieces;
-  for (const Optimizer::Segment& s : segments) append_pieces(s, size, pieces);
+  for (const Optimizer::Segment& s : segments) append_pieces(s, pieces);
   return pieces;
 }
 
@@ -50,7 +47,7 @@ std::vector<std::pair<size_t, size_t>> group_pieces(std::vector<Optimizer::Segme
     auto& run = runs[seg.*key];
     if (run.second == 0) run.first = pieces.size();
     const size_t before = pieces.size();
-    append_pieces(seg, kUpdatePiece, pieces);
+    append_pieces(seg, pieces);
     run.second += pieces.size() - before;
   }
   return runs;
@@ -76,7 +73,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
   norm_sq_ = all.slice(3 * state, 1);
-  norm_table_ = piece_table(be, pieces_of(norm_, kNormPiece));
+  norm_table_ = piece_table(be, pieces_of(norm_));
   lazy_gather_ = zero && g.topo.dp() > 1;
   std::vector<TensorPiece> update_pieces;
   if (lazy_gather_) {
@@ -114,7 +111,7 @@ size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, 
 size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero) {
   std::vector<Segment> update, norm;
   make_segments(layout, dp, dp_rank, zero, update, norm);
-  return (pieces_of(update, kUpdatePiece).size() + pieces_of(norm, kNormPiece).size()) * sizeof(TensorPiece);
+  return (pieces_of(update).size() + pieces_of(norm).size()) * sizeof(TensorPiece);
 }
 
 void Optimizer::init_master() {

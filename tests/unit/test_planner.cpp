@@ -74,18 +74,16 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
   // Trainer: inputs and targets of 2 micro-batches of 2 x 16 tokens (512 B), loss and norm^2
-  // (8 B), and 32-byte optimizer pieces: 34 to update (one per tensor, two for each block's
-  // qkv, fc and fcproj weights of 12,288-16,384 elements: update pieces hold at most 8,192) and
-  // 18 for the norm (the tensors meeting a DP rank's half of the single bucket; the planner
-  // takes the larger rank).
-  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 8 + (34 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2166924);   // 18 P + 4 + slot + scratch + trainer
+  // (8 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
+  // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
+  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 8 + (28 + 18) * 32);
+  EXPECT_DOUBLE_EQ(plain.total(), 2166732);   // 18 P + 4 + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2 + 4);   // master, m and v sharded over dp = 2
-  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 8 + (21 + 18) * 32);   // it updates only its shard's tensors
+  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 8 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1510636);
+  EXPECT_DOUBLE_EQ(zero.total(), 1510540);
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

@@ -57,14 +57,8 @@ class CudaBackend final : public Backend {
     TRIDENT_CHECK(device >= 0 && device < count,
                   str("cuda backend: device ", device, " requested, ", count, " visible"));
     CUDA_CHECK(cudaSetDevice(device));
-    // The side stream's CTAs take only the room the main stream's leave: when both have CTAs
-    // waiting for an SM, the main stream's go first (the communicators' streams rank with it).
-    // So a side op runs in the gaps and beside kernels that leave room, and its CTAs never
-    // hold back a persistent GEMM's that are waiting. Lower numbers are higher priorities.
-    int lowest = 0, highest = 0;
-    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&main_stream_, cudaStreamNonBlocking, highest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, lowest));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     stream_ = main_stream_;

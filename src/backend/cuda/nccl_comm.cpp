@@ -201,10 +201,7 @@ class NcclComm : public Comm {
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi);
     NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
-    // At the compute stream's priority, above the backend's side stream (see cuda_backend.cu).
-    int lowest = 0, highest = 0;
-    NCCL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    NCCL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest));
+    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     Watchdog::instance().add_comm(comm_, name_);
   }

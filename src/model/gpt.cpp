@@ -191,12 +191,7 @@ void GptStage::init_params(uint64_t seed) {
   be_.synchronize();
 }
 
-void GptStage::clear_stale_grads() {
-  if (!grads_stale_) return;
-  need_all_params();   // every deferred update has read the gradients before they go
-  be_.zero(grads_);
-  grads_stale_ = false;
-}
+void GptStage::zero_grads() { be_.zero(grads_); }
 
 TensorView GptStage::slot_input(int slot) const { return slots_[slot].input; }
 TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
@@ -318,7 +313,6 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // around a collective instead.
 void GptStage::backward(int slot, const UnitDone& unit_done) {
   Slot& s = slots_[slot];
-  clear_stale_grads();
   int held = -1;   // a unit done but not yet announced
   if (head_done_slot_ == slot) {
     held = layout_.head_unit();
@@ -397,7 +391,6 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
 
   need(layout_.head_unit());
   need(layout_.tied_unit());
-  if (with_grad) clear_stale_grads();
   be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);

@@ -16,7 +16,7 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
     if (p.unit < bk.unit_begin || p.unit >= bk.unit_end) continue;
     if (only_counted && !p.count_in_norm) continue;
     size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
-    if (lo < hi) out.push_back({lo, state + (lo - begin), hi - lo, p.decay, b, p.unit});
+    if (lo < hi) out.push_back({lo, state + (lo - begin), hi - lo, p.decay, b});
   }
   state += end - begin;
 }
@@ -36,23 +36,6 @@ std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::Segment>& segmen
   return pieces;
 }
 
-// The segments' pieces grouped by `key` (bucket or unit; the order within a group kept), and
-// each group's [first, count) run of them.
-std::vector<std::pair<size_t, size_t>> group_pieces(std::vector<Optimizer::Segment> segments, int n_groups,
-                                                    int Optimizer::Segment::*key, std::vector<TensorPiece>& pieces) {
-  std::stable_sort(segments.begin(), segments.end(),
-                   [&](const Optimizer::Segment& a, const Optimizer::Segment& b) { return a.*key < b.*key; });
-  std::vector<std::pair<size_t, size_t>> runs(n_groups, {0, 0});
-  for (const Optimizer::Segment& seg : segments) {
-    auto& run = runs[seg.*key];
-    if (run.second == 0) run.first = pieces.size();
-    const size_t before = pieces.size();
-    append_pieces(seg, pieces);
-    run.second += pieces.size() - before;
-  }
-  return runs;
-}
-
 // The pieces in backend memory, as the multi-tensor ops take them.
 Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
   Buffer table(be, pieces.size() * sizeof(TensorPiece));
@@ -66,33 +49,34 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
                      const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero)
     : layout_(layout), params_(params), grads_(grads), g_(g), be_(be), t_(t), zero_(zero) {
   const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero, update_, norm_);
-  // master, m, v, and the squared gradient norm that the deferred updates read
-  state_buf_ = Buffer(be, (3 * state + 1) * sizeof(float));
+  state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
   master_ = all.slice(0, state);
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
-  norm_sq_ = all.slice(3 * state, 1);
+  // Segments come in bucket order, so each bucket's pieces are one run of the update table.
+  std::vector<TensorPiece> update_pieces;
+  bucket_pieces_.assign(layout.buckets().size(), {0, 0});
+  for (const Segment& seg : update_) {
+    auto& range = bucket_pieces_[seg.bucket];
+    if (range.second == 0) range.first = update_pieces.size();
+    const size_t before = update_pieces.size();
+    append_pieces(seg, update_pieces);
+    range.second += update_pieces.size() - before;
+  }
+  update_table_ = piece_table(be, update_pieces);
   norm_table_ = piece_table(be, pieces_of(norm_));
   lazy_gather_ = zero && g.topo.dp() > 1;
-  std::vector<TensorPiece> update_pieces;
   if (lazy_gather_) {
-    runs_ = group_pieces(update_, static_cast<int>(layout.buckets().size()), &Segment::bucket, update_pieces);
     for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
     stale_.assign(layout.buckets().size(), 0);
     gathering_.resize(layout.buckets().size());
-  } else {
-    runs_ = group_pieces(update_, layout.n_units(), &Segment::unit, update_pieces);
-    pending_.assign(layout.n_units(), 0);
-    on_side_.assign(layout.n_units(), 0);
   }
-  update_table_ = piece_table(be, update_pieces);
 }
 
 Optimizer::~Optimizer() {
   for (Request& r : gathering_)
     if (r) r->wait(be_.stream());
-  if (std::count(on_side_.begin(), on_side_.end(), 1)) be_.side_join();
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
@@ -121,48 +105,40 @@ void Optimizer::init_master() {
 void Optimizer::add_norm_sq(TensorView acc) { be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32)); }
 
 void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
-  complete();   // what the last update left pending, where no forward asked for it
-  args_.lr = static_cast<float>(lr);
-  args_.beta1 = static_cast<float>(t_.beta1);
-  args_.beta2 = static_cast<float>(t_.beta2);
-  args_.eps = static_cast<float>(t_.eps);
-  args_.weight_decay = static_cast<float>(t_.weight_decay);
-  args_.bias_correction1 = static_cast<float>(1.0 - std::pow(t_.beta1, static_cast<double>(t)));
-  args_.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
-  clip_ = static_cast<float>(clip);
-  be_.copy(norm_sq_, norm_sq);   // the caller's buffer may change before the deferred updates run
-  if (!lazy_gather_) {
-    // Each unit is updated when the next forward asks for it (prefetch: on the backend's side
-    // queue, beside the attention kernels; need: in order if not yet queued).
-    std::fill(pending_.begin(), pending_.end(), 1);
+  AdamWArgs a;
+  a.lr = static_cast<float>(lr);
+  a.beta1 = static_cast<float>(t_.beta1);
+  a.beta2 = static_cast<float>(t_.beta2);
+  a.eps = static_cast<float>(t_.eps);
+  a.weight_decay = static_cast<float>(t_.weight_decay);
+  a.bias_correction1 = static_cast<float>(1.0 - std::pow(t_.beta1, static_cast<double>(t)));
+  a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
+  const TensorView table = update_table_.view(DType::I32);
+  if (!zero_ || g_.topo.dp() == 1) {
+    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip));
     return;
   }
   // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
   // AE), so the buckets are updated in two launches and gathered as the next forward needs
   // them. The bucket the forward reads first is updated first and its all-gather runs beside the
   // update of all the others; on the first stage the embedding's bucket, read next, follows.
+  gather_all();   // the previous update's, where nothing asked for them
   const int first = unit_bucket_[layout_.first_forward_unit()];
-  // runs_ holds the buckets' pieces in bucket order: [0, before) precede `first`.
-  const size_t total = update_table_.view(DType::I32).numel / kPieceWords;
-  const size_t before = runs_[first].first, first_count = runs_[first].second;
+  // The table holds the buckets' update pieces in bucket order: [0, before) precede `first`.
+  const size_t total = table.numel / kPieceWords, first_count = bucket_pieces_[first].second;
+  size_t before = 0;
+  for (int b = 0; b < first; ++b) before += bucket_pieces_[b].second;
+  auto update = [&](size_t begin, size_t count) {
+    if (count)
+      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
+                      norm_sq, static_cast<float>(clip));
+  };
   std::fill(stale_.begin(), stale_.end(), 1);
   update(before, first_count);
   start_gather(first);
   update(0, before);
   update(before + first_count, total - before - first_count);
   if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
-}
-
-void Optimizer::update(size_t first_piece, size_t count) {
-  if (!count) return;
-  const TensorView table = update_table_.view(DType::I32);
-  be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(first_piece * kPieceWords, count * kPieceWords),
-                  args_, norm_sq_, clip_);
-}
-
-void Optimizer::update_unit(int unit) {
-  pending_[unit] = 0;
-  update(runs_[unit].first, runs_[unit].second);
 }
 
 void Optimizer::start_gather(int b) {
@@ -182,31 +158,16 @@ void Optimizer::wait_gather(int b) {
 }
 
 void Optimizer::need(int unit) {
-  if (lazy_gather_) return wait_gather(unit_bucket_[unit]);
-  if (pending_[unit]) {
-    update_unit(unit);
-  } else if (on_side_[unit]) {
-    be_.side_join();   // joins every update queued there so far
-    std::fill(on_side_.begin(), on_side_.end(), 0);
-  }
+  if (lazy_gather_) wait_gather(unit_bucket_[unit]);
 }
 
 void Optimizer::prefetch(int unit) {
-  if (lazy_gather_) return start_gather(unit_bucket_[unit]);
-  if (!pending_[unit]) return;
-  be_.side_begin();
-  update_unit(unit);
-  be_.side_end();
-  on_side_[unit] = 1;
+  if (lazy_gather_) start_gather(unit_bucket_[unit]);
 }
 
-void Optimizer::complete() {
-  if (lazy_gather_) {
-    // Last bucket first: the order in which a forward would ask for them.
-    for (int b = static_cast<int>(stale_.size()) - 1; b >= 0; --b) wait_gather(b);
-  } else {
-    for (int u = 0; u < layout_.n_units(); ++u) need(u);
-  }
+void Optimizer::gather_all() {
+  // Last bucket first: the order in which a forward would ask for them.
+  for (int b = static_cast<int>(stale_.size()) - 1; b >= 0; --b) wait_gather(b);
 }
 
 }  // namespace trident

@@ -46,7 +46,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.grads = static_cast<double>(layout.total()) * sizeof(float);
   size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO-1
   for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
-  e.optimizer = (3.0 * state + 1) * sizeof(float);   // master, m, v and the norm the deferred updates read
+  e.optimizer = 3.0 * state * sizeof(float);
   const std::vector<Action> plan = make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step());
   e.in_flight = std::max(1, peak_in_flight(plan));
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);

@@ -69,7 +69,7 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   MemoryEstimate plain = estimate_memory(small_config(0), hw);
   EXPECT_DOUBLE_EQ(plain.params, 2 * P);
   EXPECT_DOUBLE_EQ(plain.grads, 4 * P);
-  EXPECT_DOUBLE_EQ(plain.optimizer, 12 * P + 4);   // master, m, v and the norm^2 the deferred updates read
+  EXPECT_DOUBLE_EQ(plain.optimizer, 12 * P);
   EXPECT_EQ(plain.in_flight, 1);
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
@@ -77,13 +77,13 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   // (8 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
   // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
   EXPECT_DOUBLE_EQ(plain.trainer, 512 + 8 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2166732);   // 18 P + 4 + slot + scratch + trainer
+  EXPECT_DOUBLE_EQ(plain.total(), 2166728);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
-  EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2 + 4);   // master, m and v sharded over dp = 2
+  EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
   EXPECT_DOUBLE_EQ(zero.trainer, 512 + 8 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1510540);
+  EXPECT_DOUBLE_EQ(zero.total(), 1510536);
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

@@ -68,10 +68,7 @@ class GptStage {
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);
-  // The gradients read as zero from the step's first op that accumulates into them (the head's
-  // or the first block's backward); until then they keep their values, which the parameter
-  // fetcher's deferred updates still read, and that op first asks for every parameter.
-  void zero_grads() { grads_stale_ = true; }
+  void zero_grads();
 
   // Stage boundary buffers of a slot, (B, T, C) in the compute dtype.
   TensorView slot_input(int slot) const;    // received activation (or the embedding output on stage 0)
@@ -136,8 +133,6 @@ class GptStage {
   int head_done_slot_ = -1;
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
-  bool grads_stale_ = false;   // zero_grads() called, the zeroing not yet queued
-  void clear_stale_grads();
   void need(int unit) {
     if (fetch_ && unit >= 0) fetch_->need(unit);
   }

@@ -19,8 +19,8 @@ class Optimizer : public ParamFetch {
  public:
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
             const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero);
-  // Completes the all-gathers already started (every DP rank started them) and joins the
-  // updates queued beside other work, so that none still writes memory when it goes.
+  // Completes the all-gathers already started (every DP rank started them), so that none is
+  // still writing the parameters when their memory goes.
   ~Optimizer() override;
 
   // Sets the fp32 master weights from the current parameters.
@@ -31,22 +31,17 @@ class Optimizer : public ParamFetch {
   // One AdamW update with learning rate lr. With clip > 0, gradients are scaled by
   // min(1, clip / (norm + 1e-6)) where norm = sqrt(norm_sq[0]) is read on the device. t is the
   // 1-based update count used for bias correction.
-  //
-  // The update is deferred to the next forward, which asks for each unit's parameters as it
-  // goes (ParamFetch, see GptStage): prefetch(unit) starts the unit's work, need(unit) makes the
-  // ops queued next see its result. Without ZeRO-1 (or with dp = 1) the work is the unit's
-  // AdamW: prefetch queues it on the backend's side queue, beside the attention kernels (a
-  // memory-bound update beside compute-bound work), and need queues it in order if nothing did.
-  // With ZeRO-1 and dp > 1, step() updates the shards at once and the work is each bucket's
-  // all-gather; these calls are then collectives over the DP group, which every DP rank makes
-  // in the same order (they follow the same schedule). The gradients must stay as they are
-  // until every unit has been asked for (GptStage::zero_grads waits for that).
-  // complete() does whatever is still pending, after which master(), exp_avg(), exp_avg_sq()
-  // and the parameters are current.
   void step(double lr, TensorView norm_sq, double clip, long t);
+
+  // ZeRO-1 with dp > 1: step() starts the all-gather of the bucket that the next forward reads
+  // first and leaves the others pending; the forward (ParamFetch, see GptStage) starts each one
+  // (prefetch) and waits for it (need) as it goes, so the transfers run beside the forward
+  // instead of slowing the update. gather_all() completes every pending one. These calls are
+  // collectives over the DP group: every DP rank makes them in the same order (they follow
+  // the same schedule). Elsewhere they do nothing.
   void need(int unit) override;
   void prefetch(int unit) override;
-  void complete();
+  void gather_all();
 
   // A piece of one parameter inside this rank's update range.
   struct Segment {
@@ -55,7 +50,6 @@ class Optimizer : public ParamFetch {
     size_t n;
     bool decay;
     int bucket;     // the DP bucket it belongs to
-    int unit;       // the unit of its parameter
   };
   const std::vector<Segment>& segments() const { return update_; }
   // The segments of DP rank dp_rank: what it updates and what it adds to the norm; returns the
@@ -79,19 +73,12 @@ class Optimizer : public ParamFetch {
   std::vector<Segment> update_;   // what this rank updates
   std::vector<Segment> norm_;     // what this rank adds to the norm (DP slice, counted parameters)
   Buffer state_buf_, update_table_, norm_table_;   // tables: the segments as TensorPieces
-  // [first, count) of the update pieces of each bucket (ZeRO-1, dp > 1) or unit (otherwise)
-  std::vector<std::pair<size_t, size_t>> runs_;
-  TensorView master_, m_, v_, norm_sq_;
-  AdamWArgs args_;   // of the last step()
-  float clip_ = 0;
+  std::vector<std::pair<size_t, size_t>> bucket_pieces_;   // [first, count) of each bucket's update pieces
+  TensorView master_, m_, v_;
   bool lazy_gather_ = false;            // ZeRO-1 with dp > 1
   std::vector<int> unit_bucket_;        // the bucket of each unit
   std::vector<char> stale_;             // bucket updated here, its all-gather not started
   std::vector<Request> gathering_;      // started, not yet waited for
-  std::vector<char> pending_;           // unit's update not yet queued (not ZeRO-1 with dp > 1)
-  std::vector<char> on_side_;           // unit's update queued on the side queue, not yet joined
-  void update(size_t first_piece, size_t count);
-  void update_unit(int unit);
   void start_gather(int bucket);
   void wait_gather(int bucket);
 };

@@ -44,17 +44,14 @@ class Trainer {
   // Global samples consumed once `step` steps are done.
   int64_t consumed_samples(int64_t step) const;
 
-  // The model with every parameter current, and the optimizer with its state current: they
-  // complete what the last update left pending (Optimizer::complete), which with ZeRO-1 holds
-  // all-gathers, so all ranks of a DP group must call them together (checkpoints and tests do).
+  // The model with every parameter current: with ZeRO-1 this completes the all-gathers the last
+  // update left pending, so all ranks of a DP group must call it together (checkpoints and
+  // tests do).
   GptStage& model() {
-    optimizer_->complete();
+    optimizer_->gather_all();
     return *model_;
   }
-  Optimizer& optimizer() {
-    optimizer_->complete();
-    return *optimizer_;
-  }
+  Optimizer& optimizer() { return *optimizer_; }
   const RunConfig& config() const { return cfg_; }
 
  private:

@@ -10,7 +10,8 @@
 #   and 1), pytorch (the same
 #   with tools/bench_pytorch.py; pytorch_ab: its 1-GPU run twice through this script's wrapper and
 #   twice started plainly, alternating), kernels (trident bench --bench.kernels; kernels_mma: with the
-#   mma.sync attention kernels), ckpt (save/load GB/s),
+#   mma.sync attention kernels), ckpt (save/load GB/s), dp2_ab (1 GPU and dp2 ZeRO-1 alternating,
+#   five runs each, and the scaling of the means),
 #   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
 #   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 vs pp2 1F1B with
 #   8 micro-batches at the same global batch), ncu (Nsight Compute sections of the attention
@@ -79,6 +80,23 @@ for c in "${checks[@]}"; do
       (( gpus >= 2 )) && run bench124m_2gpu_zero1 300 "${mpirun[@]}" -np 2 "$bin/trident" bench \
         --config "$root/inputs/models/gpt2-124m.cfg" --train.micro_batch_size 32 --train.global_batch_size 64 \
         --bench.warmup 3 --bench.steps 10 --parallel.zero 1 ;;
+    dp2_ab)
+      # Target 2's ratio with the lease's drift averaged out: 1-GPU and dp2 ZeRO-1 runs alternate
+      # five times each (30 timed steps per run); scaling = mean dp2 rate / (2 x mean 1-GPU rate).
+      (( gpus >= 2 )) || { echo "dp2_ab: needs 2 GPUs" | tee -a "$out/summary.txt"; status=1; continue; }
+      for i in 1 2 3 4 5; do
+        for n in 1 2; do
+          run "dp2_ab_${n}gpu_$i" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \
+            --train.micro_batch_size 32 --train.global_batch_size $((32 * n)) --bench.warmup 5 --bench.steps 30 \
+            --parallel.zero 1
+        done
+      done
+      for i in 1 2 3 4 5; do
+        for n in 1 2; do grep -A1 "^model" "$out/dp2_ab_${n}gpu_$i.log" | tail -1 | awk -v n=$n '{print n, $9}'; done
+      done | awk '{s[$1] += $2; c[$1]++; printf "%s GPU: %d tok/s\n", $1, $2}
+                  END {if (c[1] && c[2]) printf "dp2 scaling: %.1f%% (mean %d of %d runs / 2 x mean %d of %d runs)\n",
+                       100 * s[2] / c[2] / (2 * s[1] / c[1]), s[2] / c[2], c[2], s[1] / c[1], c[1]}' \
+        | tee "$out/dp2_ab.txt" ;;
     pytorch)
       run pytorch124m_1gpu 300 python3 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20
       (( gpus >= 2 )) && run pytorch124m_2gpu 300 torchrun --nproc_per_node 2 "$root/tools/bench_pytorch.py" --batch 32 --seq 1024 --steps 20 ;;

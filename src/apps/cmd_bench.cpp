@@ -82,15 +82,52 @@ double time_op(Backend& be, int reps, Fn&& fn) {
   return seconds_since(t0) / reps;
 }
 
+// One row of the kernel table: time, achieved rate, and the rate as a share of the ceiling it
+// is bound by (the measured device-memory copy or bf16 GEMM rate).
+struct KernelRow {
+  double ms, rate, ceiling;
+  void print(const char* name) const {
+    std::printf("%-36s %10.3f %13.4g %9.0f%%\n", name, ms, rate, 100 * rate / ceiling);
+  }
+};
+
+// The hot kernels at GPT-2 shapes (smaller on a CPU, named in each row). The ceilings are
+// measured first on the same backend: a device-to-device copy (bytes read + written) and a
+// square GEMM in the compute dtype (2 n^3 FLOPs).
 void kernel_bench(Backend& be) {
+  const bool dev = be.is_device();
   const DType act = be.compute_dtype();
-  const int reps = be.is_device() ? 20 : 2;
-  std::printf("%-34s %12s %12s\n", "kernel", "ms", "TFLOP/s|GB/s");
+  const int reps = dev ? 20 : 2;
   auto buf = [&](DType t, size_t n) { return Buffer(be, n * dtype_size(t)); };
   auto view = [](const Buffer& b, DType t, size_t n) { return b.view(t).slice(0, n); };
+  char name[80];
+
+  double copy_gbs = 0, gemm_tflops = 0;
+  {
+    const size_t n = dev ? size_t(1) << 28 : size_t(1) << 22;   // fp32: 1 GiB on a device, 16 MiB on a CPU
+    Buffer a = buf(DType::F32, n), b = buf(DType::F32, n);
+    const double s = time_op(be, reps, [&] { be.copy(view(b, DType::F32, n), view(a, DType::F32, n)); });
+    copy_gbs = 2.0 * n * sizeof(float) / s / 1e9;
+  }
+  const int g = dev ? 8192 : 512;
+  {
+    const size_t n = size_t(g) * g;
+    Buffer x = buf(act, n), w = buf(act, n), y = buf(act, n);
+    const double s = time_op(be, reps, [&] {
+      be.matmul_fwd(view(y, act, n), view(x, act, n), view(w, act, n), TensorView{}, g, g, g);
+    });
+    gemm_tflops = 2.0 * g * g * double(g) / s / 1e12;
+  }
+  std::printf("%-36s %10s %13s %10s\n", "kernel", "ms", "TFLOP/s|GB/s", "of ceiling");
+  std::snprintf(name, sizeof name, "ceiling: copy %s (read + write)", dev ? "1 GiB" : "16 MiB");
+  std::printf("%-36s %10s %13.4g\n", name, "", copy_gbs);
+  std::snprintf(name, sizeof name, "ceiling: GEMM %s %d^3", dtype_name(act), g);
+  std::printf("%-36s %10s %13.4g\n", name, "", gemm_tflops);
+  auto memory_row = [&](double s, double bytes) { return KernelRow{s * 1e3, bytes / s / 1e9, copy_gbs}; };
+
   for (int HS : {64, 128})
-    for (int T : {1024, 4096}) {
-      const int B = be.is_device() ? 8 : 1, NH = (HS == 64 ? 12 : 16);
+    for (int T : dev ? std::vector<int>{1024, 4096} : std::vector<int>{128, 256}) {
+      const int B = dev ? 8 : 1, NH = (HS == 64 ? 12 : 16);
       const size_t n = static_cast<size_t>(B) * T * NH * HS;
       Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n),
              dbias = buf(DType::F32, 3 * size_t(NH) * HS);
@@ -103,19 +140,19 @@ void kernel_bench(Backend& be) {
       });
       // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
       const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;
-      char name[64];
       std::snprintf(name, sizeof name, "attention fwd+bwd HS=%d T=%d B=%d", HS, T, B);
-      std::printf("%-34s %12.3f %12.1f\n", name, s * 1e3, flops / s / 1e12);
+      KernelRow{s * 1e3, flops / s / 1e12, gemm_tflops}.print(name);
     }
   {
-    const int N = 16384, C = 768;
+    const int N = dev ? 16384 : 1024, C = 768;
     Buffer x = buf(act, size_t(N) * C), y = buf(act, size_t(N) * C), w = buf(act, C), b = buf(act, C),
            mean = buf(DType::F32, N), rstd = buf(DType::F32, N);
     double s = time_op(be, reps, [&] {
       be.layernorm_fwd(view(y, act, size_t(N) * C), view(mean, DType::F32, N), view(rstd, DType::F32, N),
                        view(x, act, size_t(N) * C), view(w, act, C), view(b, act, C), N, C, 1e-5f);
     });
-    std::printf("%-34s %12.3f %12.1f\n", "layernorm fwd N=16384 C=768", s * 1e3, 2.0 * N * C * dtype_size(act) / s / 1e9);
+    std::snprintf(name, sizeof name, "layernorm fwd N=%d C=%d", N, C);
+    memory_row(s, 2.0 * N * C * dtype_size(act)).print(name);
     Buffer dy = buf(act, size_t(N) * C), dx = buf(act, size_t(N) * C), dw = buf(DType::F32, C), db = buf(DType::F32, C),
            ds = buf(DType::F32, C);
     // With the column sums of the residual gradient (a bias gradient), as the model runs it.
@@ -125,10 +162,11 @@ void kernel_bench(Backend& be) {
                        view(w, act, C), view(mean, DType::F32, N), view(rstd, DType::F32, N), N, C);
     });
     // Reads dout, in and the residual gradient; writes the residual gradient.
-    std::printf("%-34s %12.3f %12.1f\n", "layernorm bwd N=16384 C=768", s * 1e3, 4.0 * N * C * dtype_size(act) / s / 1e9);
+    std::snprintf(name, sizeof name, "layernorm bwd N=%d C=%d", N, C);
+    memory_row(s, 4.0 * N * C * dtype_size(act)).print(name);
   }
   {
-    const int R = 4096, V = 50304;
+    const int R = dev ? 4096 : 64, V = 50304;
     std::vector<int32_t> host(R, 7);
     Buffer logits = buf(act, size_t(R) * V), rowmax = buf(DType::F32, R), stats = buf(DType::F32, 2 * size_t(R)),
            losses = buf(DType::F32, R), targets = buf(DType::I32, R);
@@ -142,16 +180,18 @@ void kernel_bench(Backend& be) {
                   view(stats, DType::F32, 2 * size_t(R)), t, R, V, 50257, 0, 1.0f);
     });
     // Three reads of the logits and one write.
-    std::printf("%-34s %12.3f %12.1f\n", "cross-entropy R=4096 V=50304", s * 1e3, 4.0 * R * V * dtype_size(act) / s / 1e9);
+    std::snprintf(name, sizeof name, "cross-entropy R=%d V=%d", R, V);
+    memory_row(s, 4.0 * R * V * dtype_size(act)).print(name);
     s = time_op(be, reps, [&] {
       be.xent_fused(view(losses, DType::F32, R), view(logits, act, size_t(R) * V), view(rowmax, DType::F32, R),
                     view(stats, DType::F32, 2 * size_t(R)), t, R, V, 50257, 1.0f);
     });
     // The bytes of one read and one write (the fused kernel's second read is meant to hit L2).
-    std::printf("%-34s %12.3f %12.1f\n", "cross-entropy fused R=4096", s * 1e3, 2.0 * R * V * dtype_size(act) / s / 1e9);
+    std::snprintf(name, sizeof name, "cross-entropy fused R=%d", R);
+    memory_row(s, 2.0 * R * V * dtype_size(act)).print(name);
   }
   {
-    const size_t n = size_t(1) << 26;
+    const size_t n = dev ? size_t(1) << 26 : size_t(1) << 20;
     Buffer p = buf(act, n), st = buf(DType::F32, 4 * n);
     TensorView s4 = st.view(DType::F32);
     AdamWArgs a;
@@ -160,7 +200,8 @@ void kernel_bench(Backend& be) {
       be.adamw(view(p, act, n), s4.slice(0, n), s4.slice(n, n), s4.slice(2 * n, n), s4.slice(3 * n, n), a);
     });
     // Reads grad, master, m, v; writes master, m, v, param.
-    std::printf("%-34s %12.3f %12.1f\n", "adamw n=64M", s * 1e3, (28.0 + dtype_size(act)) * n / s / 1e9);
+    std::snprintf(name, sizeof name, "adamw n=%zuM", n >> 20);
+    memory_row(s, (28.0 + dtype_size(act)) * n).print(name);
   }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e: `trident bench` on a CPU rank prints its one-row table with every column (comm wait is
-# n/a without a GPU profiler), and `--bench.profile` is accepted there.
+# n/a without a GPU profiler), and `--bench.profile` is accepted there; `--bench.kernels` prints
+# the two measured ceilings and every kernel with its share of one.
 #   bench_cpu.sh TRIDENT REPO_ROOT
 set -uo pipefail
 trident=$1 root=$2
@@ -19,4 +20,18 @@ row=$(grep -E '^L[0-9]+C[0-9]+ ' "$out/stdout")
 [[ -n $row && $row == *"n/a"* ]] || { echo "FAIL: no table row with comm wait n/a"; fail=1; }
 tokens=$(awk '{print $(NF-4)}' <<<"$row")   # columns from the right: tokens/s, step ms, MFU, peak, comm wait
 [[ $tokens =~ ^[0-9]+$ && $tokens -gt 0 ]] || { echo "FAIL: tokens/s '$tokens'"; fail=1; }
+
+"$trident" bench --backend cpu --bench.kernels >"$out/kernels" 2>"$out/stderr" ||
+  { echo "FAIL: --bench.kernels exit $?"; cat "$out/stderr"; exit 1; }
+cat "$out/kernels"
+for ceiling in "ceiling: copy" "ceiling: GEMM"; do
+  line=$(grep "^$ceiling" "$out/kernels")
+  rate=$(awk '{print $NF}' <<<"$line")
+  awk -v r="$rate" 'BEGIN {exit !(r > 0)}' || { echo "FAIL: no positive '$ceiling' rate ('$line')"; fail=1; }
+done
+for kernel in "attention fwd+bwd HS=64" "attention fwd+bwd HS=128" "layernorm fwd" "layernorm bwd" \
+              "cross-entropy R=" "cross-entropy fused" "adamw"; do
+  awk -v k="$kernel" 'index($0, k) == 1 && $NF ~ /^[0-9]+%$/ {found = 1} END {exit !found}' "$out/kernels" ||
+    { echo "FAIL: no '$kernel' row with a share of its ceiling"; fail=1; }
+done
 exit $fail

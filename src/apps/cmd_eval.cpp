@@ -39,7 +39,9 @@ int cmd_eval(const Args& args) {
   collective_check(MPI_COMM_WORLD, [&] { data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed); });
   BatchSource& source = data.val ? *data.val : *data.train;
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
-  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
+  // Forward only: no gradients, optimizer state or random initialisation (the checkpoint fills
+  // the parameters).
+  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train, Trainer::Mode::Evaluate);
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(checkpoint, trainer.model(), nullptr, rt.groups); });
   const double loss = trainer.evaluate(source, cfg.train.eval_steps);
   log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", data.val ? "validation" : "training",

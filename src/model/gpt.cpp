@@ -112,7 +112,7 @@ size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp
 }
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-                   size_t bucket_elems)
+                   size_t bucket_elems, bool with_grads)
     : m_(m),
       g_(groups),
       be_(be),
@@ -128,11 +128,13 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   logits_rows_ = static_cast<int>(d.logits_rows);
 
   param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
-  grad_buf_ = Buffer(be, layout_.total() * sizeof(float));
   params_ = param_buf_.view(act).slice(0, layout_.total());
-  grads_ = grad_buf_.view(DType::F32).slice(0, layout_.total());
   p_ = view_tensors(params_);
-  gr_ = view_tensors(grads_);
+  if (with_grads) {
+    grad_buf_ = Buffer(be, layout_.total() * sizeof(float));
+    grads_ = grad_buf_.view(DType::F32).slice(0, layout_.total());
+    gr_ = view_tensors(grads_);
+  }
 
   // One allocation for the activations of every slot and one for the scratch.
   ArenaLayout acts;
@@ -184,14 +186,20 @@ void GptStage::init_params(uint64_t seed) {
                               : static_cast<float>(p.init_value);
     }
   }
-  // Staged through the gradient buffer (fp32, same layout), which holds nothing yet.
-  be_.copy_from_host(grads_, host.data());
-  be_.copy(params_, grads_);
-  be_.zero(grads_);
+  // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or a
+  // temporary one where there is none.
+  Buffer staging = grads_.numel ? Buffer() : Buffer(be_, layout_.total() * sizeof(float));
+  TensorView f32 = grads_.numel ? grads_ : staging.view(DType::F32).slice(0, layout_.total());
+  be_.copy_from_host(f32, host.data());
+  be_.copy(params_, f32);
+  be_.zero(f32);
   be_.synchronize();
 }
 
-void GptStage::zero_grads() { be_.zero(grads_); }
+void GptStage::zero_grads() {
+  TRIDENT_CHECK(grads_.numel == layout_.total(), "zero_grads: this model stage has no gradients (built for forward only)");
+  be_.zero(grads_);
+}
 
 TensorView GptStage::slot_input(int slot) const { return slots_[slot].input; }
 TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
@@ -213,6 +221,8 @@ void GptStage::set_tokens(int slot, TensorView inputs, TensorView targets) {
 }
 
 void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
+  TRIDENT_CHECK(!with_grad || grads_.numel == layout_.total(),
+                "forward with gradients: this model stage has no gradients (built for forward only)");
   Slot& s = slots_[slot];
   TensorView x = forward_blocks(s);
   if (stage_.last()) {
@@ -312,6 +322,7 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
 // around a collective instead.
 void GptStage::backward(int slot, const UnitDone& unit_done) {
+  TRIDENT_CHECK(grads_.numel == layout_.total(), "backward: this model stage has no gradients (built for forward only)");
   Slot& s = slots_[slot];
   int held = -1;   // a unit done but not yet announced
   if (head_done_slot_ == slot) {

@@ -15,20 +15,26 @@ size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
 }
 
-Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data)
+Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
-  std::vector<Action> plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
-  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, PipelineExecutor::slots_needed(plan),
-                                      bucket_elements(cfg.parallel));
-  executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
-  eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_));
-  sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
-  optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
-                                           cfg.train, cfg.parallel.zero == 1);
-  model_->set_param_fetch(optimizer_.get());
-  model_->init_params(cfg.train.seed);
-  optimizer_->init_master();
+  const bool train = mode == Mode::Train;
+  std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_);
+  std::vector<Action> plan =
+      train ? make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_) : eval_plan;
+  model_ = std::make_unique<GptStage>(cfg.model, g, be, B,
+                                      std::max(PipelineExecutor::slots_needed(plan), PipelineExecutor::slots_needed(eval_plan)),
+                                      bucket_elements(cfg.parallel), train);
+  eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
+  if (train) {
+    executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
+    sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
+    optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
+                                             cfg.train, cfg.parallel.zero == 1);
+    model_->set_param_fetch(optimizer_.get());
+    model_->init_params(cfg.train.seed);
+    optimizer_->init_master();
+  }
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
   host_batch_.resize(2 * tokens_per_step);
@@ -113,6 +119,7 @@ double Trainer::evaluate(BatchSource& source, int steps) {
 // and the clipping factor is applied on the device, and the next step's batch is read on the
 // host while this step runs.
 StepStats Trainer::train_step(int step) {
+  TRIDENT_CHECK(optimizer_ != nullptr, "train_step: this trainer was built for evaluation only");
   set_current_step(step);
   if (step == stall_step_) {
     // Test hook: this rank stops answering, so its peers must time out instead of hanging.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`) and sampled
-# (`trident generate`): greedy output is identical across runs and across tp 1 / tp 2.
+# e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`: the training
+# run's validation loss again) and sampled (`trident generate`): greedy output is identical across
+# runs and across tp 1 / tp 2.
 #   generate_eval.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
 trident=$1 root=$2
@@ -17,6 +18,12 @@ grep -q '"val_loss"' "$work/m.jsonl" || fail "no val_loss in the metrics"
 "$@" -np 1 "$trident" eval --checkpoint "$work/ck/step_60.h5" --data.train "$root/data/fortunes_byte" \
   --data.split 0.95 --train.eval_steps 2 --backend cpu >"$work/eval.log" 2>&1 || { cat "$work/eval.log"; fail "eval"; }
 grep -q "on validation data, 2 batches of .* loss [0-9.]*, perplexity" "$work/eval.log" || { cat "$work/eval.log"; fail "eval output"; }
+# The evaluation-only trainer (no gradients, no optimizer, parameters from the checkpoint) gives
+# the validation loss the training run logged after the same step.
+trained=$(grep '"val_loss"' "$work/m.jsonl" | tail -1 | sed 's/.*"val_loss":\([0-9.e+-]*\).*/\1/')
+evaluated=$(sed -n 's/.* loss \([0-9.e+-]*\), perplexity.*/\1/p' "$work/eval.log")
+awk -v a="$trained" -v b="$evaluated" 'BEGIN {d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-5 * a)}' ||
+  fail "eval loss $evaluated differs from the training run's val_loss $trained at the same step"
 gen() {   # ranks, generate options...
   local np=$1
   shift

@@ -37,8 +37,10 @@ class ParamFetch {
 
 class GptStage {
  public:
+  // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
+  // evaluation and generation, which save its fp32 copy of every parameter.
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-           size_t bucket_elems);
+           size_t bucket_elems, bool with_grads = true);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -50,7 +52,7 @@ class GptStage {
   int micro_batch() const { return B_; }
   int n_slots() const { return n_slots_; }
   TensorView params() const { return params_; }   // compute dtype, layout().total()
-  TensorView grads() const { return grads_; }     // fp32, layout().total()
+  TensorView grads() const { return grads_; }     // fp32, layout().total(); empty without with_grads
 
   // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
   // allocates, so memory estimates (trident plan) are exact.

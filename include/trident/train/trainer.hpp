@@ -30,8 +30,13 @@ size_t bucket_elements(const ParallelConfig& p);
 
 class Trainer {
  public:
-  // cfg must be validated (parallel.dp resolved). Initialises the parameters from train.seed.
-  Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data);
+  enum class Mode {
+    Train,      // parameters initialised from train.seed; gradients, gradient sync and optimizer
+    Evaluate,   // forward only: no gradients or optimizer state, and the parameters are left
+                // for a checkpoint to fill (load_checkpoint(..., nullptr, ...)) before evaluate()
+  };
+  // cfg must be validated (parallel.dp resolved).
+  Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode = Mode::Train);
   ~Trainer();
 
   StepStats train_step(int step);
@@ -48,10 +53,13 @@ class Trainer {
   // update left pending, so all ranks of a DP group must call it together (checkpoints and
   // tests do).
   GptStage& model() {
-    optimizer_->gather_all();
+    if (optimizer_) optimizer_->gather_all();
     return *model_;
   }
-  Optimizer& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() {
+    TRIDENT_CHECK(optimizer_ != nullptr, "optimizer: this trainer was built for evaluation only");
+    return *optimizer_;
+  }
   const RunConfig& config() const { return cfg_; }
 
  private:

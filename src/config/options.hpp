@@ -28,6 +28,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.zero", c.parallel.zero, "1 shards fp32 master weights and Adam moments across DP (ZeRO-1)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
+  v("parallel.tp_overlap", c.parallel.tp_overlap,
+    "with tp > 1, run the forward as two half micro-batches so that each TP all-reduce overlaps the other half's "
+    "work (experimental; needs an even train.micro_batch_size)");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

@@ -63,6 +63,8 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.global_batch_size % per_round == 0, "train.global_batch_size", t.global_batch_size,
           str("must be a multiple of micro_batch_size*dp = ", t.micro_batch_size, "*", p.dp, " = ",
               per_round));
+  require(!p.tp_overlap || p.tp == 1 || t.micro_batch_size % 2 == 0, "train.micro_batch_size", t.micro_batch_size,
+          "must be even with parallel.tp_overlap (the forward splits each micro-batch into two halves)");
   int n_micro = t.global_batch_size / per_round;
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",

@@ -25,6 +25,13 @@ void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, size_t C
 void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
                    const BlockShape& s, const AttentionStep& attention, TensorView pending, bool add_output) {
   Stream st = be.stream();
+  if (Request r = block_attention_fwd(be, tp, p, a, x, s, attention, pending)) r->wait(st);
+  if (Request r = block_mlp_fwd(be, tp, p, a, x, s)) r->wait(st);
+  if (add_output) be.add(a.x3, a.x3, a.x2);
+}
+
+Request block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                            const BlockShape& s, const AttentionStep& attention, TensorView pending) {
   if (pending.empty())
     be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
   else
@@ -32,13 +39,34 @@ void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs
   be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, 3 * s.Cl);
   attention(a);
   be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, s.Cl, s.C);
-  reduce_from_tp_region_fwd(tp, a.x2, st);
-  be.add_layernorm_fwd(a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b, s.N, s.C, s.eps);
+  return reduce_from_tp_region_fwd_async(tp, a.x2, be.stream());
+}
 
+Request block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                      const BlockShape& s) {
+  be.add_layernorm_fwd(a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b, s.N, s.C, s.eps);
   be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
   be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);
-  reduce_from_tp_region_fwd(tp, a.x3, st);
-  if (add_output) be.add(a.x3, a.x3, a.x2);
+  return reduce_from_tp_region_fwd_async(tp, a.x3, be.stream());
+}
+
+BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, size_t C, size_t Cl, size_t lse_per_row) {
+  auto part = [&](TensorView v, size_t per_row) { return v.empty() ? v : v.slice(row0 * per_row, rows * per_row); };
+  BlockActs r;
+  r.ln1 = part(a.ln1, C);
+  r.ln1_mean = part(a.ln1_mean, 1);
+  r.ln1_rstd = part(a.ln1_rstd, 1);
+  r.qkv = part(a.qkv, 3 * Cl);
+  r.atty = part(a.atty, Cl);
+  r.lse = part(a.lse, lse_per_row);
+  r.x2 = part(a.x2, C);
+  r.ln2 = part(a.ln2, C);
+  r.ln2_mean = part(a.ln2_mean, 1);
+  r.ln2_rstd = part(a.ln2_rstd, 1);
+  r.fch = part(a.fch, 4 * Cl);
+  r.fcg = part(a.fcg, 4 * Cl);
+  r.x3 = part(a.x3, C);
+  return r;
 }
 
 }  // namespace trident

@@ -39,27 +39,6 @@ int32_t sample_token(const std::vector<float>& logits, const SamplingParams& p, 
   return ids[keep - 1];
 }
 
-namespace {
-
-// The first n rows of every activation of a block.
-BlockActs first_rows(const BlockActs& a, size_t n, size_t C, size_t Cl) {
-  BlockActs r;
-  r.ln1 = a.ln1.slice(0, n * C);
-  r.ln1_mean = a.ln1_mean.slice(0, n);
-  r.ln1_rstd = a.ln1_rstd.slice(0, n);
-  r.qkv = a.qkv.slice(0, n * 3 * Cl);
-  r.atty = a.atty.slice(0, n * Cl);
-  r.x2 = a.x2.slice(0, n * C);
-  r.ln2 = a.ln2.slice(0, n * C);
-  r.ln2_mean = a.ln2_mean.slice(0, n);
-  r.ln2_rstd = a.ln2_rstd.slice(0, n);
-  r.fch = a.fch.slice(0, n * 4 * Cl);
-  r.fcg = a.fcg.slice(0, n * 4 * Cl);
-  r.x3 = a.x3.slice(0, n * C);
-  return r;
-}
-
-}  // namespace
 
 Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max_len) {
   const ModelConfig& m = model.config();
@@ -102,7 +81,7 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
   const int C = m.n_embd, NHl = m.n_head / g.topo.tp(), HS = m.head_size();
-  const BlockActs acts = first_rows(acts_, n, C, C / g.topo.tp());
+  const BlockActs acts = block_rows(acts_, 0, n, C, C / g.topo.tp(), 0);
 
   be.copy_from_host(tokens_.slice(0, n), tokens.data());
   TensorView x = x_.slice(0, static_cast<size_t>(n) * C);

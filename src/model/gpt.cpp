@@ -246,6 +246,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
     reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
   }
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
+  if (tp_overlap_) return forward_blocks_halves(s);
   TensorView x = s.input, pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
@@ -253,14 +254,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
     const bool last = i + 1 == stage_.n_layers();
     need(layout_.block_unit(stage_.layer_begin + i));
     auto attention = [&](const BlockActs& a) {
-      // The next parameters' transfer runs beside the attention kernels' short CTAs (see
-      // backward() for why not beside the GEMMs).
-      if (last) {
-        prefetch(layout_.head_unit());
-        prefetch(layout_.tied_unit());
-      } else {
-        prefetch(layout_.block_unit(stage_.layer_begin + i + 1));
-      }
+      prefetch_after_block(i);
       be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
     };
     block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention, pending, last);
@@ -268,6 +262,70 @@ TensorView GptStage::forward_blocks(Slot& s) {
     pending = last ? TensorView{} : s.layers[i].x2;
   }
   return x;
+}
+
+// parallel.tp_overlap: the micro-batch as two halves of B/2 sequences, one part of a block
+// (attention or MLP, see block_forward) at a time and half after half, so that each TP
+// all-reduce runs beside the other half's part instead of holding the stream:
+//   attn(A) attn(B) | wait A: mlp(A) | wait B: mlp(B) | wait A: attn'(A) | wait B: attn'(B) ...
+// Every op is row-wise or per sequence, so the halves compute exactly what the whole does; only
+// the GEMMs' shapes (N/2 rows) differ.
+TensorView GptStage::forward_blocks_halves(Slot& s) {
+  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), half_b = B_ / 2;
+  const size_t rows = static_cast<size_t>(half_b) * T_, C = C_, Cl = C_ / g_.topo.tp();
+  const BlockShape shape = block_shape(static_cast<int>(rows));
+  Stream st = be_.stream();
+  Request mlp_reduce[2];
+  for (int i = 0; i < stage_.n_layers(); ++i) {
+    need(layout_.block_unit(stage_.layer_begin + i));
+    const BlockActs& acts = s.layers[i];
+    Request attn_reduce[2];
+    for (int h = 0; h < 2; ++h) {
+      const size_t row0 = h * rows;
+      const BlockActs a = block_rows(acts, row0, rows, C, Cl, NHl);
+      if (mlp_reduce[h]) mlp_reduce[h]->wait(st);
+      TensorView x = (i == 0 ? s.input : s.layers[i - 1].x3).slice(row0 * C, rows * C);
+      TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(row0 * C, rows * C);
+      auto attention = [&](const BlockActs& part) {
+        prefetch_after_block(i);
+        be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, HS);
+      };
+      attn_reduce[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, shape, attention, pending);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const size_t row0 = h * rows;
+      if (attn_reduce[h]) attn_reduce[h]->wait(st);
+      TensorView x = (i == 0 ? s.input : s.layers[i - 1].x3).slice(row0 * C, rows * C);
+      mlp_reduce[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], block_rows(acts, row0, rows, C, Cl, NHl), x, shape);
+    }
+  }
+  // The last block completes its own output (the others' is added by the next block's LN1).
+  const BlockActs& out = s.layers.back();
+  for (int h = 0; h < 2; ++h) {
+    if (mlp_reduce[h]) mlp_reduce[h]->wait(st);
+    const BlockActs a = block_rows(out, h * rows, rows, C, Cl, NHl);
+    be_.add(a.x3, a.x3, a.x2);
+  }
+  return out.x3;
+}
+
+void GptStage::set_tp_overlap(bool on) {
+  TRIDENT_CHECK(!on || B_ % 2 == 0,
+                str("parallel.tp_overlap splits the micro-batch in two halves: train.micro_batch_size = ", B_,
+                    " must be even"));
+  tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
+}
+
+// The parameters the forward reads after stage block i. Their transfer is started beside the
+// attention kernels, whose short CTAs work around it (see backward() for why not beside the
+// GEMMs).
+void GptStage::prefetch_after_block(int i) {
+  if (i + 1 == stage_.n_layers()) {
+    prefetch(layout_.head_unit());
+    prefetch(layout_.tied_unit());
+  } else {
+    prefetch(layout_.block_unit(stage_.layer_begin + i + 1));
+  }
 }
 
 BlockShape GptStage::block_shape(int rows) const {

@@ -25,6 +25,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B,
                                       std::max(PipelineExecutor::slots_needed(plan), PipelineExecutor::slots_needed(eval_plan)),
                                       bucket_elements(cfg.parallel), train);
+  model_->set_tp_overlap(cfg.parallel.tp_overlap);
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));

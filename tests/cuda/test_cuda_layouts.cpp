@@ -1,4 +1,4 @@
-// Multi-GPU layouts (NCCL) against one GPU: tp2, pp2 under both schedules, dp2 with ZeRO 0 and
+// Multi-GPU layouts (NCCL) against one GPU: tp2 (also with parallel.tp_overlap), pp2 under both schedules, dp2 with ZeRO 0 and
 // 1 train 20 steps on the same global batches; losses must agree within bf16 tolerance. Also one
 // whole step of the CUDA backend against the CPU backend from the same initial weights.
 #include <gtest/gtest.h>
@@ -99,14 +99,17 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   std::vector<double> ref;
   if (rank == 0) ref = train(config(), MPI_COMM_SELF, true, kSteps).losses;
   MPI_Barrier(MPI_COMM_WORLD);
-  struct L { int tp, pp, zero; const char* schedule; };
-  for (L l : {L{2, 1, 0, "1f1b"}, L{1, 2, 0, "1f1b"}, L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"}}) {
+  struct L { int tp, pp, zero; const char* schedule; bool tp_overlap = false; };
+  for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{1, 2, 0, "1f1b"}, L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"},
+              L{1, 1, 1, "1f1b"}}) {
     RunConfig c = config();
     c.parallel.tp = l.tp;
     c.parallel.pp = l.pp;
     c.parallel.zero = l.zero;
     c.parallel.schedule = l.schedule;
-    const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule);
+    c.parallel.tp_overlap = l.tp_overlap;
+    const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
+                                 l.tp_overlap ? " tp_overlap" : "");
     SCOPED_TRACE(name);
     std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
     if (rank != 0) continue;

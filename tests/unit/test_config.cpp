@@ -99,6 +99,9 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.zero", "2"}, w, {"parallel.zero"});
   expect_error({"--parallel.pp", "4", "--train.global_batch_size", "8", "--train.micro_batch_size", "4"}, 4,
                {"1f1b", "needs at least 4", "global_batch_size >= 16"});
+  expect_error({"--parallel.tp", "2", "--parallel.tp_overlap", "true", "--train.micro_batch_size", "3",
+                "--train.global_batch_size", "3"},
+               2, {"train.micro_batch_size", "3", "even", "parallel.tp_overlap"});
   expect_error({"--train.lr", "-1"}, w, {"train.lr"});
   expect_error({"--train.min_lr", "1", "--train.lr", "0.1"}, w, {"train.min_lr"});
   expect_error({"--train.beta2", "1.0"}, w, {"train.beta2"});

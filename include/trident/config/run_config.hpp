@@ -35,6 +35,7 @@ struct ParallelConfig {
   double bucket_mb = 25.0;          // DP gradient bucket size
   double timeout_s = 600.0;         // a collective that takes longer aborts the job
   bool auto_layout = false;         // parallel.auto: pick (tp, pp, zero, micro batch) with the planner
+  bool tp_overlap = false;          // tp > 1: forward as two staggered half micro-batches (TP all-reduces beside work)
 };
 
 struct TrainConfig {

@@ -52,4 +52,18 @@ void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs
                    const BlockShape& s, const AttentionStep& attention, TensorView pending = {},
                    bool add_output = true);
 
+// block_forward in its two parts, each ending with its TP all-reduce started (null when tp = 1):
+// the caller waits on the request before the next part, and may queue other work (another
+// micro-batch's) meanwhile. block_forward is attention part, wait, MLP part, wait, output add.
+// Attention part: x += pending (if any), ln1, qkv, attention, proj -> a.x2 (being reduced).
+Request block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                            const BlockShape& s, const AttentionStep& attention, TensorView pending);
+// MLP part: a.x2 += x with ln2, fc, GELU, fcproj -> a.x3 (being reduced; the MLP branch alone).
+Request block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                      const BlockShape& s);
+
+// The activations of rows [row0, row0 + rows) of a block's (whole sequences: rows = b*T); lse
+// (B, NHl, T) by the same sequences (lse_per_row = NHl), empty where a has none.
+BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, size_t C, size_t Cl, size_t lse_per_row);
+
 }  // namespace trident

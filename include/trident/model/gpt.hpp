@@ -62,6 +62,10 @@ class GptStage {
   // Where the forward gets parameters that an update may not have delivered yet (none: they are
   // always current).
   void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
+  // parallel.tp_overlap: with tp > 1 the forward runs each micro-batch as two halves so that
+  // every TP all-reduce runs beside the other half's work (see forward_blocks_halves). Needs an
+  // even micro-batch; no effect with tp = 1.
+  void set_tp_overlap(bool on);
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
   void need_all_params() {
@@ -113,6 +117,8 @@ class GptStage {
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
+  TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
+  void prefetch_after_block(int i);
   // before_attention runs just before the block's attention backward is queued.
   void block_backward(int i, Slot& s, TensorView x, TensorView dres, const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
@@ -135,6 +141,7 @@ class GptStage {
   int head_done_slot_ = -1;
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
+  bool tp_overlap_ = false;
   void need(int unit) {
     if (fetch_ && unit >= 0) fetch_->need(unit);
   }

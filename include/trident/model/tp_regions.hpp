@@ -13,6 +13,12 @@ inline void reduce_from_tp_region_fwd(Comm& tp, TensorView x, Stream s) {
   if (tp.size() > 1) tp.all_reduce(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
 }
 
+// The same started asynchronously: wait on the request before x is read. Null when tp = 1.
+inline Request reduce_from_tp_region_fwd_async(Comm& tp, TensorView x, Stream s) {
+  if (tp.size() == 1) return nullptr;
+  return tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
+}
+
 inline void copy_to_tp_region_bwd(Comm& tp, TensorView dx, Stream s) {
   if (tp.size() > 1) tp.all_reduce(dx.data, dx.numel, dx.dtype, ReduceOp::Sum, s);
 }

@@ -45,6 +45,29 @@ bool any_rank_stopping(MPI_Comm world) {
   return any != 0;
 }
 
+// The settings that decide which samples a resumed run reads next (the data position is a
+// count of global samples) where they differ from the checkpoint's stored configuration, as
+// "key = now (checkpoint: then)"; empty when none does. Changing them may be intended (a new
+// data mix), so the caller notes it rather than refusing.
+std::string data_changes(const RunConfig& now, const std::string& stored_ini, const std::string& origin) {
+  RunConfig then;
+  try {
+    then = parse_config_text(stored_ini, origin);
+  } catch (const InputError&) {
+    return "";   // a stored configuration this version cannot read: nothing to compare
+  }
+  std::string out;
+  auto compare = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out += str(out.empty() ? "" : "; ", key, " = ", a.empty() ? "(none)" : a, " (checkpoint: ",
+                           b.empty() ? "(none)" : b, ")");
+  };
+  compare("data.train", now.data.train, then.data.train);
+  compare("data.val", now.data.val, then.data.val);
+  compare("data.split", str(now.data.split), str(then.data.split));
+  compare("train.seed", str(now.train.seed), str(then.train.seed));
+  return out;
+}
+
 void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
   CheckpointInfo info;
   info.step = steps_done;
@@ -109,6 +132,10 @@ int cmd_train(const Args& args) {
     trainer.set_position(info.step, info.consumed_samples);
     log_info(str("resumed from ", resume, " at step ", info.step, " (", info.consumed_samples,
                  " samples consumed; saved with ", info.layout, ")"));
+    const std::string changed = data_changes(cfg, info.config, resume + " (stored config)");
+    if (!changed.empty())
+      log_info("note: resuming with other data settings than the checkpoint's, so the run continues from sample " +
+               str(info.consumed_samples) + " of other data: " + changed);
   }
 
   std::signal(SIGTERM, on_stop_signal);

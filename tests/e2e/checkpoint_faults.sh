@@ -3,7 +3,8 @@
 #  1. a rank killed (like kill -9) in the middle of a save leaves the previous checkpoint
 #     loadable, and training resumed from it finishes with the same losses as an uninterrupted run;
 #  2. SIGTERM during training: the step finishes, a checkpoint is written, exit 0, and resuming
-#     continues exactly (same losses, bit for bit, as the uninterrupted run).
+#     continues exactly (same losses, bit for bit, as the uninterrupted run);
+#  and a resume with data settings other than the checkpoint's notes which differ.
 #   checkpoint_faults.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
 trident=$1 root=$2
@@ -31,6 +32,13 @@ train --train.steps 8 --checkpoint.dir "$work/ck" --checkpoint.every 2 --log.met
 grep -q "resumed from $work/ck/step_2.h5 at step 2" "$work/b.log" || fail "did not resume from step_2.h5"
 diff <(losses "$work/full.jsonl" | tail -n 6) <(losses "$work/b.jsonl") || fail "losses after resume differ"
 echo "ok: killed save left step_2.h5 loadable; resumed steps 3-8 match the uninterrupted run"
+grep -q "note: resuming with other data" "$work/b.log" && fail "a resume with the checkpoint's data settings noted a change"
+# A resume with other data settings runs, and says which differ.
+train --train.steps 9 --train.seed 7 --checkpoint.dir "$work/ck" >"$work/e.log" 2>&1 ||
+  { cat "$work/e.log"; fail "resume with another train.seed"; }
+grep -q "note: resuming with other data settings.*train.seed = 7 (checkpoint: " "$work/e.log" ||
+  { cat "$work/e.log"; fail "no note of the changed train.seed"; }
+echo "ok: a resume with another train.seed notes it"
 
 # 2. SIGTERM to the ranks mid-training. A warm-up longer than any run keeps the learning rate
 # independent of train.steps, so runs of different lengths are comparable step by step.

@@ -134,8 +134,8 @@ int cmd_train(const Args& args) {
                  " samples consumed; saved with ", info.layout, ")"));
     const std::string changed = data_changes(cfg, info.config, resume + " (stored config)");
     if (!changed.empty())
-      log_info("note: resuming with other data settings than the checkpoint's, so the run continues from sample " +
-               str(info.consumed_samples) + " of other data: " + changed);
+      log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
+               str(info.consumed_samples) + "): " + changed);
   }
 
   std::signal(SIGTERM, on_stop_signal);

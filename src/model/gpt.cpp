@@ -310,10 +310,10 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
 }
 
 void GptStage::set_tp_overlap(bool on) {
-  TRIDENT_CHECK(!on || B_ % 2 == 0,
+  tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
+  TRIDENT_CHECK(!tp_overlap_ || B_ % 2 == 0,
                 str("parallel.tp_overlap splits the micro-batch in two halves: train.micro_batch_size = ", B_,
                     " must be even"));
-  tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
 }
 
 // The parameters the forward reads after stage block i. Their transfer is started beside the

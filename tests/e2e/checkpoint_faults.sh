@@ -32,11 +32,11 @@ train --train.steps 8 --checkpoint.dir "$work/ck" --checkpoint.every 2 --log.met
 grep -q "resumed from $work/ck/step_2.h5 at step 2" "$work/b.log" || fail "did not resume from step_2.h5"
 diff <(losses "$work/full.jsonl" | tail -n 6) <(losses "$work/b.jsonl") || fail "losses after resume differ"
 echo "ok: killed save left step_2.h5 loadable; resumed steps 3-8 match the uninterrupted run"
-grep -q "note: resuming with other data" "$work/b.log" && fail "a resume with the checkpoint's data settings noted a change"
+grep -q "note: resuming with data settings other" "$work/b.log" && fail "a resume with the checkpoint's data settings noted a change"
 # A resume with other data settings runs, and says which differ.
 train --train.steps 9 --train.seed 7 --checkpoint.dir "$work/ck" >"$work/e.log" 2>&1 ||
   { cat "$work/e.log"; fail "resume with another train.seed"; }
-grep -q "note: resuming with other data settings.*train.seed = 7 (checkpoint: " "$work/e.log" ||
+grep -q "note: resuming with data settings other than the checkpoint.*train.seed = 7 (checkpoint: " "$work/e.log" ||
   { cat "$work/e.log"; fail "no note of the changed train.seed"; }
 echo "ok: a resume with another train.seed notes it"
 

@@ -53,6 +53,14 @@ TEST(Config, ResolvesDataParallelSizeFromWorld) {
   EXPECT_EQ(c.micro_batches_per_step(), 2);
 }
 
+TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {
+  // tp = 1: the option has no effect, so an odd micro-batch is fine (parallel.auto may pick one).
+  RunConfig c = parse({"--parallel.tp_overlap", "true", "--train.micro_batch_size", "3", "--train.global_batch_size", "3"});
+  EXPECT_TRUE(c.parallel.tp_overlap);
+  EXPECT_NO_THROW(parse({"--parallel.tp", "2", "--parallel.tp_overlap", "true", "--train.micro_batch_size", "4",
+                         "--train.global_batch_size", "4"}, 2));
+}
+
 TEST(Config, HelpListsEveryOptionWithDefaults) {
   std::string help = run_options_help();
   for (const char* key : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",

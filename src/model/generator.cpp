@@ -39,7 +39,6 @@ int32_t sample_token(const std::vector<float>& logits, const SamplingParams& p, 
   return ids[keep - 1];
 }
 
-
 Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max_len) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();

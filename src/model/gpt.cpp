@@ -196,8 +196,12 @@ void GptStage::init_params(uint64_t seed) {
   be_.synchronize();
 }
 
+void GptStage::require_grads(const char* op) const {
+  TRIDENT_CHECK(grads_.numel == layout_.total(), str(op, ": this model stage has no gradients (built for forward only)"));
+}
+
 void GptStage::zero_grads() {
-  TRIDENT_CHECK(grads_.numel == layout_.total(), "zero_grads: this model stage has no gradients (built for forward only)");
+  require_grads("zero_grads");
   be_.zero(grads_);
 }
 
@@ -221,8 +225,7 @@ void GptStage::set_tokens(int slot, TensorView inputs, TensorView targets) {
 }
 
 void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
-  TRIDENT_CHECK(!with_grad || grads_.numel == layout_.total(),
-                "forward with gradients: this model stage has no gradients (built for forward only)");
+  if (with_grad) require_grads("forward with gradients");
   Slot& s = slots_[slot];
   TensorView x = forward_blocks(s);
   if (stage_.last()) {
@@ -278,25 +281,26 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   Request mlp_reduce[2];
   for (int i = 0; i < stage_.n_layers(); ++i) {
     need(layout_.block_unit(stage_.layer_begin + i));
-    const BlockActs& acts = s.layers[i];
+    // Each half's activations and block input (rows [h * rows, (h + 1) * rows)).
+    BlockActs a[2];
+    TensorView x[2];
+    for (int h = 0; h < 2; ++h) {
+      a[h] = block_rows(s.layers[i], h * rows, rows, C, Cl, NHl);
+      x[h] = (i == 0 ? s.input : s.layers[i - 1].x3).slice(h * rows * C, rows * C);
+    }
     Request attn_reduce[2];
     for (int h = 0; h < 2; ++h) {
-      const size_t row0 = h * rows;
-      const BlockActs a = block_rows(acts, row0, rows, C, Cl, NHl);
       if (mlp_reduce[h]) mlp_reduce[h]->wait(st);
-      TensorView x = (i == 0 ? s.input : s.layers[i - 1].x3).slice(row0 * C, rows * C);
-      TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(row0 * C, rows * C);
+      TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
       auto attention = [&](const BlockActs& part) {
         prefetch_after_block(i);
         be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, HS);
       };
-      attn_reduce[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, shape, attention, pending);
+      attn_reduce[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], shape, attention, pending);
     }
     for (int h = 0; h < 2; ++h) {
-      const size_t row0 = h * rows;
       if (attn_reduce[h]) attn_reduce[h]->wait(st);
-      TensorView x = (i == 0 ? s.input : s.layers[i - 1].x3).slice(row0 * C, rows * C);
-      mlp_reduce[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], block_rows(acts, row0, rows, C, Cl, NHl), x, shape);
+      mlp_reduce[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], shape);
     }
   }
   // The last block completes its own output (the others' is added by the next block's LN1).
@@ -380,7 +384,7 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
 // around a collective instead.
 void GptStage::backward(int slot, const UnitDone& unit_done) {
-  TRIDENT_CHECK(grads_.numel == layout_.total(), "backward: this model stage has no gradients (built for forward only)");
+  require_grads("backward");
   Slot& s = slots_[slot];
   int held = -1;   // a unit done but not yet announced
   if (head_done_slot_ == slot) {

@@ -119,6 +119,7 @@ class GptStage {
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   void prefetch_after_block(int i);
+  void require_grads(const char* op) const;   // fatal for a stage built without gradients
   // before_attention runs just before the block's attention backward is queued.
   void block_backward(int i, Slot& s, TensorView x, TensorView dres, const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);

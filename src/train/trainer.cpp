@@ -19,12 +19,13 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   const bool train = mode == Mode::Train;
-  std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_);
-  std::vector<Action> plan =
-      train ? make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_) : eval_plan;
-  model_ = std::make_unique<GptStage>(cfg.model, g, be, B,
-                                      std::max(PipelineExecutor::slots_needed(plan), PipelineExecutor::slots_needed(eval_plan)),
-                                      bucket_elements(cfg.parallel), train);
+  std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
+  int slots = PipelineExecutor::slots_needed(eval_plan);
+  if (train) {
+    plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
+    slots = std::max(slots, PipelineExecutor::slots_needed(plan));
+  }
+  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train);
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {

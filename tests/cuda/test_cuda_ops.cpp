@@ -316,10 +316,12 @@ TEST_F(CudaOps, LayerNormBwd) {
   // C % 8 == 0 takes the 16-byte path, C = 37 the scalar one; N = 1100 gives the dw/db column
   // sums more chunks of rows than the final fixed-order sum has warps. C = 256, 768 and 1024
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
-  // N = 200 partly filled.
+  // N = 200 partly filled; so do C = 1536 (6 groups, one block per multiprocessor), 1600 (7
+  // groups, the last one a quarter filled) and 2048 (8 groups).
   // Every shape runs with and without dsum (its own kernel on the fused path).
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
-                            RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}})
+                            RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}, RowsCase{77, 1536},
+                            RowsCase{77, 1600}, RowsCase{45, 2048}})
   for (const bool with_sum : {true, false}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
@@ -890,9 +892,10 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
   }
 }
 
-// C = 96 takes the LayerNorm backward's separate din and column-sum kernels, C = 768 the fused one.
+// C = 96 takes the LayerNorm backward's separate din and column-sum kernels, C = 768 the fused
+// one, C = 1600 the fused one with a partly filled last group.
 TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
-  for (const int C : {96, 768}) {
+  for (const int C : {96, 768, 1600}) {
     SCOPED_TRACE(announce(str("C=", C)));
     const int B = 8, T = 128, v_local = 64, N = B * T;
     Ints tokens(N);

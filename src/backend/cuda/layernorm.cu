@@ -121,43 +121,56 @@ struct Raw8 {
   }
 };
 
-// The din pass and the dw/db partials in one, for C = kGroups * 32 * kVec: block blockIdx.x owns
-// the kFusedRows rows of one chunk, each warp every kWarpsPerBlock-th of them. A warp loads a
-// row's dout, input and residual gradient at once (one memory latency per row), reduces the row
-// sums, writes the row's din and adds dout * norm and dout into its own shared-memory rows of
-// the dw/db sums (registers would hold 2 C / 32 floats per lane and halve the occupancy). The
-// warps' rows are then added in warp order into the chunk's partials, so every result is a
-// fixed function of N and C. With kSum the block also writes the column sums of the din rows it
-// stored, read back after the barrier (from L2): a third shared-memory sum updated per row cost
-// more (run R). Compiled for two blocks per multiprocessor (128 registers at C = 768); three
-// blocks would spill (run P: 0.075 against 0.039 ms at N = 16384).
+// The din pass and the dw/db partials in one, for C of kGroups groups of 32 lanes x kVec
+// columns (the last group partly filled where C is not a multiple of 256: lanes past C load
+// zeros and store nothing): block blockIdx.x owns the kFusedRows rows of one chunk, each warp
+// every kWarpsPerBlock-th of them. A warp loads a row's dout, input and residual gradient at once
+// (one memory latency per row), reduces the row sums, writes the row's din and adds dout * norm
+// and dout into its own shared-memory rows of the dw/db sums (registers would hold 2 C / 32
+// floats per lane and halve the occupancy). The warps' rows are then added in warp order into
+// the chunk's partials, so every result is a fixed function of N and C. With kSum the block also
+// writes the column sums of the din rows it stored, read back after the barrier (from L2): a
+// third shared-memory sum updated per row cost more (run R). Up to 4 groups (C <= 1,024) it is
+// compiled for two blocks per multiprocessor (128 registers at C = 768; three blocks would
+// spill, run P: 0.075 against 0.039 ms at N = 16384); wider rows get one block of 8 warps, whose
+// 8 rows of 3 x C bf16 in flight still cover the memory latency.
 template <int kGroups, bool kSum>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
     layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
                                const bf16* dout, const bf16* in, const bf16* w, const float* mean, const float* rstd,
-                               int N) {
-  constexpr int C = kGroups * 32 * kVec;
+                               int N, int C) {
+  constexpr int kC = kGroups * 32 * kVec;   // the shared-memory rows' length
+  // Up to 4 groups only whole ones are launched: the row length is then a compile-time constant.
+  constexpr bool kRagged = kGroups > 4;
+  const int cols = kRagged ? C : kC;
   extern __shared__ float4 fused_smem[];
-  float(*sums)[kWarpsPerBlock][C] = reinterpret_cast<float(*)[kWarpsPerBlock][C]>(fused_smem);  // dw, db
+  float(*sums)[kWarpsPerBlock][kC] = reinterpret_cast<float(*)[kWarpsPerBlock][kC]>(fused_smem);  // dw, db
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Whether this lane's columns of group gi are in the row (always, up to the last group).
+  auto in_row = [&](int gi) { return !kRagged || gi + 1 < kGroups || (gi * 32 + lane) * kVec < cols; };
   Raw8 wv[kGroups];
 #pragma unroll
   for (int gi = 0; gi < kGroups; ++gi) {
     const int c = (gi * 32 + lane) * kVec;
-    wv[gi].load(w + c);
+    wv[gi].bits = make_uint4(0, 0, 0, 0);
+    if (in_row(gi)) wv[gi].load(w + c);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) sums[0][warp][c + k] = sums[1][warp][c + k] = 0.0f;
   }
   const int r0 = blockIdx.x * kFusedRows, r1 = min(N, r0 + kFusedRows);
   for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
-    const size_t off = static_cast<size_t>(row) * C;
+    const size_t off = static_cast<size_t>(row) * cols;
     Raw8 g[kGroups], x[kGroups], d[kGroups];
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
       const int c = (gi * 32 + lane) * kVec;
-      g[gi].load(dout + off + c);
-      x[gi].load(in + off + c);
-      d[gi].load(din_accum + off + c);
+      if (in_row(gi)) {
+        g[gi].load(dout + off + c);
+        x[gi].load(in + off + c);
+        d[gi].load(din_accum + off + c);
+      } else {
+        g[gi].bits = x[gi].bits = d[gi].bits = make_uint4(0, 0, 0, 0);
+      }
     }
     const float m = mean[row], r = rstd[row];
     float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
@@ -165,14 +178,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int gi = 0; gi < kGroups; ++gi)
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const float dnorm = g[gi][k] * wv[gi][k];
+        const float dnorm = g[gi][k] * wv[gi][k];   // 0 past the row's end
         s_dnorm += dnorm;
         s_dnorm_norm += dnorm * ((x[gi][k] - m) * r);
       }
-    const float mean_dnorm = warp_sum(s_dnorm) / C;
-    const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / C;
+    const float mean_dnorm = warp_sum(s_dnorm) / cols;
+    const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / cols;
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
+      if (!in_row(gi)) continue;
       const int c = (gi * 32 + lane) * kVec;
       float out[kVec], dw[kVec], db[kVec];
       load_vec(dw, &sums[0][warp][c]);
@@ -193,41 +207,49 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* partials[2] = {partial_dw, partial_db};
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
       float acc = 0.0f;
       for (int wi = 0; wi < kWarpsPerBlock; ++wi) acc += sums[i][wi][c];
-      partials[i][static_cast<size_t>(blockIdx.x) * C + c] = acc;
+      partials[i][static_cast<size_t>(blockIdx.x) * cols + c] = acc;
     }
   if constexpr (kSum) {
-    for (int c = threadIdx.x * kVec; c < C; c += blockDim.x * kVec) {
+    for (int c = threadIdx.x * kVec; c < cols; c += blockDim.x * kVec) {
       float acc[kVec] = {};
 #pragma unroll 8
       for (int row = r0; row < r1; ++row) {
         float v[kVec];
-        load_vec(v, din_accum + static_cast<size_t>(row) * C + c);
+        load_vec(v, din_accum + static_cast<size_t>(row) * cols + c);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) acc[k] += v[k];
       }
-      store_vec(partial_ds + static_cast<size_t>(blockIdx.x) * C + c, acc);
+      store_vec(partial_ds + static_cast<size_t>(blockIdx.x) * cols + c, acc);
     }
   }
 }
 // The fused kernel for this C with its shared memory (allowed on every call, see allow_smem), or
-// null where C is not 1..4 groups of 32 lanes x kVec columns.
+// null where C is not a multiple of kVec, is above 8 groups of 32 lanes x kVec columns (2,048),
+// or is up to 4 groups but not whole ones (those rows take the separate kernels, as before).
 using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
-                                const float*, int);
+                                const float*, int, int);
 template <bool kSum>
 FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
-  if (C % (32 * kVec) != 0) return nullptr;
+  constexpr int kGroupCols = 32 * kVec;
+  if (C % kVec != 0) return nullptr;
+  const int groups = ceil_div(C, kGroupCols);
+  if (groups <= 4 && C % kGroupCols != 0) return nullptr;
   FusedBwdKernel kernel = nullptr;
-  switch (C / (32 * kVec)) {
+  switch (groups) {
     case 1: kernel = layernorm_bwd_fused_kernel<1, kSum>; break;
     case 2: kernel = layernorm_bwd_fused_kernel<2, kSum>; break;
     case 3: kernel = layernorm_bwd_fused_kernel<3, kSum>; break;
     case 4: kernel = layernorm_bwd_fused_kernel<4, kSum>; break;
+    case 5: kernel = layernorm_bwd_fused_kernel<5, kSum>; break;
+    case 6: kernel = layernorm_bwd_fused_kernel<6, kSum>; break;
+    case 7: kernel = layernorm_bwd_fused_kernel<7, kSum>; break;
+    case 8: kernel = layernorm_bwd_fused_kernel<8, kSum>; break;
     default: return nullptr;
   }
-  *smem = 2 * kWarpsPerBlock * static_cast<size_t>(C) * sizeof(float);
+  *smem = 2 * kWarpsPerBlock * static_cast<size_t>(groups) * kGroupCols * sizeof(float);
   allow_smem(kernel, *smem);
   return kernel;
 }
@@ -282,7 +304,8 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
                    cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
-  // C up to 1,024 in whole 256-column groups (GPT-2 124M and 350M): one fused pass.
+  // C in whole 256-column groups up to 1,024 (GPT-2 124M, 350M) or any multiple of 8 from 1,032
+  // to 2,048 (774M, 1.5B): one fused pass.
   size_t fused_smem = 0;
   const FusedBwdKernel kernel =
       !vec ? nullptr : dsum ? fused_bwd_kernel<true>(C, &fused_smem) : fused_bwd_kernel<false>(C, &fused_smem);
@@ -295,7 +318,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     float* partial_db = partial_dw + chunk_elems;
     float* partial_ds = dsum ? partial_db + chunk_elems : nullptr;
     kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, in, w, mean,
-                                                       rstd, N);
+                                                       rstd, N, C);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
     if (dsum) {
       add_column_partials({dw, db, dsum}, partial_dw, n_chunks, C, stream);

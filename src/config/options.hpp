@@ -31,6 +31,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.tp_overlap", c.parallel.tp_overlap,
     "with tp > 1, run the forward as two half micro-batches so that each TP all-reduce overlaps the other half's "
     "work (experimental; needs an even train.micro_batch_size)");
+  v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
+    "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
+    "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them");
+  v("parallel.tp_comm_ctas", c.parallel.tp_comm_ctas,
+    "with NCCL, the most CTAs (SMs) a TP collective may hold; 0 = NCCL's choice");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

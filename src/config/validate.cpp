@@ -53,6 +53,10 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(p.zero == 0 || p.zero == 1, "parallel.zero", p.zero, "must be 0 or 1");
   require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
   require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
+  require(p.tp_sm_margin >= 0 && p.tp_sm_margin <= 64, "parallel.tp_sm_margin", p.tp_sm_margin,
+          "must be between 0 and 64");
+  require(p.tp_comm_ctas >= 0 && p.tp_comm_ctas <= 64, "parallel.tp_comm_ctas", p.tp_comm_ctas,
+          "must be between 0 and 64 (0: NCCL's choice)");
 }
 
 void validate_train(const TrainConfig& t, const ParallelConfig& p) {

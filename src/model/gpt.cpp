@@ -278,6 +278,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   const size_t rows = static_cast<size_t>(half_b) * T_, C = C_, Cl = C_ / g_.topo.tp();
   const BlockShape shape = block_shape(static_cast<int>(rows));
   Stream st = be_.stream();
+  be_.set_gemm_sm_margin(tp_sm_margin_);   // every GEMM here runs beside the other half's all-reduce
   Request mlp_reduce[2];
   for (int i = 0; i < stage_.n_layers(); ++i) {
     need(layout_.block_unit(stage_.layer_begin + i));
@@ -310,6 +311,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
     const BlockActs a = block_rows(out, h * rows, rows, C, Cl, NHl);
     be_.add(a.x3, a.x3, a.x2);
   }
+  be_.set_gemm_sm_margin(0);
   return out.x3;
 }
 
@@ -426,17 +428,26 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
   // dres from elsewhere and sums it in its matmul backward.
   const bool fcproj_bias_done = i + 1 < stage_.n_layers() || stage_.last();
+  // The input gradients first: the TP all-reduce of each LayerNorm's input gradient runs beside
+  // weight-gradient GEMMs. With tp > 1 those are both of the part's (fcproj's and fc's, proj's
+  // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
+  // before the LayerNorm backward updates it.
+  const bool dw_beside = tp > 1;
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
-  be_.matmul_gelu_bwd(sc.dfch, g.fcproj_w, fcproj_bias_done ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w,
-                      a.fch, N, 4 * Cl, C);
-  // The input gradient first: its TP all-reduce overlaps the weight-gradient GEMM.
+  be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w, fcproj_bias_done ? TensorView{} : g.fcproj_b,
+                      dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   Request reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
+  if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
   be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  if (reduce) reduce->wait(st);
+  if (reduce) {
+    be_.set_gemm_sm_margin(0);
+    reduce->wait(st);
+  }
   be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, g.proj_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
 
-  be_.matmul_bwd(sc.datty, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+  be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
   // attention backward, which is bound by the tensor cores and shared memory.
@@ -447,8 +458,13 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
   reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
+  if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  if (reduce) reduce->wait(st);
+  if (reduce) {
+    be_.set_gemm_sm_margin(0);
+    reduce->wait(st);
+  }
   be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{}, sc.dln, x, p.ln1_w,
                     a.ln1_mean, a.ln1_rstd, N, C);
 }

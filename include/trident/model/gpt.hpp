@@ -66,6 +66,9 @@ class GptStage {
   // every TP all-reduce runs beside the other half's work (see forward_blocks_halves). Needs an
   // even micro-batch; no effect with tp = 1.
   void set_tp_overlap(bool on);
+  // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
+  // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
+  void set_tp_sm_margin(int sms) { tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0; }
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
   void need_all_params() {
@@ -143,6 +146,7 @@ class GptStage {
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
   bool tp_overlap_ = false;
+  int tp_sm_margin_ = 0;
   void need(int unit) {
     if (fetch_ && unit >= 0) fetch_->need(unit);
   }

@@ -172,6 +172,8 @@ class CudaBackend final : public Backend {
   }
 
   // ---- concurrency: the side stream, with its own scratch
+  void set_gemm_sm_margin(int sms) override { matmul_->set_sm_margin(sms); }
+
   void side_begin() override {
     TRIDENT_CHECK(!on_side(), "cuda backend: side_begin() twice");
     if (!side_enabled_) return;

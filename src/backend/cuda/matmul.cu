@@ -38,7 +38,8 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 size_t Matmul::KeyHash::operator()(const Key& k) const {
   size_t h = static_cast<size_t>(k.kind);
   for (long long v : {static_cast<long long>(k.N), static_cast<long long>(k.K), static_cast<long long>(k.M),
-                      static_cast<long long>(k.epilogue), static_cast<long long>(k.alignment)})
+                      static_cast<long long>(k.epilogue), static_cast<long long>(k.alignment),
+                      static_cast<long long>(k.sm_target)})
     h = h * 1000003u ^ std::hash<long long>()(v);
   return h;
 }
@@ -52,6 +53,15 @@ Matmul::Matmul() {
   log_ = log && *log && *log != '0';
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+}
+
+void Matmul::set_sm_margin(int sms) {
+  TRIDENT_CHECK(sms >= 0 && sms < sm_count_,
+                str("matmul: an SM margin of ", sms, " leaves no SM of the device's ", sm_count_));
+  sm_target_ = sms == 0 ? 0 : sm_count_ - sms;
 }
 
 Matmul::~Matmul() {
@@ -99,6 +109,7 @@ const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, float beta
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(trans_a));
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(trans_b));
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(key.epilogue));
+  if (key.sm_target > 0) set_desc(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, static_cast<int32_t>(key.sm_target));
   // The heuristic reads the bias and aux addresses (not their data) to judge alignment.
   if (has_bias(key.epilogue)) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);
   if (has_aux(key.epilogue)) {
@@ -260,8 +271,9 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     return f;
   };
   if (log_)
-    std::fprintf(stderr, "gemm kind %d N %d K %d M %d epilogue %d alignment %d: %d candidates\n",
-                 static_cast<int>(key.kind), key.N, key.K, key.M, static_cast<int>(key.epilogue), key.alignment, n);
+    std::fprintf(stderr, "gemm kind %d N %d K %d M %d epilogue %d alignment %d SMs %d: %d candidates\n",
+                 static_cast<int>(key.kind), key.N, key.K, key.M, static_cast<int>(key.epilogue), key.alignment,
+                 key.sm_target > 0 ? key.sm_target : sm_count_, n);
   uint64_t reference = 0;
   int reference_index = -1, best = 0;   // the reference is the first candidate that runs
   float best_ms = -1;
@@ -322,7 +334,7 @@ bool Matmul::try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogu
   int alignment = std::min(alignment_of(ops.a), std::min(alignment_of(ops.b), alignment_of(ops.d)));
   if (has_bias(epilogue)) alignment = std::min(alignment, alignment_of(ops.bias));
   if (has_aux(epilogue)) alignment = std::min(alignment, alignment_of(ops.aux));
-  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment}, ops, beta, stream);
+  const Plan& p = plan(Key{kind, N, K, M, epilogue, alignment, sm_target_}, ops, beta, stream);
   if (!p.found) return false;
   // Cached descriptors carry the addresses of the call that built them; point them at this one's.
   if (has_bias(epilogue)) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);

@@ -25,6 +25,11 @@ class Matmul {
   // fused into the GEMM's epilogue where cuBLASLt allows it.
   long plans_built() const { return static_cast<long>(plans_.size()); }
 
+  // GEMMs queued from now on run on all SMs but `sms` (0: all), which a collective running
+  // beside them can then hold without delaying the GEMMs' persistent CTAs
+  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; each margin has its own plans).
+  void set_sm_margin(int sms);
+
   void backward(bf16* din, float* dw, float* dbias, const bf16* dout, const bf16* in, const bf16* w, const bf16* pre,
                 int N, int K, int M, Scratch& scratch, cudaStream_t stream);
 
@@ -36,8 +41,10 @@ class Matmul {
     int N, K, M;
     cublasLtEpilogue_t epilogue;
     int alignment;  // bytes that every operand's address is a multiple of (heuristics depend on it)
+    int sm_target;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the whole device
     bool operator==(const Key& o) const {
-      return kind == o.kind && N == o.N && K == o.K && M == o.M && epilogue == o.epilogue && alignment == o.alignment;
+      return kind == o.kind && N == o.N && K == o.K && M == o.M && epilogue == o.epilogue &&
+             alignment == o.alignment && sm_target == o.sm_target;
     }
   };
   struct KeyHash {
@@ -72,6 +79,8 @@ class Matmul {
 
   bool autotune_ = true;
   bool log_ = false;
+  int sm_count_ = 0;    // the device's
+  int sm_target_ = 0;   // of the GEMMs queued now (0: all SMs)
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::unordered_map<Key, Plan, KeyHash> plans_;

@@ -194,13 +194,21 @@ class NcclWork : public CommWork {
 
 class NcclComm : public Comm {
  public:
-  NcclComm(MPI_Comm mpi, std::string name) : mpi_(mpi), name_(std::move(name)) {
+  // max_ctas > 0: NCCL's kernels of this communicator use at most that many CTAs (SMs), which
+  // leaves the rest to the compute they run beside.
+  NcclComm(MPI_Comm mpi, std::string name, int max_ctas = 0) : mpi_(mpi), name_(std::move(name)) {
     MPI_Comm_rank(mpi, &rank_);
     MPI_Comm_size(mpi, &size_);
     ncclUniqueId id;
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi);
-    NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    if (max_ctas > 0) {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.maxCTAs = max_ctas;
+      NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
+    } else {
+      NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    }
     NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     Watchdog::instance().add_comm(comm_, name_);
@@ -282,7 +290,7 @@ class NcclComm : public Comm {
 
 }  // namespace
 
-ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s) {
+ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas) {
   int device = 0;
   NCCL_CUDA_CHECK(cudaGetDevice(&device));
   Watchdog::instance().start(device, timeout_s);
@@ -293,7 +301,7 @@ ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, 
   g.coord = topo.coord_of(g.rank);
   // Same order on every rank: each init is a collective over its group.
   g.world = std::make_unique<NcclComm>(axes.world, "world");
-  g.tp = std::make_unique<NcclComm>(axes.tp, "tp");
+  g.tp = std::make_unique<NcclComm>(axes.tp, "tp", tp_max_ctas);
   g.dp = std::make_unique<NcclComm>(axes.dp, "dp");
   g.pp = std::make_unique<NcclComm>(axes.pp, "pp");
   if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<NcclComm>(axes.embed, "embed");

@@ -92,7 +92,8 @@ Runtime make_runtime(const RunConfig& cfg, MPI_Comm world) {
   AxisMpiComms axes = split_axes(world, topo);
 #if TRIDENT_HAVE_CUDA
   if (rt.backend->is_device())
-    rt.groups = make_nccl_groups(axes, topo, cfg.parallel.timeout_s, cfg.parallel.tp_comm_ctas);
+    rt.groups = make_nccl_groups(axes, topo, cfg.parallel.timeout_s, cfg.parallel.tp_comm_ctas,
+                                 cfg.parallel.dp_comm_ctas);
   else
 #endif
     rt.groups = make_mpi_groups(axes, topo, cfg.parallel.timeout_s);

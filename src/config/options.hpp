@@ -36,6 +36,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them");
   v("parallel.tp_comm_ctas", c.parallel.tp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a TP collective may hold; 0 = NCCL's choice");
+  v("parallel.dp_comm_ctas", c.parallel.dp_comm_ctas,
+    "with NCCL, the most CTAs (SMs) a data-parallel gradient reduction or ZeRO-1 gather may hold; 0 = NCCL's choice");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

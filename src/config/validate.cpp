@@ -57,6 +57,8 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
           "must be between 0 and 64");
   require(p.tp_comm_ctas >= 0 && p.tp_comm_ctas <= 64, "parallel.tp_comm_ctas", p.tp_comm_ctas,
           "must be between 0 and 64 (0: NCCL's choice)");
+  require(p.dp_comm_ctas >= 0 && p.dp_comm_ctas <= 64, "parallel.dp_comm_ctas", p.dp_comm_ctas,
+          "must be between 0 and 64 (0: NCCL's choice)");
 }
 
 void validate_train(const TrainConfig& t, const ParallelConfig& p) {

@@ -136,11 +136,22 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     const double compute = stage_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
-    // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs) and two backward
-    // (their input gradients); the embedding sum on the first stage; on the last the head's input
-    // gradient and the fp32 row max and softmax statistics (3 floats a token).
-    double tp_bytes = (4.0 * st.n_layers() + st.first() + st.last()) * act_msg + (st.last() ? 12 * tokens_micro : 0);
-    const double tp_s = p.tp > 1 ? ring_factor(p.tp) * tp_bytes / bw_tp : 0;
+    // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
+    // parallel.tp_overlap too: on H100 what they save the GEMMs beside them lose, run AR); the
+    // embedding sum on the first stage; on the last the head's input gradient and the fp32 row
+    // max and softmax statistics (3 floats a token). Per layer two more backward (the
+    // LayerNorms' input gradients), each beside the weight-gradient GEMMs of its part and exposed
+    // only beyond them: fcproj's and fc's (16 C^2 FLOPs a token over tp), proj's and qkv's (8 C^2).
+    double tp_s = 0;
+    if (p.tp > 1) {
+      const double tp_bytes = (2.0 * st.n_layers() + st.first() + st.last()) * act_msg +
+                              (st.last() ? 12 * tokens_micro : 0);
+      const double all_reduce = ring_factor(p.tp) * act_msg / bw_tp;
+      const double dw_flops = double(m.n_embd) * m.n_embd * tokens_micro / p.tp, rate = hw.gemm_tflops * 1e12;
+      tp_s = ring_factor(p.tp) * tp_bytes / bw_tp +
+             st.n_layers() * (std::max(0.0, all_reduce - 16 * dw_flops / rate) +
+                              std::max(0.0, all_reduce - 8 * dw_flops / rate));
+    }
     // An activation forward and a gradient backward cross each stage boundary per micro-batch.
     const double pp_s = p.pp > 1 ? 2 * act_msg / bw_pp : 0;
     if (compute + tp_s + pp_s > micro_s) {

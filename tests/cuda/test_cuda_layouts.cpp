@@ -50,7 +50,8 @@ Result train(RunConfig cfg, MPI_Comm comm, bool cuda, int steps) {
   MPI_Comm_rank(comm, &rank);
   std::unique_ptr<Backend> be = cuda ? make_cuda_backend(rank % cuda_device_count()) : make_cpu_backend();
   Topology topo = test::validated_topology(cfg, comm);
-  ParallelGroups g = cuda ? make_nccl_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s, cfg.parallel.tp_comm_ctas)
+  const ParallelConfig& p = cfg.parallel;
+  ParallelGroups g = cuda ? make_nccl_groups(split_axes(comm, topo), topo, p.timeout_s, p.tp_comm_ctas, p.dp_comm_ctas)
                           : test::mpi_groups(cfg, comm);
   test::LearnableSource data(cfg.model.seq_len, cfg.model.vocab_size, 11);
   Trainer trainer(cfg, g, *be, data);
@@ -100,7 +101,8 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   if (rank == 0) ref = train(config(), MPI_COMM_SELF, true, kSteps).losses;
   MPI_Barrier(MPI_COMM_WORLD);
   // The tp_overlap case also runs with an SM margin for the GEMMs beside TP all-reduces and
-  // the TP communicator capped at 8 CTAs (parallel.tp_sm_margin, parallel.tp_comm_ctas).
+  // the TP communicator capped at 8 CTAs (parallel.tp_sm_margin, parallel.tp_comm_ctas), the
+  // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas).
   struct L { int tp, pp, zero; const char* schedule; bool tp_overlap = false; };
   for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{1, 2, 0, "1f1b"}, L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"},
               L{1, 1, 1, "1f1b"}}) {
@@ -111,8 +113,9 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     c.parallel.schedule = l.schedule;
     c.parallel.tp_overlap = l.tp_overlap;
     if (l.tp_overlap) c.parallel.tp_sm_margin = c.parallel.tp_comm_ctas = 8;
+    if (l.zero) c.parallel.dp_comm_ctas = 8;
     const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
-                                 l.tp_overlap ? " tp_overlap margin 8 ctas 8" : "");
+                                 l.tp_overlap ? " tp_overlap margin 8 ctas 8" : l.zero ? " dp ctas 8" : "");
     SCOPED_TRACE(name);
     std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
     if (rank != 0) continue;

@@ -38,6 +38,7 @@ struct ParallelConfig {
   bool tp_overlap = false;          // tp > 1: forward as two staggered half micro-batches (TP all-reduces beside work)
   int tp_sm_margin = 0;             // tp > 1: SMs the GEMMs beside a TP all-reduce leave free (0: none)
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
+  int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
 };
 
 struct TrainConfig {

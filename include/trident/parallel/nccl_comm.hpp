@@ -10,8 +10,10 @@ namespace trident {
 // Collectives run on a side stream per communicator, ordered with events against the caller's
 // stream. A watchdog thread polls ncclCommGetAsyncError and the completion of every operation;
 // one that is not done within timeout_s aborts all communicators and the job with a message
-// naming the rank, axis, operation and step. tp_max_ctas > 0 caps the CTAs of the TP
-// communicator's kernels (parallel.tp_comm_ctas). Takes ownership of `axes`.
-ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas = 0);
+// naming the rank, axis, operation and step. tp_max_ctas / dp_max_ctas > 0 cap the CTAs of the
+// TP / DP communicator's kernels (parallel.tp_comm_ctas, parallel.dp_comm_ctas). Takes
+// ownership of `axes`.
+ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas = 0,
+                                int dp_max_ctas = 0);
 
 }  // namespace trident

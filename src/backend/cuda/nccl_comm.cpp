@@ -290,7 +290,8 @@ class NcclComm : public Comm {
 
 }  // namespace
 
-ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas) {
+ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas,
+                                int dp_max_ctas) {
   int device = 0;
   NCCL_CUDA_CHECK(cudaGetDevice(&device));
   Watchdog::instance().start(device, timeout_s);
@@ -302,7 +303,7 @@ ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, 
   // Same order on every rank: each init is a collective over its group.
   g.world = std::make_unique<NcclComm>(axes.world, "world");
   g.tp = std::make_unique<NcclComm>(axes.tp, "tp", tp_max_ctas);
-  g.dp = std::make_unique<NcclComm>(axes.dp, "dp");
+  g.dp = std::make_unique<NcclComm>(axes.dp, "dp", dp_max_ctas);
   g.pp = std::make_unique<NcclComm>(axes.pp, "pp");
   if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<NcclComm>(axes.embed, "embed");
   return g;

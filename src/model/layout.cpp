@@ -25,19 +25,20 @@ std::vector<int64_t> ParamInfo::local_shape() const {
   return s;
 }
 
+// Called once per element (initialisation, gathers): no allocation. The last dimension varies
+// fastest; each local index is offset by split_begin along split_dim.
 int64_t ParamInfo::global_index(size_t i) const {
-  std::vector<int64_t> local = local_shape();
-  int64_t g = 0;
+  const int dims = static_cast<int>(global_shape.size());
+  int64_t g = 0, stride = 1;
   size_t rem = i;
-  std::vector<int64_t> idx(local.size());
-  for (int d = static_cast<int>(local.size()) - 1; d >= 0; --d) {
-    idx[d] = static_cast<int64_t>(rem % local[d]);
-    rem /= local[d];
-  }
-  for (size_t d = 0; d < local.size(); ++d) {
-    int64_t gi = idx[d] + (static_cast<int>(d) == split_dim ? split_begin : 0);
+  for (int d = dims - 1; d >= 0; --d) {
+    const int64_t extent = d == split_dim ? split_size : global_shape[d];
+    int64_t gi = static_cast<int64_t>(rem % static_cast<size_t>(extent));
+    rem /= static_cast<size_t>(extent);
+    if (d == split_dim) gi += split_begin;
     if (gi >= global_shape[d]) return -1;
-    g = g * global_shape[d] + gi;
+    g += gi * stride;
+    stride *= global_shape[d];
   }
   return g;
 }

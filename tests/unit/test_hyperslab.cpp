@@ -42,6 +42,11 @@ TEST(Hyperslab, ShardBoxesMapToTheGlobalTensorAndSkipPadding) {
   const ParamInfo& wte = layout.get("wte");
   ShardBoxes sb = shard_boxes(wte, 0, static_cast<int64_t>(wte.numel));
   EXPECT_EQ(sb.elements, (200 - 128) * 8);
+  // Element by element: rows 128..199 of the global table, then -1 for the padding rows.
+  for (size_t i = 0; i < wte.numel; ++i) {
+    const int64_t r = static_cast<int64_t>(i / 8), c = static_cast<int64_t>(i % 8);
+    EXPECT_EQ(wte.global_index(i), r < 72 ? (128 + r) * 8 + c : -1) << "local element " << i;
+  }
   const ParamInfo& qkv = layout.get("blocks.1.attn.qkv.weight");   // [3, 4, 2, 8] split on heads
   sb = shard_boxes(qkv, 5, 77);
   int64_t count = 0;

@@ -9,6 +9,7 @@
 #include "auto_layout.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
+#include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
@@ -49,6 +50,20 @@ bool any_rank_stopping(MPI_Comm world) {
 // count of global samples) where they differ from the checkpoint's stored configuration, as
 // "key = now (checkpoint: then)"; empty when none does. Changing them may be intended (a new
 // data mix), so the caller notes it rather than refusing.
+// A data spec as comparable text: each dataset's reduced weight and its prefix made absolute
+// and normal (a relative prefix against the current directory, as the run opens it), so that
+// "1 data/x" and "/repo/data/./x" compare equal. A spec that does not parse compares as written.
+std::string comparable_data_spec(const std::string& spec) {
+  try {
+    std::string out;
+    for (const BlendPart& p : parse_blend_spec("data", spec))
+      out += str(out.empty() ? "" : " ", p.weight, " ", std::filesystem::weakly_canonical(p.prefix).string());
+    return out;
+  } catch (const std::exception&) {
+    return spec;
+  }
+}
+
 std::string data_changes(const RunConfig& now, const std::string& stored_ini, const std::string& origin) {
   RunConfig then;
   try {
@@ -57,14 +72,18 @@ std::string data_changes(const RunConfig& now, const std::string& stored_ini, co
     return "";   // a stored configuration this version cannot read: nothing to compare
   }
   std::string out;
-  auto compare = [&](const char* key, const std::string& a, const std::string& b) {
-    if (a != b) out += str(out.empty() ? "" : "; ", key, " = ", a.empty() ? "(none)" : a, " (checkpoint: ",
-                           b.empty() ? "(none)" : b, ")");
+  auto compare = [&](const char* key, const std::string& a, const std::string& b, bool same) {
+    if (!same) out += str(out.empty() ? "" : "; ", key, " = ", a.empty() ? "(none)" : a, " (checkpoint: ",
+                          b.empty() ? "(none)" : b, ")");
   };
-  compare("data.train", now.data.train, then.data.train);
-  compare("data.val", now.data.val, then.data.val);
-  compare("data.split", str(now.data.split), str(then.data.split));
-  compare("train.seed", str(now.train.seed), str(then.train.seed));
+  auto compare_text = [&](const char* key, const std::string& a, const std::string& b) { compare(key, a, b, a == b); };
+  auto compare_data = [&](const char* key, const std::string& a, const std::string& b) {
+    compare(key, a, b, a == b || comparable_data_spec(a) == comparable_data_spec(b));
+  };
+  compare_data("data.train", now.data.train, then.data.train);
+  compare_data("data.val", now.data.val, then.data.val);
+  compare_text("data.split", str(now.data.split), str(then.data.split));
+  compare_text("train.seed", str(now.train.seed), str(then.train.seed));
   return out;
 }
 

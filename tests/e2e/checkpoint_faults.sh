@@ -13,9 +13,9 @@ mpirun=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmd=("${mpirun[@]}" -np 2 -x TRIDENT_TEST_DIE_IN_SAVE "$trident" train --config "$root/inputs/models/tiny.cfg"
-     --backend cpu --data.train "$root/data/fortunes_byte" --model.seq_len 32 --model.n_layer 2
+     --backend cpu --model.seq_len 32 --model.n_layer 2
      --train.micro_batch_size 2 --train.global_batch_size 4 --parallel.pp 2 --log.every 1)
-train() { "${cmd[@]}" "$@"; }
+train() { "${cmd[@]}" --data.train "$root/data/fortunes_byte" "$@"; }
 losses() { /usr/bin/python3 -c 'import json,sys; [print(json.loads(l)["step"], repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -33,6 +33,13 @@ grep -q "resumed from $work/ck/step_2.h5 at step 2" "$work/b.log" || fail "did n
 diff <(losses "$work/full.jsonl" | tail -n 6) <(losses "$work/b.jsonl") || fail "losses after resume differ"
 echo "ok: killed save left step_2.h5 loadable; resumed steps 3-8 match the uninterrupted run"
 grep -q "note: resuming with data settings other" "$work/b.log" && fail "a resume with the checkpoint's data settings noted a change"
+# The same dataset spelled otherwise (a weight of 1, a relative path with ./) is no change.
+(cd "$root" && "${cmd[@]}" --data.train "1 ./data/fortunes_byte" --train.steps 8 --checkpoint.dir "$work/ck") \
+  >"$work/respelled.log" 2>&1 || { cat "$work/respelled.log"; fail "resume with the data spelled otherwise"; }
+grep -q "resumed from $work/ck/step_8.h5 at step 8" "$work/respelled.log" ||
+  { cat "$work/respelled.log"; fail "did not resume from step_8.h5"; }
+grep -q "note: resuming with data settings other" "$work/respelled.log" &&
+  fail "the same data spelled otherwise noted a change"
 # A resume with other data settings runs, and says which differ.
 train --train.steps 9 --train.seed 7 --checkpoint.dir "$work/ck" >"$work/e.log" 2>&1 ||
   { cat "$work/e.log"; fail "resume with another train.seed"; }
@@ -44,8 +51,8 @@ echo "ok: a resume with another train.seed notes it"
 # independent of train.steps, so runs of different lengths are comparable step by step.
 long=(--train.warmup_steps 100000)
 # Started directly (not through the function) so that $! is mpirun and its children are the ranks.
-"${cmd[@]}" "${long[@]}" --train.steps 100000 --checkpoint.dir "$work/ck2" --log.metrics "$work/c.jsonl" \
-  >"$work/c.log" 2>&1 &
+"${cmd[@]}" --data.train "$root/data/fortunes_byte" "${long[@]}" --train.steps 100000 --checkpoint.dir "$work/ck2" \
+  --log.metrics "$work/c.jsonl" >"$work/c.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do
   [[ -f $work/c.jsonl ]] && (( $(wc -l <"$work/c.jsonl") >= 3 )) && break

@@ -31,6 +31,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.tp_overlap", c.parallel.tp_overlap,
     "with tp > 1, run the forward as two half micro-batches so that each TP all-reduce overlaps the other half's "
     "work (experimental; needs an even train.micro_batch_size)");
+  v("parallel.sequence_parallel", c.parallel.sequence_parallel,
+    "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
+    "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "
+    "not reduced yet, and the backward's all-gathers are not overlapped); micro_batch_size*seq_len must divide by tp");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them");

@@ -71,6 +71,8 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
               per_round));
   require(!p.tp_overlap || p.tp == 1 || t.micro_batch_size % 2 == 0, "train.micro_batch_size", t.micro_batch_size,
           "must be even with parallel.tp_overlap (the forward splits each micro-batch into two halves)");
+  require(!p.sequence_parallel || p.tp == 1 || !p.tp_overlap, "parallel.sequence_parallel", "true",
+          "cannot be combined with parallel.tp_overlap; turn one of them off");
   int n_micro = t.global_batch_size / per_round;
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",
@@ -106,6 +108,11 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
+  const ParallelConfig& p = cfg.parallel;
+  const long rows = static_cast<long>(cfg.train.micro_batch_size) * cfg.model.seq_len;
+  require(!p.sequence_parallel || rows % p.tp == 0, "parallel.sequence_parallel", "true",
+          str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch over tp = ", p.tp,
+              ", which does not divide them; change train.micro_batch_size or model.seq_len"));
   validate_data(cfg.data);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
   require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");

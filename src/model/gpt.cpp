@@ -231,6 +231,7 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
   if (stage_.last()) {
     head_forward(s, x, with_grad, dloss);
     if (with_grad && unit_done) {
+      if (sp_) sum_replicated_grads_over_tp(-1);
       if (head_done_slot_ >= 0) head_done_(layout_.head_unit());   // never dropped
       head_done_slot_ = slot;
       head_done_ = unit_done;
@@ -246,10 +247,14 @@ TensorView GptStage::forward_blocks(Slot& s) {
     // the positions, and the reduction sums the shards.
     be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
                     layout_.vocab_start(), layout_.vocab_local());
-    reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
+    if (sp_)
+      g_.tp->reduce_scatter(s.input.data, sp_rows_ * C_, s.input.dtype, be_.stream());   // into this rank's rows
+    else
+      reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
   }
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
   if (tp_overlap_) return forward_blocks_halves(s);
+  if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
@@ -315,6 +320,78 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   return out.x3;
 }
 
+// parallel.sequence_parallel (Megatron's sequence parallelism): the residual stream x, x2, x3
+// holds valid values only in this rank's own rows; the LayerNorms (and the residual adds fused
+// into them) run on those rows, their outputs are all-gathered for the column-parallel GEMMs,
+// and the row-parallel GEMMs' partial sums are reduce-scattered back into own rows. The bytes
+// moved equal those of the all-reduces they replace.
+TensorView GptStage::forward_blocks_sequence(Slot& s) {
+  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), N = B_ * T_;
+  const size_t C = C_, Cl = C_ / g_.topo.tp(), chunk = sp_rows_ * C;
+  const int rows = static_cast<int>(sp_rows_);
+  const float eps = static_cast<float>(m_.ln_eps);
+  const bool bias_here = g_.coord.tp == 0;   // the row-parallel biases, once before the reduce-scatter
+  Stream st = be_.stream();
+  Comm& tp = *g_.tp;
+  TensorView x = s.input, pending;
+  for (int i = 0; i < stage_.n_layers(); ++i) {
+    const bool last = i + 1 == stage_.n_layers();
+    const BlockTensors& p = p_.blocks[i];
+    const BlockActs& a = s.layers[i];
+    need(layout_.block_unit(stage_.layer_begin + i));
+    if (pending.empty())
+      be_.layernorm_fwd(own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1), own_rows(x, C), p.ln1_w,
+                        p.ln1_b, rows, C_, eps);
+    else
+      be_.add_layernorm_fwd(own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
+                            own_rows(x, C), own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
+    tp.all_gather(a.ln1.data, chunk, a.ln1.dtype, st);
+    be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
+    prefetch_after_block(i);
+    be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
+    be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
+    tp.reduce_scatter(a.x2.data, chunk, a.x2.dtype, st);
+    be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
+                          own_rows(a.x2, C), own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
+    tp.all_gather(a.ln2.data, chunk, a.ln2.dtype, st);
+    be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C_, static_cast<int>(4 * Cl));
+    be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(4 * Cl), C_);
+    tp.reduce_scatter(a.x3.data, chunk, a.x3.dtype, st);
+    // Each block's output add is fused into the next block's first LayerNorm (the last block
+    // of the stage completes its own).
+    if (last) be_.add(own_rows(a.x3, C), own_rows(a.x3, C), own_rows(a.x2, C));
+    x = a.x3;
+    pending = last ? TensorView{} : a.x2;
+  }
+  return x;
+}
+
+void GptStage::set_sequence_parallel(bool on) {
+  const int tp = g_.topo.tp();
+  sp_ = on && tp > 1;
+  TRIDENT_CHECK(!sp_ || !tp_overlap_, "parallel.sequence_parallel and parallel.tp_overlap cannot be combined");
+  TRIDENT_CHECK(!sp_ || (B_ * T_) % tp == 0,
+                str("parallel.sequence_parallel splits the B*T = ", B_ * T_, " rows of a micro-batch over tp = ", tp,
+                    ": they must divide evenly"));
+  sp_rows_ = sp_ ? static_cast<size_t>(B_ * T_ / tp) : 0;
+  sp_row0_ = sp_ ? sp_rows_ * static_cast<size_t>(g_.coord.tp) : 0;
+}
+
+void GptStage::sum_replicated_grads_over_tp(int block) {
+  Stream st = be_.stream();
+  std::vector<TensorView> views;
+  if (block < 0) {
+    views = {gr_.lnf_w, gr_.lnf_b};
+  } else {
+    const BlockTensors& g = gr_.blocks[block];
+    views = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b};
+  }
+  std::vector<Request> started;
+  for (const TensorView& v : views)
+    if (!v.empty()) started.push_back(g_.tp->all_reduce_async(v.data, v.numel, v.dtype, ReduceOp::Sum, st));
+  for (Request& r : started) r->wait(st);
+}
+
 void GptStage::set_tp_overlap(bool on) {
   tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
   TRIDENT_CHECK(!tp_overlap_ || B_ % 2 == 0,
@@ -340,6 +417,7 @@ BlockShape GptStage::block_shape(int rows) const {
 
 std::vector<float> GptStage::forward_logits(int slot) {
   TRIDENT_CHECK(stage_.first() && stage_.last(), "forward_logits needs a single pipeline stage (pp = 1)");
+  TRIDENT_CHECK(!sp_, "forward_logits: not with sequence parallelism");
   return head_logits(forward_blocks(slots_[slot]), B_ * T_);
 }
 
@@ -400,13 +478,16 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
   };
   for (int i = stage_.n_layers() - 1; i >= 0; --i) {
     block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
+    if (unit_done && sp_) sum_replicated_grads_over_tp(i);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
   if (stage_.first()) {
-    // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity), so every
-    // TP rank computes the same position gradient and its own vocabulary rows.
+    // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity; with
+    // sequence parallelism once its rows are gathered), so every TP rank computes the same
+    // position gradient and its own vocabulary rows.
+    if (sp_) g_.tp->all_gather(s.grad.data, sp_rows_ * C_, s.grad.dtype, be_.stream());
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local());
     if (unit_done) unit_done(layout_.embedding_unit());
@@ -422,22 +503,39 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
   Stream st = be_.stream();
+  // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
+  // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
+  // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
+  const int ln_rows = sp_ ? static_cast<int>(sp_rows_) : N;
+  auto mine = [&](TensorView v, size_t width) { return sp_ ? own_rows(v, width) : v; };
+  auto gather_dres = [&] {
+    if (sp_) g_.tp->all_gather(dres.data, sp_rows_ * C_, dres.dtype, st);
+  };
+  auto reduce_dln = [&]() -> Request {
+    return sp_ ? g_.tp->reduce_scatter_async(sc.dln.data, sp_rows_ * C_, sc.dln.dtype, st)
+               : copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  };
 
   // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
   // last updated dres adds up (layernorm_bwd's dsum): LN2's for proj, the next block's LN1 (or
   // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
-  // dres from elsewhere and sums it in its matmul backward.
+  // dres from elsewhere and sums it in its matmul backward (over own rows with sequence
+  // parallelism, like the LayerNorms' sums).
   const bool fcproj_bias_done = i + 1 < stage_.n_layers() || stage_.last();
   // The input gradients first: the TP all-reduce of each LayerNorm's input gradient runs beside
   // weight-gradient GEMMs. With tp > 1 those are both of the part's (fcproj's and fc's, proj's
   // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
+  gather_dres();
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
-  be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w, fcproj_bias_done ? TensorView{} : g.fcproj_b,
-                      dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
+  be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
+                      fcproj_bias_done || sp_ ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
+  if (!fcproj_bias_done && sp_)
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, own_rows(dres, C), own_rows(a.fcg, 4 * Cl), p.fcproj_w,
+                   ln_rows, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  Request reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  Request reduce = reduce_dln();
   if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
   if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
   be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
@@ -445,8 +543,10 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     be_.set_gemm_sm_margin(0);
     reduce->wait(st);
   }
-  be_.layernorm_bwd(dres, g.ln2_w, g.ln2_b, g.proj_b, sc.dln, a.x2, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+  be_.layernorm_bwd(mine(dres, C), g.ln2_w, g.ln2_b, g.proj_b, mine(sc.dln, C), mine(a.x2, C), p.ln2_w,
+                    mine(a.ln2_mean, 1), mine(a.ln2_rstd, 1), ln_rows, C);
 
+  gather_dres();
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
@@ -457,7 +557,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  reduce = copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  reduce = reduce_dln();
   if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
   if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
@@ -465,8 +565,8 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     be_.set_gemm_sm_margin(0);
     reduce->wait(st);
   }
-  be_.layernorm_bwd(dres, g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{}, sc.dln, x, p.ln1_w,
-                    a.ln1_mean, a.ln1_rstd, N, C);
+  be_.layernorm_bwd(mine(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                    mine(sc.dln, C), mine(x, C), p.ln1_w, mine(a.ln1_mean, 1), mine(a.ln1_rstd, 1), ln_rows, C);
 }
 
 // Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
@@ -480,7 +580,13 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
 
   need(layout_.head_unit());
   need(layout_.tied_unit());
-  be_.layernorm_fwd(sc.lnf, sc.lnf_mean, sc.lnf_rstd, x, p_.lnf_w, p_.lnf_b, N, C, static_cast<float>(m_.ln_eps));
+  // With sequence parallelism x is valid in own rows: the final LayerNorm runs there and its
+  // output is gathered; the head's input gradient is reduce-scattered back.
+  const int ln_rows = sp_ ? static_cast<int>(sp_rows_) : N;
+  auto mine = [&](TensorView v, size_t width) { return sp_ ? own_rows(v, width) : v; };
+  be_.layernorm_fwd(mine(sc.lnf, C), mine(sc.lnf_mean, 1), mine(sc.lnf_rstd, 1), mine(x, C), p_.lnf_w, p_.lnf_b,
+                    ln_rows, C, static_cast<float>(m_.ln_eps));
+  if (sp_) tp.all_gather(sc.lnf.data, sp_rows_ * C_, sc.lnf.dtype, st);
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
     TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
@@ -504,11 +610,15 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
-  copy_to_tp_region_bwd(tp, sc.dlnf, st);
+  if (sp_)
+    tp.reduce_scatter(sc.dlnf.data, sp_rows_ * C_, sc.dlnf.dtype, st);
+  else
+    copy_to_tp_region_bwd(tp, sc.dlnf, st);
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(s.grad, gr_.lnf_w, gr_.lnf_b, fcproj_bias, sc.dlnf, x, p_.lnf_w, sc.lnf_mean, sc.lnf_rstd, N, C);
+  be_.layernorm_bwd(mine(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, mine(sc.dlnf, C), mine(x, C), p_.lnf_w,
+                    mine(sc.lnf_mean, 1), mine(sc.lnf_rstd, 1), ln_rows, C);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -1,5 +1,6 @@
-// Multi-GPU layouts (NCCL) against one GPU: tp2 (also with parallel.tp_overlap), pp2 under both schedules, dp2 with ZeRO 0 and
-// 1 train 20 steps on the same global batches; losses must agree within bf16 tolerance. Also one
+// Multi-GPU layouts (NCCL) against one GPU: tp2 (also with parallel.tp_overlap, and with
+// sequence parallelism), pp2 under both schedules, dp2 with ZeRO 0 and 1 train 20 steps on the
+// same global batches; losses must agree within bf16 tolerance. Also one
 // whole step of the CUDA backend against the CPU backend from the same initial weights.
 #include <gtest/gtest.h>
 
@@ -102,20 +103,24 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   MPI_Barrier(MPI_COMM_WORLD);
   // The tp_overlap case also runs with an SM margin for the GEMMs beside TP all-reduces and
   // the TP communicator capped at 8 CTAs (parallel.tp_sm_margin, parallel.tp_comm_ctas), the
-  // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas).
-  struct L { int tp, pp, zero; const char* schedule; bool tp_overlap = false; };
-  for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{1, 2, 0, "1f1b"}, L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"},
-              L{1, 1, 1, "1f1b"}}) {
+  // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas); tp2 also
+  // with sequence parallelism.
+  struct L { int tp, pp, zero; const char* schedule; bool tp_overlap = false, sp = false; };
+  for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{2, 1, 0, "1f1b", false, true}, L{1, 2, 0, "1f1b"},
+              L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"}}) {
     RunConfig c = config();
     c.parallel.tp = l.tp;
     c.parallel.pp = l.pp;
     c.parallel.zero = l.zero;
     c.parallel.schedule = l.schedule;
     c.parallel.tp_overlap = l.tp_overlap;
+    c.parallel.sequence_parallel = l.sp;
     if (l.tp_overlap) c.parallel.tp_sm_margin = c.parallel.tp_comm_ctas = 8;
     if (l.zero) c.parallel.dp_comm_ctas = 8;
     const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
-                                 l.tp_overlap ? " tp_overlap margin 8 ctas 8" : l.zero ? " dp ctas 8" : "");
+                                 l.tp_overlap ? " tp_overlap margin 8 ctas 8" : l.sp ? " sequence parallel"
+                                 : l.zero     ? " dp ctas 8"
+                                              : "");
     SCOPED_TRACE(name);
     std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
     if (rank != 0) continue;

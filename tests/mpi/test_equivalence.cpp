@@ -1,4 +1,5 @@
-// Every (dp, tp, pp) layout of the world size, each schedule and ZeRO stage, trains five steps
+// Every (dp, tp, pp) layout of the world size, each schedule and ZeRO stage (with tp > 1 also
+// with sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5.
 #include <gtest/gtest.h>
@@ -88,13 +89,17 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
       const int dp = world / (tp * pp);
       for (const char* schedule : {"1f1b", "gpipe"}) {
         if (pp == 1 && std::string(schedule) == "gpipe") continue;   // identical without a pipeline
-        for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero) {
+        for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero)
+        for (const bool sp : {false, true}) {
+          // Sequence parallelism with tp > 1, under 1F1B.
+          if (sp && (tp == 1 || std::string(schedule) != "1f1b")) continue;
           RunConfig cfg = base_config();
           cfg.parallel.tp = tp;
           cfg.parallel.pp = pp;
           cfg.parallel.schedule = schedule;
           cfg.parallel.zero = zero;
-          std::string name = str("dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero);
+          cfg.parallel.sequence_parallel = sp;
+          std::string name = str("dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero, sp ? " sp" : "");
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
           ++runs;

@@ -110,6 +110,12 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.tp", "2", "--parallel.tp_overlap", "true", "--train.micro_batch_size", "3",
                 "--train.global_batch_size", "3"},
                2, {"train.micro_batch_size", "3", "even", "parallel.tp_overlap"});
+  expect_error({"--parallel.tp", "2", "--parallel.sequence_parallel", "true", "--parallel.tp_overlap", "true",
+                "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
+               2, {"parallel.sequence_parallel", "parallel.tp_overlap"});
+  expect_error({"--parallel.tp", "4", "--parallel.sequence_parallel", "true", "--model.seq_len", "3",
+                "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
+               4, {"parallel.sequence_parallel", "6 rows", "tp = 4"});
   expect_error({"--parallel.tp_sm_margin", "65"}, w, {"parallel.tp_sm_margin", "65", "between 0 and 64"});
   expect_error({"--parallel.tp_comm_ctas", "-1"}, w, {"parallel.tp_comm_ctas", "-1", "between 0 and 64"});
   expect_error({"--parallel.dp_comm_ctas", "100"}, w, {"parallel.dp_comm_ctas", "100", "between 0 and 64"});

@@ -69,6 +69,12 @@ class GptStage {
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
   // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
   void set_tp_sm_margin(int sms) { tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0; }
+  // parallel.sequence_parallel: with tp > 1 each TP rank runs the LayerNorms, residual adds and
+  // the row-parallel bias and LayerNorm gradients on its own 1/tp of the rows (N = B*T must
+  // divide by tp); the TP all-reduces become reduce-scatters into those rows and all-gathers of
+  // the LayerNorm outputs (forward) and the residual gradient (backward). Activation buffers
+  // keep all N rows. Not with tp_overlap.
+  void set_sequence_parallel(bool on);
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
   void need_all_params() {
@@ -121,6 +127,14 @@ class GptStage {
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
+  TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
+  // Rows [sp_row0_, sp_row0_ + sp_rows_) of an (N, width) activation: this rank's own under
+  // sequence parallelism.
+  TensorView own_rows(TensorView v, size_t width) const { return v.slice(sp_row0_ * width, sp_rows_ * width); }
+  // Sums the replicated (LayerNorm, row-parallel bias) gradients of stage block `block` (-1:
+  // the final LayerNorm) over TP, which sequence parallelism leaves as partial sums over each
+  // rank's rows. Called once a step, after the last micro-batch's contribution.
+  void sum_replicated_grads_over_tp(int block);
   void prefetch_after_block(int i);
   void require_grads(const char* op) const;   // fatal for a stage built without gradients
   // before_attention runs just before the block's attention backward is queued.
@@ -147,6 +161,8 @@ class GptStage {
   ParamFetch* fetch_ = nullptr;
   bool tp_overlap_ = false;
   int tp_sm_margin_ = 0;
+  bool sp_ = false;
+  size_t sp_rows_ = 0, sp_row0_ = 0;
   void need(int unit) {
     if (fetch_ && unit >= 0) fetch_->need(unit);
   }

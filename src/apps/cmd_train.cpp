@@ -46,10 +46,6 @@ bool any_rank_stopping(MPI_Comm world) {
   return any != 0;
 }
 
-// The settings that decide which samples a resumed run reads next (the data position is a
-// count of global samples) where they differ from the checkpoint's stored configuration, as
-// "key = now (checkpoint: then)"; empty when none does. Changing them may be intended (a new
-// data mix), so the caller notes it rather than refusing.
 // A data spec as comparable text: each dataset's reduced weight and its prefix made absolute
 // and normal (a relative prefix against the current directory, as the run opens it), so that
 // "1 data/x" and "/repo/data/./x" compare equal. A spec that does not parse compares as written.
@@ -64,6 +60,10 @@ std::string comparable_data_spec(const std::string& spec) {
   }
 }
 
+// The settings that decide which samples a resumed run reads next (the data position is a
+// count of global samples) where they differ from the checkpoint's stored configuration, as
+// "key = now (checkpoint: then)"; empty when none does. Changing them may be intended (a new
+// data mix), so the caller notes it rather than refusing.
 std::string data_changes(const RunConfig& now, const std::string& stored_ini, const std::string& origin) {
   RunConfig then;
   try {

@@ -478,6 +478,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
   };
   for (int i = stage_.n_layers() - 1; i >= 0; --i) {
     block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
+    // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
+    // gradients are complete, and the sum runs before the unit is announced to the DP sync.
     if (unit_done && sp_) sum_replicated_grads_over_tp(i);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }

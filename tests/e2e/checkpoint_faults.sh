@@ -7,7 +7,7 @@
 #  and a resume with data settings other than the checkpoint's notes which differ.
 #   checkpoint_faults.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
-trident=$1 root=$2
+trident=$(realpath "$1") root=$(realpath "$2")   # absolute: one run starts in the repo root
 shift 2
 mpirun=("$@")
 work=$(mktemp -d)

@@ -205,8 +205,8 @@ class Backend {
   virtual void side_join() {}
 
   // GEMMs queued from now on leave `sms` streaming multiprocessors free (0: they use all) for a
-  // collective that runs beside them; the result is the same function of the inputs, possibly
-  // computed by another algorithm. Backends without that control ignore it.
+  // collective that runs beside them. Each margin has its own (deterministic) algorithm choice,
+  // which may round differently from another margin's. Backends without that control ignore it.
   virtual void set_gemm_sm_margin(int /*sms*/) {}
 
   // ---- profiling: while on, every op (and every wait of a communicator on this process's

@@ -171,9 +171,9 @@ class CudaBackend final : public Backend {
     return Stream{stream_};
   }
 
-  // ---- concurrency: the side stream, with its own scratch
   void set_gemm_sm_margin(int sms) override { matmul_->set_sm_margin(sms); }
 
+  // ---- concurrency: the side stream, with its own scratch
   void side_begin() override {
     TRIDENT_CHECK(!on_side(), "cuda backend: side_begin() twice");
     if (!side_enabled_) return;

@@ -250,6 +250,15 @@ FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
     default: return nullptr;
   }
   *smem = 2 * kWarpsPerBlock * static_cast<size_t>(groups) * kGroupCols * sizeof(float);
+  // 16 KiB per group: wide rows need up to 128 KiB, more than some GPUs give a block (sm_86/89:
+  // 99 KiB); those take the separate kernels.
+  static const size_t max_smem = [] {
+    int device = 0, bytes = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return static_cast<size_t>(bytes);
+  }();
+  if (*smem > max_smem) return nullptr;
   allow_smem(kernel, *smem);
   return kernel;
 }

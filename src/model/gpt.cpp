@@ -247,10 +247,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
     // the positions, and the reduction sums the shards.
     be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
                     layout_.vocab_start(), layout_.vocab_local());
-    if (sp_)
-      g_.tp->reduce_scatter(s.input.data, sp_rows_ * C_, s.input.dtype, be_.stream());   // into this rank's rows
-    else
-      reduce_from_tp_region_fwd(*g_.tp, s.input, be_.stream());
+    if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
   }
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
   if (tp_overlap_) return forward_blocks_halves(s);
@@ -327,12 +324,11 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
 // moved equal those of the all-reduces they replace.
 TensorView GptStage::forward_blocks_sequence(Slot& s) {
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), N = B_ * T_;
-  const size_t C = C_, Cl = C_ / g_.topo.tp(), chunk = sp_rows_ * C;
-  const int rows = static_cast<int>(sp_rows_);
+  const size_t C = C_, Cl = C_ / g_.topo.tp();
+  const int rows = own_row_count();
   const float eps = static_cast<float>(m_.ln_eps);
   const bool bias_here = g_.coord.tp == 0;   // the row-parallel biases, once before the reduce-scatter
   Stream st = be_.stream();
-  Comm& tp = *g_.tp;
   TensorView x = s.input, pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     const bool last = i + 1 == stage_.n_layers();
@@ -345,18 +341,18 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     else
       be_.add_layernorm_fwd(own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
                             own_rows(x, C), own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
-    tp.all_gather(a.ln1.data, chunk, a.ln1.dtype, st);
+    gather_rows(a.ln1);
     be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
     prefetch_after_block(i);
     be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
     be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
-    tp.reduce_scatter(a.x2.data, chunk, a.x2.dtype, st);
+    sum_over_tp(a.x2)->wait(st);
     be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
                           own_rows(a.x2, C), own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
-    tp.all_gather(a.ln2.data, chunk, a.ln2.dtype, st);
+    gather_rows(a.ln2);
     be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C_, static_cast<int>(4 * Cl));
     be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(4 * Cl), C_);
-    tp.reduce_scatter(a.x3.data, chunk, a.x3.dtype, st);
+    sum_over_tp(a.x3)->wait(st);
     // Each block's output add is fused into the next block's first LayerNorm (the last block
     // of the stage completes its own).
     if (last) be_.add(own_rows(a.x3, C), own_rows(a.x3, C), own_rows(a.x2, C));
@@ -364,6 +360,15 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     pending = last ? TensorView{} : a.x2;
   }
   return x;
+}
+
+Request GptStage::sum_over_tp(TensorView v) {
+  if (sp_) return g_.tp->reduce_scatter_async(v.data, sp_rows_ * C_, v.dtype, be_.stream());
+  return reduce_from_tp_region_fwd_async(*g_.tp, v, be_.stream());
+}
+
+void GptStage::gather_rows(TensorView v) {
+  if (sp_) g_.tp->all_gather(v.data, sp_rows_ * C_, v.dtype, be_.stream());
 }
 
 void GptStage::set_sequence_parallel(bool on) {
@@ -489,7 +494,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity; with
     // sequence parallelism once its rows are gathered), so every TP rank computes the same
     // position gradient and its own vocabulary rows.
-    if (sp_) g_.tp->all_gather(s.grad.data, sp_rows_ * C_, s.grad.dtype, be_.stream());
+    gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local());
     if (unit_done) unit_done(layout_.embedding_unit());
@@ -508,14 +513,17 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
   // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
   // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
-  const int ln_rows = sp_ ? static_cast<int>(sp_rows_) : N;
-  auto mine = [&](TensorView v, size_t width) { return sp_ ? own_rows(v, width) : v; };
-  auto gather_dres = [&] {
-    if (sp_) g_.tp->all_gather(dres.data, sp_rows_ * C_, dres.dtype, st);
-  };
-  auto reduce_dln = [&]() -> Request {
-    return sp_ ? g_.tp->reduce_scatter_async(sc.dln.data, sp_rows_ * C_, sc.dln.dtype, st)
-               : copy_to_tp_region_bwd_async(*g_.tp, sc.dln, st);
+  const int ln_rows = own_row_count();
+  // The TP sum of sc.dln (copy_to_tp_region's backward) runs beside `gemms`, which are planned
+  // to leave parallel.tp_sm_margin SMs to it.
+  auto beside_dln_sum = [&](const std::function<void()>& gemms) {
+    Request reduce = sum_over_tp(sc.dln);
+    if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
+    gemms();
+    if (reduce) {
+      be_.set_gemm_sm_margin(0);
+      reduce->wait(st);
+    }
   };
 
   // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
@@ -529,7 +537,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
-  gather_dres();
+  gather_rows(dres);
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
   be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
                       fcproj_bias_done || sp_ ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
@@ -537,18 +545,14 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, own_rows(dres, C), own_rows(a.fcg, 4 * Cl), p.fcproj_w,
                    ln_rows, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  Request reduce = reduce_dln();
-  if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
-  if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
-  be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  if (reduce) {
-    be_.set_gemm_sm_margin(0);
-    reduce->wait(st);
-  }
-  be_.layernorm_bwd(mine(dres, C), g.ln2_w, g.ln2_b, g.proj_b, mine(sc.dln, C), mine(a.x2, C), p.ln2_w,
-                    mine(a.ln2_mean, 1), mine(a.ln2_rstd, 1), ln_rows, C);
+  beside_dln_sum([&] {
+    if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
+    be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  });
+  be_.layernorm_bwd(own_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, own_rows(sc.dln, C), own_rows(a.x2, C), p.ln2_w,
+                    own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1), ln_rows, C);
 
-  gather_dres();
+  gather_rows(dres);
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
@@ -559,16 +563,13 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  reduce = reduce_dln();
-  if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
-  if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
-  be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  if (reduce) {
-    be_.set_gemm_sm_margin(0);
-    reduce->wait(st);
-  }
-  be_.layernorm_bwd(mine(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                    mine(sc.dln, C), mine(x, C), p.ln1_w, mine(a.ln1_mean, 1), mine(a.ln1_rstd, 1), ln_rows, C);
+  beside_dln_sum([&] {
+    if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+    be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  });
+  be_.layernorm_bwd(own_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                    own_rows(sc.dln, C), own_rows(x, C), p.ln1_w, own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
+                    ln_rows, C);
 }
 
 // Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
@@ -584,11 +585,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   need(layout_.tied_unit());
   // With sequence parallelism x is valid in own rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  const int ln_rows = sp_ ? static_cast<int>(sp_rows_) : N;
-  auto mine = [&](TensorView v, size_t width) { return sp_ ? own_rows(v, width) : v; };
-  be_.layernorm_fwd(mine(sc.lnf, C), mine(sc.lnf_mean, 1), mine(sc.lnf_rstd, 1), mine(x, C), p_.lnf_w, p_.lnf_b,
-                    ln_rows, C, static_cast<float>(m_.ln_eps));
-  if (sp_) tp.all_gather(sc.lnf.data, sp_rows_ * C_, sc.lnf.dtype, st);
+  be_.layernorm_fwd(own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_rows(x, C), p_.lnf_w,
+                    p_.lnf_b, own_row_count(), C, static_cast<float>(m_.ln_eps));
+  gather_rows(sc.lnf);
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
     TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
@@ -612,15 +611,12 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
-  if (sp_)
-    tp.reduce_scatter(sc.dlnf.data, sp_rows_ * C_, sc.dlnf.dtype, st);
-  else
-    copy_to_tp_region_bwd(tp, sc.dlnf, st);
+  if (Request r = sum_over_tp(sc.dlnf)) r->wait(st);   // copy_to_tp_region's backward
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(mine(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, mine(sc.dlnf, C), mine(x, C), p_.lnf_w,
-                    mine(sc.lnf_mean, 1), mine(sc.lnf_rstd, 1), ln_rows, C);
+  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), own_rows(x, C),
+                    p_.lnf_w, own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_row_count(), C);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

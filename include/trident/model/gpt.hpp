@@ -128,9 +128,17 @@ class GptStage {
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
-  // Rows [sp_row0_, sp_row0_ + sp_rows_) of an (N, width) activation: this rank's own under
-  // sequence parallelism.
-  TensorView own_rows(TensorView v, size_t width) const { return v.slice(sp_row0_ * width, sp_rows_ * width); }
+  // The rows of an (N, width) activation this rank computes row-wise ops on: under sequence
+  // parallelism its own [sp_row0_, sp_row0_ + sp_rows_), else all of them; own_row_count() rows.
+  TensorView own_rows(TensorView v, size_t width) const {
+    return sp_ ? v.slice(sp_row0_ * width, sp_rows_ * width) : v;
+  }
+  int own_row_count() const { return sp_ ? static_cast<int>(sp_rows_) : B_ * T_; }
+  // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
+  // sequence parallelism reduce-scattered into own rows. Wait before v is read.
+  Request sum_over_tp(TensorView v);
+  // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
+  void gather_rows(TensorView v);
   // Sums the replicated (LayerNorm, row-parallel bias) gradients of stage block `block` (-1:
   // the final LayerNorm) over TP, which sequence parallelism leaves as partial sums over each
   // rank's rows. Called once a step, after the last micro-batch's contribution.

@@ -31,6 +31,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.tp_overlap", c.parallel.tp_overlap,
     "with tp > 1, run the forward as two half micro-batches so that each TP all-reduce overlaps the other half's "
     "work (experimental; needs an even train.micro_batch_size)");
+  v("parallel.tp_fused_sum", c.parallel.tp_fused_sum,
+    "with tp = 2, exchange the TP partial sums that a LayerNorm reads instead of all-reducing them, and add them "
+    "inside the LayerNorm kernels (same values); on GPUs the copy engines move them, leaving every SM to the "
+    "compute beside (the two GPUs of a TP group must share a node with peer access); best with parallel.tp_overlap");
   v("parallel.sequence_parallel", c.parallel.sequence_parallel,
     "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
     "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "

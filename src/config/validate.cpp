@@ -73,6 +73,10 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           "must be even with parallel.tp_overlap (the forward splits each micro-batch into two halves)");
   require(!p.sequence_parallel || p.tp == 1 || !p.tp_overlap, "parallel.sequence_parallel", "true",
           "cannot be combined with parallel.tp_overlap; turn one of them off");
+  require(!p.tp_fused_sum || p.tp <= 2, "parallel.tp_fused_sum", "true",
+          str("needs tp = 2 (the partial sums go between two ranks), not tp = ", p.tp, "; turn it off"));
+  require(!p.tp_fused_sum || p.tp == 1 || !p.sequence_parallel, "parallel.tp_fused_sum", "true",
+          "cannot be combined with parallel.sequence_parallel; turn one of them off");
   int n_micro = t.global_batch_size / per_round;
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",

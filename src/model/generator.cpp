@@ -93,7 +93,7 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
     auto attention = [&](const BlockActs& a) {
       be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, NHl, HS);
     };
-    block_forward(be, *g.tp, w.blocks[l], acts, x, model_.block_shape(n), attention);
+    block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, model_.block_shape(n), attention);
   }
   pos_ += n;
   return model_.head_logits(x.slice(static_cast<size_t>(n - 1) * C, C), 1);

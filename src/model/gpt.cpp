@@ -253,6 +253,9 @@ TensorView GptStage::forward_blocks(Slot& s) {
   if (tp_overlap_) return forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
+  TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
+  BlockShape shape = block_shape(B_ * T_);
+  shape.fused_sum = fused_sum_;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
     // of the stage completes its own).
@@ -262,7 +265,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
       prefetch_after_block(i);
       be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
     };
-    block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, block_shape(B_ * T_), attention, pending, last);
+    x_sum = block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, std::move(x_sum), shape, attention, pending, last);
     x = s.layers[i].x3;
     pending = last ? TensorView{} : s.layers[i].x2;
   }
@@ -278,10 +281,10 @@ TensorView GptStage::forward_blocks(Slot& s) {
 TensorView GptStage::forward_blocks_halves(Slot& s) {
   const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), half_b = B_ / 2;
   const size_t rows = static_cast<size_t>(half_b) * T_, C = C_, Cl = C_ / g_.topo.tp();
-  const BlockShape shape = block_shape(static_cast<int>(rows));
-  Stream st = be_.stream();
+  BlockShape shape = block_shape(static_cast<int>(rows));
+  shape.fused_sum = fused_sum_;
   be_.set_gemm_sm_margin(tp_sm_margin_);   // every GEMM here runs beside the other half's all-reduce
-  Request mlp_reduce[2];
+  TpSum mlp_sum[2];
   for (int i = 0; i < stage_.n_layers(); ++i) {
     need(layout_.block_unit(stage_.layer_begin + i));
     // Each half's activations and block input (rows [h * rows, (h + 1) * rows)).
@@ -291,28 +294,20 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
       a[h] = block_rows(s.layers[i], h * rows, rows, C, Cl, NHl);
       x[h] = (i == 0 ? s.input : s.layers[i - 1].x3).slice(h * rows * C, rows * C);
     }
-    Request attn_reduce[2];
+    TpSum attn_sum[2];
     for (int h = 0; h < 2; ++h) {
-      if (mlp_reduce[h]) mlp_reduce[h]->wait(st);
       TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
       auto attention = [&](const BlockActs& part) {
         prefetch_after_block(i);
         be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, HS);
       };
-      attn_reduce[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], shape, attention, pending);
+      attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
-    for (int h = 0; h < 2; ++h) {
-      if (attn_reduce[h]) attn_reduce[h]->wait(st);
-      mlp_reduce[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], shape);
-    }
+    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], attn_sum[h], shape);
   }
   // The last block completes its own output (the others' is added by the next block's LN1).
   const BlockActs& out = s.layers.back();
-  for (int h = 0; h < 2; ++h) {
-    if (mlp_reduce[h]) mlp_reduce[h]->wait(st);
-    const BlockActs a = block_rows(out, h * rows, rows, C, Cl, NHl);
-    be_.add(a.x3, a.x3, a.x2);
-  }
+  for (int h = 0; h < 2; ++h) add_block_output(be_, block_rows(out, h * rows, rows, C, Cl, NHl), mlp_sum[h]);
   be_.set_gemm_sm_margin(0);
   return out.x3;
 }
@@ -340,7 +335,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
                         p.ln1_b, rows, C_, eps);
     else
       be_.add_layernorm_fwd(own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
-                            own_rows(x, C), own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
+                            own_rows(x, C), TensorView{}, own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
     gather_rows(a.ln1);
     be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
     prefetch_after_block(i);
@@ -348,7 +343,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
     sum_over_tp(a.x2)->wait(st);
     be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
-                          own_rows(a.x2, C), own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
+                          own_rows(a.x2, C), TensorView{}, own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
     gather_rows(a.ln2);
     be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C_, static_cast<int>(4 * Cl));
     be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(4 * Cl), C_);
@@ -395,6 +390,15 @@ void GptStage::sum_replicated_grads_over_tp(int block) {
   for (const TensorView& v : views)
     if (!v.empty()) started.push_back(g_.tp->all_reduce_async(v.data, v.numel, v.dtype, ReduceOp::Sum, st));
   for (Request& r : started) r->wait(st);
+}
+
+void GptStage::set_tp_fused_sum(bool on) {
+  fused_sum_ = on && g_.topo.tp() > 1;
+  TRIDENT_CHECK(!fused_sum_ || !sp_, "parallel.tp_fused_sum and parallel.sequence_parallel cannot be combined");
+  if (!fused_sum_) return;
+  // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).
+  const std::string why = g_.tp->enable_partials(static_cast<size_t>(B_) * T_ * C_ * dtype_size(be_.compute_dtype()));
+  TRIDENT_CHECK(why.empty(), str("parallel.tp_fused_sum: ", why, "; set parallel.tp_fused_sum = false"));
 }
 
 void GptStage::set_tp_overlap(bool on) {
@@ -515,15 +519,15 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
   const int ln_rows = own_row_count();
   // The TP sum of sc.dln (copy_to_tp_region's backward) runs beside `gemms`, which are planned
-  // to leave parallel.tp_sm_margin SMs to it.
-  auto beside_dln_sum = [&](const std::function<void()>& gemms) {
-    Request reduce = sum_over_tp(sc.dln);
-    if (reduce) be_.set_gemm_sm_margin(tp_sm_margin_);
+  // to leave parallel.tp_sm_margin SMs to it; then `ln_bwd` reads the sum, given the other
+  // rank's partial to add where the sum is fused (else empty).
+  auto beside_dln_sum = [&](const std::function<void()>& gemms, const std::function<void(TensorView)>& ln_bwd) {
+    TpSum sum = sp_ ? TpSum(sum_over_tp(sc.dln)) : TpSum::start(*g_.tp, sc.dln, fused_sum_, st);
+    if (sum) be_.set_gemm_sm_margin(tp_sm_margin_);
     gemms();
-    if (reduce) {
-      be_.set_gemm_sm_margin(0);
-      reduce->wait(st);
-    }
+    if (sum) be_.set_gemm_sm_margin(0);
+    ln_bwd(sum.wait(st));
+    sum.done(st);
   };
 
   // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
@@ -545,12 +549,15 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, own_rows(dres, C), own_rows(a.fcg, 4 * Cl), p.fcproj_w,
                    ln_rows, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  beside_dln_sum([&] {
-    if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
-    be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  });
-  be_.layernorm_bwd(own_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, own_rows(sc.dln, C), own_rows(a.x2, C), p.ln2_w,
-                    own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1), ln_rows, C);
+  beside_dln_sum(
+      [&] {
+        if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
+        be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+      },
+      [&](TensorView dln_peer) {
+        be_.layernorm_bwd(own_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, own_rows(sc.dln, C), dln_peer,
+                          own_rows(a.x2, C), p.ln2_w, own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1), ln_rows, C);
+      });
 
   gather_rows(dres);
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
@@ -563,13 +570,16 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  beside_dln_sum([&] {
-    if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
-    be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  });
-  be_.layernorm_bwd(own_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                    own_rows(sc.dln, C), own_rows(x, C), p.ln1_w, own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
-                    ln_rows, C);
+  beside_dln_sum(
+      [&] {
+        if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+      },
+      [&](TensorView dln_peer) {
+        be_.layernorm_bwd(own_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                          own_rows(sc.dln, C), dln_peer, own_rows(x, C), p.ln1_w, own_rows(a.ln1_mean, 1),
+                          own_rows(a.ln1_rstd, 1), ln_rows, C);
+      });
 }
 
 // Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
@@ -615,7 +625,8 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), own_rows(x, C),
+  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), TensorView{},
+                    own_rows(x, C),
                     p_.lnf_w, own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_row_count(), C);
 }
 

@@ -51,6 +51,9 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.in_flight = std::max(1, peak_in_flight(plan));
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act));
+  // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (Comm::enable_partials).
+  if (p.tp_fused_sum && p.tp == 2)
+    e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
   // As the trainer allocates them: inputs and targets of every micro-batch of the step (I32),
   // [loss sum, norm^2] (f32), and the optimizer's piece tables of the DP rank with the most
   // (shard boundaries cut parameters into slightly different numbers of pieces).
@@ -137,14 +140,17 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     const double compute = stage_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
-    // parallel.tp_overlap too: on H100 what they save the GEMMs beside them lose, run AR); the
+    // parallel.tp_overlap alone too: on H100 what they save the GEMMs beside them lose, run AR;
+    // with tp_overlap and tp_fused_sum the copy engines move them beside the other half's work,
+    // which keeps every SM, and they are not counted, run AV); the
     // embedding sum on the first stage; on the last the head's input gradient and the fp32 row
     // max and softmax statistics (3 floats a token). Per layer two more backward (the
     // LayerNorms' input gradients), each beside the weight-gradient GEMMs of its part and exposed
     // only beyond them: fcproj's and fc's (16 C^2 FLOPs a token over tp), proj's and qkv's (8 C^2).
     double tp_s = 0;
     if (p.tp > 1) {
-      const double tp_bytes = (2.0 * st.n_layers() + st.first() + st.last()) * act_msg +
+      const bool forward_hidden = p.tp_overlap && p.tp_fused_sum;
+      const double tp_bytes = ((forward_hidden ? 0 : 2.0 * st.n_layers()) + st.first() + st.last()) * act_msg +
                               (st.last() ? 12 * tokens_micro : 0);
       const double all_reduce = ring_factor(p.tp) * act_msg / bw_tp;
       const double dw_flops = double(m.n_embd) * m.n_embd * tokens_micro / p.tp, rate = hw.gemm_tflops * 1e12;

@@ -303,7 +303,8 @@ TEST_F(CudaOps, AddLayerNormFwd) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->add_layernorm_fwd(v(a), v(out), v(mean), v(rstd), v(a), v(residual), v(w), v(b), k.N, k.C, 1e-5f);
+      be->add_layernorm_fwd(v(a), v(out), v(mean), v(rstd), v(a), TensorView{}, v(residual), v(w), v(b), k.N, k.C,
+                            1e-5f);
     }
     expect_close(a, kOneRounding, "add_layernorm_fwd sum");      // one rounding of the sum
     expect_close(out, 2 * kOneRounding, "add_layernorm_fwd out");  // the rounded sum, then one more rounding
@@ -339,8 +340,8 @@ TEST_F(CudaOps, LayerNormBwd) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), v(in), v(w), v(mean), v(rstd),
-                        k.N, k.C);
+      be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), TensorView{}, v(in), v(w),
+                        v(mean), v(rstd), k.N, k.C);
     }
     expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
     // fp32 column sums over N rows against double sums.
@@ -916,8 +917,8 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
       Tensor dsum = upload(gpu(), Vec(C), DType::F32);
       Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
       gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
-      gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), in.view(), w.view(), mean.view(),
-                          rstd.view(), N, C);
+      gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), TensorView{}, in.view(), w.view(),
+                          mean.view(), rstd.view(), N, C);
       const std::vector<unsigned char> bits[5] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),
                                                   download_bits(gpu(), dw.view()), download_bits(gpu(), db.view()),
                                                   download_bits(gpu(), dsum.view())};
@@ -926,6 +927,46 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
         EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
       }
     }
+  }
+}
+
+// parallel.tp_fused_sum: the LayerNorms given the other TP rank's partial (a_peer, dout_peer)
+// must compute exactly what they compute from the pair's sum made by a separate add, which
+// rounds as the all-reduce does. C = 37 takes the scalar paths, 96 the separate backward kernels
+// (the summed gradient in scratch), 768 and 1600 the fused backward kernel.
+TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
+  for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const int N = k.N, C = k.C;
+    const size_t NC = static_cast<size_t>(N) * C;
+    Tensor a = upload(gpu(), residual_stream(NC, 161), DType::BF16), peer = upload(gpu(), residual_stream(NC, 162), DType::BF16);
+    Tensor residual = upload(gpu(), residual_stream(NC, 163), DType::BF16);
+    Tensor w = upload(gpu(), near_one(C, 164), DType::BF16), b = upload(gpu(), random_vector(C, 165), DType::BF16);
+    Tensor dout = upload(gpu(), random_vector(NC, 166), DType::BF16), dpeer = upload(gpu(), random_vector(NC, 167), DType::BF16);
+    std::vector<std::vector<unsigned char>> got[2];
+    for (const bool fused : {true, false}) {
+      Tensor sum = upload(gpu(), Vec(NC), DType::BF16), out = upload(gpu(), Vec(NC), DType::BF16);
+      Tensor mean = upload(gpu(), Vec(N), DType::F32), rstd = upload(gpu(), Vec(N), DType::F32);
+      Tensor din = upload(gpu(), random_vector(NC, 168), DType::BF16);
+      Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32), ds = upload(gpu(), Vec(C), DType::F32);
+      Tensor pair = upload(gpu(), Vec(NC), DType::BF16);
+      if (fused) {
+        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(), residual.view(),
+                                w.view(), b.view(), N, C, 1e-5f);
+        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(), w.view(),
+                            mean.view(), rstd.view(), N, C);
+      } else {
+        gpu().add(pair.view(), a.view(), peer.view());
+        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), pair.view(), TensorView{},
+                                residual.view(), w.view(), b.view(), N, C, 1e-5f);
+        gpu().add(pair.view(), dout.view(), dpeer.view());
+        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), pair.view(), TensorView{}, sum.view(), w.view(),
+                            mean.view(), rstd.view(), N, C);
+      }
+      for (const Tensor* t : {&sum, &out, &mean, &rstd, &din, &dw, &db, &ds}) got[fused].push_back(download_bits(gpu(), t->view()));
+    }
+    const char* names[] = {"sum", "out", "mean", "rstd", "din", "dw", "db", "dsum"};
+    for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(got[0][i] == got[1][i]) << names[i] << " differs";
   }
 }
 

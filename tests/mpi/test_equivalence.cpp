@@ -138,17 +138,28 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     const RunResult whole = train(cfg, MPI_COMM_WORLD);
     cfg.parallel.tp_overlap = true;
     const RunResult halves = train(cfg, MPI_COMM_WORLD);
+    // parallel.tp_fused_sum: the partials exchanged and added by the LayerNorms (and the last
+    // block's output add) instead of all-reduced: the same a + b, so the same bits again.
+    cfg.parallel.tp_fused_sum = true;
+    const RunResult fused_halves = train(cfg, MPI_COMM_WORLD);
+    cfg.parallel.tp_overlap = false;
+    const RunResult fused = train(cfg, MPI_COMM_WORLD);
     // With tp = 1 the option does nothing, and needs no even micro-batch.
     RunConfig single = base_config();
     single.parallel.tp_overlap = true;
     single.train.micro_batch_size = 1;
     EXPECT_NO_THROW(train(single, MPI_COMM_WORLD));
-    runs += 3;
+    runs += 5;
     if (rank == 0) {
-      EXPECT_EQ(halves.losses, whole.losses) << "tp_overlap changed the losses";
-      for (const auto& [tname, want] : whole.params.tensors) EXPECT_EQ(halves.params.tensors.at(tname), want) << tname;
-      std::printf("  tp2 pp%d tp_overlap: losses and weights bit-identical to the whole micro-batch (%.1f vs %.1f ms/step)\n",
-                  cfg.parallel.pp, halves.ms_per_step, whole.ms_per_step);
+      const std::pair<const char*, const RunResult*> variants[] = {
+          {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
+      for (const auto& [what, got] : variants) {
+        EXPECT_EQ(got->losses, whole.losses) << what << " changed the losses";
+        for (const auto& [tname, want] : whole.params.tensors)
+          EXPECT_EQ(got->params.tensors.at(tname), want) << what << ": " << tname;
+        std::printf("  tp2 pp%d %s: losses and weights bit-identical to plain tp2 (%.1f vs %.1f ms/step)\n",
+                    cfg.parallel.pp, what, got->ms_per_step, whole.ms_per_step);
+      }
     }
   }
   if (rank == 0)

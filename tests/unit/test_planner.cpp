@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "trident/config/parse.hpp"
+#include "trident/parallel/comm.hpp"
 #include "trident/train/planner.hpp"
 
 namespace trident {
@@ -179,6 +180,13 @@ TEST(Planner, BackwardTensorParallelAllReducesHideBehindWeightGradients) {
   const double dw = 1536.0 * 1536 * tokens / 2 / (hw.gemm_tflops * 1e12);
   const double backward = 4 * 4 * ((msg / bw - 16 * dw) + (msg / bw - 8 * dw));
   EXPECT_NEAR(estimate_time(c, hw).tp_s, exposed + backward, 1e-12);
+  // tp_overlap with fused sums: the forward's 2 per layer run beside the other half's work.
+  c.parallel.tp_overlap = c.parallel.tp_fused_sum = true;
+  EXPECT_NEAR(estimate_time(c, hw).tp_s, exposed - 4 * 2 * 4 * msg / bw + backward, 1e-12);
+  // ... and its partials are memory: 4 slots of (B*T, C).
+  const double with_partials = estimate_memory(c, hw).scratch;
+  c.parallel.tp_fused_sum = false;
+  EXPECT_NEAR(with_partials - estimate_memory(c, hw).scratch, kPartialSlots * msg, 1e-6);
 }
 
 }  // namespace

@@ -98,17 +98,27 @@ class Backend {
   virtual void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                              TensorView w, TensorView b, int N, int C, float eps) = 0;
   // The residual add fused with the LayerNorm that follows it: sum (N,C) act = a + residual (sum
-  // may alias a), then out = LayerNorm(sum). Backends may fuse; the default composes.
+  // may alias a), then out = LayerNorm(sum). a_peer, if given, is the other TP rank's partial of
+  // a (parallel.tp_fused_sum): sum = (a + a_peer) + residual, the pair's sum rounded to act
+  // first, as the all-reduce it replaces leaves it. Backends may fuse; the default composes.
   virtual void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
-                                 TensorView residual, TensorView w, TensorView b, int N, int C, float eps) {
+                                 TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
+                                 float eps) {
+    if (!a_peer.empty()) {
+      add(sum, a, a_peer);
+      a = sum;
+    }
     add(sum, a, residual);
     layernorm_fwd(out, mean, rstd, sum, w, b, N, C, eps);
   }
   // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=. dsum (C)
   // f32, if given, += column sums of din_accum after the update: the bias gradient of the linear
   // layer whose output gradient the residual stream's is, summed while the rows are on chip.
+  // dout_peer, if given, is the other TP rank's partial of dout: the gradient is dout + dout_peer
+  // rounded to act (as add_layernorm_fwd's a_peer).
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
-                             TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) = 0;
+                             TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                             int N, int C) = 0;
 
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)

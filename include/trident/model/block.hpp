@@ -6,6 +6,7 @@
 
 #include "trident/backend/backend.hpp"
 #include "trident/core/arena.hpp"
+#include "trident/model/tp_regions.hpp"
 #include "trident/parallel/comm.hpp"
 
 namespace trident {
@@ -37,6 +38,7 @@ struct BlockShape {
   int N, C, Cl;   // rows, channels, channels of this TP shard
   float eps;
   bool bias_here; // TP rank 0 adds the row-parallel biases (once, before the reduction)
+  bool fused_sum = false;   // parallel.tp_fused_sum: the TP sums as partials the next op adds (TpSum)
 };
 
 // Fills a.atty (and a.lse where used) from a.qkv.
@@ -48,20 +50,25 @@ using AttentionStep = std::function<void(const BlockActs& a)>;
 // add_output = false, x3 is left as the MLP branch alone, and the next call passes this block's
 // x2 as `pending`; that call first completes x (x += pending, in place) fused with ln1. Either
 // way every x3 ends up holding the full block output.
-void block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
-                   const BlockShape& s, const AttentionStep& attention, TensorView pending = {},
-                   bool add_output = true);
-
-// block_forward in its two parts, each ending with its TP all-reduce started (null when tp = 1):
-// the caller waits on the request before the next part, and may queue other work (another
-// micro-batch's) meanwhile. block_forward is attention part, wait, MLP part, wait, output add.
-// Attention part: x += pending (if any), ln1, qkv, attention, proj -> a.x2 (being reduced).
-Request block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
-                            const BlockShape& s, const AttentionStep& attention, TensorView pending);
-// MLP part: a.x2 += x with ln2, fc, GELU, fcproj -> a.x3 (being reduced; the MLP branch alone).
-Request block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
-                      const BlockShape& s);
-
+//
+// Each TP sum is finished by the op that reads it (TpSum): x_sum is the sum of x still in
+// flight from the previous block (empty when x is complete), and the returned TpSum that of
+// this block's x3 when add_output is false (the next call's x_sum).
+TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,
+                    const BlockShape& s, const AttentionStep& attention, TensorView pending = {},
+                    bool add_output = true);
+// block_forward in its two parts, each ending with its TP sum started (empty when tp = 1): the
+// caller passes it to the next part, and may queue other work (another micro-batch's)
+// meanwhile. block_forward is attention part, MLP part, output add.
+// Attention part: x += x_sum's partial + pending (if any), ln1, qkv, attention, proj -> a.x2 (being summed).
+TpSum block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x,
+                          TpSum& x_sum, const BlockShape& s, const AttentionStep& attention, TensorView pending);
+// MLP part: a.x2 += x2_sum's partial + x with ln2, fc, GELU, fcproj -> a.x3 (being summed; the MLP
+// branch alone).
+TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
+                    const BlockShape& s);
+// x3 = x3 + x3_sum's partial + x2: the output add of a block whose x3 no next block completes.
+void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum);
 // The activations of rows [row0, row0 + rows) of a block's (whole sequences: rows = b*T); lse
 // (B, NHl, T) by the same sequences (lse_per_row = NHl), empty where a has none.
 BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, size_t C, size_t Cl, size_t lse_per_row);

@@ -75,6 +75,12 @@ class GptStage {
   // the LayerNorm outputs (forward) and the residual gradient (backward). Activation buffers
   // keep all N rows. Not with tp_overlap.
   void set_sequence_parallel(bool on);
+  // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
+  // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
+  // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
+  // all-reduces. Collective over the TP group; fatal with the reason where the group cannot
+  // (two nodes, no peer access). Not with sequence parallelism.
+  void set_tp_fused_sum(bool on);
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
   void need_all_params() {
@@ -168,6 +174,7 @@ class GptStage {
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
   bool tp_overlap_ = false;
+  bool fused_sum_ = false;
   int tp_sm_margin_ = 0;
   bool sp_ = false;
   size_t sp_rows_ = 0, sp_row0_ = 0;

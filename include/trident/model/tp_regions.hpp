@@ -5,6 +5,8 @@
 // through the forward's function (GptStage::sum_over_tp, which comments the pairing).
 #pragma once
 
+#include <utility>
+
 #include "trident/core/tensor.hpp"
 #include "trident/parallel/comm.hpp"
 
@@ -19,5 +21,53 @@ inline Request reduce_from_tp_region_fwd_async(Comm& tp, TensorView x, Stream s)
   if (tp.size() == 1) return nullptr;
   return tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
 }
+
+// A TP sum of partials x in flight, for an op that can add the other rank's partial itself
+// (add_layernorm_fwd's a_peer, layernorm_bwd's dout_peer). Either x is all-reduced in place, or,
+// with parallel.tp_fused_sum (tp = 2), this rank's partial is sent to the other and wait()
+// returns the other's for the reading op to add. Usage:
+//   TpSum sum = TpSum::start(tp, x, fused, s);  ... other work ...
+//   TensorView peer = sum.wait(s);   // empty: x holds the sum
+//   op(x, peer, ...);  sum.done(s);
+class TpSum {
+ public:
+  TpSum() = default;
+  explicit TpSum(Request reduce) : reduce_(std::move(reduce)) {}   // a sum that completes x in place
+
+  static TpSum start(Comm& tp, TensorView x, bool fused, Stream s) {
+    TpSum sum;
+    if (tp.size() == 1) return sum;
+    if (fused) {
+      sum.partial_ = tp.send_partial_async(x.data, x.numel, x.dtype, s);
+      sum.x_ = x;
+    } else {
+      sum.reduce_ = tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
+    }
+    return sum;
+  }
+
+  explicit operator bool() const { return reduce_ || partial_; }
+
+  // Orders s after the sum; the other rank's partial of x to add, or empty when x holds the sum.
+  // x itself may be overwritten after this.
+  TensorView wait(Stream s) {
+    if (reduce_) reduce_->wait(s);
+    if (!partial_) return TensorView{};
+    partial_->wait(s);
+    return TensorView(const_cast<void*>(partial_->peer()), x_.dtype, x_.numel);
+  }
+
+  // After the ops that read wait()'s partial are queued on s.
+  void done(Stream s) {
+    if (partial_) partial_->release(s);
+    partial_.reset();
+    reduce_.reset();
+  }
+
+ private:
+  Request reduce_;
+  PartialRequest partial_;
+  TensorView x_;
+};
 
 }  // namespace trident

@@ -9,11 +9,15 @@
 #include <vector>
 
 #include "trident/core/dtype.hpp"
+#include "trident/core/error.hpp"
 #include "trident/core/stream.hpp"
 
 namespace trident {
 
 enum class ReduceOp { Sum, Max };
+
+// Partial sums of the other rank a Comm holds at once (Comm::enable_partials reserves this many).
+constexpr int kPartialSlots = 4;
 
 class CommWork {
  public:
@@ -22,6 +26,16 @@ class CommWork {
   virtual void wait(Stream stream) = 0;
 };
 using Request = std::unique_ptr<CommWork>;
+
+// A partial sum sent to the other rank of a pair (Comm::send_partial_async). wait(s) orders s
+// after the other rank's partial has arrived; it is then readable at peer() by the ops queued
+// on s, until release(s), queued after the last of them, lets the other rank reuse the space.
+class PartialWork : public CommWork {
+ public:
+  virtual const void* peer() const = 0;
+  virtual void release(Stream s) = 0;
+};
+using PartialRequest = std::unique_ptr<PartialWork>;
 
 struct P2POp {
   enum Kind { Send, Recv } kind;
@@ -48,6 +62,22 @@ class Comm {
   // Sends and receives posted together (NCCL needs a paired exchange posted as one group).
   virtual Request exchange_async(const std::vector<P2POp>& ops, Stream s) = 0;
   virtual void barrier() = 0;
+
+  // Fused sums for groups of two ranks (parallel.tp_fused_sum): instead of all-reducing a
+  // buffer of partial sums in place, each rank sends its partial to the other and the op that
+  // reads the sum adds the two (a + b rounds the same on both ranks, so replicas stay equal).
+  // enable_partials is collective and called once: it reserves room for partials of up to
+  // max_bytes and returns "" or, on every rank, why this group cannot (then nothing changed).
+  virtual std::string enable_partials(size_t max_bytes) {
+    (void)max_bytes;
+    return "this communicator has no partial-sum exchange";
+  }
+  // Sends `count` elements at buf (after the work queued on s) to the other rank; buf may be
+  // reused once the request's wait(s) has been queued. Needs enable_partials first.
+  virtual PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) {
+    (void)buf, (void)count, (void)t, (void)s;
+    TRIDENT_FATAL(str("send_partial_async on the ", name(), " communicator without enable_partials"));
+  }
 
   void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream s) {
     all_reduce_async(buf, count, t, op, s)->wait(s);

@@ -3,6 +3,9 @@
 
 #include <mpi.h>
 
+#include <memory>
+#include <vector>
+
 #include "trident/parallel/comm.hpp"
 
 namespace trident {
@@ -25,12 +28,19 @@ class MpiComm : public Comm {
   Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) override;
   Request exchange_async(const std::vector<P2POp>& ops, Stream s) override;
   void barrier() override;
+  std::string enable_partials(size_t max_bytes) override;
+  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override;
 
  private:
   MPI_Comm comm_;
   std::string name_;
   double timeout_s_;
   int rank_ = 0, size_ = 1;
+  // Fused sums: the other rank's partials land in a ring of slots; `unreleased_` of them are
+  // still read (checked against the ring's size).
+  std::vector<std::vector<char>> partial_slots_;
+  long partial_seq_ = 0;
+  std::shared_ptr<int> unreleased_ = std::make_shared<int>(0);
 };
 
 // Aborts every rank of MPI_COMM_WORLD; registered as core's abort hook.

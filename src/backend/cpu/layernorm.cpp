@@ -42,14 +42,21 @@ void CpuBackend::layernorm_fwd(TensorView out, TensorView mean, TensorView rstd,
 }
 
 void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
-                               TensorView dout, TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                               int N, int C) {
+                               TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
+                               TensorView rstd, int N, int C) {
   const size_t NC = static_cast<size_t>(N) * C;
   float* dx = f32_data(din_accum, NC, "layernorm_bwd: din_accum");  // (N, C)
   float* dwt = f32_data(dw, C, "layernorm_bwd: dw");                // (C)
   float* dbs = f32_data(db, C, "layernorm_bwd: db");                // (C)
   float* dss = cpu::f32_optional(dsum, C, "layernorm_bwd: dsum");   // (C)
   const float* g = f32_data(dout, NC, "layernorm_bwd: dout");       // (N, C)
+  std::vector<float> summed;   // (N, C) dout + dout_peer, the pair's sum
+  if (!dout_peer.empty()) {
+    const float* gp = f32_data(dout_peer, NC, "layernorm_bwd: dout_peer");
+    summed.resize(NC);
+    for (size_t i = 0; i < NC; ++i) summed[i] = g[i] + gp[i];
+    g = summed.data();
+  }
   const float* x = f32_data(in, NC, "layernorm_bwd: in");           // (N, C)
   const float* wt = f32_data(w, C, "layernorm_bwd: w");             // (C)
   const float* mu = f32_data(mean, N, "layernorm_bwd: mean");       // (N)

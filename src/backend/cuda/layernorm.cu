@@ -1,6 +1,7 @@
 // LayerNorm kernels: one warp per row for the row-wise work; the dw/db column sums go through
 // per-chunk partials added in a fixed order, so the backward pass is deterministic.
 #include "layernorm.cuh"
+#include "elementwise.cuh"
 #include "reduce.cuh"
 
 namespace trident::gpu {
@@ -12,10 +13,13 @@ constexpr int kThreads = 32 * kWarpsPerBlock;
 // Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
 // addresses allow 16-byte accesses, else 1); the later passes over a row hit the L1 cache.
 // With kResidual the row is first summed: sum = bf16(in + residual) is stored (it may overwrite
-// `in`: each lane rewrites only what it read) and normalised, saving the separate add's pass.
+// `in`: each lane rewrites only what it read) and normalised, saving the separate add's pass;
+// with `peer` too (the other TP rank's partial of `in`), sum = bf16(bf16(in + peer) + residual),
+// the pair's sum rounded as the all-reduce it replaces would leave it.
 template <int kWidth, bool kResidual>
-__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* residual,
-                                     bf16* sum, const bf16* w, const bf16* b, int N, int C, float eps) {
+__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* peer,
+                                     const bf16* residual, bf16* sum, const bf16* w, const bf16* b, int N, int C,
+                                     float eps) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;  // whole warps leave together
   const size_t off = static_cast<size_t>(row) * C;
@@ -26,6 +30,11 @@ __global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const 
     load_vec(v, in + off + c);
     if (kResidual) {
       float r[kWidth];
+      if (peer) {
+        load_vec(r, peer + off + c);
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));
+      }
       load_vec(r, residual + off + c);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));   // the stored, rounded sum
@@ -119,6 +128,17 @@ struct Raw8 {
     const uint32_t word = (&bits.x)[k / 2];
     return __uint_as_float(k % 2 ? word & 0xffff0000u : word << 16);
   }
+  // this = bf16(this + o), elementwise.
+  __device__ void add_rounded(const Raw8& o) {
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = __bfloat16_as_ushort(to_bf16((*this)[2 * i] + o[2 * i]));
+      const uint32_t hi = __bfloat16_as_ushort(to_bf16((*this)[2 * i + 1] + o[2 * i + 1]));
+      words[i] = lo | hi << 16;
+    }
+    bits = make_uint4(words[0], words[1], words[2], words[3]);
+  }
 };
 
 // The din pass and the dw/db partials in one, for C of kGroups groups of 32 lanes x kVec
@@ -130,15 +150,17 @@ struct Raw8 {
 // floats per lane and halve the occupancy). The warps' rows are then added in warp order into
 // the chunk's partials, so every result is a fixed function of N and C. With kSum the block also
 // writes the column sums of the din rows it stored, read back after the barrier (from L2): a
-// third shared-memory sum updated per row cost more (run R). Up to 4 groups (C <= 1,024) it is
+// third shared-memory sum updated per row cost more (run R). With kPeer, dout is this TP rank's
+// partial and dout_peer the other's: the row's gradient is bf16(dout + dout_peer), as the
+// all-reduce it replaces would leave it. Up to 4 groups (C <= 1,024) it is
 // compiled for two blocks per multiprocessor (128 registers at C = 768; three blocks would
 // spill, run P: 0.075 against 0.039 ms at N = 16384); wider rows get one block of 8 warps, whose
 // 8 rows of 3 x C bf16 in flight still cover the memory latency.
-template <int kGroups, bool kSum>
+template <int kGroups, bool kSum, bool kPeer>
 __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
     layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
-                               const bf16* dout, const bf16* in, const bf16* w, const float* mean, const float* rstd,
-                               int N, int C) {
+                               const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
+                               const float* mean, const float* rstd, int N, int C) {
   constexpr int kC = kGroups * 32 * kVec;   // the shared-memory rows' length
   // Up to 4 groups only whole ones are launched: the row length is then a compile-time constant.
   constexpr bool kRagged = kGroups > 4;
@@ -166,6 +188,11 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
       const int c = (gi * 32 + lane) * kVec;
       if (in_row(gi)) {
         g[gi].load(dout + off + c);
+        if constexpr (kPeer) {
+          Raw8 q;
+          q.load(dout_peer + off + c);
+          g[gi].add_rounded(q);
+        }
         x[gi].load(in + off + c);
         d[gi].load(din_accum + off + c);
       } else {
@@ -229,9 +256,9 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
 // The fused kernel for this C with its shared memory (allowed on every call, see allow_smem), or
 // null where C is not a multiple of kVec, is above 8 groups of 32 lanes x kVec columns (2,048),
 // or is up to 4 groups but not whole ones (those rows take the separate kernels, as before).
-using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const float*,
-                                const float*, int, int);
-template <bool kSum>
+using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*,
+                                const float*, const float*, int, int);
+template <bool kSum, bool kPeer>
 FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   constexpr int kGroupCols = 32 * kVec;
   if (C % kVec != 0) return nullptr;
@@ -239,14 +266,14 @@ FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   if (groups <= 4 && C % kGroupCols != 0) return nullptr;
   FusedBwdKernel kernel = nullptr;
   switch (groups) {
-    case 1: kernel = layernorm_bwd_fused_kernel<1, kSum>; break;
-    case 2: kernel = layernorm_bwd_fused_kernel<2, kSum>; break;
-    case 3: kernel = layernorm_bwd_fused_kernel<3, kSum>; break;
-    case 4: kernel = layernorm_bwd_fused_kernel<4, kSum>; break;
-    case 5: kernel = layernorm_bwd_fused_kernel<5, kSum>; break;
-    case 6: kernel = layernorm_bwd_fused_kernel<6, kSum>; break;
-    case 7: kernel = layernorm_bwd_fused_kernel<7, kSum>; break;
-    case 8: kernel = layernorm_bwd_fused_kernel<8, kSum>; break;
+    case 1: kernel = layernorm_bwd_fused_kernel<1, kSum, kPeer>; break;
+    case 2: kernel = layernorm_bwd_fused_kernel<2, kSum, kPeer>; break;
+    case 3: kernel = layernorm_bwd_fused_kernel<3, kSum, kPeer>; break;
+    case 4: kernel = layernorm_bwd_fused_kernel<4, kSum, kPeer>; break;
+    case 5: kernel = layernorm_bwd_fused_kernel<5, kSum, kPeer>; break;
+    case 6: kernel = layernorm_bwd_fused_kernel<6, kSum, kPeer>; break;
+    case 7: kernel = layernorm_bwd_fused_kernel<7, kSum, kPeer>; break;
+    case 8: kernel = layernorm_bwd_fused_kernel<8, kSum, kPeer>; break;
     default: return nullptr;
   }
   *smem = 2 * kWarpsPerBlock * static_cast<size_t>(groups) * kGroupCols * sizeof(float);
@@ -295,29 +322,38 @@ void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(out, in, w, b);
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, false> : layernorm_fwd_kernel<1, false>;
-  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, nullptr, nullptr, w, b, N, C, eps);
-  CUDA_CHECK_LAUNCH("layernorm_fwd_kernel");
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, nullptr, nullptr, nullptr, w, b, N,
+                                                                C, eps);
+  CUDA_CHECK_LAUNCH("layernorm_fwd");
 }
 
-void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* residual,
-                       const bf16* w, const bf16* b, int N, int C, float eps, cudaStream_t stream) {
+void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* a_peer,
+                       const bf16* residual, const bf16* w, const bf16* b, int N, int C, float eps,
+                       cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  const bool vec = C % kVec == 0 && aligned16(out, a, w, b) && aligned16(sum, residual, w, b);
+  const bool vec = C % kVec == 0 && aligned16(out, a, w, b) && aligned16(sum, residual, w, b) &&
+                   (!a_peer || aligned16(a_peer));
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, true> : layernorm_fwd_kernel<1, true>;
-  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, a, residual, sum, w, b, N, C, eps);
-  CUDA_CHECK_LAUNCH("layernorm_fwd_kernel (residual)");
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, a, a_peer, residual, sum, w, b, N, C,
+                                                                eps);
+  CUDA_CHECK_LAUNCH("add_layernorm_fwd");
 }
 
-void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* in,
-                   const bf16* w, const float* mean, const float* rstd, int N, int C, Scratch& scratch,
+void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* dout_peer,
+                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C, Scratch& scratch,
                    cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
+  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
   // C in whole 256-column groups up to 1,024 (GPT-2 124M, 350M) or any multiple of 8 from 1,032
   // to 2,048 (774M, 1.5B): one fused pass.
   size_t fused_smem = 0;
-  const FusedBwdKernel kernel =
-      !vec ? nullptr : dsum ? fused_bwd_kernel<true>(C, &fused_smem) : fused_bwd_kernel<false>(C, &fused_smem);
+  FusedBwdKernel kernel = nullptr;
+  if (vec) {
+    if (dout_peer)
+      kernel = dsum ? fused_bwd_kernel<true, true>(C, &fused_smem) : fused_bwd_kernel<false, true>(C, &fused_smem);
+    else
+      kernel = dsum ? fused_bwd_kernel<true, false>(C, &fused_smem) : fused_bwd_kernel<false, false>(C, &fused_smem);
+  }
   if (kernel) {
     const int n_chunks = ceil_div(N, kFusedRows);
     const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
@@ -326,8 +362,8 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     float* partial_dw = static_cast<float*>(scratch.get((dsum ? 3 : 2) * chunk_elems * sizeof(float), stream));
     float* partial_db = partial_dw + chunk_elems;
     float* partial_ds = dsum ? partial_db + chunk_elems : nullptr;
-    kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, in, w, mean,
-                                                       rstd, N, C);
+    kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, dout_peer,
+                                                       in, w, mean, rstd, N, C);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
     if (dsum) {
       add_column_partials({dw, db, dsum}, partial_dw, n_chunks, C, stream);
@@ -339,8 +375,18 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
 
   const int n_chunks = column_chunks(N, "layernorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
-  float* partial_dw = static_cast<float*>(scratch.get(2 * chunk_elems * sizeof(float), stream));  // (n_chunks, C)
-  float* partial_db = partial_dw + chunk_elems;                                                   // (n_chunks, C)
+  // (n_chunks, C) each: dw, db; then, with dout_peer, the summed gradient (N, C) the kernels read.
+  Carver measure;
+  measure.take<float>(2 * chunk_elems);
+  if (dout_peer) measure.take<bf16>(static_cast<size_t>(N) * C);
+  Carver carve(scratch.get(measure.used(), stream));
+  float* partial_dw = carve.take<float>(2 * chunk_elems);
+  float* partial_db = partial_dw + chunk_elems;
+  if (dout_peer) {
+    bf16* summed = carve.take<bf16>(static_cast<size_t>(N) * C);
+    add(summed, dout, dout_peer, static_cast<size_t>(N) * C, stream);
+    dout = summed;
+  }
   const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
   din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_din_kernel");

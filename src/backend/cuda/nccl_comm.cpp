@@ -2,6 +2,7 @@
 // asynchronous NCCL errors into an abort with a message instead of a silent hang.
 #include "trident/parallel/nccl_comm.hpp"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -12,9 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
 #include "profiler.hpp"
 
 #define NCCL_CUDA_CHECK(stmt)                                                            \
@@ -192,6 +195,189 @@ class NcclWork : public CommWork {
   std::shared_ptr<Pending> p_;
 };
 
+// The driver's stream memory operations (no SM runs them), found through the runtime so that
+// nothing links libcuda directly.
+struct StreamMemOps {
+  CUresult (*wait64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
+  CUresult (*write64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
+  CUresult (*attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+
+  static const StreamMemOps& get() {
+    static const StreamMemOps ops = [] {
+      StreamMemOps o;
+      auto find = [](const char* name, auto** fn) {
+        cudaDriverEntryPointQueryResult found;
+        void* p = nullptr;
+        NCCL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
+        TRIDENT_CHECK(found == cudaDriverEntryPointSuccess && p, str("the CUDA driver has no ", name));
+        *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
+      };
+      find("cuStreamWaitValue64", &o.wait64);
+      find("cuStreamWriteValue64", &o.write64);
+      find("cuDeviceGetAttribute", &o.attribute);
+      return o;
+    }();
+    return ops;
+  }
+};
+
+#define CU_CHECK(stmt)                                                                              \
+  do {                                                                                              \
+    CUresult r_ = (stmt);                                                                           \
+    if (r_ != CUDA_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_))); \
+  } while (0)
+
+// Fused TP sums between the two GPUs of a pair on one node: each partial is copied by a copy
+// engine (cudaMemcpyAsync to the other GPU's memory, mapped through CUDA IPC) into a ring of
+// kSlots slots on the receiver, so no SM runs the transfer and the GEMMs beside it keep the whole
+// GPU. Partial number `seq` (the same sequence on both ranks) uses slot seq % kSlots. Flags in
+// each GPU's memory, written by the other GPU's streams with stream memory operations:
+//   arrived[k]: the last seq copied into my slot k (the sender writes it after its copy),
+//   freed[k]:   the last seq the other rank has read from ITS slot k (it writes it on release);
+// a sender waits until the slot's previous partial (seq - kSlots) is freed before copying.
+// Where the driver cannot write a value straight into the other GPU's memory (probed once), a
+// flag is written locally and copied over by the copy engine.
+class PeerLink {
+ public:
+  static constexpr int kSlots = kPartialSlots;
+
+  // Collective over the pair's MPI communicator.
+  PeerLink(MPI_Comm mpi, size_t slot_bytes) : mpi_(mpi), slot_bytes_(slot_bytes) {
+    NCCL_CUDA_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
+    // arrived[kSlots], freed[kSlots], a probe word; then the local staging words of the
+    // copied flags: arrived (copy stream), freed (the releasing stream).
+    NCCL_CUDA_CHECK(cudaMalloc(&flags_, kFlagWords * sizeof(uint64_t)));
+    NCCL_CUDA_CHECK(cudaMemset(flags_, 0, kFlagWords * sizeof(uint64_t)));
+    NCCL_CUDA_CHECK(cudaDeviceSynchronize());   // the zeroed flags before the other rank can write them
+    cudaIpcMemHandle_t mine[2], theirs[2];
+    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine[0], slots_));
+    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine[1], flags_));
+    int rank = 0;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Sendrecv(mine, sizeof mine, MPI_BYTE, 1 - rank, 7, theirs, sizeof theirs, MPI_BYTE, 1 - rank, 7, mpi,
+                 MPI_STATUS_IGNORE);
+    void* p = nullptr;
+    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&p, theirs[0], cudaIpcMemLazyEnablePeerAccess));
+    peer_slots_ = static_cast<char*>(p);
+    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&p, theirs[1], cudaIpcMemLazyEnablePeerAccess));
+    peer_flags_ = static_cast<uint64_t*>(p);
+    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    for (cudaEvent_t& e : sent_) NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    MPI_Barrier(mpi);   // both mapped before either writes
+    const CUresult probe = StreamMemOps::get().write64(copy_stream_, addr(&peer_flags_[kProbe]), 1,
+                                                       CU_STREAM_WRITE_VALUE_DEFAULT);
+    copy_flags_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(copy_stream_) != cudaSuccess;
+    cudaGetLastError();
+    MPI_Barrier(mpi);
+    log_info(str("parallel.tp_fused_sum: partial sums by copy engine, flags ",
+                 copy_flags_ ? "copied (no direct remote writes)" : "written directly"));
+  }
+
+  ~PeerLink() {
+    cudaStreamSynchronize(copy_stream_);
+    cudaDeviceSynchronize();
+    MPI_Barrier(mpi_);   // neither frees what the other's last flag writes may still reach
+    cudaIpcCloseMemHandle(peer_slots_);
+    cudaIpcCloseMemHandle(peer_flags_);
+    for (cudaEvent_t e : sent_) cudaEventDestroy(e);
+    cudaEventDestroy(ready_);
+    cudaStreamDestroy(copy_stream_);
+    cudaFree(flags_);
+    cudaFree(slots_);
+  }
+
+  size_t slot_bytes() const { return slot_bytes_; }
+
+  // Queues the copy of `bytes` at buf (after the work queued on s) into the other rank's next
+  // slot; returns its sequence number.
+  uint64_t send(const void* buf, size_t bytes, cudaStream_t s) {
+    const StreamMemOps& ops = StreamMemOps::get();
+    // The events and the device-side slot reuse assume at most kSlots partials not yet waited.
+    TRIDENT_CHECK(++unwaited_ <= kSlots, str("more than ", kSlots, " partial sums in flight"));
+    const uint64_t seq = ++seq_;
+    const int k = static_cast<int>(seq % kSlots);
+    NCCL_CUDA_CHECK(cudaEventRecord(ready_, s));
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
+    if (seq > kSlots)
+      CU_CHECK(ops.wait64(copy_stream_, addr(&flags_[kSlots + k]), seq - kSlots, CU_STREAM_WAIT_VALUE_GEQ));
+    NCCL_CUDA_CHECK(cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    NCCL_CUDA_CHECK(cudaEventRecord(sent_[k], copy_stream_));
+    write_peer_flag(k, kArrivedStage + k, seq, copy_stream_);
+    return seq;
+  }
+
+  // Orders s after this rank's copy of `seq` (its buffer may be overwritten next) and the
+  // arrival of the other rank's.
+  void wait(uint64_t seq, cudaStream_t s) {
+    --unwaited_;
+    const int k = static_cast<int>(seq % kSlots);
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
+    CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+
+  const void* slot(uint64_t seq) const { return slots_ + (seq % kSlots) * slot_bytes_; }
+
+  void release(uint64_t seq, cudaStream_t s) {
+    const int k = static_cast<int>(seq % kSlots);
+    write_peer_flag(kSlots + k, kFreedStage + k, seq, s);
+  }
+
+ private:
+  static constexpr int kProbe = 2 * kSlots, kArrivedStage = kProbe + 1, kFreedStage = kArrivedStage + kSlots,
+                       kFlagWords = kFreedStage + kSlots;
+  static CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+  // The other GPU's flags_[word] = value, after the work queued on s. The default write fences
+  // the preceding copies' data before the flag; a copied flag follows them in stream order. A
+  // staging word is reused kSlots partials later on the same stream, after its copy.
+  void write_peer_flag(int word, int stage, uint64_t value, cudaStream_t s) {
+    const StreamMemOps& ops = StreamMemOps::get();
+    if (!copy_flags_) {
+      CU_CHECK(ops.write64(s, addr(&peer_flags_[word]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+      return;
+    }
+    CU_CHECK(ops.write64(s, addr(&flags_[stage]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    NCCL_CUDA_CHECK(cudaMemcpyAsync(&peer_flags_[word], &flags_[stage], sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
+  }
+
+  MPI_Comm mpi_;
+  size_t slot_bytes_;
+  bool copy_flags_ = false;   // flags travel by copy (no direct remote value writes)
+  int unwaited_ = 0;
+  char* slots_ = nullptr;            // (kSlots, slot_bytes): the other rank's partials
+  uint64_t* flags_ = nullptr;        // (kFlagWords): arrived[kSlots], freed[kSlots], probe, staging
+  char* peer_slots_ = nullptr;       // the other rank's slots_, mapped here
+  uint64_t* peer_flags_ = nullptr;   // the other rank's flags_
+  uint64_t seq_ = 0;
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t sent_[kSlots] = {};
+};
+
+class PeerPartial : public PartialWork {
+ public:
+  PeerPartial(PeerLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
+  // The stall is timed like a collective's: the watchdog sees the event after the wait.
+  void wait(Stream s) override {
+    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+    {
+      const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
+      gpu::ProfileScope prof(stream, name.c_str());
+      link_.wait(seq_, stream);
+    }
+    NCCL_CUDA_CHECK(cudaEventRecord(p_->done, stream));
+    Watchdog::instance().watch(p_);
+  }
+  const void* peer() const override { return link_.slot(seq_); }
+  void release(Stream s) override { link_.release(seq_, static_cast<cudaStream_t>(s.handle)); }
+
+ private:
+  PeerLink& link_;
+  uint64_t seq_;
+  std::shared_ptr<Pending> p_;
+};
+
 class NcclComm : public Comm {
  public:
   // max_ctas > 0: NCCL's kernels of this communicator use at most that many CTAs (SMs), which
@@ -215,6 +401,7 @@ class NcclComm : public Comm {
   }
 
   ~NcclComm() override {
+    link_.reset();
     Watchdog::instance().remove_comm(comm_);
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
@@ -266,6 +453,45 @@ class NcclComm : public Comm {
 
   void barrier() override { MPI_Barrier(mpi_); }
 
+  std::string enable_partials(size_t max_bytes) override {
+    if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; fused sums need exactly 2");
+    // Both GPUs in this node, with peer access and the driver's 64-bit stream memory operations:
+    // every rank checks, and all agree on the first reason found.
+    MPI_Comm node;
+    MPI_Comm_split_type(mpi_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int node_size = 0;
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    int device = 0, devices[2] = {};
+    NCCL_CUDA_CHECK(cudaGetDevice(&device));
+    MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_);
+    int peer_access = 0, mem_ops = 0;
+    if (node_size == 2) NCCL_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[1 - rank_]));
+    CU_CHECK(StreamMemOps::get().attribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
+    std::string why;
+    if (node_size != 2)
+      why = str("the two ranks of the ", name_, " group run on different nodes");
+    else if (!peer_access)
+      why = str("GPU ", device, " cannot access GPU ", devices[1 - rank_], " directly (no peer access)");
+    else if (!mem_ops)
+      why = str("GPU ", device, " has no 64-bit stream memory operations");
+    int ok = why.empty(), all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_);
+    if (!all_ok) return why.empty() ? str("the other rank of the ", name_, " group cannot (see its message)") : why;
+    link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
+    return "";
+  }
+
+  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
+    TRIDENT_CHECK(link_, str("send_partial_async on the ", name_, " communicator without enable_partials"));
+    const size_t bytes = count * dtype_size(t);
+    TRIDENT_CHECK(bytes <= link_->slot_bytes(), str("a partial sum of ", bytes, " bytes exceeds the ",
+                                                    link_->slot_bytes(), " reserved by enable_partials"));
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum"));
+    const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));
+    return std::make_unique<PeerPartial>(*link_, seq, std::move(p));
+  }
+
  private:
   // Orders the side stream after the caller's stream, runs the NCCL call on it, and records
   // the completion event the watchdog and wait() use.
@@ -286,6 +512,7 @@ class NcclComm : public Comm {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
+  std::unique_ptr<PeerLink> link_;   // fused sums (enable_partials)
 };
 
 }  // namespace

@@ -357,6 +357,11 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
   return x;
 }
 
+TpSum GptStage::start_sum(TensorView v) {
+  if (sp_) return TpSum(sum_over_tp(v));
+  return TpSum::start(*g_.tp, v, fused_sum_, be_.stream());
+}
+
 Request GptStage::sum_over_tp(TensorView v) {
   if (sp_) return g_.tp->reduce_scatter_async(v.data, sp_rows_ * C_, v.dtype, be_.stream());
   return reduce_from_tp_region_fwd_async(*g_.tp, v, be_.stream());
@@ -522,7 +527,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // to leave parallel.tp_sm_margin SMs to it; then `ln_bwd` reads the sum, given the other
   // rank's partial to add where the sum is fused (else empty).
   auto beside_dln_sum = [&](const std::function<void()>& gemms, const std::function<void(TensorView)>& ln_bwd) {
-    TpSum sum = sp_ ? TpSum(sum_over_tp(sc.dln)) : TpSum::start(*g_.tp, sc.dln, fused_sum_, st);
+    TpSum sum = start_sum(sc.dln);
     if (sum) be_.set_gemm_sm_margin(tp_sm_margin_);
     gemms();
     if (sum) be_.set_gemm_sm_margin(0);
@@ -621,13 +626,14 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
-  if (Request r = sum_over_tp(sc.dlnf)) r->wait(st);   // copy_to_tp_region's backward
+  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), TensorView{},
+  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), dlnf_sum.wait(st),
                     own_rows(x, C),
                     p_.lnf_w, own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_row_count(), C);
+  dlnf_sum.done(st);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -143,6 +143,9 @@ class GptStage {
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   Request sum_over_tp(TensorView v);
+  // The same for a v whose reader is a LayerNorm that can add the other rank's partial: with
+  // parallel.tp_fused_sum the partials are exchanged instead (see TpSum).
+  TpSum start_sum(TensorView v);
   // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
   void gather_rows(TensorView v);
   // Sums the replicated (LayerNorm, row-parallel bias) gradients of stage block `block` (-1:

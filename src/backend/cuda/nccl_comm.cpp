@@ -487,7 +487,8 @@ class NcclComm : public Comm {
     const size_t bytes = count * dtype_size(t);
     TRIDENT_CHECK(bytes <= link_->slot_bytes(), str("a partial sum of ", bytes, " bytes exceeds the ",
                                                     link_->slot_bytes(), " reserved by enable_partials"));
-    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum"));
+    // Named by size: the profile then tells the forward's half micro-batches from the rest.
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
     const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));
     return std::make_unique<PeerPartial>(*link_, seq, std::move(p));
   }

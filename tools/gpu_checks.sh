@@ -14,7 +14,7 @@
 #   five runs each, and the scaling of the means),
 #   profile (bench with the per-op GPU time table, 1 and 2 GPUs), sdpa (PyTorch SDPA attention
 #   kernels, the shapes of `kernels`), scaling15 (1.5B-class model: 1 GPU vs tp2 (also with parallel.tp_overlap,
-#   SM margin 8 and 8 TP CTAs) vs pp2 1F1B
+#   SM margin 8 and 8 TP CTAs, and with tp_overlap + tp_fused_sum + tp_split_layernorm_bwd) vs pp2 1F1B
 #   with 8 micro-batches at the same global batch), ncu (Nsight Compute sections of the attention
 #   kernels at GPT-2's shape, the fused LayerNorm backward and the fused cross-entropy, from
 #   `trident bench --bench.kernels`; needs ncu and a runtime that lets it read the counters)
@@ -138,6 +138,8 @@ for c in "${checks[@]}"; do
       run scaling15_tp2 400 "${mpirun[@]}" --bind-to none -np 2 "$bin/trident" bench "${m15[@]}" --parallel.tp 2
       run scaling15_tp2_overlap 400 "${mpirun[@]}" --bind-to none -np 2 "$bin/trident" bench "${m15[@]}" --parallel.tp 2 \
         --parallel.tp_overlap true --parallel.tp_sm_margin 8 --parallel.tp_comm_ctas 8
+      run scaling15_tp2_fused 400 "${mpirun[@]}" --bind-to none -np 2 "$bin/trident" bench "${m15[@]}" --parallel.tp 2 \
+        --parallel.tp_overlap true --parallel.tp_fused_sum true --parallel.tp_split_layernorm_bwd true
       run scaling15_pp2 400 "${mpirun[@]}" --bind-to none -np 2 "$bin/trident" bench "${m15[@]}" --parallel.pp 2 \
         --parallel.schedule 1f1b ;;
     ckpt)

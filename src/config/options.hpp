@@ -35,6 +35,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "with tp = 2, exchange the TP partial sums that a LayerNorm reads instead of all-reducing them, and add them "
     "inside the LayerNorm kernels (same values); on GPUs the copy engines move them, leaving every SM to the "
     "compute beside (the two GPUs of a TP group must share a node with peer access); best with parallel.tp_overlap");
+  v("parallel.tp_split_layernorm_bwd", c.parallel.tp_split_layernorm_bwd,
+    "with parallel.tp_fused_sum, run the backward's LayerNorms on each TP rank's half of the rows (the residual "
+    "gradient's rows gathered beside a weight-gradient GEMM) instead of on all of them on both");
   v("parallel.sequence_parallel", c.parallel.sequence_parallel,
     "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
     "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "

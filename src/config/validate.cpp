@@ -77,6 +77,8 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           str("needs tp = 2 (the partial sums go between two ranks), not tp = ", p.tp, "; turn it off"));
   require(!p.tp_fused_sum || p.tp == 1 || !p.sequence_parallel, "parallel.tp_fused_sum", "true",
           "cannot be combined with parallel.sequence_parallel; turn one of them off");
+  require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",
+          "needs parallel.tp_fused_sum = true");
   int n_micro = t.global_batch_size / per_round;
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",
@@ -117,6 +119,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   require(!p.sequence_parallel || rows % p.tp == 0, "parallel.sequence_parallel", "true",
           str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch over tp = ", p.tp,
               ", which does not divide them; change train.micro_batch_size or model.seq_len"));
+  require(!p.tp_split_layernorm_bwd || p.tp == 1 || rows % 2 == 0, "parallel.tp_split_layernorm_bwd", "true",
+          str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch in two halves; make it even"));
   validate_data(cfg.data);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
   require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");

@@ -231,7 +231,7 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
   if (stage_.last()) {
     head_forward(s, x, with_grad, dloss);
     if (with_grad && unit_done) {
-      if (sp_) sum_replicated_grads_over_tp(-1);
+      if (bwd_split()) sum_replicated_grads_over_tp(-1);
       if (head_done_slot_ >= 0) head_done_(layout_.head_unit());   // never dropped
       head_done_slot_ = slot;
       head_done_ = unit_done;
@@ -378,8 +378,27 @@ void GptStage::set_sequence_parallel(bool on) {
   TRIDENT_CHECK(!sp_ || (B_ * T_) % tp == 0,
                 str("parallel.sequence_parallel splits the B*T = ", B_ * T_, " rows of a micro-batch over tp = ", tp,
                     ": they must divide evenly"));
-  sp_rows_ = sp_ ? static_cast<size_t>(B_ * T_ / tp) : 0;
-  sp_row0_ = sp_ ? sp_rows_ * static_cast<size_t>(g_.coord.tp) : 0;
+  set_row_split();
+}
+
+void GptStage::set_row_split() {
+  const bool split = bwd_split();
+  sp_rows_ = split ? static_cast<size_t>(B_ * T_ / g_.topo.tp()) : 0;
+  sp_row0_ = split ? sp_rows_ * static_cast<size_t>(g_.coord.tp) : 0;
+}
+
+void GptStage::set_tp_split_layernorm_bwd(bool on) {
+  split_bwd_ = on && g_.topo.tp() > 1;
+  TRIDENT_CHECK(!split_bwd_ || fused_sum_, "parallel.tp_split_layernorm_bwd needs parallel.tp_fused_sum");
+  TRIDENT_CHECK(!split_bwd_ || (B_ * T_) % 2 == 0,
+                str("parallel.tp_split_layernorm_bwd splits the B*T = ", B_ * T_, " rows in two: B*T must be even"));
+  set_row_split();
+}
+
+void GptStage::finish_dres_gather() {
+  if (!dres_gather_) return;
+  dres_gather_->wait(be_.stream());
+  dres_gather_.reset();
 }
 
 void GptStage::sum_replicated_grads_over_tp(int block) {
@@ -391,10 +410,13 @@ void GptStage::sum_replicated_grads_over_tp(int block) {
     const BlockTensors& g = gr_.blocks[block];
     views = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b};
   }
-  std::vector<Request> started;
   for (const TensorView& v : views)
-    if (!v.empty()) started.push_back(g_.tp->all_reduce_async(v.data, v.numel, v.dtype, ReduceOp::Sum, st));
-  for (Request& r : started) r->wait(st);
+    if (!v.empty()) replicated_sums_.push_back(g_.tp->all_reduce_async(v.data, v.numel, v.dtype, ReduceOp::Sum, st));
+}
+
+void GptStage::wait_replicated_sums() {
+  for (Request& r : replicated_sums_) r->wait(be_.stream());
+  replicated_sums_.clear();
 }
 
 void GptStage::set_tp_fused_sum(bool on) {
@@ -486,7 +508,10 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     head_done_slot_ = -1;
   }
   const UnitDone& announce_to = unit_done ? unit_done : head_done_;
+  // The replicated gradients' TP sums run beside the next block's backward, and complete before
+  // any unit is announced.
   auto announce = [&] {
+    wait_replicated_sums();
     if (held >= 0) announce_to(held);
     held = -1;
   };
@@ -494,9 +519,10 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
     // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
     // gradients are complete, and the sum runs before the unit is announced to the DP sync.
-    if (unit_done && sp_) sum_replicated_grads_over_tp(i);
+    if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }
+  finish_dres_gather();   // s.grad whole before it leaves the stage or meets the embedding
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
   if (stage_.first()) {
@@ -522,14 +548,29 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
   // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
   // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
-  const int ln_rows = own_row_count();
-  // The TP sum of sc.dln (copy_to_tp_region's backward) runs beside `gemms`, which are planned
-  // to leave parallel.tp_sm_margin SMs to it; then `ln_bwd` reads the sum, given the other
-  // rank's partial to add where the sum is fused (else empty).
-  auto beside_dln_sum = [&](const std::function<void()>& gemms, const std::function<void(TensorView)>& ln_bwd) {
+  const int ln_rows = bwd_row_count();
+  // A LayerNorm's part of the backward once its input gradient sc.dln is out of the GEMMs: the
+  // TP sum of sc.dln (copy_to_tp_region's backward) runs beside the weight-gradient GEMMs, which
+  // are planned to leave parallel.tp_sm_margin SMs to it; ln_bwd then reads the sum, given the
+  // other rank's partial to add where the sum is fused (else empty). `first` holds the GEMMs that
+  // read dres, which ln_bwd updates. With the split LayerNorm backward only this rank's rows of
+  // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
+  // of the updated dres rows runs beside `second`.
+  auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
+                     const std::function<void(TensorView)>& ln_bwd) {
+    if (split_bwd_) {
+      TpSum sum = TpSum::start(*g_.tp, peer_rows(sc.dln, C), true, st);
+      first();
+      ln_bwd(sum.wait(st));
+      sum.done(st);
+      dres_gather_ = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, st);
+      second();
+      return;
+    }
     TpSum sum = start_sum(sc.dln);
     if (sum) be_.set_gemm_sm_margin(tp_sm_margin_);
-    gemms();
+    first();
+    second();
     if (sum) be_.set_gemm_sm_margin(0);
     ln_bwd(sum.wait(st));
     sum.done(st);
@@ -547,24 +588,27 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
   gather_rows(dres);
+  finish_dres_gather();
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
   be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
-                      fcproj_bias_done || sp_ ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N, 4 * Cl, C);
-  if (!fcproj_bias_done && sp_)
-    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, own_rows(dres, C), own_rows(a.fcg, 4 * Cl), p.fcproj_w,
+                      fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
+                      4 * Cl, C);
+  if (!fcproj_bias_done && bwd_split())
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, 4 * Cl), p.fcproj_w,
                    ln_rows, 4 * Cl, C);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  beside_dln_sum(
+  ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
-        be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
       },
+      [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl); },
       [&](TensorView dln_peer) {
-        be_.layernorm_bwd(own_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, own_rows(sc.dln, C), dln_peer,
-                          own_rows(a.x2, C), p.ln2_w, own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1), ln_rows, C);
+        be_.layernorm_bwd(bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
+                          bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C);
       });
 
   gather_rows(dres);
+  finish_dres_gather();
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
@@ -575,15 +619,22 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  beside_dln_sum(
+  // The qkv weight gradient over rows [row0, row0 + rows). With the split LayerNorm backward its
+  // two halves go beside the two transfers (proj's alone is too short to cover the first).
+  auto qkv_dw = [&](int row0, int rows) {
+    be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv.slice(size_t(row0) * 3 * Cl, size_t(rows) * 3 * Cl),
+                   a.ln1.slice(size_t(row0) * C, size_t(rows) * C), p.qkv_w, rows, C, 3 * Cl);
+  };
+  ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
-        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+        if (split_bwd_) qkv_dw(0, N / 2);
       },
+      [&] { split_bwd_ ? qkv_dw(N / 2, N - N / 2) : qkv_dw(0, N); },
       [&](TensorView dln_peer) {
-        be_.layernorm_bwd(own_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                          own_rows(sc.dln, C), dln_peer, own_rows(x, C), p.ln1_w, own_rows(a.ln1_mean, 1),
-                          own_rows(a.ln1_rstd, 1), ln_rows, C);
+        be_.layernorm_bwd(bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                          bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
+                          bwd_rows(a.ln1_rstd, 1), ln_rows, C);
       });
 }
 
@@ -626,14 +677,15 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
-  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
+  // copy_to_tp_region's backward (with the split LayerNorm backward, of this rank's rows)
+  TpSum dlnf_sum = split_bwd_ ? TpSum::start(tp, peer_rows(sc.dlnf, C), true, st) : start_sum(sc.dlnf);
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(own_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, own_rows(sc.dlnf, C), dlnf_sum.wait(st),
-                    own_rows(x, C),
-                    p_.lnf_w, own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_row_count(), C);
+  be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_sum.wait(st),
+                    bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C);
   dlnf_sum.done(st);
+  if (split_bwd_) dres_gather_ = tp.all_gather_async(s.grad.data, sp_rows_ * C_, s.grad.dtype, st);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -30,6 +30,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_sequence_parallel(cfg.parallel.sequence_parallel);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
+  model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));

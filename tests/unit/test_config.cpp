@@ -116,6 +116,14 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.tp", "4", "--parallel.sequence_parallel", "true", "--model.seq_len", "3",
                 "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
                4, {"parallel.sequence_parallel", "6 rows", "tp = 4"});
+  expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true"}, 4, {"parallel.tp_fused_sum", "tp = 2", "tp = 4"});
+  expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true"}, 2,
+               {"parallel.tp_fused_sum", "parallel.sequence_parallel"});
+  expect_error({"--parallel.tp", "2", "--parallel.tp_split_layernorm_bwd", "true"}, 2,
+               {"parallel.tp_split_layernorm_bwd", "parallel.tp_fused_sum"});
+  expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.tp_split_layernorm_bwd", "true",
+                "--model.seq_len", "3", "--train.micro_batch_size", "1", "--train.global_batch_size", "1"},
+               2, {"parallel.tp_split_layernorm_bwd", "3 rows", "even"});
   expect_error({"--parallel.tp_sm_margin", "65"}, w, {"parallel.tp_sm_margin", "65", "between 0 and 64"});
   expect_error({"--parallel.tp_comm_ctas", "-1"}, w, {"parallel.tp_comm_ctas", "-1", "between 0 and 64"});
   expect_error({"--parallel.dp_comm_ctas", "100"}, w, {"parallel.dp_comm_ctas", "100", "between 0 and 64"});

@@ -81,6 +81,12 @@ class GptStage {
   // all-reduces. Collective over the TP group; fatal with the reason where the group cannot
   // (two nodes, no peer access). Not with sequence parallelism.
   void set_tp_fused_sum(bool on);
+  // parallel.tp_split_layernorm_bwd (with tp_fused_sum, so tp = 2): the backward's LayerNorms
+  // run on this TP rank's half of the rows, as under sequence parallelism (each rank receives
+  // the other's partial input gradient of its rows only; the row-parallel bias and LayerNorm
+  // gradients are TP-summed at the step's end), and the residual gradient's rows are gathered
+  // beside a weight-gradient GEMM. The forward stays replicated.
+  void set_tp_split_layernorm_bwd(bool on);
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
   void need_all_params() {
@@ -140,6 +146,19 @@ class GptStage {
     return sp_ ? v.slice(sp_row0_ * width, sp_rows_ * width) : v;
   }
   int own_row_count() const { return sp_ ? static_cast<int>(sp_rows_) : B_ * T_; }
+  // The rows the backward's LayerNorms run on: own rows under sequence parallelism or the split
+  // LayerNorm backward, else all; bwd_row_count() rows. peer_rows: the other rank's (tp = 2).
+  bool bwd_split() const { return sp_ || split_bwd_; }
+  TensorView bwd_rows(TensorView v, size_t width) const {
+    return bwd_split() ? v.slice(sp_row0_ * width, sp_rows_ * width) : v;
+  }
+  int bwd_row_count() const { return bwd_split() ? static_cast<int>(sp_rows_) : B_ * T_; }
+  TensorView peer_rows(TensorView v, size_t width) const {
+    return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
+  }
+  // Split LayerNorm backward: waits for the residual gradient's rows being gathered, if any.
+  void finish_dres_gather();
+  void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   Request sum_over_tp(TensorView v);
@@ -148,10 +167,12 @@ class GptStage {
   TpSum start_sum(TensorView v);
   // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
   void gather_rows(TensorView v);
-  // Sums the replicated (LayerNorm, row-parallel bias) gradients of stage block `block` (-1:
-  // the final LayerNorm) over TP, which sequence parallelism leaves as partial sums over each
-  // rank's rows. Called once a step, after the last micro-batch's contribution.
+  // Starts the TP sums of the replicated (LayerNorm, row-parallel bias) gradients of stage block
+  // `block` (-1: the final LayerNorm), which sequence parallelism and the split LayerNorm
+  // backward leave as partial sums over each rank's rows. Called once a step, after the last
+  // micro-batch's contribution; wait_replicated_sums() before the gradients are announced.
   void sum_replicated_grads_over_tp(int block);
+  void wait_replicated_sums();
   void prefetch_after_block(int i);
   void require_grads(const char* op) const;   // fatal for a stage built without gradients
   // before_attention runs just before the block's attention backward is queued.
@@ -178,6 +199,9 @@ class GptStage {
   ParamFetch* fetch_ = nullptr;
   bool tp_overlap_ = false;
   bool fused_sum_ = false;
+  bool split_bwd_ = false;
+  Request dres_gather_;   // split LayerNorm backward: the residual gradient's rows in flight
+  std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight
   int tp_sm_margin_ = 0;
   bool sp_ = false;
   size_t sp_rows_ = 0, sp_row0_ = 0;

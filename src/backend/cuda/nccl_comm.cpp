@@ -301,7 +301,12 @@ class PeerLink {
     NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
     if (seq > kSlots)
       CU_CHECK(ops.wait64(copy_stream_, addr(&flags_[kSlots + k]), seq - kSlots, CU_STREAM_WAIT_VALUE_GEQ));
-    NCCL_CUDA_CHECK(cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    {
+      // Profiled as a side-stream op: how long the copy engine takes (beside the compute).
+      gpu::ProfileScope prof(copy_stream_, "copy-engine send (bytes)", static_cast<long>(bytes));
+      NCCL_CUDA_CHECK(
+          cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    }
     NCCL_CUDA_CHECK(cudaEventRecord(sent_[k], copy_stream_));
     write_peer_flag(k, kArrivedStage + k, seq, copy_stream_);
     return seq;
@@ -314,6 +319,20 @@ class PeerLink {
     const int k = static_cast<int>(seq % kSlots);
     NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
     CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+
+  // The in-place all-gather of a pair on the copy stream: this rank's block goes to the other
+  // rank's next slot, then the other rank's block is copied from this rank's slot into place and
+  // the slot released; `done` is recorded after that copy. Readers of the other block's old
+  // values must be queued on s before this.
+  void gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done) {
+    const uint64_t seq = send(mine, bytes, s);
+    --unwaited_;   // waited below, on the copy stream
+    const int k = static_cast<int>(seq % kSlots);
+    CU_CHECK(StreamMemOps::get().wait64(copy_stream_, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
+    NCCL_CUDA_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    NCCL_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+    release(seq, copy_stream_);
   }
 
   const void* slot(uint64_t seq) const { return slots_ + (seq % kSlots) * slot_bytes_; }
@@ -429,6 +448,14 @@ class NcclComm : public Comm {
 
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
+    const size_t bytes = count * dtype_size(t);
+    if (link_ && bytes <= link_->slot_bytes()) {   // a pair with fused sums: by the copy engines
+      std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather ", count));
+      link_->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, static_cast<cudaStream_t>(s.handle),
+                    p->done);
+      Watchdog::instance().watch(p);
+      return std::make_unique<NcclWork>(std::move(p));
+    }
     return launch(s, "all-gather", [&] {
       NCCL_CHECK(ncclAllGather(base + rank_ * count * dtype_size(t), base, count, nccl_type(t), comm_, stream_));
     });

@@ -33,6 +33,9 @@ struct GptStage::Slot {
   TensorView input, grad;        // (B, T, C)
   TensorView tokens, targets;    // (B, T) int32
   std::vector<BlockActs> layers;
+  // Split LayerNorm backward: grad's rows being gathered (the head's, started in the forward,
+  // which GPipe runs for every micro-batch before any backward; then each LayerNorm's).
+  Request grad_gather;
 };
 
 struct GptStage::Scratch {
@@ -395,10 +398,10 @@ void GptStage::set_tp_split_layernorm_bwd(bool on) {
   set_row_split();
 }
 
-void GptStage::finish_dres_gather() {
-  if (!dres_gather_) return;
-  dres_gather_->wait(be_.stream());
-  dres_gather_.reset();
+void GptStage::finish_grad_gather(Slot& s) {
+  if (!s.grad_gather) return;
+  s.grad_gather->wait(be_.stream());
+  s.grad_gather.reset();
 }
 
 void GptStage::sum_replicated_grads_over_tp(int block) {
@@ -425,7 +428,7 @@ void GptStage::set_tp_fused_sum(bool on) {
   if (!fused_sum_) return;
   // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).
   const std::string why = g_.tp->enable_partials(static_cast<size_t>(B_) * T_ * C_ * dtype_size(be_.compute_dtype()));
-  TRIDENT_CHECK(why.empty(), str("parallel.tp_fused_sum: ", why, "; set parallel.tp_fused_sum = false"));
+  if (!why.empty()) throw InputError(str("parallel.tp_fused_sum = true: ", why, "; set it to false"));
 }
 
 void GptStage::set_tp_overlap(bool on) {
@@ -522,7 +525,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }
-  finish_dres_gather();   // s.grad whole before it leaves the stage or meets the embedding
+  finish_grad_gather(s);   // s.grad whole before it leaves the stage or meets the embedding
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
   if (stage_.first()) {
@@ -563,7 +566,8 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
       first();
       ln_bwd(sum.wait(st));
       sum.done(st);
-      dres_gather_ = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, st);
+      TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
+      s.grad_gather = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, st);
       second();
       return;
     }
@@ -588,7 +592,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
   gather_rows(dres);
-  finish_dres_gather();
+  finish_grad_gather(s);
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
   be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
                       fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
@@ -608,7 +612,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
       });
 
   gather_rows(dres);
-  finish_dres_gather();
+  finish_grad_gather(s);
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
@@ -685,7 +689,10 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_sum.wait(st),
                     bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C);
   dlnf_sum.done(st);
-  if (split_bwd_) dres_gather_ = tp.all_gather_async(s.grad.data, sp_rows_ * C_, s.grad.dtype, st);
+  if (split_bwd_) {
+    TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
+    s.grad_gather = tp.all_gather_async(s.grad.data, sp_rows_ * C_, s.grad.dtype, st);
+  }
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -70,22 +70,22 @@ class MpiWork : public CommWork {
 // The other rank's partial in one slot of the ring; wait() completes the send and the receive.
 class MpiPartial : public PartialWork {
  public:
+  // held: the comm's flag of this slot, set while the slot's partial is unreleased.
   MpiPartial(std::vector<MPI_Request> reqs, std::string what, double timeout_s, const void* slot,
-             std::shared_ptr<int> unreleased)
-      : work_(std::move(reqs), std::move(what), timeout_s), slot_(slot), unreleased_(std::move(unreleased)) {}
+             std::shared_ptr<std::vector<char>> held, int index)
+      : work_(std::move(reqs), std::move(what), timeout_s), slot_(slot), held_(std::move(held)), index_(index) {}
   void wait(Stream s) override { work_.wait(s); }
   const void* peer() const override { return slot_; }
   void release(Stream) override {
-    TRIDENT_CHECK(!released_, "a partial sum was released twice");
-    released_ = true;
-    --*unreleased_;
+    TRIDENT_CHECK((*held_)[index_], "a partial sum was released twice");
+    (*held_)[index_] = 0;
   }
 
  private:
   MpiWork work_;
   const void* slot_;
-  std::shared_ptr<int> unreleased_;
-  bool released_ = false;
+  std::shared_ptr<std::vector<char>> held_;
+  int index_;
 };
 
 }  // namespace
@@ -93,22 +93,25 @@ class MpiPartial : public PartialWork {
 std::string MpiComm::enable_partials(size_t max_bytes) {
   if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; fused sums need exactly 2");
   partial_slots_.assign(kPartialSlots, std::vector<char>(max_bytes));
+  slot_held_ = std::make_shared<std::vector<char>>(kPartialSlots, 0);
   return "";
 }
 
 PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, Stream) {
-  TRIDENT_CHECK(!partial_slots_.empty(), str("send_partial_async on the ", name_, " communicator without enable_partials"));
+  TRIDENT_CHECK(!partial_slots_.empty(),
+                str("send_partial_async on the ", name_, " communicator without enable_partials"));
   const size_t bytes = count * dtype_size(t);
   TRIDENT_CHECK(bytes <= partial_slots_[0].size(), str("a partial sum of ", bytes, " bytes exceeds the ",
                                                        partial_slots_[0].size(), " reserved by enable_partials"));
-  TRIDENT_CHECK(*unreleased_ < kPartialSlots, str("more than ", kPartialSlots, " partial sums held at once"));
-  ++*unreleased_;
-  char* slot = partial_slots_[partial_seq_++ % kPartialSlots].data();
+  const int k = static_cast<int>(partial_seq_++ % kPartialSlots);
+  TRIDENT_CHECK(!(*slot_held_)[k], str("partial-sum slot ", k, " reused before its partial was released"));
+  (*slot_held_)[k] = 1;
+  char* slot = partial_slots_[k].data();
   std::vector<MPI_Request> reqs(2);
   const int n = mpi_count(bytes), peer = 1 - rank_;
   MPI_CHECK(MPI_Irecv(slot, n, MPI_BYTE, peer, 1, comm_, &reqs[0]));
   MPI_CHECK(MPI_Isend(buf, n, MPI_BYTE, peer, 1, comm_, &reqs[1]));
-  return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, unreleased_);
+  return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, slot_held_, k);
 }
 
 void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -1,7 +1,8 @@
 // Multi-GPU layouts (NCCL) against one GPU: tp2 (also with parallel.tp_overlap, with sequence
-// parallelism, with parallel.tp_fused_sum and with parallel.tp_split_layernorm_bwd), pp2 under both schedules, dp2 with ZeRO 0 and 1 train 20 steps on the
-// same global batches; losses must agree within bf16 tolerance. Also one
-// whole step of the CUDA backend against the CPU backend from the same initial weights.
+// parallelism, with parallel.tp_fused_sum and with parallel.tp_split_layernorm_bwd), pp2 under
+// both schedules, dp2 with ZeRO 0 and 1 train 20 steps on the same global batches; losses must
+// agree within bf16 tolerance. Also one whole step of the CUDA backend against the CPU backend
+// from the same initial weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,7 +107,11 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas); tp2 also
   // with sequence parallelism, and with fused sums (parallel.tp_fused_sum: copy-engine partials
   // added by the LayerNorms), alone and with tp_overlap; those are also compared with plain tp2.
-  struct L { int tp, pp, zero; const char* schedule; bool tp_overlap = false, sp = false, fused = false, split = false; };
+  struct L {
+    int tp, pp, zero;
+    const char* schedule;
+    bool tp_overlap = false, sp = false, fused = false, split = false;
+  };
   std::vector<double> plain_tp2;
   for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{2, 1, 0, "1f1b", false, true},
               L{2, 1, 0, "1f1b", false, false, true}, L{2, 1, 0, "1f1b", true, false, true},
@@ -142,6 +147,7 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
       double to_plain = 0;
       for (int s = 0; s < kSteps; ++s) to_plain = std::max(to_plain, std::fabs(got[s] - plain_tp2[s]));
       std::printf("    largest loss difference to plain tp2: %.3e\n", to_plain);
+      EXPECT_EQ(to_plain, 0.0) << "fused sums must round as the all-reduce does";
     }
     EXPECT_LE(worst, kLayoutTol);
     EXPECT_LT(got.back(), got.front() - 1.0) << "loss does not fall";

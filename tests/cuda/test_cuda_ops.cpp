@@ -939,31 +939,31 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const int N = k.N, C = k.C;
     const size_t NC = static_cast<size_t>(N) * C;
-    Tensor a = upload(gpu(), residual_stream(NC, 161), DType::BF16), peer = upload(gpu(), residual_stream(NC, 162), DType::BF16);
-    Tensor residual = upload(gpu(), residual_stream(NC, 163), DType::BF16);
-    Tensor w = upload(gpu(), near_one(C, 164), DType::BF16), b = upload(gpu(), random_vector(C, 165), DType::BF16);
-    Tensor dout = upload(gpu(), random_vector(NC, 166), DType::BF16), dpeer = upload(gpu(), random_vector(NC, 167), DType::BF16);
+    auto act = [&](const Vec& v) { return upload(gpu(), v, DType::BF16); };
+    auto f32 = [&](size_t n) { return upload(gpu(), Vec(n), DType::F32); };
+    Tensor a = act(residual_stream(NC, 161)), peer = act(residual_stream(NC, 162));
+    Tensor residual = act(residual_stream(NC, 163));
+    Tensor w = act(near_one(C, 164)), b = act(random_vector(C, 165));
+    Tensor dout = act(random_vector(NC, 166)), dpeer = act(random_vector(NC, 167));
     std::vector<std::vector<unsigned char>> got[2];
     for (const bool fused : {true, false}) {
-      Tensor sum = upload(gpu(), Vec(NC), DType::BF16), out = upload(gpu(), Vec(NC), DType::BF16);
-      Tensor mean = upload(gpu(), Vec(N), DType::F32), rstd = upload(gpu(), Vec(N), DType::F32);
-      Tensor din = upload(gpu(), random_vector(NC, 168), DType::BF16);
-      Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32), ds = upload(gpu(), Vec(C), DType::F32);
-      Tensor pair = upload(gpu(), Vec(NC), DType::BF16);
+      Tensor sum = act(Vec(NC)), out = act(Vec(NC)), pair = act(Vec(NC)), din = act(random_vector(NC, 168));
+      Tensor mean = f32(N), rstd = f32(N), dw = f32(C), db = f32(C), ds = f32(C);
       if (fused) {
-        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(), residual.view(),
-                                w.view(), b.view(), N, C, 1e-5f);
-        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(), w.view(),
-                            mean.view(), rstd.view(), N, C);
+        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(),
+                                residual.view(), w.view(), b.view(), N, C, 1e-5f);
+        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(),
+                            w.view(), mean.view(), rstd.view(), N, C);
       } else {
         gpu().add(pair.view(), a.view(), peer.view());
         gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), pair.view(), TensorView{},
                                 residual.view(), w.view(), b.view(), N, C, 1e-5f);
         gpu().add(pair.view(), dout.view(), dpeer.view());
-        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), pair.view(), TensorView{}, sum.view(), w.view(),
-                            mean.view(), rstd.view(), N, C);
+        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), pair.view(), TensorView{}, sum.view(),
+                            w.view(), mean.view(), rstd.view(), N, C);
       }
-      for (const Tensor* t : {&sum, &out, &mean, &rstd, &din, &dw, &db, &ds}) got[fused].push_back(download_bits(gpu(), t->view()));
+      for (const Tensor* t : {&sum, &out, &mean, &rstd, &din, &dw, &db, &ds})
+        got[fused].push_back(download_bits(gpu(), t->view()));
     }
     const char* names[] = {"sum", "out", "mean", "rstd", "din", "dw", "db", "dsum"};
     for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(got[0][i] == got[1][i]) << names[i] << " differs";

@@ -148,25 +148,38 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     // parameter gradients TP-summed: another summation order, so held to the one-rank run.
     cfg.parallel.tp_overlap = cfg.parallel.tp_split_layernorm_bwd = true;
     const RunResult split = train(cfg, MPI_COMM_WORLD);
+    // ... and under GPipe, whose last stage runs every forward (each starting a gather of the
+    // head's input-gradient rows) before any backward.
+    RunResult split_gpipe;
+    if (cfg.parallel.pp > 1) {
+      cfg.parallel.schedule = "gpipe";
+      split_gpipe = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.schedule = "1f1b";
+    }
     // With tp = 1 the option does nothing, and needs no even micro-batch.
     RunConfig single = base_config();
     single.parallel.tp_overlap = true;
     single.train.micro_batch_size = 1;
     EXPECT_NO_THROW(train(single, MPI_COMM_WORLD));
-    runs += 6;
+    runs += cfg.parallel.pp > 1 ? 7 : 6;
     if (rank == 0) {
-      double loss_err = 0;
-      for (int s = 0; s < kSteps; ++s)
-        loss_err = std::max(loss_err, std::fabs(split.losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]));
-      double weight_err = 0;
-      for (const auto& [tname, want] : ref.params.tensors)
-        weight_err = std::max(weight_err, test::rel_l2(without_key_bias(tname, split.params.tensors.at(tname)),
-                                                       without_key_bias(tname, want)));
-      EXPECT_LE(loss_err, kTol) << "split LayerNorm backward: losses";
-      EXPECT_LE(weight_err, kTol) << "split LayerNorm backward: weights";
-      EXPECT_LE(split.params.max_replica_diff, 1e-6) << "split LayerNorm backward: replicas disagree";
-      std::printf("  tp2 pp%d tp_overlap + fused + split LayerNorm backward: loss rel err %.2e  weight rel err %.2e  "
-                  "replica diff %.1e\n", cfg.parallel.pp, loss_err, weight_err, split.params.max_replica_diff);
+      for (const RunResult* got : {&split, static_cast<const RunResult*>(&split_gpipe)}) {
+        if (got->losses.empty()) continue;
+        const char* schedule = got == &split ? "1f1b" : "gpipe";
+        double loss_err = 0;
+        for (int s = 0; s < kSteps; ++s)
+          loss_err = std::max(loss_err, std::fabs(got->losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]));
+        double weight_err = 0;
+        for (const auto& [tname, want] : ref.params.tensors)
+          weight_err = std::max(weight_err, test::rel_l2(without_key_bias(tname, got->params.tensors.at(tname)),
+                                                         without_key_bias(tname, want)));
+        EXPECT_LE(loss_err, kTol) << "split LayerNorm backward, " << schedule << ": losses";
+        EXPECT_LE(weight_err, kTol) << "split LayerNorm backward, " << schedule << ": weights";
+        EXPECT_LE(got->params.max_replica_diff, 1e-6) << "split LayerNorm backward, " << schedule << ": replicas";
+        std::printf("  tp2 pp%d %s tp_overlap + fused + split LayerNorm backward: loss rel err %.2e  weight rel err "
+                    "%.2e  replica diff %.1e\n",
+                    cfg.parallel.pp, schedule, loss_err, weight_err, got->params.max_replica_diff);
+      }
       const std::pair<const char*, const RunResult*> variants[] = {
           {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
       for (const auto& [what, got] : variants) {

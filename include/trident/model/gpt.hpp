@@ -156,8 +156,8 @@ class GptStage {
   TensorView peer_rows(TensorView v, size_t width) const {
     return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
   }
-  // Split LayerNorm backward: waits for the residual gradient's rows being gathered, if any.
-  void finish_dres_gather();
+  // Split LayerNorm backward: waits for slot s's residual-gradient rows being gathered, if any.
+  void finish_grad_gather(Slot& s);
   void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
@@ -200,7 +200,6 @@ class GptStage {
   bool tp_overlap_ = false;
   bool fused_sum_ = false;
   bool split_bwd_ = false;
-  Request dres_gather_;   // split LayerNorm backward: the residual gradient's rows in flight
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight
   int tp_sm_margin_ = 0;
   bool sp_ = false;

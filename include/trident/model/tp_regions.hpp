@@ -5,6 +5,7 @@
 // through the forward's function (GptStage::sum_over_tp, which comments the pairing).
 #pragma once
 
+#include <exception>
 #include <utility>
 
 #include "trident/core/tensor.hpp"
@@ -33,6 +34,16 @@ class TpSum {
  public:
   TpSum() = default;
   explicit TpSum(Request reduce) : reduce_(std::move(reduce)) {}   // a sum that completes x in place
+  TpSum(TpSum&&) = default;
+  // A sum dropped before done() would leave the other rank waiting for a slot: fatal.
+  TpSum& operator=(TpSum&& o) noexcept {
+    check_done();
+    reduce_ = std::move(o.reduce_);
+    partial_ = std::move(o.partial_);
+    x_ = o.x_;
+    return *this;
+  }
+  ~TpSum() { check_done(); }
 
   static TpSum start(Comm& tp, TensorView x, bool fused, Stream s) {
     TpSum sum;
@@ -65,6 +76,11 @@ class TpSum {
   }
 
  private:
+  void check_done() const {
+    if ((reduce_ || partial_) && std::uncaught_exceptions() == 0)
+      TRIDENT_FATAL("a TP sum was dropped before done(): the other rank would wait for it");
+  }
+
   Request reduce_;
   PartialRequest partial_;
   TensorView x_;

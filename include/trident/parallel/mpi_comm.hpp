@@ -36,11 +36,11 @@ class MpiComm : public Comm {
   std::string name_;
   double timeout_s_;
   int rank_ = 0, size_ = 1;
-  // Fused sums: the other rank's partials land in a ring of slots; `unreleased_` of them are
-  // still read (checked against the ring's size).
+  // Fused sums: the other rank's partials land in a ring of slots; slot_held_[k] while slot k's
+  // partial is unreleased (a send that would reuse it is a bug).
   std::vector<std::vector<char>> partial_slots_;
   long partial_seq_ = 0;
-  std::shared_ptr<int> unreleased_ = std::make_shared<int>(0);
+  std::shared_ptr<std::vector<char>> slot_held_;
 };
 
 // Aborts every rank of MPI_COMM_WORLD; registered as core's abort hook.

@@ -7,6 +7,8 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstdio>
+#include <exception>
 #include <chrono>
 #include <condition_variable>
 #include <list>
@@ -24,6 +26,12 @@
   do {                                                                                   \
     cudaError_t e_ = (stmt);                                                             \
     if (e_ != cudaSuccess) ::trident::fatal(__FILE__, __LINE__, #stmt, cudaGetErrorString(e_)); \
+  } while (0)
+
+#define MPI_CHECK(stmt)                                                                        \
+  do {                                                                                         \
+    int rc_ = (stmt);                                                                          \
+    if (rc_ != MPI_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("MPI error ", rc_)); \
   } while (0)
 
 #define NCCL_CHECK(stmt)                                                                   \
@@ -224,7 +232,8 @@ struct StreamMemOps {
 #define CU_CHECK(stmt)                                                                              \
   do {                                                                                              \
     CUresult r_ = (stmt);                                                                           \
-    if (r_ != CUDA_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_))); \
+    if (r_ != CUDA_SUCCESS)                                                                         \
+      ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_)));   \
   } while (0)
 
 // Fused TP sums between the two GPUs of a pair on one node: each partial is copied by a copy
@@ -254,8 +263,8 @@ class PeerLink {
     NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine[1], flags_));
     int rank = 0;
     MPI_Comm_rank(mpi, &rank);
-    MPI_Sendrecv(mine, sizeof mine, MPI_BYTE, 1 - rank, 7, theirs, sizeof theirs, MPI_BYTE, 1 - rank, 7, mpi,
-                 MPI_STATUS_IGNORE);
+    MPI_CHECK(MPI_Sendrecv(mine, sizeof mine, MPI_BYTE, 1 - rank, 7, theirs, sizeof theirs, MPI_BYTE, 1 - rank, 7,
+                           mpi, MPI_STATUS_IGNORE));
     void* p = nullptr;
     NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&p, theirs[0], cudaIpcMemLazyEnablePeerAccess));
     peer_slots_ = static_cast<char*>(p);
@@ -264,22 +273,29 @@ class PeerLink {
     NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     for (cudaEvent_t& e : sent_) NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    MPI_Barrier(mpi);   // both mapped before either writes
+    MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
     const CUresult probe = StreamMemOps::get().write64(copy_stream_, addr(&peer_flags_[kProbe]), 1,
                                                        CU_STREAM_WRITE_VALUE_DEFAULT);
     copy_flags_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(copy_stream_) != cudaSuccess;
     cudaGetLastError();
-    MPI_Barrier(mpi);
+    MPI_CHECK(MPI_Barrier(mpi));
     log_info(str("parallel.tp_fused_sum: partial sums by copy engine, flags ",
                  copy_flags_ ? "copied (no direct remote writes)" : "written directly"));
   }
 
   ~PeerLink() {
-    cudaStreamSynchronize(copy_stream_);
-    cudaDeviceSynchronize();
-    MPI_Barrier(mpi_);   // neither frees what the other's last flag writes may still reach
+    // Both ranks drain and close their mappings before either frees: neither frees memory the
+    // other's last copies or flag writes may still reach, or that it still maps. Skipped while an
+    // exception unwinds, which the other rank may not be doing (it would wait here forever).
+    const bool together = std::uncaught_exceptions() == 0;
+    if (together) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaDeviceSynchronize();
+      MPI_Barrier(mpi_);
+    }
     cudaIpcCloseMemHandle(peer_slots_);
     cudaIpcCloseMemHandle(peer_flags_);
+    if (together) MPI_Barrier(mpi_);
     for (cudaEvent_t e : sent_) cudaEventDestroy(e);
     cudaEventDestroy(ready_);
     cudaStreamDestroy(copy_stream_);
@@ -293,10 +309,11 @@ class PeerLink {
   // slot; returns its sequence number.
   uint64_t send(const void* buf, size_t bytes, cudaStream_t s) {
     const StreamMemOps& ops = StreamMemOps::get();
-    // The events and the device-side slot reuse assume at most kSlots partials not yet waited.
-    TRIDENT_CHECK(++unwaited_ <= kSlots, str("more than ", kSlots, " partial sums in flight"));
     const uint64_t seq = ++seq_;
     const int k = static_cast<int>(seq % kSlots);
+    // sent_[k] is recorded again below: the partial that last used slot k must have been waited.
+    TRIDENT_CHECK(unwaited_[k] == 0, str("partial sum ", unwaited_[k], " not waited before slot ", k, " is reused"));
+    unwaited_[k] = seq;
     NCCL_CUDA_CHECK(cudaEventRecord(ready_, s));
     NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
     if (seq > kSlots)
@@ -315,8 +332,8 @@ class PeerLink {
   // Orders s after this rank's copy of `seq` (its buffer may be overwritten next) and the
   // arrival of the other rank's.
   void wait(uint64_t seq, cudaStream_t s) {
-    --unwaited_;
     const int k = static_cast<int>(seq % kSlots);
+    unwaited_[k] = 0;
     NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
     CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
   }
@@ -327,8 +344,8 @@ class PeerLink {
   // values must be queued on s before this.
   void gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done) {
     const uint64_t seq = send(mine, bytes, s);
-    --unwaited_;   // waited below, on the copy stream
     const int k = static_cast<int>(seq % kSlots);
+    unwaited_[k] = 0;   // waited below, on the copy stream
     CU_CHECK(StreamMemOps::get().wait64(copy_stream_, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
     NCCL_CUDA_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
     NCCL_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
@@ -363,7 +380,7 @@ class PeerLink {
   MPI_Comm mpi_;
   size_t slot_bytes_;
   bool copy_flags_ = false;   // flags travel by copy (no direct remote value writes)
-  int unwaited_ = 0;
+  uint64_t unwaited_[kSlots] = {};   // per slot: the partial sent and not yet waited (0: none)
   char* slots_ = nullptr;            // (kSlots, slot_bytes): the other rank's partials
   uint64_t* flags_ = nullptr;        // (kFlagWords): arrived[kSlots], freed[kSlots], probe, staging
   char* peer_slots_ = nullptr;       // the other rank's slots_, mapped here
@@ -485,13 +502,13 @@ class NcclComm : public Comm {
     // Both GPUs in this node, with peer access and the driver's 64-bit stream memory operations:
     // every rank checks, and all agree on the first reason found.
     MPI_Comm node;
-    MPI_Comm_split_type(mpi_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_CHECK(MPI_Comm_split_type(mpi_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     int node_size = 0;
     MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
     int device = 0, devices[2] = {};
     NCCL_CUDA_CHECK(cudaGetDevice(&device));
-    MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_);
+    MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_));
     int peer_access = 0, mem_ops = 0;
     if (node_size == 2) NCCL_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[1 - rank_]));
     CU_CHECK(StreamMemOps::get().attribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
@@ -502,9 +519,12 @@ class NcclComm : public Comm {
       why = str("GPU ", device, " cannot access GPU ", devices[1 - rank_], " directly (no peer access)");
     else if (!mem_ops)
       why = str("GPU ", device, " has no 64-bit stream memory operations");
-    int ok = why.empty(), all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_);
-    if (!all_ok) return why.empty() ? str("the other rank of the ", name_, " group cannot (see its message)") : why;
+    // Every rank returns the same reason (the first rank's that has one), so all stop alike.
+    char mine[256] = {}, all[2][256] = {};
+    std::snprintf(mine, sizeof mine, "%s", why.c_str());
+    MPI_CHECK(MPI_Allgather(mine, sizeof mine, MPI_CHAR, all, sizeof mine, MPI_CHAR, mpi_));
+    for (const auto& reason : all)
+      if (reason[0]) return reason;
     link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
     return "";
   }

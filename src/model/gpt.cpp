@@ -592,11 +592,24 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
   gather_rows(dres);
-  finish_grad_gather(s);
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
-  be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
-                      fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
-                      4 * Cl, C);
+  if (split_bwd_ && s.grad_gather) {
+    // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
+    // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
+    // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
+    const size_t r0 = sp_row0_, r1 = sp_row0_ == 0 ? sp_rows_ : 0;
+    auto rows = [&](size_t row0, TensorView v, size_t width) { return v.slice(row0 * width, sp_rows_ * width); };
+    be_.matmul_gelu_bwd(rows(r0, sc.dfch, 4 * Cl), TensorView{}, TensorView{}, rows(r0, dres, C),
+                        rows(r0, a.fcg, 4 * Cl), p.fcproj_w, rows(r0, a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+    finish_grad_gather(s);
+    be_.matmul_gelu_bwd(rows(r1, sc.dfch, 4 * Cl), TensorView{}, TensorView{}, rows(r1, dres, C),
+                        rows(r1, a.fcg, 4 * Cl), p.fcproj_w, rows(r1, a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+  } else {
+    finish_grad_gather(s);
+    be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
+                        fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
+                        4 * Cl, C);
+  }
   if (!fcproj_bias_done && bwd_split())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, 4 * Cl), p.fcproj_w,
                    ln_rows, 4 * Cl, C);
@@ -623,18 +636,14 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
   be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  // The qkv weight gradient over rows [row0, row0 + rows). With the split LayerNorm backward its
-  // two halves go beside the two transfers (proj's alone is too short to cover the first).
-  auto qkv_dw = [&](int row0, int rows) {
-    be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv.slice(size_t(row0) * 3 * Cl, size_t(rows) * 3 * Cl),
-                   a.ln1.slice(size_t(row0) * C, size_t(rows) * C), p.qkv_w, rows, C, 3 * Cl);
-  };
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
-        if (split_bwd_) qkv_dw(0, N / 2);
+        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
       },
-      [&] { split_bwd_ ? qkv_dw(N / 2, N - N / 2) : qkv_dw(0, N); },
+      // With the split backward the gather of dres's rows runs beside the next block's first
+      // GEMM, on this rank's rows (or the stage's end waits for it).
+      [] {},
       [&](TensorView dln_peer) {
         be_.layernorm_bwd(bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
                           bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),

@@ -362,7 +362,13 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
 
 TpSum GptStage::start_sum(TensorView v) {
   if (sp_) return TpSum(sum_over_tp(v));
+  if (split_bwd_) return TpSum::start(*g_.tp, peer_rows(v, C_), true, be_.stream());
   return TpSum::start(*g_.tp, v, fused_sum_, be_.stream());
+}
+
+void GptStage::start_grad_gather(Slot& s, TensorView dres) {
+  TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
+  s.grad_gather = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, be_.stream());
 }
 
 Request GptStage::sum_over_tp(TensorView v) {
@@ -561,23 +567,18 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // of the updated dres rows runs beside `second`.
   auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
                      const std::function<void(TensorView)>& ln_bwd) {
-    if (split_bwd_) {
-      TpSum sum = TpSum::start(*g_.tp, peer_rows(sc.dln, C), true, st);
-      first();
-      ln_bwd(sum.wait(st));
-      sum.done(st);
-      TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
-      s.grad_gather = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, st);
-      second();
-      return;
-    }
     TpSum sum = start_sum(sc.dln);
-    if (sum) be_.set_gemm_sm_margin(tp_sm_margin_);
+    const bool margin = sum && !split_bwd_;
+    if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
     first();
-    second();
-    if (sum) be_.set_gemm_sm_margin(0);
+    if (!split_bwd_) second();
+    if (margin) be_.set_gemm_sm_margin(0);
     ln_bwd(sum.wait(st));
     sum.done(st);
+    if (split_bwd_) {
+      start_grad_gather(s, dres);
+      second();
+    }
   };
 
   // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
@@ -597,13 +598,11 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
     // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
     // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    const size_t r0 = sp_row0_, r1 = sp_row0_ == 0 ? sp_rows_ : 0;
-    auto rows = [&](size_t row0, TensorView v, size_t width) { return v.slice(row0 * width, sp_rows_ * width); };
-    be_.matmul_gelu_bwd(rows(r0, sc.dfch, 4 * Cl), TensorView{}, TensorView{}, rows(r0, dres, C),
-                        rows(r0, a.fcg, 4 * Cl), p.fcproj_w, rows(r0, a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+    be_.matmul_gelu_bwd(bwd_rows(sc.dfch, 4 * Cl), TensorView{}, TensorView{}, bwd_rows(dres, C),
+                        bwd_rows(a.fcg, 4 * Cl), p.fcproj_w, bwd_rows(a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(rows(r1, sc.dfch, 4 * Cl), TensorView{}, TensorView{}, rows(r1, dres, C),
-                        rows(r1, a.fcg, 4 * Cl), p.fcproj_w, rows(r1, a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+    be_.matmul_gelu_bwd(peer_rows(sc.dfch, 4 * Cl), TensorView{}, TensorView{}, peer_rows(dres, C),
+                        peer_rows(a.fcg, 4 * Cl), p.fcproj_w, peer_rows(a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
   } else {
     finish_grad_gather(s);
     be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
@@ -690,18 +689,14 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
-  // copy_to_tp_region's backward (with the split LayerNorm backward, of this rank's rows)
-  TpSum dlnf_sum = split_bwd_ ? TpSum::start(tp, peer_rows(sc.dlnf, C), true, st) : start_sum(sc.dlnf);
+  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
   be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_sum.wait(st),
                     bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C);
   dlnf_sum.done(st);
-  if (split_bwd_) {
-    TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
-    s.grad_gather = tp.all_gather_async(s.grad.data, sp_rows_ * C_, s.grad.dtype, st);
-  }
+  if (split_bwd_) start_grad_gather(s, s.grad);
 }
 
 TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }

@@ -78,8 +78,8 @@ class GptStage {
   // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
   // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
   // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
-  // all-reduces. Collective over the TP group; fatal with the reason where the group cannot
-  // (two nodes, no peer access). Not with sequence parallelism.
+  // all-reduces. Collective over the TP group; an input error with the reason where the group
+  // cannot (two nodes, no peer access). Not with sequence parallelism.
   void set_tp_fused_sum(bool on);
   // parallel.tp_split_layernorm_bwd (with tp_fused_sum, so tp = 2): the backward's LayerNorms
   // run on this TP rank's half of the rows, as under sequence parallelism (each rank receives
@@ -142,28 +142,30 @@ class GptStage {
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
   // The rows of an (N, width) activation this rank computes row-wise ops on: under sequence
   // parallelism its own [sp_row0_, sp_row0_ + sp_rows_), else all of them; own_row_count() rows.
-  TensorView own_rows(TensorView v, size_t width) const {
-    return sp_ ? v.slice(sp_row0_ * width, sp_rows_ * width) : v;
-  }
+  TensorView own_rows(TensorView v, size_t width) const { return sp_ ? my_rows(v, width) : v; }
   int own_row_count() const { return sp_ ? static_cast<int>(sp_rows_) : B_ * T_; }
   // The rows the backward's LayerNorms run on: own rows under sequence parallelism or the split
-  // LayerNorm backward, else all; bwd_row_count() rows. peer_rows: the other rank's (tp = 2).
+  // LayerNorm backward, else all; bwd_row_count() rows.
   bool bwd_split() const { return sp_ || split_bwd_; }
-  TensorView bwd_rows(TensorView v, size_t width) const {
-    return bwd_split() ? v.slice(sp_row0_ * width, sp_rows_ * width) : v;
-  }
+  TensorView bwd_rows(TensorView v, size_t width) const { return bwd_split() ? my_rows(v, width) : v; }
   int bwd_row_count() const { return bwd_split() ? static_cast<int>(sp_rows_) : B_ * T_; }
+  // With rows split between the ranks: this rank's [sp_row0_, sp_row0_ + sp_rows_), and the
+  // other rank's (tp = 2).
+  TensorView my_rows(TensorView v, size_t width) const { return v.slice(sp_row0_ * width, sp_rows_ * width); }
   TensorView peer_rows(TensorView v, size_t width) const {
     return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
   }
-  // Split LayerNorm backward: waits for slot s's residual-gradient rows being gathered, if any.
+  // Split LayerNorm backward: starts the gather of the other rank's rows of the residual
+  // gradient dres into slot s (this rank's are final), and waits for it, if any.
+  void start_grad_gather(Slot& s, TensorView dres);
   void finish_grad_gather(Slot& s);
   void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   Request sum_over_tp(TensorView v);
-  // The same for a v whose reader is a LayerNorm that can add the other rank's partial: with
-  // parallel.tp_fused_sum the partials are exchanged instead (see TpSum).
+  // The same for a LayerNorm's input gradient v, whose LayerNorm backward adds the other rank's
+  // partial: with parallel.tp_fused_sum the partials are exchanged instead (see TpSum), and
+  // with the split LayerNorm backward only the other rank's rows of v are sent.
   TpSum start_sum(TensorView v);
   // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
   void gather_rows(TensorView v);

@@ -25,6 +25,7 @@ constexpr double kPeakBf16TFlops = 989.0;   // H100/H200 SXM dense bf16, the usu
 
 struct BenchOptions {
   int warmup = 3, steps = 10;
+  bool sync_steps = false;   // wait for each step before queuing the next (as before queue_step)
   int profile_steps = 2;   // profiled steps after the timed ones (GPU backends)
   bool profile = false;    // print the per-op table of those steps
   bool kernels = false;
@@ -37,11 +38,27 @@ struct StepProfile {
   double step_ms = 0, op_ms = 0, wait_ms = 0;
 };
 
-StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps) {
+// Steps [first, first + n): each queued before the previous one is finished (the device never
+// waits for the host between them), or with sync one at a time; their host times.
+std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
+  std::vector<double> ms;
+  for (int s = first; s < first + n; ++s) {
+    if (sync) {
+      ms.push_back(trainer.train_step(s).step_ms);
+      continue;
+    }
+    trainer.queue_step(s);
+    if (trainer.queued_steps() > 1) ms.push_back(trainer.finish_step().step_ms);
+  }
+  while (trainer.queued_steps() > 0) ms.push_back(trainer.finish_step().step_ms);
+  return ms;
+}
+
+StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps, bool sync) {
   StepProfile p;
   if (steps <= 0) return p;
   be.set_profiling(true);
-  for (int s = first_step; s < first_step + steps; ++s) p.step_ms += trainer.train_step(s).step_ms / steps;
+  for (double ms : run_steps(trainer, first_step, steps, sync)) p.step_ms += ms / steps;
   be.set_profiling(false);
   p.ops = be.take_profile();
   for (OpTime& t : p.ops) {
@@ -216,6 +233,9 @@ int cmd_bench(const Args& args) {
       "bench.steps", po::value(&o.steps)->default_value(10), "timed steps")(
       "bench.kernels", po::bool_switch(&o.kernels), "time the hot kernels instead of training steps")(
       "bench.profile", po::bool_switch(&o.profile), "also print GPU time per op of the profiled steps")(
+      "bench.sync_steps", po::bool_switch(&o.sync_steps),
+      "wait for each step's loss before queuing the next (by default the next step is queued first, so the "
+      "device does not wait for the host between steps)")(
       "bench.profile_steps", po::value(&o.profile_steps)->default_value(2),
       "steps timed op by op after the timed steps (GPU backends; 0 = none)");
   ParsedArgs parsed = parse_args(args, &extra);
@@ -242,13 +262,12 @@ int cmd_bench(const Args& args) {
   }
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
-  for (int s = 0; s < o.warmup; ++s) trainer.train_step(s);
+  run_steps(trainer, 0, o.warmup, o.sync_steps);
   const BackendCounters before = rt.backend->counters();
-  std::vector<double> ms;
-  for (int s = o.warmup; s < o.warmup + o.steps; ++s) ms.push_back(trainer.train_step(s).step_ms);
+  std::vector<double> ms = run_steps(trainer, o.warmup, o.steps, o.sync_steps);
   const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
-  const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled);
+  const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled, o.sync_steps);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
@@ -267,9 +286,11 @@ int cmd_bench(const Args& args) {
                   cfg.train.micro_batch_size, " G", cfg.train.global_batch_size)
                   .c_str(),
               world, tok_s, median, mfu * 100, max_peak / double(1 << 30), wait.c_str());
-  std::printf("(median of %d timed steps after %d warm-up; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x ranks), "
-              "N = %.1fM parameters; backend %s)\n",
-              o.steps, o.warmup, kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+  std::printf("(median of %d timed steps after %d warm-up, %s; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x "
+              "ranks), N = %.1fM parameters; backend %s)\n",
+              o.steps, o.warmup,
+              o.sync_steps ? "each waited for before the next is queued" : "each queued before the previous one's loss is read",
+              kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
                 "transfer, from %d profiled steps)\n", profiled);

@@ -160,18 +160,32 @@ int cmd_train(const Args& args) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
   const bool checkpoints = !cfg.checkpoint.dir.empty();
-  for (int step = first_step; step < cfg.train.steps; ++step) {
-    StepStats s = trainer.train_step(step);
-    if (cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0) {
+  const auto evaluates = [&](int step) { return cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0; };
+  const auto saves_after = [&](int step) {
+    return checkpoints && cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
+  };
+  bool stopping = false;
+  // Reports a finished step and checks for a stop signal (every rank, in step order).
+  const auto report = [&](StepStats s) {
+    if (evaluates(s.step)) {
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
-      log_info(str("eval  ", step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(str("eval  ", s.step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     metrics->write(s);
-    if ((step + 1) % cfg.log.every == 0 || step == first_step || step + 1 == cfg.train.steps)
+    if ((s.step + 1) % cfg.log.every == 0 || s.step == first_step || s.step + 1 == cfg.train.steps)
       log_info(format_step(s, cfg.train.steps));
-    const bool stopping = any_rank_stopping(rt.groups.mpi.world);
-    const bool periodic = cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
-    if (checkpoints && (periodic || stopping || step + 1 == cfg.train.steps)) save(cfg, trainer, rt.groups, step + 1);
+    stopping = any_rank_stopping(rt.groups.mpi.world) || stopping;
+  };
+  // Each step is queued before the previous one is reported, so the device need not wait for the
+  // host between steps; a step after which the model is read (evaluation, checkpoint, the last
+  // step, a stop signal) is finished at once, so that nothing else is queued behind it.
+  for (int step = first_step; step < cfg.train.steps; ++step) {
+    trainer.queue_step(step);
+    if (trainer.queued_steps() > 1) report(trainer.finish_step());
+    const bool last = step + 1 == cfg.train.steps;
+    if (!(evaluates(step) || saves_after(step) || last || stopping)) continue;
+    while (trainer.queued_steps() > 0) report(trainer.finish_step());
+    if (checkpoints && (saves_after(step) || stopping || last)) save(cfg, trainer, rt.groups, step + 1);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
                    "exiting after step ", step + 1));

@@ -47,6 +47,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them");
   v("parallel.tp_comm_ctas", c.parallel.tp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a TP collective may hold; 0 = NCCL's choice");
+  v("parallel.dp_copy_engine", c.parallel.dp_copy_engine,
+    "with dp = 2 and parallel.zero = 1, send each gradient bucket's other half to the other rank (the optimizer "
+    "adds it while it reads its shard: same values as the reduce-scatter) and the updated parameters back, by the "
+    "copy engines on GPUs, leaving every SM to the backward beside them (the two GPUs must share a node with peer "
+    "access)");
   v("parallel.dp_comm_ctas", c.parallel.dp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a data-parallel gradient reduction or ZeRO-1 gather may hold; 0 = NCCL's choice");
   v("parallel.auto", c.parallel.auto_layout,

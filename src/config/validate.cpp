@@ -79,6 +79,10 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           "cannot be combined with parallel.sequence_parallel; turn one of them off");
   require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",
           "needs parallel.tp_fused_sum = true");
+  require(!p.dp_copy_engine || p.dp <= 2, "parallel.dp_copy_engine", "true",
+          str("needs dp = 2 (the gradient halves go between two ranks), not dp = ", p.dp, "; turn it off"));
+  require(!p.dp_copy_engine || p.dp == 1 || p.zero == 1, "parallel.dp_copy_engine", "true",
+          "needs parallel.zero = 1 (each rank's optimizer adds the other rank's half of its shard)");
   int n_micro = t.global_batch_size / per_round;
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",

@@ -3,8 +3,24 @@
 
 namespace trident {
 
-GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be, bool zero)
-    : layout_(layout), grads_(grads), g_(g), be_(be), zero_(zero), pending_(layout.buckets().size()) {}
+GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be, bool zero,
+                   bool copy_engine)
+    : layout_(layout), grads_(grads), g_(g), be_(be), zero_(zero), pending_(layout.buckets().size()) {
+  if (!copy_engine || g.topo.dp() == 1) return;
+  TRIDENT_CHECK(zero && g.topo.dp() == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
+  size_t total = 0;
+  for (const Bucket& bk : layout.buckets()) {
+    inbox_offset_.push_back(total);
+    total += bk.size / 2;
+  }
+  inbox_ = Buffer(be, total * sizeof(float));
+  const std::string why = g.dp->register_window(inbox_.get(), inbox_.bytes());
+  if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
+}
+
+GradSync::~GradSync() {
+  if (inbox_.get()) g_.dp->unregister_window(inbox_.get());
+}
 
 std::pair<size_t, size_t> GradSync::dp_slice(const Bucket& bk, int dp, int dp_rank) {
   const size_t share = bk.size / dp;
@@ -17,6 +33,11 @@ void GradSync::launch(int b) {
   if (g_.topo.dp() == 1) return;
   const Bucket& bk = layout_.buckets()[b];
   TensorView v = grads_.slice(bk.offset, bk.size);
+  if (inbox_.get()) {
+    pending_[b] = g_.dp->scatter_partial_async(v.data, bk.size / 2, DType::F32, inbox().slice(inbox_offset_[b], bk.size / 2).data,
+                                               be_.stream());
+    return;
+  }
   pending_[b] = zero_ ? g_.dp->reduce_scatter_async(v.data, bk.size / g_.topo.dp(), DType::F32, be_.stream())
                       : g_.dp->all_reduce_async(v.data, bk.size, DType::F32, ReduceOp::Sum, be_.stream());
 }

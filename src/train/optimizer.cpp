@@ -46,8 +46,8 @@ Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
 }  // namespace
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-                     const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero)
-    : layout_(layout), params_(params), grads_(grads), g_(g), be_(be), t_(t), zero_(zero) {
+                     const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer)
+    : layout_(layout), params_(params), grads_(grads), peer_(peer), g_(g), be_(be), t_(t), zero_(zero) {
   const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
@@ -72,11 +72,17 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
     stale_.assign(layout.buckets().size(), 0);
     gathering_.resize(layout.buckets().size());
   }
+  if (!peer_.empty()) {
+    TRIDENT_CHECK(peer_.numel == master_.numel, "optimizer: the inbox does not match the ZeRO-1 shards");
+    const std::string why = g.dp->register_window(params_.data, params_.bytes());
+    if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
+  }
 }
 
 Optimizer::~Optimizer() {
   for (Request& r : gathering_)
     if (r) r->wait(be_.stream());
+  if (!peer_.empty()) g_.dp->unregister_window(params_.data);
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
@@ -102,7 +108,9 @@ void Optimizer::init_master() {
   for (const Segment& s : update_) be_.copy(master_.slice(s.state, s.n), params_.slice(s.flat, s.n));
 }
 
-void Optimizer::add_norm_sq(TensorView acc) { be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32)); }
+void Optimizer::add_norm_sq(TensorView acc) {
+  be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
+}
 
 void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   AdamWArgs a;
@@ -115,7 +123,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
   const TensorView table = update_table_.view(DType::I32);
   if (!zero_ || g_.topo.dp() == 1) {
-    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip));
+    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip), peer_);
     return;
   }
   // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
@@ -131,7 +139,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   auto update = [&](size_t begin, size_t count) {
     if (count)
       be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
-                      norm_sq, static_cast<float>(clip));
+                      norm_sq, static_cast<float>(clip), peer_);
   };
   std::fill(stale_.begin(), stale_.end(), 1);
   update(before, first_count);

@@ -34,9 +34,10 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
-    sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1);
+    sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1,
+                                       cfg.parallel.dp_copy_engine);
     optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
-                                             cfg.train, cfg.parallel.zero == 1);
+                                             cfg.train, cfg.parallel.zero == 1, sync_->inbox());
     model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
@@ -56,6 +57,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
 Trainer::~Trainer() = default;
 
 void Trainer::set_position(int64_t step, int64_t consumed_samples) {
+  TRIDENT_CHECK(queued_.empty(), "set_position: finish the queued steps first");
   base_step_ = step;
   base_samples_ = consumed_samples;
   read_step_ = -1;   // a batch read ahead belongs to the old position
@@ -108,6 +110,7 @@ double Trainer::reduce_loss(double local_sum) {
 }
 
 double Trainer::evaluate(BatchSource& source, int steps) {
+  TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
   const int64_t G = cfg_.train.global_batch_size;
   double sum = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
@@ -120,21 +123,29 @@ double Trainer::evaluate(BatchSource& source, int steps) {
   return sum / (static_cast<double>(steps) * G * cfg_.model.seq_len);
 }
 
-// The steady state waits for the device once per step, at the end (to report loss and norm):
-// the batch goes up in one copy, the loss and the squared gradient norm are reduced together
-// and the clipping factor is applied on the device, and the next step's batch is read on the
-// host while this step runs.
 StepStats Trainer::train_step(int step) {
+  TRIDENT_CHECK(queued_.empty(), "train_step: finish the queued steps first");
+  queue_step(step);
+  return finish_step();
+}
+
+// The steady state waits for the device once per step (to report loss and norm), and with
+// queue_step/finish_step one step late: the batch goes up in one copy, the loss and the squared
+// gradient norm are reduced together and read back without a wait, the clipping factor is
+// applied on the device, and the next step's batch is read on the host while this step runs.
+void Trainer::queue_step(int step) {
   TRIDENT_CHECK(optimizer_ != nullptr, "train_step: this trainer was built for evaluation only");
+  TRIDENT_CHECK(queued_.size() < static_cast<size_t>(Backend::kReadbacks), "queue_step: too many steps queued");
   set_current_step(step);
   if (step == stall_step_) {
     // Test hook: this rank stops answering, so its peers must time out instead of hanging.
     std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %d\n", error_context().c_str(), step);
     std::this_thread::sleep_for(std::chrono::hours(24));
   }
-  auto t0 = std::chrono::steady_clock::now();
+  QueuedStep q;
+  q.step = step;
+  q.t0 = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
-
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
   upload_batch();
   model_->zero_grads();
@@ -151,19 +162,33 @@ StepStats Trainer::train_step(int step) {
   optimizer_->add_norm_sq(stats.slice(1, 1));
   g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
 
-  StepStats s;
-  s.step = step;
-  s.lr = lr_at(cfg_.train, step);
-  optimizer_->step(s.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  q.lr = lr_at(cfg_.train, step);
+  optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  queued_.push_back(q);
+  // stats_buf_ is next written by the next step's ops, queued after this copy.
+  queued_.back().readback = be_.readback_async(queued_.back().stats, stats);
   // The host prepares the next batch while the device works through this step.
   read_batch(data_, consumed_samples(step + 1));
   read_step_ = step + 1;
-  float host_stats[2] = {0, 0};
-  be_.copy_to_host(host_stats, stats);
-  s.loss = host_stats[0] / tokens;
-  s.grad_norm = std::sqrt(static_cast<double>(host_stats[1]));
-  s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+StepStats Trainer::finish_step() {
+  TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
+  QueuedStep& q = queued_.front();
+  be_.wait_readback(q.readback);
+  const auto now = std::chrono::steady_clock::now();
+  const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
+  StepStats s;
+  s.step = q.step;
+  s.lr = q.lr;
+  s.loss = q.stats[0] / tokens;
+  s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
+  // From the step's start, or the previous step's end where they overlapped (queued ahead).
+  const auto start = std::max(q.t0, last_finish_);
+  s.step_ms = std::chrono::duration<double, std::milli>(now - start).count();
   s.tokens_per_s = tokens / (s.step_ms / 1000.0);
+  last_finish_ = now;
+  queued_.pop_front();
   return s;
 }
 

@@ -76,6 +76,16 @@ class Backend {
   virtual void release(void* p) = 0;
   virtual void zero(TensorView t) = 0;
   virtual void copy_to_host(void* dst, TensorView src) = 0;       // waits for queued work
+  // copy_to_host without waiting now: the copy of src (at most kReadbackBytes) is queued after
+  // the work so far, and wait_readback(ticket) writes dst once it (and so everything queued
+  // before it) is done. At most kReadbacks may be pending. Backends without a queue copy at once.
+  static constexpr size_t kReadbackBytes = 256;
+  static constexpr int kReadbacks = 4;
+  virtual uint64_t readback_async(void* dst, TensorView src) {
+    copy_to_host(dst, src);
+    return 0;
+  }
+  virtual void wait_readback(uint64_t ticket) { (void)ticket; }
   // src may be reused or freed as soon as this returns (the device copy is ordered on the stream).
   virtual void copy_from_host(TensorView dst, const void* src) = 0;
   // dst = src elementwise (same numel); converts when dtypes differ (fp32 <-> bf16).
@@ -196,14 +206,17 @@ class Backend {
                      const AdamWArgs& a) = 0;
 
   // Multi-tensor forms (one pass over many tensors; `pieces` as described at TensorPiece):
-  // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset.
-  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) = 0;
+  // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset. Where peer is
+  // given (f32), each element is x[flat + i] + peer[state + i]: the other rank's partial, summed
+  // here instead of by a reduce-scatter (parallel.dp_copy_engine); adamw_multi reads it alike.
+  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer = {}) = 0;
   // AdamW over every piece: param, grad at the flat offset, master, m, v at the state offset;
   // a.weight_decay applies to pieces with decay set. With norm_sq (1 f32, the squared global
   // gradient norm) and clip > 0, gradients are also scaled by min(1, clip / (sqrt(norm_sq) + 1e-6))
   // (torch.nn.utils.clip_grad_norm_), read on the device so the host need not wait for it.
   virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) = 0;
+                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip,
+                           TensorView peer = {}) = 0;
 
   // ---- concurrency: ops queued between side_begin() and side_end() go to a second queue that
   // starts after everything queued so far; the ops queued after side_end() may run beside them

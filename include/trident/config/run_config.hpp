@@ -42,6 +42,7 @@ struct ParallelConfig {
   int tp_sm_margin = 0;             // tp > 1: SMs the GEMMs beside a TP all-reduce leave free (0: none)
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
+  bool dp_copy_engine = false;      // dp = 2, ZeRO-1: gradient and parameter exchange by the copy engines
 };
 
 struct TrainConfig {

@@ -79,6 +79,25 @@ class Comm {
     TRIDENT_FATAL(str("send_partial_async on the ", name(), " communicator without enable_partials"));
   }
 
+  // Copy-engine collectives of a pair on one node (parallel.dp_copy_engine). register_window is
+  // collective and called with the same-sized buffer on both ranks: it maps the other rank's
+  // buffer, so that an all_gather_async or scatter_partial_async whose destination lies in a
+  // window is a copy into the other GPU's memory by a copy engine (no SM runs it). Returns "" or,
+  // on every rank, why this group cannot (then nothing changed); without windows the operations
+  // run as before.
+  virtual std::string register_window(void* base, size_t bytes) {
+    (void)base, (void)bytes;
+    return "this communicator has no copy-engine windows";
+  }
+  // Collective: drains the pair's operations and unmaps the window at base, which may then be
+  // freed (the other rank's mapping must close first). Nothing where base is no window.
+  virtual void unregister_window(void* base) { (void)base; }
+  // A reduce-scatter of a pair that leaves the sum to the reader: sends the other rank's block of
+  // buf (`count` elements at buf + (1 - rank)*count) into the other rank's `inbox` (the same
+  // offset in its window) and receives the other rank's partial of this rank's block into this
+  // rank's `inbox`; wait(s) orders s after both (this rank's block is then buf's + inbox's).
+  virtual Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s);
+
   void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream s) {
     all_reduce_async(buf, count, t, op, s)->wait(s);
   }

@@ -30,6 +30,8 @@ class MpiComm : public Comm {
   void barrier() override;
   std::string enable_partials(size_t max_bytes) override;
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override;
+  // Host buffers need no mapping: the pair operations run as MPI sends and receives.
+  std::string register_window(void*, size_t) override { return ""; }
 
  private:
   MPI_Comm comm_;

@@ -17,8 +17,11 @@ namespace trident {
 
 class Optimizer : public ParamFetch {
  public:
+  // peer: the other DP rank's partials of this rank's shards (GradSync::inbox(), with
+  // parallel.dp_copy_engine), added to the gradients as they are read; the parameters are then
+  // a copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-            const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero);
+            const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer = {});
   // Completes the all-gathers already started (every DP rank started them), so that none is
   // still writing the parameters when their memory goes.
   ~Optimizer() override;
@@ -65,7 +68,7 @@ class Optimizer : public ParamFetch {
 
  private:
   const ParamLayout& layout_;
-  TensorView params_, grads_;
+  TensorView params_, grads_, peer_;
   const ParallelGroups& g_;
   Backend& be_;
   TrainConfig t_;

@@ -2,7 +2,9 @@
 // reduce gradients over DP (and the tied embedding), clip by the global norm, AdamW.
 #pragma once
 
+#include <chrono>
 #include <cmath>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -39,7 +41,16 @@ class Trainer {
   Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode = Mode::Train);
   ~Trainer();
 
+  // One optimizer step, waiting for its loss and gradient norm.
   StepStats train_step(int step);
+  // The same in two halves, so that the device need never wait for the host between steps:
+  // queue_step() queues a step and returns without waiting; finish_step() waits for the oldest
+  // queued step and returns its stats. Queue the next step before finishing this one (at most
+  // Backend::kReadbacks queued), and finish every queued step before reading the model
+  // (evaluation, checkpoints).
+  void queue_step(int step);
+  StepStats finish_step();
+  int queued_steps() const { return static_cast<int>(queued_.size()); }
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
   // [0, steps * global batch), the same set for every layout.
   double evaluate(BatchSource& source, int steps);
@@ -53,6 +64,7 @@ class Trainer {
   // update left pending, so all ranks of a DP group must call it together (checkpoints and
   // tests do).
   GptStage& model() {
+    TRIDENT_CHECK(queued_.empty(), "model(): finish the queued steps first");
     if (optimizer_) optimizer_->gather_all();
     return *model_;
   }
@@ -76,6 +88,16 @@ class Trainer {
   int n_micro_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
+  // A queued step: what finish_step() needs to report it.
+  struct QueuedStep {
+    int step = 0;
+    double lr = 0;
+    std::chrono::steady_clock::time_point t0;
+    uint64_t readback = 0;
+    float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm]
+  };
+  std::deque<QueuedStep> queued_;
+  std::chrono::steady_clock::time_point last_finish_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)

@@ -63,9 +63,9 @@ class CpuBackend final : public Backend {
   void scale(TensorView x, float s) override;
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override;
-  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override;
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override;
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override;
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) override;
 
  private:
   // alloc() may be called from several host threads (e.g. a comm thread); the size table

@@ -75,21 +75,29 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
   }
 }
 
-void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) {
+void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) {
   float* a = f32_data(acc, 1, "sum_squares_multi: acc");
   const TensorPiece* table = pieces_in(pieces, "sum_squares_multi");
   const size_t count = pieces.numel / kPieceWords;
   double total = 0;
+  std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
     const TensorView piece = x.slice(table[i].flat, table[i].n);
     const float* v = f32_data(piece, piece.numel, "sum_squares_multi: x");
+    if (!peer.empty()) {   // the sum a reduce-scatter would have made, rounded to f32 alike
+      const TensorView other = peer.slice(table[i].state, table[i].n);
+      const float* o = f32_data(other, other.numel, "sum_squares_multi: peer");
+      sum.resize(piece.numel);
+      for (size_t k = 0; k < piece.numel; ++k) sum[k] = v[k] + o[k];
+      v = sum.data();
+    }
     total += chunked_sum(v, static_cast<long>(piece.numel), [](double e) { return e * e; });
   }
   *a += static_cast<float>(total);
 }
 
 void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                             TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
+                             TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) {
   const TensorPiece* table = pieces_in(pieces, "adamw_multi");
   const size_t count = pieces.numel / kPieceWords;
   AdamWArgs args = a;
@@ -97,11 +105,20 @@ void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, 
     const float norm = std::sqrt(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"));
     args.grad_scale *= std::min(1.0f, clip / (norm + 1e-6f));
   }
+  std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
     const TensorPiece& p = table[i];
     args.weight_decay = p.decay ? a.weight_decay : 0.0f;
+    TensorView g = grad.slice(p.flat, p.n);
+    if (!peer.empty()) {   // grad + the other rank's partial (Backend::sum_squares_multi)
+      const float* mine = f32_data(g, g.numel, "adamw_multi: grad");
+      const float* other = f32_data(peer.slice(p.state, p.n), g.numel, "adamw_multi: peer");
+      sum.resize(g.numel);
+      for (size_t k = 0; k < g.numel; ++k) sum[k] = mine[k] + other[k];
+      g = TensorView(sum.data(), DType::F32, g.numel);
+    }
     adamw(param.empty() ? TensorView{} : param.slice(p.flat, p.n), master.slice(p.state, p.n), m.slice(p.state, p.n),
-          v.slice(p.state, p.n), grad.slice(p.flat, p.n), args);
+          v.slice(p.state, p.n), g, args);
   }
 }
 

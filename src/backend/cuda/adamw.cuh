@@ -11,8 +11,9 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
            cudaStream_t stream);
 
 // AdamW over `count` pieces (device table), one block per piece: see Backend::adamw_multi.
-// norm_sq may be null (no clipping).
-void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const TensorPiece* pieces,
-                 int count, const AdamWArgs& a, const float* norm_sq, float clip, cudaStream_t stream);
+// norm_sq may be null (no clipping), peer too (the gradient is grad alone).
+void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const float* peer,
+                 const TensorPiece* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
+                 cudaStream_t stream);
 
 }  // namespace trident::gpu

@@ -2,6 +2,7 @@
 // the compute stream and argument checks; each op calls its family's entry point (encoder.cu, ...).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -73,6 +74,13 @@ class CudaBackend final : public Backend {
     warn_if(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
     warn_if(cudaStreamSynchronize(main_stream_), "cudaStreamSynchronize");
     matmul_.reset();
+    for (Readback& r : readbacks_)
+      if (r.done) warn_if(cudaEventDestroy(r.done), "cudaEventDestroy");
+    if (readback_host_) warn_if(cudaFreeHost(readback_host_), "cudaFreeHost");
+    for (Upload& u : uploads_) {
+      if (u.done) warn_if(cudaEventDestroy(u.done), "cudaEventDestroy");
+      if (u.host) warn_if(cudaFreeHost(u.host), "cudaFreeHost");
+    }
     warn_if(cudaEventDestroy(fork_), "cudaEventDestroy");
     warn_if(cudaEventDestroy(join_), "cudaEventDestroy");
     warn_if(cudaStreamDestroy(side_stream_), "cudaStreamDestroy");
@@ -136,20 +144,68 @@ class CudaBackend final : public Backend {
     wait_for_stream();
   }
 
+  uint64_t readback_async(void* dst, TensorView src) override {
+    TRIDENT_CHECK(src.bytes() <= kReadbackBytes, str("readback_async of ", src.bytes(), " bytes (at most ", kReadbackBytes, ")"));
+    TRIDENT_CHECK(!on_side(), "cuda backend: readback_async between side_begin() and side_end()");
+    const uint64_t ticket = ++readback_seq_;
+    Readback& r = readbacks_[ticket % kReadbacks];
+    TRIDENT_CHECK(r.ticket == 0, str("more than ", kReadbacks, " readbacks pending"));
+    if (!readback_host_) {   // pinned, so that the copy runs in stream order without the host
+      CUDA_CHECK(cudaMallocHost(&readback_host_, kReadbacks * kReadbackBytes));
+      for (Readback& q : readbacks_) CUDA_CHECK(cudaEventCreateWithFlags(&q.done, cudaEventDisableTiming));
+    }
+    side_join();   // the copy follows the side stream's work too, as a host wait would
+    char* staged = static_cast<char*>(readback_host_) + (ticket % kReadbacks) * kReadbackBytes;
+    if (src.numel) CUDA_CHECK(cudaMemcpyAsync(staged, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaEventRecord(r.done, stream_));
+    r = Readback{ticket, dst, src.bytes(), r.done};
+    return ticket;
+  }
+
+  void wait_readback(uint64_t ticket) override {
+    Readback& r = readbacks_[ticket % kReadbacks];
+    TRIDENT_CHECK(ticket != 0 && r.ticket == ticket, str("wait_readback(", ticket, "): not pending"));
+    CUDA_CHECK(cudaEventSynchronize(r.done));
+    std::memcpy(r.dst, static_cast<char*>(readback_host_) + (ticket % kReadbacks) * kReadbackBytes, r.bytes);
+    r.ticket = 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++host_waits_;
+  }
+
   void copy_from_host(TensorView dst, const void* src) override {
     if (!dst.numel) return;
     TRIDENT_CHECK(!on_side(), "cuda backend: copy_from_host between side_begin() and side_end()");
-    CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
-    // The caller may reuse or free src as soon as this returns. From pageable memory the copy
-    // has been staged by then (CUDA's documented behaviour); from pinned memory the DMA reads
-    // src later, so wait.
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
       static_cast<void>(cudaGetLastError());
       attr.type = cudaMemoryTypeHost;   // unknown: be safe
     }
+    // The caller may reuse or free src as soon as this returns. A small pageable source (a
+    // step's batch) is staged in pinned memory first, so that the copy is queued in stream order
+    // without the host waiting for the work before it (the driver may synchronize a pageable
+    // copy with the stream); larger ones (checkpoints) are copied from where they are and, from
+    // pinned memory, waited for.
+    if (attr.type == cudaMemoryTypeUnregistered && dst.bytes() <= kStagedUploadBytes) {
+      Upload& u = uploads_[upload_seq_++ % 2];
+      if (u.bytes < dst.bytes()) {   // grows while warming up only: the batch has one size
+        if (u.host) CUDA_CHECK(cudaFreeHost(u.host));
+        CUDA_CHECK(cudaMallocHost(&u.host, dst.bytes()));
+        u.bytes = dst.bytes();
+        if (!u.done) CUDA_CHECK(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming));
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++allocations_;
+      } else {
+        CUDA_CHECK(cudaEventSynchronize(u.done));   // its copy of two uploads ago has run
+      }
+      std::memcpy(u.host, src, dst.bytes());
+      CUDA_CHECK(cudaMemcpyAsync(dst.data, u.host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaEventRecord(u.done, stream_));
+      return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
     if (attr.type != cudaMemoryTypeUnregistered) wait_for_stream();
   }
+
 
   void copy(TensorView dst, TensorView src) override {
     gpu::ProfileScope prof(stream_, "copy", src.numel);
@@ -413,20 +469,21 @@ class CudaBackend final : public Backend {
                f32(v, n, "adamw: v"), f32(grad, n, "adamw: grad"), n, a, stream_);
   }
 
-  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override {
     gpu::ProfileScope prof(stream_, "sum_squares_multi", pieces.numel / kPieceWords);
     gpu::sum_squares_multi(f32(acc, 1, "sum_squares_multi: acc"), f32(x, x.numel, "sum_squares_multi: x"),
+                           f32_optional(peer, peer.numel, "sum_squares_multi: peer"),
                            piece_table(pieces, "sum_squares_multi"), static_cast<int>(pieces.numel / kPieceWords),
                            *scratch_, stream_);
   }
 
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) override {
     gpu::ProfileScope prof(stream_, "adamw_multi", pieces.numel / kPieceWords);
     const size_t n = master.numel, flat = grad.numel;
     gpu::adamw_multi(act_optional(param, flat, "adamw_multi: param"), f32(master, n, "adamw_multi: master"),
                      f32(m, n, "adamw_multi: m"), f32(v, n, "adamw_multi: v"), f32(grad, flat, "adamw_multi: grad"),
-                     piece_table(pieces, "adamw_multi"), static_cast<int>(pieces.numel / kPieceWords), a,
+                     f32_optional(peer, n, "adamw_multi: peer"), piece_table(pieces, "adamw_multi"), static_cast<int>(pieces.numel / kPieceWords), a,
                      f32_optional(norm_sq, 1, "adamw_multi: norm_sq"), clip, stream_);
   }
 
@@ -484,6 +541,25 @@ class CudaBackend final : public Backend {
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
   long allocations_ = 0, host_waits_ = 0;
+  // readback_async: pinned staging and a completion event per pending readback.
+  struct Readback {
+    uint64_t ticket = 0;   // 0: free
+    void* dst = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  Readback readbacks_[kReadbacks];
+  // copy_from_host's pinned staging for small pageable sources, two in turn.
+  static constexpr size_t kStagedUploadBytes = size_t(64) << 20;
+  struct Upload {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  Upload uploads_[2];
+  uint64_t upload_seq_ = 0;
+  void* readback_host_ = nullptr;
+  uint64_t readback_seq_ = 0;
 };
 
 }  // namespace

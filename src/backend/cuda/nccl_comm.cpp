@@ -209,6 +209,7 @@ struct StreamMemOps {
   CUresult (*wait64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
   CUresult (*write64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
   CUresult (*attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*address_range)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
 
   static const StreamMemOps& get() {
     static const StreamMemOps ops = [] {
@@ -223,6 +224,7 @@ struct StreamMemOps {
       find("cuStreamWaitValue64", &o.wait64);
       find("cuStreamWriteValue64", &o.write64);
       find("cuDeviceGetAttribute", &o.attribute);
+      find("cuMemGetAddressRange", &o.address_range);
       return o;
     }();
     return ops;
@@ -414,6 +416,203 @@ class PeerPartial : public PartialWork {
   std::shared_ptr<Pending> p_;
 };
 
+// Copy-engine collectives of a pair into registered windows (parallel.dp_copy_engine): buffers of
+// the same size on both GPUs, each mapped into the other's address space through CUDA IPC. An
+// operation copies this rank's block straight into the other GPU's buffer, so it needs no staging
+// slot and no SM. Operations are collective, so both ranks number them alike (seq); flags in each
+// GPU's memory, written by the other GPU with stream memory operations:
+//   ready:   the last operation the other rank has reached on its stream (everything it queued
+//            before, readers of the old contents of its destination included, has run),
+//   arrived: the last operation whose block the other rank's copy engine has delivered here.
+// A copy starts once its source is final (an event on the caller's stream) and the other rank is
+// ready; wait() orders a stream after this rank's copy (the source may then change) and the
+// arrival of the other's. Where the driver cannot write into the other GPU's memory directly, a
+// flag is written locally and copied over (a ring of staging words, one per operation in flight).
+class CopyLink {
+ public:
+  static constexpr int kInFlight = 64;   // operations started and not yet waited
+
+  explicit CopyLink(MPI_Comm mpi) : mpi_(mpi) {
+    NCCL_CUDA_CHECK(cudaMalloc(&flags_, kFlagWords * sizeof(uint64_t)));
+    NCCL_CUDA_CHECK(cudaMemset(flags_, 0, kFlagWords * sizeof(uint64_t)));
+    NCCL_CUDA_CHECK(cudaDeviceSynchronize());   // zeroed before the other rank can write them
+    peer_flags_ = static_cast<uint64_t*>(open_peer(flags_, kFlagWords * sizeof(uint64_t)));
+    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
+    for (cudaEvent_t& e : copied_) NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
+    const CUresult probe = StreamMemOps::get().write64(copy_stream_, addr(&peer_flags_[kProbe]), 1,
+                                                       CU_STREAM_WRITE_VALUE_DEFAULT);
+    copy_flags_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(copy_stream_) != cudaSuccess;
+    cudaGetLastError();
+    MPI_CHECK(MPI_Barrier(mpi));
+  }
+
+  ~CopyLink() {
+    // As PeerLink's: drained and unmapped on both ranks before either frees.
+    const bool together = std::uncaught_exceptions() == 0;
+    if (together) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaDeviceSynchronize();
+      MPI_Barrier(mpi_);
+    }
+    for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
+    cudaIpcCloseMemHandle(peer_flags_mapping_);
+    if (together) MPI_Barrier(mpi_);
+    for (cudaEvent_t e : copied_) cudaEventDestroy(e);
+    cudaEventDestroy(ready_event_);
+    cudaStreamDestroy(copy_stream_);
+    cudaFree(flags_);
+  }
+
+  bool flags_copied() const { return copy_flags_; }
+
+  // Collective: maps the other rank's buffer of the same size.
+  void add_window(void* base, size_t bytes) {
+    Window w;
+    w.base = static_cast<char*>(base);
+    w.bytes = bytes;
+    w.peer_base = static_cast<char*>(open_peer(base, bytes, &w.peer_mapping));
+    windows_.push_back(w);
+  }
+
+  // Collective: both ranks drain, then close their mapping of the other's window at base, so
+  // that either may free it after the second barrier.
+  void remove_window(void* base) {
+    for (auto it = windows_.begin(); it != windows_.end(); ++it) {
+      if (it->base != base) continue;
+      const bool together = std::uncaught_exceptions() == 0;
+      if (together) {
+        NCCL_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+        NCCL_CUDA_CHECK(cudaDeviceSynchronize());
+        MPI_CHECK(MPI_Barrier(mpi_));
+      }
+      cudaIpcCloseMemHandle(it->peer_mapping);
+      windows_.erase(it);
+      if (together) MPI_CHECK(MPI_Barrier(mpi_));
+      return;
+    }
+  }
+
+  // Where [p, p + bytes) of this rank's memory lies in the other rank's, or null outside windows.
+  char* peer_address(const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    for (const Window& w : windows_)
+      if (c >= w.base && c + bytes <= w.base + w.bytes) return w.peer_base + (c - w.base);
+    return nullptr;
+  }
+
+  // Copies `bytes` at src (this GPU) to dst (the other GPU) after the work queued on s, once the
+  // other rank has reached this operation; returns its number.
+  uint64_t put(const void* src, char* dst, size_t bytes, cudaStream_t s) {
+    const uint64_t seq = ++seq_;
+    const int k = static_cast<int>(seq % kInFlight);
+    TRIDENT_CHECK(unwaited_[k] == 0, str("copy-engine operation ", unwaited_[k], " not waited before ", seq,
+                                         " reuses its event (more than ", kInFlight, " in flight)"));
+    unwaited_[k] = seq;
+    write_peer_flag(kReady, kReadyStage + k, seq, s);   // this rank's readers so far have run
+    NCCL_CUDA_CHECK(cudaEventRecord(ready_event_, s));
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
+    CU_CHECK(StreamMemOps::get().wait64(copy_stream_, addr(&flags_[kReady]), seq, CU_STREAM_WAIT_VALUE_GEQ));
+    {
+      gpu::ProfileScope prof(copy_stream_, "copy-engine put (bytes)", static_cast<long>(bytes));
+      NCCL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    }
+    NCCL_CUDA_CHECK(cudaEventRecord(copied_[k], copy_stream_));
+    write_peer_flag(kArrived, kArrivedStage + k, seq, copy_stream_);
+    return seq;
+  }
+
+  void wait(uint64_t seq, cudaStream_t s) {
+    const int k = static_cast<int>(seq % kInFlight);
+    TRIDENT_CHECK(unwaited_[k] == seq, str("copy-engine operation ", seq, " waited twice or out of its window"));
+    unwaited_[k] = 0;
+    NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
+    CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[kArrived]), seq, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+
+ private:
+  struct Window {
+    char* base = nullptr;
+    size_t bytes = 0;
+    char* peer_base = nullptr;
+    void* peer_mapping = nullptr;   // what cudaIpcOpenMemHandle returned (the allocation's start)
+  };
+  static constexpr int kReady = 0, kArrived = 1, kProbe = 2, kReadyStage = 3, kArrivedStage = kReadyStage + kInFlight,
+                       kFlagWords = kArrivedStage + kInFlight;
+  static CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+  // Collective: the other rank's [p, p + bytes) in this address space (p may lie inside a larger
+  // allocation; IPC maps whole allocations). Both ranks must pass the same size.
+  void* open_peer(void* p, size_t bytes, void** mapping = nullptr) {
+    CUdeviceptr start = 0;
+    size_t range = 0;
+    CU_CHECK(StreamMemOps::get().address_range(&start, &range, addr(p)));
+    struct Export {
+      cudaIpcMemHandle_t handle;
+      size_t offset, bytes;
+    } mine{}, theirs{};
+    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(start)));
+    mine.offset = addr(p) - start;
+    mine.bytes = bytes;
+    int rank = 0;
+    MPI_Comm_rank(mpi_, &rank);
+    MPI_CHECK(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, 1 - rank, 8, &theirs, sizeof theirs, MPI_BYTE, 1 - rank, 8,
+                           mpi_, MPI_STATUS_IGNORE));
+    TRIDENT_CHECK(theirs.bytes == bytes, str("copy-engine window of ", bytes, " bytes here, ", theirs.bytes,
+                                             " on the other rank"));
+    void* q = nullptr;
+    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&q, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
+    if (mapping) *mapping = q;
+    else peer_flags_mapping_ = q;
+    return static_cast<char*>(q) + theirs.offset;
+  }
+
+  // The other GPU's flags_[word] = value after the work queued on s (see PeerLink's).
+  void write_peer_flag(int word, int stage, uint64_t value, cudaStream_t s) {
+    const StreamMemOps& ops = StreamMemOps::get();
+    if (!copy_flags_) {
+      CU_CHECK(ops.write64(s, addr(&peer_flags_[word]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+      return;
+    }
+    CU_CHECK(ops.write64(s, addr(&flags_[stage]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    NCCL_CUDA_CHECK(cudaMemcpyAsync(&peer_flags_[word], &flags_[stage], sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
+  }
+
+  MPI_Comm mpi_;
+  bool copy_flags_ = false;
+  uint64_t* flags_ = nullptr;        // ready, arrived, probe, staging words
+  uint64_t* peer_flags_ = nullptr;   // the other rank's flags_
+  void* peer_flags_mapping_ = nullptr;
+  std::vector<Window> windows_;
+  uint64_t seq_ = 0;
+  uint64_t unwaited_[kInFlight] = {};
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t ready_event_ = nullptr;
+  cudaEvent_t copied_[kInFlight] = {};
+};
+
+// A CopyLink operation as a Request; its stall is timed like a collective's.
+class CopyWork : public CommWork {
+ public:
+  CopyWork(CopyLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
+  void wait(Stream s) override {
+    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+    {
+      const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
+      gpu::ProfileScope prof(stream, name.c_str());
+      link_.wait(seq_, stream);
+    }
+    NCCL_CUDA_CHECK(cudaEventRecord(p_->done, stream));
+    Watchdog::instance().watch(p_);
+  }
+
+ private:
+  CopyLink& link_;
+  uint64_t seq_;
+  std::shared_ptr<Pending> p_;
+};
+
 class NcclComm : public Comm {
  public:
   // max_ctas > 0: NCCL's kernels of this communicator use at most that many CTAs (SMs), which
@@ -437,6 +636,7 @@ class NcclComm : public Comm {
   }
 
   ~NcclComm() override {
+    copy_.reset();
     link_.reset();
     Watchdog::instance().remove_comm(comm_);
     cudaStreamSynchronize(stream_);
@@ -466,6 +666,11 @@ class NcclComm : public Comm {
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
     const size_t bytes = count * dtype_size(t);
+    if (char* dst = copy_ ? copy_->peer_address(base + rank_ * bytes, bytes) : nullptr) {   // into a window
+      std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather"));
+      const uint64_t seq = copy_->put(base + rank_ * bytes, dst, bytes, static_cast<cudaStream_t>(s.handle));
+      return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
+    }
     if (link_ && bytes <= link_->slot_bytes()) {   // a pair with fused sums: by the copy engines
       std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather ", count));
       link_->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, static_cast<cudaStream_t>(s.handle),
@@ -498,9 +703,55 @@ class NcclComm : public Comm {
   void barrier() override { MPI_Barrier(mpi_); }
 
   std::string enable_partials(size_t max_bytes) override {
-    if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; fused sums need exactly 2");
-    // Both GPUs in this node, with peer access and the driver's 64-bit stream memory operations:
-    // every rank checks, and all agree on the first reason found.
+    const std::string why = pair_problem("fused sums");
+    if (!why.empty()) return why;
+    link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
+    return "";
+  }
+
+  void unregister_window(void* base) override {
+    if (copy_) copy_->remove_window(base);
+  }
+
+  std::string register_window(void* base, size_t bytes) override {
+    const std::string why = pair_problem("copy-engine collectives");
+    if (!why.empty()) return why;
+    if (!copy_) {
+      copy_ = std::make_unique<CopyLink>(mpi_);
+      log_info(str("the ", name_, " pair's copy-engine collectives: flags ",
+                   copy_->flags_copied() ? "copied (no direct remote writes)" : "written directly"));
+    }
+    copy_->add_window(base, bytes);
+    return "";
+  }
+
+  Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) override {
+    const size_t bytes = count * dtype_size(t);
+    char* dst = copy_ ? copy_->peer_address(inbox, bytes) : nullptr;
+    if (!dst) return Comm::scatter_partial_async(buf, count, t, inbox, s);
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial scatter"));
+    const uint64_t seq = copy_->put(static_cast<char*>(buf) + (1 - rank_) * bytes, dst, bytes,
+                                    static_cast<cudaStream_t>(s.handle));
+    return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
+  }
+
+  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
+    TRIDENT_CHECK(link_, str("send_partial_async on the ", name_, " communicator without enable_partials"));
+    const size_t bytes = count * dtype_size(t);
+    TRIDENT_CHECK(bytes <= link_->slot_bytes(), str("a partial sum of ", bytes, " bytes exceeds the ",
+                                                    link_->slot_bytes(), " reserved by enable_partials"));
+    // Named by size: the profile then tells the forward's half micro-batches from the rest.
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
+    const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));
+    return std::make_unique<PeerPartial>(*link_, seq, std::move(p));
+  }
+
+ private:
+  // Why this group cannot link its two GPUs directly ("" if it can): both GPUs in this node, with
+  // peer access and the driver's 64-bit stream memory operations. Collective: every rank checks,
+  // and all return the first reason found.
+  std::string pair_problem(const char* what) {
+    if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; ", what, " need exactly 2");
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(mpi_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     int node_size = 0;
@@ -525,22 +776,9 @@ class NcclComm : public Comm {
     MPI_CHECK(MPI_Allgather(mine, sizeof mine, MPI_CHAR, all, sizeof mine, MPI_CHAR, mpi_));
     for (const auto& reason : all)
       if (reason[0]) return reason;
-    link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
     return "";
   }
 
-  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
-    TRIDENT_CHECK(link_, str("send_partial_async on the ", name_, " communicator without enable_partials"));
-    const size_t bytes = count * dtype_size(t);
-    TRIDENT_CHECK(bytes <= link_->slot_bytes(), str("a partial sum of ", bytes, " bytes exceeds the ",
-                                                    link_->slot_bytes(), " reserved by enable_partials"));
-    // Named by size: the profile then tells the forward's half micro-batches from the rest.
-    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
-    const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));
-    return std::make_unique<PeerPartial>(*link_, seq, std::move(p));
-  }
-
- private:
   // Orders the side stream after the caller's stream, runs the NCCL call on it, and records
   // the completion event the watchdog and wait() use.
   template <class Fn>
@@ -561,6 +799,7 @@ class NcclComm : public Comm {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   std::unique_ptr<PeerLink> link_;   // fused sums (enable_partials)
+  std::unique_ptr<CopyLink> copy_;   // copy-engine collectives (register_window)
 };
 
 }  // namespace

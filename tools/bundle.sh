@@ -29,11 +29,17 @@ if (( with_tests )); then
   for t in "$build"/tests/*; do [[ -f $t && -x $t ]] && bins+=("$t"); done
 fi
 cp "${bins[@]}" "$out/bin/"
+# The CUPTI kernel tracer (tools/kernel_trace), where it was built: lib/, with what it links.
+traced=()
+if [[ -f $build/libtrident_kernel_trace.so ]]; then
+  cp "$build/libtrident_kernel_trace.so" "$out/lib/"
+  traced=("$build/libtrident_kernel_trace.so")
+fi
 
 # Provided by the GPU node (driver-matched or system libraries), never packed.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libresolv\.|libutil\.|libnsl\.|libanl\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcublasLt|libnccl|libnvidia)'
 mpi='^(libmpi|libopen-pal|libopen-rte|libhwloc|libevent|libpmix|libucp|libucs|libuct|libfabric|libpsm|libibverbs|librdmacm|libnl-)'
-for b in "${bins[@]}"; do
+for b in "${bins[@]}" "${traced[@]}"; do
   ldd "$b" | awk '/=> \// {print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue

@@ -8,6 +8,11 @@ GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGr
     : layout_(layout), grads_(grads), g_(g), be_(be), zero_(zero), pending_(layout.buckets().size()) {
   if (!copy_engine || g.topo.dp() == 1) return;
   TRIDENT_CHECK(zero && g.topo.dp() == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
+  // Every bucket's exchange is pending until finish(), and so are the optimizer's gathers after it.
+  const size_t buckets = layout.buckets().size();
+  if (buckets > static_cast<size_t>(kCopyOpsInFlight))
+    throw InputError(str("parallel.dp_copy_engine = true: this stage has ", buckets, " gradient buckets, at most ",
+                         kCopyOpsInFlight, " can be exchanged at once; raise parallel.bucket_mb"));
   size_t total = 0;
   for (const Bucket& bk : layout.buckets()) {
     inbox_offset_.push_back(total);

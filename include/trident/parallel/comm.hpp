@@ -18,6 +18,8 @@ enum class ReduceOp { Sum, Max };
 
 // Partial sums of the other rank a Comm holds at once (Comm::enable_partials reserves this many).
 constexpr int kPartialSlots = 4;
+// Copy-engine operations (register_window) started and not yet waited that a Comm allows.
+constexpr int kCopyOpsInFlight = 256;
 
 class CommWork {
  public:

@@ -188,7 +188,10 @@ class CudaBackend final : public Backend {
     if (attr.type == cudaMemoryTypeUnregistered && dst.bytes() <= kStagedUploadBytes) {
       Upload& u = uploads_[upload_seq_++ % 2];
       if (u.bytes < dst.bytes()) {   // grows while warming up only: the batch has one size
-        if (u.host) CUDA_CHECK(cudaFreeHost(u.host));
+        if (u.host) {
+          CUDA_CHECK(cudaEventSynchronize(u.done));   // its last copy has read it
+          CUDA_CHECK(cudaFreeHost(u.host));
+        }
         CUDA_CHECK(cudaMallocHost(&u.host, dst.bytes()));
         u.bytes = dst.bytes();
         if (!u.done) CUDA_CHECK(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming));

@@ -430,7 +430,7 @@ class PeerPartial : public PartialWork {
 // flag is written locally and copied over (a ring of staging words, one per operation in flight).
 class CopyLink {
  public:
-  static constexpr int kInFlight = 64;   // operations started and not yet waited
+  static constexpr int kInFlight = kCopyOpsInFlight;   // operations started and not yet waited
 
   explicit CopyLink(MPI_Comm mpi) : mpi_(mpi) {
     NCCL_CUDA_CHECK(cudaMalloc(&flags_, kFlagWords * sizeof(uint64_t)));
@@ -481,15 +481,16 @@ class CopyLink {
   void remove_window(void* base) {
     for (auto it = windows_.begin(); it != windows_.end(); ++it) {
       if (it->base != base) continue;
+      // Called from destructors: errors are not raised here (a failed stream has been reported).
       const bool together = std::uncaught_exceptions() == 0;
       if (together) {
-        NCCL_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
-        NCCL_CUDA_CHECK(cudaDeviceSynchronize());
-        MPI_CHECK(MPI_Barrier(mpi_));
+        cudaStreamSynchronize(copy_stream_);
+        cudaDeviceSynchronize();
+        MPI_Barrier(mpi_);
       }
       cudaIpcCloseMemHandle(it->peer_mapping);
       windows_.erase(it);
-      if (together) MPI_CHECK(MPI_Barrier(mpi_));
+      if (together) MPI_Barrier(mpi_);
       return;
     }
   }
@@ -505,6 +506,10 @@ class CopyLink {
   // Copies `bytes` at src (this GPU) to dst (the other GPU) after the work queued on s, once the
   // other rank has reached this operation; returns its number.
   uint64_t put(const void* src, char* dst, size_t bytes, cudaStream_t s) {
+    // A ready flag says that the work queued before it has run; flags written from two streams
+    // could arrive out of order, so every operation is issued from one stream.
+    if (seq_ == 0) issuer_ = s;
+    TRIDENT_CHECK(s == issuer_, "copy-engine collectives must all be issued on one stream");
     const uint64_t seq = ++seq_;
     const int k = static_cast<int>(seq % kInFlight);
     TRIDENT_CHECK(unwaited_[k] == 0, str("copy-engine operation ", unwaited_[k], " not waited before ", seq,
@@ -587,6 +592,7 @@ class CopyLink {
   std::vector<Window> windows_;
   uint64_t seq_ = 0;
   uint64_t unwaited_[kInFlight] = {};
+  cudaStream_t issuer_ = nullptr;   // the stream of every put
   cudaStream_t copy_stream_ = nullptr;
   cudaEvent_t ready_event_ = nullptr;
   cudaEvent_t copied_[kInFlight] = {};

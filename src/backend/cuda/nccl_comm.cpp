@@ -15,11 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "peer_link.hpp"
 #include "profiler.hpp"
 
 #define NCCL_CUDA_CHECK(stmt)                                                            \
@@ -44,6 +44,10 @@
 
 namespace trident {
 namespace {
+
+using gpu::CopyLink;
+using gpu::PeerLink;
+using gpu::StreamMemOps;
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -203,195 +207,12 @@ class NcclWork : public CommWork {
   std::shared_ptr<Pending> p_;
 };
 
-// The driver's stream memory operations (no SM runs them), found through the runtime so that
-// nothing links libcuda directly.
-struct StreamMemOps {
-  CUresult (*wait64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
-  CUresult (*write64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
-  CUresult (*attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*address_range)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
-
-  static const StreamMemOps& get() {
-    static const StreamMemOps ops = [] {
-      StreamMemOps o;
-      auto find = [](const char* name, auto** fn) {
-        cudaDriverEntryPointQueryResult found;
-        void* p = nullptr;
-        NCCL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
-        TRIDENT_CHECK(found == cudaDriverEntryPointSuccess && p, str("the CUDA driver has no ", name));
-        *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
-      };
-      find("cuStreamWaitValue64", &o.wait64);
-      find("cuStreamWriteValue64", &o.write64);
-      find("cuDeviceGetAttribute", &o.attribute);
-      find("cuMemGetAddressRange", &o.address_range);
-      return o;
-    }();
-    return ops;
-  }
-};
-
 #define CU_CHECK(stmt)                                                                              \
   do {                                                                                              \
     CUresult r_ = (stmt);                                                                           \
     if (r_ != CUDA_SUCCESS)                                                                         \
       ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_)));   \
   } while (0)
-
-// Fused TP sums between the two GPUs of a pair on one node: each partial is copied by a copy
-// engine (cudaMemcpyAsync to the other GPU's memory, mapped through CUDA IPC) into a ring of
-// kSlots slots on the receiver, so no SM runs the transfer and the GEMMs beside it keep the whole
-// GPU. Partial number `seq` (the same sequence on both ranks) uses slot seq % kSlots. Flags in
-// each GPU's memory, written by the other GPU's streams with stream memory operations:
-//   arrived[k]: the last seq copied into my slot k (the sender writes it after its copy),
-//   freed[k]:   the last seq the other rank has read from ITS slot k (it writes it on release);
-// a sender waits until the slot's previous partial (seq - kSlots) is freed before copying.
-// Where the driver cannot write a value straight into the other GPU's memory (probed once), a
-// flag is written locally and copied over by the copy engine.
-class PeerLink {
- public:
-  static constexpr int kSlots = kPartialSlots;
-
-  // Collective over the pair's MPI communicator.
-  PeerLink(MPI_Comm mpi, size_t slot_bytes) : mpi_(mpi), slot_bytes_(slot_bytes) {
-    NCCL_CUDA_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
-    // arrived[kSlots], freed[kSlots], a probe word; then the local staging words of the
-    // copied flags: arrived (copy stream), freed (the releasing stream).
-    NCCL_CUDA_CHECK(cudaMalloc(&flags_, kFlagWords * sizeof(uint64_t)));
-    NCCL_CUDA_CHECK(cudaMemset(flags_, 0, kFlagWords * sizeof(uint64_t)));
-    NCCL_CUDA_CHECK(cudaDeviceSynchronize());   // the zeroed flags before the other rank can write them
-    cudaIpcMemHandle_t mine[2], theirs[2];
-    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine[0], slots_));
-    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine[1], flags_));
-    int rank = 0;
-    MPI_Comm_rank(mpi, &rank);
-    MPI_CHECK(MPI_Sendrecv(mine, sizeof mine, MPI_BYTE, 1 - rank, 7, theirs, sizeof theirs, MPI_BYTE, 1 - rank, 7,
-                           mpi, MPI_STATUS_IGNORE));
-    void* p = nullptr;
-    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&p, theirs[0], cudaIpcMemLazyEnablePeerAccess));
-    peer_slots_ = static_cast<char*>(p);
-    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&p, theirs[1], cudaIpcMemLazyEnablePeerAccess));
-    peer_flags_ = static_cast<uint64_t*>(p);
-    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    for (cudaEvent_t& e : sent_) NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
-    const CUresult probe = StreamMemOps::get().write64(copy_stream_, addr(&peer_flags_[kProbe]), 1,
-                                                       CU_STREAM_WRITE_VALUE_DEFAULT);
-    copy_flags_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(copy_stream_) != cudaSuccess;
-    cudaGetLastError();
-    MPI_CHECK(MPI_Barrier(mpi));
-    log_info(str("parallel.tp_fused_sum: partial sums by copy engine, flags ",
-                 copy_flags_ ? "copied (no direct remote writes)" : "written directly"));
-  }
-
-  ~PeerLink() {
-    // Both ranks drain and close their mappings before either frees: neither frees memory the
-    // other's last copies or flag writes may still reach, or that it still maps. Skipped while an
-    // exception unwinds, which the other rank may not be doing (it would wait here forever).
-    const bool together = std::uncaught_exceptions() == 0;
-    if (together) {
-      cudaStreamSynchronize(copy_stream_);
-      cudaDeviceSynchronize();
-      MPI_Barrier(mpi_);
-    }
-    cudaIpcCloseMemHandle(peer_slots_);
-    cudaIpcCloseMemHandle(peer_flags_);
-    if (together) MPI_Barrier(mpi_);
-    for (cudaEvent_t e : sent_) cudaEventDestroy(e);
-    cudaEventDestroy(ready_);
-    cudaStreamDestroy(copy_stream_);
-    cudaFree(flags_);
-    cudaFree(slots_);
-  }
-
-  size_t slot_bytes() const { return slot_bytes_; }
-
-  // Queues the copy of `bytes` at buf (after the work queued on s) into the other rank's next
-  // slot; returns its sequence number.
-  uint64_t send(const void* buf, size_t bytes, cudaStream_t s) {
-    const StreamMemOps& ops = StreamMemOps::get();
-    const uint64_t seq = ++seq_;
-    const int k = static_cast<int>(seq % kSlots);
-    // sent_[k] is recorded again below: the partial that last used slot k must have been waited.
-    TRIDENT_CHECK(unwaited_[k] == 0, str("partial sum ", unwaited_[k], " not waited before slot ", k, " is reused"));
-    unwaited_[k] = seq;
-    NCCL_CUDA_CHECK(cudaEventRecord(ready_, s));
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
-    if (seq > kSlots)
-      CU_CHECK(ops.wait64(copy_stream_, addr(&flags_[kSlots + k]), seq - kSlots, CU_STREAM_WAIT_VALUE_GEQ));
-    {
-      // Profiled as a side-stream op: how long the copy engine takes (beside the compute).
-      gpu::ProfileScope prof(copy_stream_, "copy-engine send (bytes)", static_cast<long>(bytes));
-      NCCL_CUDA_CHECK(
-          cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
-    }
-    NCCL_CUDA_CHECK(cudaEventRecord(sent_[k], copy_stream_));
-    write_peer_flag(k, kArrivedStage + k, seq, copy_stream_);
-    return seq;
-  }
-
-  // Orders s after this rank's copy of `seq` (its buffer may be overwritten next) and the
-  // arrival of the other rank's.
-  void wait(uint64_t seq, cudaStream_t s) {
-    const int k = static_cast<int>(seq % kSlots);
-    unwaited_[k] = 0;
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
-    CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
-  }
-
-  // The in-place all-gather of a pair on the copy stream: this rank's block goes to the other
-  // rank's next slot, then the other rank's block is copied from this rank's slot into place and
-  // the slot released; `done` is recorded after that copy. Readers of the other block's old
-  // values must be queued on s before this.
-  void gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done) {
-    const uint64_t seq = send(mine, bytes, s);
-    const int k = static_cast<int>(seq % kSlots);
-    unwaited_[k] = 0;   // waited below, on the copy stream
-    CU_CHECK(StreamMemOps::get().wait64(copy_stream_, addr(&flags_[k]), seq, CU_STREAM_WAIT_VALUE_GEQ));
-    NCCL_CUDA_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
-    NCCL_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
-    release(seq, copy_stream_);
-  }
-
-  const void* slot(uint64_t seq) const { return slots_ + (seq % kSlots) * slot_bytes_; }
-
-  void release(uint64_t seq, cudaStream_t s) {
-    const int k = static_cast<int>(seq % kSlots);
-    write_peer_flag(kSlots + k, kFreedStage + k, seq, s);
-  }
-
- private:
-  static constexpr int kProbe = 2 * kSlots, kArrivedStage = kProbe + 1, kFreedStage = kArrivedStage + kSlots,
-                       kFlagWords = kFreedStage + kSlots;
-  static CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-  // The other GPU's flags_[word] = value, after the work queued on s. The default write fences
-  // the preceding copies' data before the flag; a copied flag follows them in stream order. A
-  // staging word is reused kSlots partials later on the same stream, after its copy.
-  void write_peer_flag(int word, int stage, uint64_t value, cudaStream_t s) {
-    const StreamMemOps& ops = StreamMemOps::get();
-    if (!copy_flags_) {
-      CU_CHECK(ops.write64(s, addr(&peer_flags_[word]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
-      return;
-    }
-    CU_CHECK(ops.write64(s, addr(&flags_[stage]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
-    NCCL_CUDA_CHECK(cudaMemcpyAsync(&peer_flags_[word], &flags_[stage], sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
-  }
-
-  MPI_Comm mpi_;
-  size_t slot_bytes_;
-  bool copy_flags_ = false;   // flags travel by copy (no direct remote value writes)
-  uint64_t unwaited_[kSlots] = {};   // per slot: the partial sent and not yet waited (0: none)
-  char* slots_ = nullptr;            // (kSlots, slot_bytes): the other rank's partials
-  uint64_t* flags_ = nullptr;        // (kFlagWords): arrived[kSlots], freed[kSlots], probe, staging
-  char* peer_slots_ = nullptr;       // the other rank's slots_, mapped here
-  uint64_t* peer_flags_ = nullptr;   // the other rank's flags_
-  uint64_t seq_ = 0;
-  cudaStream_t copy_stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  cudaEvent_t sent_[kSlots] = {};
-};
 
 class PeerPartial : public PartialWork {
  public:
@@ -414,188 +235,6 @@ class PeerPartial : public PartialWork {
   PeerLink& link_;
   uint64_t seq_;
   std::shared_ptr<Pending> p_;
-};
-
-// Copy-engine collectives of a pair into registered windows (parallel.dp_copy_engine): buffers of
-// the same size on both GPUs, each mapped into the other's address space through CUDA IPC. An
-// operation copies this rank's block straight into the other GPU's buffer, so it needs no staging
-// slot and no SM. Operations are collective, so both ranks number them alike (seq); flags in each
-// GPU's memory, written by the other GPU with stream memory operations:
-//   ready:   the last operation the other rank has reached on its stream (everything it queued
-//            before, readers of the old contents of its destination included, has run),
-//   arrived: the last operation whose block the other rank's copy engine has delivered here.
-// A copy starts once its source is final (an event on the caller's stream) and the other rank is
-// ready; wait() orders a stream after this rank's copy (the source may then change) and the
-// arrival of the other's. Where the driver cannot write into the other GPU's memory directly, a
-// flag is written locally and copied over (a ring of staging words, one per operation in flight).
-class CopyLink {
- public:
-  static constexpr int kInFlight = kCopyOpsInFlight;   // operations started and not yet waited
-
-  explicit CopyLink(MPI_Comm mpi) : mpi_(mpi) {
-    NCCL_CUDA_CHECK(cudaMalloc(&flags_, kFlagWords * sizeof(uint64_t)));
-    NCCL_CUDA_CHECK(cudaMemset(flags_, 0, kFlagWords * sizeof(uint64_t)));
-    NCCL_CUDA_CHECK(cudaDeviceSynchronize());   // zeroed before the other rank can write them
-    peer_flags_ = static_cast<uint64_t*>(open_peer(flags_, kFlagWords * sizeof(uint64_t)));
-    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
-    for (cudaEvent_t& e : copied_) NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
-    const CUresult probe = StreamMemOps::get().write64(copy_stream_, addr(&peer_flags_[kProbe]), 1,
-                                                       CU_STREAM_WRITE_VALUE_DEFAULT);
-    copy_flags_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(copy_stream_) != cudaSuccess;
-    cudaGetLastError();
-    MPI_CHECK(MPI_Barrier(mpi));
-  }
-
-  ~CopyLink() {
-    // As PeerLink's: drained and unmapped on both ranks before either frees.
-    const bool together = std::uncaught_exceptions() == 0;
-    if (together) {
-      cudaStreamSynchronize(copy_stream_);
-      cudaDeviceSynchronize();
-      MPI_Barrier(mpi_);
-    }
-    for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
-    cudaIpcCloseMemHandle(peer_flags_mapping_);
-    if (together) MPI_Barrier(mpi_);
-    for (cudaEvent_t e : copied_) cudaEventDestroy(e);
-    cudaEventDestroy(ready_event_);
-    cudaStreamDestroy(copy_stream_);
-    cudaFree(flags_);
-  }
-
-  bool flags_copied() const { return copy_flags_; }
-
-  // Collective: maps the other rank's buffer of the same size.
-  void add_window(void* base, size_t bytes) {
-    Window w;
-    w.base = static_cast<char*>(base);
-    w.bytes = bytes;
-    w.peer_base = static_cast<char*>(open_peer(base, bytes, &w.peer_mapping));
-    windows_.push_back(w);
-  }
-
-  // Collective: both ranks drain, then close their mapping of the other's window at base, so
-  // that either may free it after the second barrier.
-  void remove_window(void* base) {
-    for (auto it = windows_.begin(); it != windows_.end(); ++it) {
-      if (it->base != base) continue;
-      // Called from destructors: errors are not raised here (a failed stream has been reported).
-      const bool together = std::uncaught_exceptions() == 0;
-      if (together) {
-        cudaStreamSynchronize(copy_stream_);
-        cudaDeviceSynchronize();
-        MPI_Barrier(mpi_);
-      }
-      cudaIpcCloseMemHandle(it->peer_mapping);
-      windows_.erase(it);
-      if (together) MPI_Barrier(mpi_);
-      return;
-    }
-  }
-
-  // Where [p, p + bytes) of this rank's memory lies in the other rank's, or null outside windows.
-  char* peer_address(const void* p, size_t bytes) const {
-    const char* c = static_cast<const char*>(p);
-    for (const Window& w : windows_)
-      if (c >= w.base && c + bytes <= w.base + w.bytes) return w.peer_base + (c - w.base);
-    return nullptr;
-  }
-
-  // Copies `bytes` at src (this GPU) to dst (the other GPU) after the work queued on s, once the
-  // other rank has reached this operation; returns its number.
-  uint64_t put(const void* src, char* dst, size_t bytes, cudaStream_t s) {
-    // A ready flag says that the work queued before it has run; flags written from two streams
-    // could arrive out of order, so every operation is issued from one stream.
-    if (seq_ == 0) issuer_ = s;
-    TRIDENT_CHECK(s == issuer_, "copy-engine collectives must all be issued on one stream");
-    const uint64_t seq = ++seq_;
-    const int k = static_cast<int>(seq % kInFlight);
-    TRIDENT_CHECK(unwaited_[k] == 0, str("copy-engine operation ", unwaited_[k], " not waited before ", seq,
-                                         " reuses its event (more than ", kInFlight, " in flight)"));
-    unwaited_[k] = seq;
-    write_peer_flag(kReady, kReadyStage + k, seq, s);   // this rank's readers so far have run
-    NCCL_CUDA_CHECK(cudaEventRecord(ready_event_, s));
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
-    CU_CHECK(StreamMemOps::get().wait64(copy_stream_, addr(&flags_[kReady]), seq, CU_STREAM_WAIT_VALUE_GEQ));
-    {
-      gpu::ProfileScope prof(copy_stream_, "copy-engine put (bytes)", static_cast<long>(bytes));
-      NCCL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
-    }
-    NCCL_CUDA_CHECK(cudaEventRecord(copied_[k], copy_stream_));
-    write_peer_flag(kArrived, kArrivedStage + k, seq, copy_stream_);
-    return seq;
-  }
-
-  void wait(uint64_t seq, cudaStream_t s) {
-    const int k = static_cast<int>(seq % kInFlight);
-    TRIDENT_CHECK(unwaited_[k] == seq, str("copy-engine operation ", seq, " waited twice or out of its window"));
-    unwaited_[k] = 0;
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
-    CU_CHECK(StreamMemOps::get().wait64(s, addr(&flags_[kArrived]), seq, CU_STREAM_WAIT_VALUE_GEQ));
-  }
-
- private:
-  struct Window {
-    char* base = nullptr;
-    size_t bytes = 0;
-    char* peer_base = nullptr;
-    void* peer_mapping = nullptr;   // what cudaIpcOpenMemHandle returned (the allocation's start)
-  };
-  static constexpr int kReady = 0, kArrived = 1, kProbe = 2, kReadyStage = 3, kArrivedStage = kReadyStage + kInFlight,
-                       kFlagWords = kArrivedStage + kInFlight;
-  static CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-  // Collective: the other rank's [p, p + bytes) in this address space (p may lie inside a larger
-  // allocation; IPC maps whole allocations). Both ranks must pass the same size.
-  void* open_peer(void* p, size_t bytes, void** mapping = nullptr) {
-    CUdeviceptr start = 0;
-    size_t range = 0;
-    CU_CHECK(StreamMemOps::get().address_range(&start, &range, addr(p)));
-    struct Export {
-      cudaIpcMemHandle_t handle;
-      size_t offset, bytes;
-    } mine{}, theirs{};
-    NCCL_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(start)));
-    mine.offset = addr(p) - start;
-    mine.bytes = bytes;
-    int rank = 0;
-    MPI_Comm_rank(mpi_, &rank);
-    MPI_CHECK(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, 1 - rank, 8, &theirs, sizeof theirs, MPI_BYTE, 1 - rank, 8,
-                           mpi_, MPI_STATUS_IGNORE));
-    TRIDENT_CHECK(theirs.bytes == bytes, str("copy-engine window of ", bytes, " bytes here, ", theirs.bytes,
-                                             " on the other rank"));
-    void* q = nullptr;
-    NCCL_CUDA_CHECK(cudaIpcOpenMemHandle(&q, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
-    if (mapping) *mapping = q;
-    else peer_flags_mapping_ = q;
-    return static_cast<char*>(q) + theirs.offset;
-  }
-
-  // The other GPU's flags_[word] = value after the work queued on s (see PeerLink's).
-  void write_peer_flag(int word, int stage, uint64_t value, cudaStream_t s) {
-    const StreamMemOps& ops = StreamMemOps::get();
-    if (!copy_flags_) {
-      CU_CHECK(ops.write64(s, addr(&peer_flags_[word]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
-      return;
-    }
-    CU_CHECK(ops.write64(s, addr(&flags_[stage]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
-    NCCL_CUDA_CHECK(cudaMemcpyAsync(&peer_flags_[word], &flags_[stage], sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
-  }
-
-  MPI_Comm mpi_;
-  bool copy_flags_ = false;
-  uint64_t* flags_ = nullptr;        // ready, arrived, probe, staging words
-  uint64_t* peer_flags_ = nullptr;   // the other rank's flags_
-  void* peer_flags_mapping_ = nullptr;
-  std::vector<Window> windows_;
-  uint64_t seq_ = 0;
-  uint64_t unwaited_[kInFlight] = {};
-  cudaStream_t issuer_ = nullptr;   // the stream of every put
-  cudaStream_t copy_stream_ = nullptr;
-  cudaEvent_t ready_event_ = nullptr;
-  cudaEvent_t copied_[kInFlight] = {};
 };
 
 // A CopyLink operation as a Request; its stall is timed like a collective's.
@@ -712,6 +351,8 @@ class NcclComm : public Comm {
     const std::string why = pair_problem("fused sums");
     if (!why.empty()) return why;
     link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
+    log_info(str("parallel.tp_fused_sum: partial sums by copy engine, flags ",
+                 link_->flags_copied() ? "copied (no direct remote writes)" : "written directly"));
     return "";
   }
 

@@ -1,0 +1,276 @@
+// PeerFlags, PeerLink and CopyLink: copy-engine transfers between the two GPUs of a pair.
+#include "peer_link.hpp"
+
+#include <exception>
+#include <type_traits>
+
+#include "profiler.hpp"
+#include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
+
+#define PEER_CUDA_CHECK(stmt)                                                                         \
+  do {                                                                                                \
+    cudaError_t e_ = (stmt);                                                                          \
+    if (e_ != cudaSuccess) ::trident::fatal(__FILE__, __LINE__, #stmt, cudaGetErrorString(e_));       \
+  } while (0)
+
+#define PEER_CU_CHECK(stmt)                                                                           \
+  do {                                                                                                \
+    CUresult r_ = (stmt);                                                                             \
+    if (r_ != CUDA_SUCCESS)                                                                           \
+      ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_))); \
+  } while (0)
+
+#define PEER_MPI_CHECK(stmt)                                                                          \
+  do {                                                                                                \
+    int rc_ = (stmt);                                                                                 \
+    if (rc_ != MPI_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("MPI error ", rc_)); \
+  } while (0)
+
+namespace trident::gpu {
+namespace {
+
+CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+int pair_rank(MPI_Comm mpi) {
+  int rank = 0;
+  MPI_Comm_rank(mpi, &rank);
+  return rank;
+}
+
+}  // namespace
+
+const StreamMemOps& StreamMemOps::get() {
+  static const StreamMemOps ops = [] {
+    StreamMemOps o;
+    auto find = [](const char* name, auto** fn) {
+      cudaDriverEntryPointQueryResult found;
+      void* p = nullptr;
+      PEER_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
+      TRIDENT_CHECK(found == cudaDriverEntryPointSuccess && p, str("the CUDA driver has no ", name));
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
+    };
+    find("cuStreamWaitValue64", &o.wait64);
+    find("cuStreamWriteValue64", &o.write64);
+    find("cuDeviceGetAttribute", &o.attribute);
+    find("cuMemGetAddressRange", &o.address_range);
+    return o;
+  }();
+  return ops;
+}
+
+char* map_peer_memory(MPI_Comm mpi, void* p, size_t bytes, void** mapping) {
+  CUdeviceptr start = 0;
+  size_t range = 0;
+  PEER_CU_CHECK(StreamMemOps::get().address_range(&start, &range, addr(p)));
+  struct Export {
+    cudaIpcMemHandle_t handle;
+    size_t offset, bytes;
+  } mine{}, theirs{};
+  PEER_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(start)));
+  mine.offset = addr(p) - start;
+  mine.bytes = bytes;
+  const int other = 1 - pair_rank(mpi);
+  PEER_MPI_CHECK(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, other, 8, &theirs, sizeof theirs, MPI_BYTE, other, 8, mpi,
+                              MPI_STATUS_IGNORE));
+  TRIDENT_CHECK(theirs.bytes == bytes,
+                str("a peer buffer of ", bytes, " bytes here is ", theirs.bytes, " bytes on the other rank"));
+  PEER_CUDA_CHECK(cudaIpcOpenMemHandle(mapping, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
+  return static_cast<char*>(*mapping) + theirs.offset;
+}
+
+// ---- PeerFlags: [flags][probe][flags * kStaging staging words]
+
+PeerFlags::PeerFlags(MPI_Comm mpi, int flags) : flags_(flags) {
+  const size_t words = static_cast<size_t>(flags) * (1 + kStaging) + 1;
+  PEER_CUDA_CHECK(cudaMalloc(&mine_, words * sizeof(uint64_t)));
+  PEER_CUDA_CHECK(cudaMemset(mine_, 0, words * sizeof(uint64_t)));
+  PEER_CUDA_CHECK(cudaDeviceSynchronize());   // zeroed before the other rank can write them
+  theirs_ = reinterpret_cast<uint64_t*>(map_peer_memory(mpi, mine_, words * sizeof(uint64_t), &mapping_));
+  PEER_MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
+  cudaStream_t s = nullptr;
+  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const CUresult probe = StreamMemOps::get().write64(s, addr(&theirs_[flags]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  copied_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(s) != cudaSuccess;
+  cudaGetLastError();
+  cudaStreamDestroy(s);
+  PEER_MPI_CHECK(MPI_Barrier(mpi));
+}
+
+PeerFlags::~PeerFlags() {
+  unmap();
+  cudaFree(mine_);
+}
+
+void PeerFlags::unmap() {
+  if (mapping_) cudaIpcCloseMemHandle(mapping_);
+  mapping_ = nullptr;
+  theirs_ = nullptr;
+}
+
+void PeerFlags::write(int flag, uint64_t value, cudaStream_t s) {
+  const StreamMemOps& ops = StreamMemOps::get();
+  if (!copied_) {
+    PEER_CU_CHECK(ops.write64(s, addr(&theirs_[flag]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    return;
+  }
+  uint64_t* stage = &mine_[flags_ + 1 + static_cast<size_t>(flag) * kStaging + value % kStaging];
+  PEER_CU_CHECK(ops.write64(s, addr(stage), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+  PEER_CUDA_CHECK(cudaMemcpyAsync(&theirs_[flag], stage, sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
+}
+
+void PeerFlags::wait(int flag, uint64_t value, cudaStream_t s) {
+  PEER_CU_CHECK(StreamMemOps::get().wait64(s, addr(&mine_[flag]), value, CU_STREAM_WAIT_VALUE_GEQ));
+}
+
+// ---- PeerLink
+
+PeerLink::PeerLink(MPI_Comm mpi, size_t slot_bytes) : mpi_(mpi), slot_bytes_(slot_bytes), flags_(mpi, 2 * kSlots) {
+  PEER_CUDA_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
+  peer_slots_ = map_peer_memory(mpi, slots_, kSlots * slot_bytes_, &peer_mapping_);
+  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  PEER_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : sent_) PEER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  PEER_MPI_CHECK(MPI_Barrier(mpi));
+}
+
+PeerLink::~PeerLink() {
+  // Both ranks drain and close their mappings before either frees: neither frees memory the
+  // other's last copies or flag writes may still reach, or that it still maps. Skipped while an
+  // exception unwinds, which the other rank may not be doing (it would wait here forever).
+  const bool together = std::uncaught_exceptions() == 0;
+  if (together) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaDeviceSynchronize();
+    MPI_Barrier(mpi_);
+  }
+  cudaIpcCloseMemHandle(peer_mapping_);
+  flags_.unmap();
+  if (together) MPI_Barrier(mpi_);
+  for (cudaEvent_t e : sent_) cudaEventDestroy(e);
+  cudaEventDestroy(ready_);
+  cudaStreamDestroy(copy_stream_);
+  cudaFree(slots_);
+}
+
+uint64_t PeerLink::send(const void* buf, size_t bytes, cudaStream_t s) {
+  const uint64_t seq = ++seq_;
+  const int k = static_cast<int>(seq % kSlots);
+  // sent_[k] is recorded again below: the partial that last used slot k must have been waited.
+  TRIDENT_CHECK(unwaited_[k] == 0, str("partial sum ", unwaited_[k], " not waited before slot ", k, " is reused"));
+  unwaited_[k] = seq;
+  PEER_CUDA_CHECK(cudaEventRecord(ready_, s));
+  PEER_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
+  if (seq > kSlots) flags_.wait(kSlots + k, seq - kSlots, copy_stream_);   // freed
+  {
+    // Profiled as a side-stream op: how long the copy engine takes (beside the compute).
+    ProfileScope prof(copy_stream_, "copy-engine send (bytes)", static_cast<long>(bytes));
+    PEER_CUDA_CHECK(cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+  }
+  PEER_CUDA_CHECK(cudaEventRecord(sent_[k], copy_stream_));
+  flags_.write(k, seq, copy_stream_);   // arrived
+  return seq;
+}
+
+void PeerLink::wait(uint64_t seq, cudaStream_t s) {
+  const int k = static_cast<int>(seq % kSlots);
+  unwaited_[k] = 0;
+  PEER_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
+  flags_.wait(k, seq, s);
+}
+
+void PeerLink::gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done) {
+  const uint64_t seq = send(mine, bytes, s);
+  wait(seq, copy_stream_);
+  PEER_CUDA_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+  PEER_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+  release(seq, copy_stream_);
+}
+
+void PeerLink::release(uint64_t seq, cudaStream_t s) { flags_.write(kSlots + static_cast<int>(seq % kSlots), seq, s); }
+
+// ---- CopyLink
+
+CopyLink::CopyLink(MPI_Comm mpi) : mpi_(mpi), flags_(mpi, 2) {
+  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  PEER_CUDA_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : copied_) PEER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+CopyLink::~CopyLink() {
+  // As PeerLink's: drained and unmapped on both ranks before either frees.
+  const bool together = std::uncaught_exceptions() == 0;
+  if (together) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaDeviceSynchronize();
+    MPI_Barrier(mpi_);
+  }
+  for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
+  flags_.unmap();
+  if (together) MPI_Barrier(mpi_);
+  for (cudaEvent_t e : copied_) cudaEventDestroy(e);
+  cudaEventDestroy(ready_event_);
+  cudaStreamDestroy(copy_stream_);
+}
+
+void CopyLink::add_window(void* base, size_t bytes) {
+  Window w;
+  w.base = static_cast<char*>(base);
+  w.bytes = bytes;
+  w.peer_base = map_peer_memory(mpi_, base, bytes, &w.peer_mapping);
+  windows_.push_back(w);
+}
+
+void CopyLink::remove_window(void* base) {
+  for (auto it = windows_.begin(); it != windows_.end(); ++it) {
+    if (it->base != base) continue;
+    const bool together = std::uncaught_exceptions() == 0;
+    if (together) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaDeviceSynchronize();
+      MPI_Barrier(mpi_);
+    }
+    cudaIpcCloseMemHandle(it->peer_mapping);
+    windows_.erase(it);
+    if (together) MPI_Barrier(mpi_);
+    return;
+  }
+}
+
+char* CopyLink::peer_address(const void* p, size_t bytes) const {
+  const char* c = static_cast<const char*>(p);
+  for (const Window& w : windows_)
+    if (c >= w.base && c + bytes <= w.base + w.bytes) return w.peer_base + (c - w.base);
+  return nullptr;
+}
+
+uint64_t CopyLink::put(const void* src, char* dst, size_t bytes, cudaStream_t s) {
+  if (seq_ == 0) issuer_ = s;
+  TRIDENT_CHECK(s == issuer_, "copy-engine collectives must all be issued on one stream");
+  const uint64_t seq = ++seq_;
+  const int k = static_cast<int>(seq % kInFlight);
+  TRIDENT_CHECK(unwaited_[k] == 0, str("copy-engine operation ", unwaited_[k], " not waited before ", seq,
+                                       " reuses its event (more than ", kInFlight, " in flight)"));
+  unwaited_[k] = seq;
+  flags_.write(kReady, seq, s);   // this rank's readers so far have run
+  PEER_CUDA_CHECK(cudaEventRecord(ready_event_, s));
+  PEER_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
+  flags_.wait(kReady, seq, copy_stream_);
+  {
+    ProfileScope prof(copy_stream_, "copy-engine put (bytes)", static_cast<long>(bytes));
+    PEER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+  }
+  PEER_CUDA_CHECK(cudaEventRecord(copied_[k], copy_stream_));
+  flags_.write(kArrived, seq, copy_stream_);
+  return seq;
+}
+
+void CopyLink::wait(uint64_t seq, cudaStream_t s) {
+  const int k = static_cast<int>(seq % kInFlight);
+  TRIDENT_CHECK(unwaited_[k] == seq, str("copy-engine operation ", seq, " waited twice or out of its window"));
+  unwaited_[k] = 0;
+  PEER_CUDA_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
+  flags_.wait(kArrived, seq, s);
+}
+
+}  // namespace trident::gpu

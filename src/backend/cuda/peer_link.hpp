@@ -100,7 +100,9 @@ class PeerLink {
   void* peer_mapping_ = nullptr;
   uint64_t seq_ = 0;
   cudaStream_t copy_stream_ = nullptr;
+  cudaStream_t flag_stream_ = nullptr;   // release()'s freed flags, off the compute stream
   cudaEvent_t ready_ = nullptr;
+  cudaEvent_t released_ = nullptr;
   cudaEvent_t sent_[kSlots] = {};
 };
 

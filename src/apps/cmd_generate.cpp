@@ -95,7 +95,9 @@ int cmd_generate(const Args& args) {
   validate_run_config(cfg, world);
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
-  GptStage model(cfg.model, rt.groups, *rt.backend, 1, 1, size_t(1) << 20, /*with_grads=*/false);
+  // No activation slot: the Generator keeps its own activations and KV cache, and the head
+  // reads only the stage's scratch (a training slot would be B*T of every layer's activations).
+  GptStage model(cfg.model, rt.groups, *rt.backend, 1, /*n_slots=*/0, size_t(1) << 20, /*with_grads=*/false);
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(o.checkpoint, model, nullptr, rt.groups); });
 
   std::vector<int32_t> ids = tok->encode(o.prompt);

@@ -38,19 +38,10 @@ struct StepProfile {
   double step_ms = 0, op_ms = 0, wait_ms = 0;
 };
 
-// Steps [first, first + n): each queued before the previous one is finished (the device never
-// waits for the host between them), or with sync one at a time; their host times.
+// The host times of steps [first, first + n) (Trainer::train_steps).
 std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
   std::vector<double> ms;
-  for (int s = first; s < first + n; ++s) {
-    if (sync) {
-      ms.push_back(trainer.train_step(s).step_ms);
-      continue;
-    }
-    trainer.queue_step(s);
-    if (trainer.queued_steps() > 1) ms.push_back(trainer.finish_step().step_ms);
-  }
-  while (trainer.queued_steps() > 0) ms.push_back(trainer.finish_step().step_ms);
+  for (const StepStats& s : trainer.train_steps(first, n, sync)) ms.push_back(s.step_ms);
   return ms;
 }
 
@@ -289,7 +280,8 @@ int cmd_bench(const Args& args) {
   std::printf("(median of %d timed steps after %d warm-up, %s; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x "
               "ranks), N = %.1fM parameters; backend %s)\n",
               o.steps, o.warmup,
-              o.sync_steps ? "each waited for before the next is queued" : "each queued before the previous one's loss is read",
+              o.sync_steps ? "each waited for before the next is queued"
+                           : "each queued before the previous one's loss is read",
               kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "

@@ -6,8 +6,8 @@ namespace trident {
 Request Comm::scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) {
   TRIDENT_CHECK(size() == 2, str("scatter_partial_async on the ", name(), " group of ", size(), " ranks (needs 2)"));
   char* other = static_cast<char*>(buf) + (1 - rank()) * count * dtype_size(t);
-  return exchange_async({P2POp{P2POp::Send, other, count, t, 1 - rank()}, P2POp{P2POp::Recv, inbox, count, t, 1 - rank()}},
-                        s);
+  const int peer = 1 - rank();
+  return exchange_async({P2POp{P2POp::Send, other, count, t, peer}, P2POp{P2POp::Recv, inbox, count, t, peer}}, s);
 }
 
 }  // namespace trident

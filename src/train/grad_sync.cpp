@@ -39,8 +39,8 @@ void GradSync::launch(int b) {
   const Bucket& bk = layout_.buckets()[b];
   TensorView v = grads_.slice(bk.offset, bk.size);
   if (inbox_.get()) {
-    pending_[b] = g_.dp->scatter_partial_async(v.data, bk.size / 2, DType::F32, inbox().slice(inbox_offset_[b], bk.size / 2).data,
-                                               be_.stream());
+    void* into = inbox().slice(inbox_offset_[b], bk.size / 2).data;
+    pending_[b] = g_.dp->scatter_partial_async(v.data, bk.size / 2, DType::F32, into, be_.stream());
     return;
   }
   pending_[b] = zero_ ? g_.dp->reduce_scatter_async(v.data, bk.size / g_.topo.dp(), DType::F32, be_.stream())

@@ -172,6 +172,20 @@ void Trainer::queue_step(int step) {
   read_step_ = step + 1;
 }
 
+std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
+  std::vector<StepStats> done;
+  for (int s = first; s < first + n; ++s) {
+    if (sync) {
+      done.push_back(train_step(s));
+      continue;
+    }
+    queue_step(s);
+    if (queued_steps() > 1) done.push_back(finish_step());
+  }
+  while (queued_steps() > 0) done.push_back(finish_step());
+  return done;
+}
+
 StepStats Trainer::finish_step() {
   TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
   QueuedStep& q = queued_.front();

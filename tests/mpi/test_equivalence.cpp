@@ -69,15 +69,7 @@ RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
   Trainer trainer(cfg, g, *be, data);
   RunResult r;
   auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < kSteps; ++s) {
-    if (!queued) {
-      r.losses.push_back(trainer.train_step(s).loss);
-      continue;
-    }
-    trainer.queue_step(s);
-    if (trainer.queued_steps() > 1) r.losses.push_back(trainer.finish_step().loss);
-  }
-  while (trainer.queued_steps() > 0) r.losses.push_back(trainer.finish_step().loss);
+  for (const StepStats& s : trainer.train_steps(0, kSteps, !queued)) r.losses.push_back(s.loss);
   r.ms_per_step = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kSteps;
   r.params = gather_params(trainer.model(), g);
   return r;

@@ -51,6 +51,9 @@ class Trainer {
   void queue_step(int step);
   StepStats finish_step();
   int queued_steps() const { return static_cast<int>(queued_.size()); }
+  // Steps [first, first + n), each queued before the previous one is finished, or with sync one
+  // at a time (train_step); their stats in step order, all finished on return.
+  std::vector<StepStats> train_steps(int first, int n, bool sync = false);
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
   // [0, steps * global batch), the same set for every layout.
   double evaluate(BatchSource& source, int steps);

@@ -33,6 +33,20 @@ double chunked_sum(const float* x, long n, Term term) {
   return s;
 }
 
+// A piece's gradient as the multi-tensor ops read it: x at the piece's flat offset, or, where
+// peer is given, x + peer at its state offset (the sum a reduce-scatter would have made, rounded
+// to f32 alike) in `sum`.
+TensorView piece_gradient(TensorView x, TensorView peer, const TensorPiece& p, std::vector<float>& sum,
+                          const char* op) {
+  const TensorView g = x.slice(p.flat, p.n);
+  if (peer.empty()) return g;
+  const float* mine = f32_data(g, g.numel, op);
+  const float* other = f32_data(peer.slice(p.state, p.n), g.numel, op);
+  sum.resize(g.numel);
+  for (size_t k = 0; k < g.numel; ++k) sum[k] = mine[k] + other[k];
+  return TensorView(sum.data(), DType::F32, g.numel);
+}
+
 }  // namespace
 
 void CpuBackend::sum_squares(TensorView acc, TensorView x) {
@@ -82,15 +96,8 @@ void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView piec
   double total = 0;
   std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
-    const TensorView piece = x.slice(table[i].flat, table[i].n);
+    const TensorView piece = piece_gradient(x, peer, table[i], sum, "sum_squares_multi: x");
     const float* v = f32_data(piece, piece.numel, "sum_squares_multi: x");
-    if (!peer.empty()) {   // the sum a reduce-scatter would have made, rounded to f32 alike
-      const TensorView other = peer.slice(table[i].state, table[i].n);
-      const float* o = f32_data(other, other.numel, "sum_squares_multi: peer");
-      sum.resize(piece.numel);
-      for (size_t k = 0; k < piece.numel; ++k) sum[k] = v[k] + o[k];
-      v = sum.data();
-    }
     total += chunked_sum(v, static_cast<long>(piece.numel), [](double e) { return e * e; });
   }
   *a += static_cast<float>(total);
@@ -109,16 +116,8 @@ void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, 
   for (size_t i = 0; i < count; ++i) {
     const TensorPiece& p = table[i];
     args.weight_decay = p.decay ? a.weight_decay : 0.0f;
-    TensorView g = grad.slice(p.flat, p.n);
-    if (!peer.empty()) {   // grad + the other rank's partial (Backend::sum_squares_multi)
-      const float* mine = f32_data(g, g.numel, "adamw_multi: grad");
-      const float* other = f32_data(peer.slice(p.state, p.n), g.numel, "adamw_multi: peer");
-      sum.resize(g.numel);
-      for (size_t k = 0; k < g.numel; ++k) sum[k] = mine[k] + other[k];
-      g = TensorView(sum.data(), DType::F32, g.numel);
-    }
     adamw(param.empty() ? TensorView{} : param.slice(p.flat, p.n), master.slice(p.state, p.n), m.slice(p.state, p.n),
-          v.slice(p.state, p.n), g, args);
+          v.slice(p.state, p.n), piece_gradient(grad, peer, p, sum, "adamw_multi: grad"), args);
   }
 }
 

@@ -145,7 +145,8 @@ class CudaBackend final : public Backend {
   }
 
   uint64_t readback_async(void* dst, TensorView src) override {
-    TRIDENT_CHECK(src.bytes() <= kReadbackBytes, str("readback_async of ", src.bytes(), " bytes (at most ", kReadbackBytes, ")"));
+    TRIDENT_CHECK(src.bytes() <= kReadbackBytes,
+                  str("readback_async of ", src.bytes(), " bytes (at most ", kReadbackBytes, ")"));
     TRIDENT_CHECK(!on_side(), "cuda backend: readback_async between side_begin() and side_end()");
     const uint64_t ticket = ++readback_seq_;
     Readback& r = readbacks_[ticket % kReadbacks];
@@ -486,7 +487,8 @@ class CudaBackend final : public Backend {
     const size_t n = master.numel, flat = grad.numel;
     gpu::adamw_multi(act_optional(param, flat, "adamw_multi: param"), f32(master, n, "adamw_multi: master"),
                      f32(m, n, "adamw_multi: m"), f32(v, n, "adamw_multi: v"), f32(grad, flat, "adamw_multi: grad"),
-                     f32_optional(peer, n, "adamw_multi: peer"), piece_table(pieces, "adamw_multi"), static_cast<int>(pieces.numel / kPieceWords), a,
+                     f32_optional(peer, n, "adamw_multi: peer"), piece_table(pieces, "adamw_multi"),
+                     static_cast<int>(pieces.numel / kPieceWords), a,
                      f32_optional(norm_sq, 1, "adamw_multi: norm_sq"), clip, stream_);
   }
 

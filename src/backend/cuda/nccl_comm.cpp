@@ -19,20 +19,9 @@
 
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "host_checks.hpp"
 #include "peer_link.hpp"
 #include "profiler.hpp"
-
-#define NCCL_CUDA_CHECK(stmt)                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (stmt);                                                             \
-    if (e_ != cudaSuccess) ::trident::fatal(__FILE__, __LINE__, #stmt, cudaGetErrorString(e_)); \
-  } while (0)
-
-#define MPI_CHECK(stmt)                                                                        \
-  do {                                                                                         \
-    int rc_ = (stmt);                                                                          \
-    if (rc_ != MPI_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("MPI error ", rc_)); \
-  } while (0)
 
 #define NCCL_CHECK(stmt)                                                                   \
   do {                                                                                     \
@@ -106,7 +95,7 @@ class Watchdog {
       free_.pop_back();
     } else {
       p = std::make_shared<Pending>();
-      NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+      CUDA_HOST_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
     }
     p->what = what;
     p->step = current_step();
@@ -200,34 +189,31 @@ class NcclWork : public CommWork {
     const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
     const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
     gpu::ProfileScope prof(stream, name.c_str());
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, p_->done, 0));
+    CUDA_HOST_CHECK(cudaStreamWaitEvent(stream, p_->done, 0));
   }
 
  private:
   std::shared_ptr<Pending> p_;
 };
 
-#define CU_CHECK(stmt)                                                                              \
-  do {                                                                                              \
-    CUresult r_ = (stmt);                                                                           \
-    if (r_ != CUDA_SUCCESS)                                                                         \
-      ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_)));   \
-  } while (0)
+// Orders s after a peer link's operation `seq` (PeerLink or CopyLink), timed like a collective's
+// wait: profiled as "wait <what>", and the watchdog sees p's event, recorded after the wait.
+template <class Link>
+void wait_link_op(Link& link, uint64_t seq, const std::shared_ptr<Pending>& p, Stream s) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+  {
+    const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p->what : std::string();
+    gpu::ProfileScope prof(stream, name.c_str());
+    link.wait(seq, stream);
+  }
+  CUDA_HOST_CHECK(cudaEventRecord(p->done, stream));
+  Watchdog::instance().watch(p);
+}
 
 class PeerPartial : public PartialWork {
  public:
   PeerPartial(PeerLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
-  // The stall is timed like a collective's: the watchdog sees the event after the wait.
-  void wait(Stream s) override {
-    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
-    {
-      const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
-      gpu::ProfileScope prof(stream, name.c_str());
-      link_.wait(seq_, stream);
-    }
-    NCCL_CUDA_CHECK(cudaEventRecord(p_->done, stream));
-    Watchdog::instance().watch(p_);
-  }
+  void wait(Stream s) override { wait_link_op(link_, seq_, p_, s); }
   const void* peer() const override { return link_.slot(seq_); }
   void release(Stream s) override { link_.release(seq_, static_cast<cudaStream_t>(s.handle)); }
 
@@ -237,20 +223,11 @@ class PeerPartial : public PartialWork {
   std::shared_ptr<Pending> p_;
 };
 
-// A CopyLink operation as a Request; its stall is timed like a collective's.
+// A CopyLink operation as a Request.
 class CopyWork : public CommWork {
  public:
   CopyWork(CopyLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
-  void wait(Stream s) override {
-    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
-    {
-      const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
-      gpu::ProfileScope prof(stream, name.c_str());
-      link_.wait(seq_, stream);
-    }
-    NCCL_CUDA_CHECK(cudaEventRecord(p_->done, stream));
-    Watchdog::instance().watch(p_);
-  }
+  void wait(Stream s) override { wait_link_op(link_, seq_, p_, s); }
 
  private:
   CopyLink& link_;
@@ -275,8 +252,8 @@ class NcclComm : public Comm {
     } else {
       NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
     }
-    NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_HOST_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     Watchdog::instance().add_comm(comm_, name_);
   }
 
@@ -311,11 +288,8 @@ class NcclComm : public Comm {
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
     const size_t bytes = count * dtype_size(t);
-    if (char* dst = copy_ ? copy_->peer_address(base + rank_ * bytes, bytes) : nullptr) {   // into a window
-      std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather"));
-      const uint64_t seq = copy_->put(base + rank_ * bytes, dst, bytes, static_cast<cudaStream_t>(s.handle));
-      return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
-    }
+    if (char* dst = copy_ ? copy_->peer_address(base + rank_ * bytes, bytes) : nullptr)   // into a window
+      return put(base + rank_ * bytes, dst, bytes, "all-gather", s);
     if (link_ && bytes <= link_->slot_bytes()) {   // a pair with fused sums: by the copy engines
       std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather ", count));
       link_->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, static_cast<cudaStream_t>(s.handle),
@@ -376,10 +350,7 @@ class NcclComm : public Comm {
     const size_t bytes = count * dtype_size(t);
     char* dst = copy_ ? copy_->peer_address(inbox, bytes) : nullptr;
     if (!dst) return Comm::scatter_partial_async(buf, count, t, inbox, s);
-    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial scatter"));
-    const uint64_t seq = copy_->put(static_cast<char*>(buf) + (1 - rank_) * bytes, dst, bytes,
-                                    static_cast<cudaStream_t>(s.handle));
-    return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
+    return put(static_cast<char*>(buf) + (1 - rank_) * bytes, dst, bytes, "partial scatter", s);
   }
 
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
@@ -394,6 +365,13 @@ class NcclComm : public Comm {
   }
 
  private:
+  // A copy-engine operation of the pair (CopyLink::put) as a Request named "<group> <op>".
+  Request put(const void* src, char* dst, size_t bytes, const char* op, Stream s) {
+    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " ", op));
+    const uint64_t seq = copy_->put(src, dst, bytes, static_cast<cudaStream_t>(s.handle));
+    return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
+  }
+
   // Why this group cannot link its two GPUs directly ("" if it can): both GPUs in this node, with
   // peer access and the driver's 64-bit stream memory operations. Collective: every rank checks,
   // and all return the first reason found.
@@ -405,10 +383,10 @@ class NcclComm : public Comm {
     MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
     int device = 0, devices[2] = {};
-    NCCL_CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_HOST_CHECK(cudaGetDevice(&device));
     MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_));
     int peer_access = 0, mem_ops = 0;
-    if (node_size == 2) NCCL_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[1 - rank_]));
+    if (node_size == 2) CUDA_HOST_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[1 - rank_]));
     CU_CHECK(StreamMemOps::get().attribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
     std::string why;
     if (node_size != 2)
@@ -430,11 +408,11 @@ class NcclComm : public Comm {
   // the completion event the watchdog and wait() use.
   template <class Fn>
   Request launch(Stream s, const char* op, Fn&& fn) {
-    NCCL_CUDA_CHECK(cudaEventRecord(ready_, static_cast<cudaStream_t>(s.handle)));
-    NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    CUDA_HOST_CHECK(cudaEventRecord(ready_, static_cast<cudaStream_t>(s.handle)));
+    CUDA_HOST_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
     std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " ", op));
     fn();
-    NCCL_CUDA_CHECK(cudaEventRecord(p->done, stream_));
+    CUDA_HOST_CHECK(cudaEventRecord(p->done, stream_));
     Watchdog::instance().watch(p);
     return std::make_unique<NcclWork>(std::move(p));
   }
@@ -454,7 +432,7 @@ class NcclComm : public Comm {
 ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas,
                                 int dp_max_ctas) {
   int device = 0;
-  NCCL_CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_HOST_CHECK(cudaGetDevice(&device));
   Watchdog::instance().start(device, timeout_s);
   ParallelGroups g;
   g.topo = topo;

@@ -4,33 +4,31 @@
 #include <exception>
 #include <type_traits>
 
+#include "host_checks.hpp"
 #include "profiler.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
-
-#define PEER_CUDA_CHECK(stmt)                                                                         \
-  do {                                                                                                \
-    cudaError_t e_ = (stmt);                                                                          \
-    if (e_ != cudaSuccess) ::trident::fatal(__FILE__, __LINE__, #stmt, cudaGetErrorString(e_));       \
-  } while (0)
-
-#define PEER_CU_CHECK(stmt)                                                                           \
-  do {                                                                                                \
-    CUresult r_ = (stmt);                                                                             \
-    if (r_ != CUDA_SUCCESS)                                                                           \
-      ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("CUresult ", static_cast<int>(r_))); \
-  } while (0)
-
-#define PEER_MPI_CHECK(stmt)                                                                          \
-  do {                                                                                                \
-    int rc_ = (stmt);                                                                                 \
-    if (rc_ != MPI_SUCCESS) ::trident::fatal(__FILE__, __LINE__, #stmt, ::trident::str("MPI error ", rc_)); \
-  } while (0)
 
 namespace trident::gpu {
 namespace {
 
 CUdeviceptr addr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Both ranks of the pair drain this GPU (every stream), run `unmap` (closing their mappings of
+// the other's memory), then meet again: so neither frees memory that the other's last copies or
+// flag writes may still reach, or that it still maps. The meetings are skipped while an
+// exception unwinds, which the other rank may not be doing (it would wait here forever). Reports
+// no error: destructors call it.
+template <class Unmap>
+void unmap_together(MPI_Comm mpi, Unmap&& unmap) {
+  const bool together = std::uncaught_exceptions() == 0;
+  if (together) {
+    cudaDeviceSynchronize();
+    MPI_Barrier(mpi);
+  }
+  unmap();
+  if (together) MPI_Barrier(mpi);
+}
 
 int pair_rank(MPI_Comm mpi) {
   int rank = 0;
@@ -46,7 +44,7 @@ const StreamMemOps& StreamMemOps::get() {
     auto find = [](const char* name, auto** fn) {
       cudaDriverEntryPointQueryResult found;
       void* p = nullptr;
-      PEER_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
+      CUDA_HOST_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
       TRIDENT_CHECK(found == cudaDriverEntryPointSuccess && p, str("the CUDA driver has no ", name));
       *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
     };
@@ -62,20 +60,20 @@ const StreamMemOps& StreamMemOps::get() {
 char* map_peer_memory(MPI_Comm mpi, void* p, size_t bytes, void** mapping) {
   CUdeviceptr start = 0;
   size_t range = 0;
-  PEER_CU_CHECK(StreamMemOps::get().address_range(&start, &range, addr(p)));
+  CU_CHECK(StreamMemOps::get().address_range(&start, &range, addr(p)));
   struct Export {
     cudaIpcMemHandle_t handle;
     size_t offset, bytes;
   } mine{}, theirs{};
-  PEER_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(start)));
+  CUDA_HOST_CHECK(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(start)));
   mine.offset = addr(p) - start;
   mine.bytes = bytes;
   const int other = 1 - pair_rank(mpi);
-  PEER_MPI_CHECK(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, other, 8, &theirs, sizeof theirs, MPI_BYTE, other, 8, mpi,
+  MPI_CHECK(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, other, 8, &theirs, sizeof theirs, MPI_BYTE, other, 8, mpi,
                               MPI_STATUS_IGNORE));
   TRIDENT_CHECK(theirs.bytes == bytes,
                 str("a peer buffer of ", bytes, " bytes here is ", theirs.bytes, " bytes on the other rank"));
-  PEER_CUDA_CHECK(cudaIpcOpenMemHandle(mapping, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
+  CUDA_HOST_CHECK(cudaIpcOpenMemHandle(mapping, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
   return static_cast<char*>(*mapping) + theirs.offset;
 }
 
@@ -83,18 +81,18 @@ char* map_peer_memory(MPI_Comm mpi, void* p, size_t bytes, void** mapping) {
 
 PeerFlags::PeerFlags(MPI_Comm mpi, int flags) : flags_(flags) {
   const size_t words = static_cast<size_t>(flags) * (1 + kStaging) + 1;
-  PEER_CUDA_CHECK(cudaMalloc(&mine_, words * sizeof(uint64_t)));
-  PEER_CUDA_CHECK(cudaMemset(mine_, 0, words * sizeof(uint64_t)));
-  PEER_CUDA_CHECK(cudaDeviceSynchronize());   // zeroed before the other rank can write them
+  CUDA_HOST_CHECK(cudaMalloc(&mine_, words * sizeof(uint64_t)));
+  CUDA_HOST_CHECK(cudaMemset(mine_, 0, words * sizeof(uint64_t)));
+  CUDA_HOST_CHECK(cudaDeviceSynchronize());   // zeroed before the other rank can write them
   theirs_ = reinterpret_cast<uint64_t*>(map_peer_memory(mpi, mine_, words * sizeof(uint64_t), &mapping_));
-  PEER_MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
+  MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
   cudaStream_t s = nullptr;
-  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const CUresult probe = StreamMemOps::get().write64(s, addr(&theirs_[flags]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
   copied_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(s) != cudaSuccess;
   cudaGetLastError();
   cudaStreamDestroy(s);
-  PEER_MPI_CHECK(MPI_Barrier(mpi));
+  MPI_CHECK(MPI_Barrier(mpi));
 }
 
 PeerFlags::~PeerFlags() {
@@ -111,45 +109,36 @@ void PeerFlags::unmap() {
 void PeerFlags::write(int flag, uint64_t value, cudaStream_t s) {
   const StreamMemOps& ops = StreamMemOps::get();
   if (!copied_) {
-    PEER_CU_CHECK(ops.write64(s, addr(&theirs_[flag]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    CU_CHECK(ops.write64(s, addr(&theirs_[flag]), value, CU_STREAM_WRITE_VALUE_DEFAULT));
     return;
   }
   uint64_t* stage = &mine_[flags_ + 1 + static_cast<size_t>(flag) * kStaging + value % kStaging];
-  PEER_CU_CHECK(ops.write64(s, addr(stage), value, CU_STREAM_WRITE_VALUE_DEFAULT));
-  PEER_CUDA_CHECK(cudaMemcpyAsync(&theirs_[flag], stage, sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
+  CU_CHECK(ops.write64(s, addr(stage), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+  CUDA_HOST_CHECK(cudaMemcpyAsync(&theirs_[flag], stage, sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
 }
 
 void PeerFlags::wait(int flag, uint64_t value, cudaStream_t s) {
-  PEER_CU_CHECK(StreamMemOps::get().wait64(s, addr(&mine_[flag]), value, CU_STREAM_WAIT_VALUE_GEQ));
+  CU_CHECK(StreamMemOps::get().wait64(s, addr(&mine_[flag]), value, CU_STREAM_WAIT_VALUE_GEQ));
 }
 
 // ---- PeerLink
 
 PeerLink::PeerLink(MPI_Comm mpi, size_t slot_bytes) : mpi_(mpi), slot_bytes_(slot_bytes), flags_(mpi, 2 * kSlots) {
-  PEER_CUDA_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
+  CUDA_HOST_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
   peer_slots_ = map_peer_memory(mpi, slots_, kSlots * slot_bytes_, &peer_mapping_);
-  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&flag_stream_, cudaStreamNonBlocking));
-  PEER_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-  PEER_CUDA_CHECK(cudaEventCreateWithFlags(&released_, cudaEventDisableTiming));
-  for (cudaEvent_t& e : sent_) PEER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  PEER_MPI_CHECK(MPI_Barrier(mpi));
+  CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&flag_stream_, cudaStreamNonBlocking));
+  CUDA_HOST_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  CUDA_HOST_CHECK(cudaEventCreateWithFlags(&released_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : sent_) CUDA_HOST_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  MPI_CHECK(MPI_Barrier(mpi));
 }
 
 PeerLink::~PeerLink() {
-  // Both ranks drain and close their mappings before either frees: neither frees memory the
-  // other's last copies or flag writes may still reach, or that it still maps. Skipped while an
-  // exception unwinds, which the other rank may not be doing (it would wait here forever).
-  const bool together = std::uncaught_exceptions() == 0;
-  if (together) {
-    cudaStreamSynchronize(copy_stream_);
-    cudaStreamSynchronize(flag_stream_);
-    cudaDeviceSynchronize();
-    MPI_Barrier(mpi_);
-  }
-  cudaIpcCloseMemHandle(peer_mapping_);
-  flags_.unmap();
-  if (together) MPI_Barrier(mpi_);
+  unmap_together(mpi_, [&] {
+    cudaIpcCloseMemHandle(peer_mapping_);
+    flags_.unmap();
+  });
   for (cudaEvent_t e : sent_) cudaEventDestroy(e);
   cudaEventDestroy(ready_);
   cudaEventDestroy(released_);
@@ -164,15 +153,15 @@ uint64_t PeerLink::send(const void* buf, size_t bytes, cudaStream_t s) {
   // sent_[k] is recorded again below: the partial that last used slot k must have been waited.
   TRIDENT_CHECK(unwaited_[k] == 0, str("partial sum ", unwaited_[k], " not waited before slot ", k, " is reused"));
   unwaited_[k] = seq;
-  PEER_CUDA_CHECK(cudaEventRecord(ready_, s));
-  PEER_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
+  CUDA_HOST_CHECK(cudaEventRecord(ready_, s));
+  CUDA_HOST_CHECK(cudaStreamWaitEvent(copy_stream_, ready_, 0));
   if (seq > kSlots) flags_.wait(kSlots + k, seq - kSlots, copy_stream_);   // freed
   {
     // Profiled as a side-stream op: how long the copy engine takes (beside the compute).
     ProfileScope prof(copy_stream_, "copy-engine send (bytes)", static_cast<long>(bytes));
-    PEER_CUDA_CHECK(cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    CUDA_HOST_CHECK(cudaMemcpyAsync(peer_slots_ + k * slot_bytes_, buf, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
   }
-  PEER_CUDA_CHECK(cudaEventRecord(sent_[k], copy_stream_));
+  CUDA_HOST_CHECK(cudaEventRecord(sent_[k], copy_stream_));
   flags_.write(k, seq, copy_stream_);   // arrived
   return seq;
 }
@@ -180,15 +169,15 @@ uint64_t PeerLink::send(const void* buf, size_t bytes, cudaStream_t s) {
 void PeerLink::wait(uint64_t seq, cudaStream_t s) {
   const int k = static_cast<int>(seq % kSlots);
   unwaited_[k] = 0;
-  PEER_CUDA_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
+  CUDA_HOST_CHECK(cudaStreamWaitEvent(s, sent_[k], 0));
   flags_.wait(k, seq, s);
 }
 
 void PeerLink::gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done) {
   const uint64_t seq = send(mine, bytes, s);
   wait(seq, copy_stream_);
-  PEER_CUDA_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
-  PEER_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+  CUDA_HOST_CHECK(cudaMemcpyAsync(theirs, slot(seq), bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+  CUDA_HOST_CHECK(cudaEventRecord(done, copy_stream_));
   release(seq, copy_stream_);
 }
 
@@ -202,30 +191,24 @@ void PeerLink::release(uint64_t seq, cudaStream_t s) {
     flags_.write(flag, seq, s);
     return;
   }
-  PEER_CUDA_CHECK(cudaEventRecord(released_, s));
-  PEER_CUDA_CHECK(cudaStreamWaitEvent(flag_stream_, released_, 0));
+  CUDA_HOST_CHECK(cudaEventRecord(released_, s));
+  CUDA_HOST_CHECK(cudaStreamWaitEvent(flag_stream_, released_, 0));
   flags_.write(flag, seq, flag_stream_);
 }
 
 // ---- CopyLink
 
 CopyLink::CopyLink(MPI_Comm mpi) : mpi_(mpi), flags_(mpi, 2) {
-  PEER_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  PEER_CUDA_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
-  for (cudaEvent_t& e : copied_) PEER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  CUDA_HOST_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : copied_) CUDA_HOST_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
 CopyLink::~CopyLink() {
-  // As PeerLink's: drained and unmapped on both ranks before either frees.
-  const bool together = std::uncaught_exceptions() == 0;
-  if (together) {
-    cudaStreamSynchronize(copy_stream_);
-    cudaDeviceSynchronize();
-    MPI_Barrier(mpi_);
-  }
-  for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
-  flags_.unmap();
-  if (together) MPI_Barrier(mpi_);
+  unmap_together(mpi_, [&] {
+    for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
+    flags_.unmap();
+  });
   for (cudaEvent_t e : copied_) cudaEventDestroy(e);
   cudaEventDestroy(ready_event_);
   cudaStreamDestroy(copy_stream_);
@@ -242,15 +225,10 @@ void CopyLink::add_window(void* base, size_t bytes) {
 void CopyLink::remove_window(void* base) {
   for (auto it = windows_.begin(); it != windows_.end(); ++it) {
     if (it->base != base) continue;
-    const bool together = std::uncaught_exceptions() == 0;
-    if (together) {
-      cudaStreamSynchronize(copy_stream_);
-      cudaDeviceSynchronize();
-      MPI_Barrier(mpi_);
-    }
-    cudaIpcCloseMemHandle(it->peer_mapping);
-    windows_.erase(it);
-    if (together) MPI_Barrier(mpi_);
+    unmap_together(mpi_, [&] {
+      cudaIpcCloseMemHandle(it->peer_mapping);
+      windows_.erase(it);
+    });
     return;
   }
 }
@@ -273,14 +251,14 @@ uint64_t CopyLink::put(const void* src, char* dst, size_t bytes, cudaStream_t s)
   // Written from s, not the copy stream: there it would wait behind this rank's previous copy,
   // and the other rank's copy would wait for that.
   flags_.write(kReady, seq, s);   // this rank's readers so far have run
-  PEER_CUDA_CHECK(cudaEventRecord(ready_event_, s));
-  PEER_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
+  CUDA_HOST_CHECK(cudaEventRecord(ready_event_, s));
+  CUDA_HOST_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
   flags_.wait(kReady, seq, copy_stream_);
   {
     ProfileScope prof(copy_stream_, "copy-engine put (bytes)", static_cast<long>(bytes));
-    PEER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
+    CUDA_HOST_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
   }
-  PEER_CUDA_CHECK(cudaEventRecord(copied_[k], copy_stream_));
+  CUDA_HOST_CHECK(cudaEventRecord(copied_[k], copy_stream_));
   flags_.write(kArrived, seq, copy_stream_);
   return seq;
 }
@@ -289,7 +267,7 @@ void CopyLink::wait(uint64_t seq, cudaStream_t s) {
   const int k = static_cast<int>(seq % kInFlight);
   TRIDENT_CHECK(unwaited_[k] == seq, str("copy-engine operation ", seq, " waited twice or out of its window"));
   unwaited_[k] = 0;
-  PEER_CUDA_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
+  CUDA_HOST_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
   flags_.wait(kArrived, seq, s);
 }
 

@@ -133,24 +133,31 @@ void kernel_bench(Backend& be) {
   std::printf("%-36s %10s %13.4g\n", name, "", gemm_tflops);
   auto memory_row = [&](double s, double bytes) { return KernelRow{s * 1e3, bytes / s / 1e9, copy_gbs}; };
 
-  for (int HS : {64, 128})
-    for (int T : dev ? std::vector<int>{1024, 4096} : std::vector<int>{128, 256}) {
-      const int B = dev ? 8 : 1, NH = (HS == 64 ? 12 : 16);
-      const size_t n = static_cast<size_t>(B) * T * NH * HS;
-      Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n),
-             dbias = buf(DType::F32, 3 * size_t(NH) * HS);
-      // With the qkv bias gradient, as the model runs it.
-      double s = time_op(be, reps, [&] {
-        be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, HS);
-        be.attention_bwd(view(dqkv, act, 3 * n), view(dbias, DType::F32, 3 * size_t(NH) * HS), view(out, act, n),
-                         view(qkv, act, 3 * n), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
-                         HS);
-      });
-      // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
-      const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;
-      std::snprintf(name, sizeof name, "attention fwd+bwd HS=%d T=%d B=%d", HS, T, B);
-      KernelRow{s * 1e3, flops / s / 1e12, gemm_tflops}.print(name);
-    }
+  // B 8 (issue 5's target-4 shapes, whose tensors fit in L2) and, on a GPU, GPT-2 124M's
+  // training shape B 32, whose tensors do not (run BO).
+  struct AttentionShape {
+    int HS, T, B;
+  };
+  const std::vector<AttentionShape> attention_shapes =
+      dev ? std::vector<AttentionShape>{{64, 1024, 8}, {64, 4096, 8}, {128, 1024, 8}, {128, 4096, 8}, {64, 1024, 32}}
+          : std::vector<AttentionShape>{{64, 128, 1}, {64, 256, 1}, {128, 128, 1}, {128, 256, 1}};
+  for (const auto [HS, T, B] : attention_shapes) {
+    const int NH = (HS == 64 ? 12 : 16);
+    const size_t n = static_cast<size_t>(B) * T * NH * HS;
+    Buffer qkv = buf(act, 3 * n), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T), dqkv = buf(act, 3 * n),
+           dbias = buf(DType::F32, 3 * size_t(NH) * HS);
+    // With the qkv bias gradient, as the model runs it.
+    double s = time_op(be, reps, [&] {
+      be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, HS);
+      be.attention_bwd(view(dqkv, act, 3 * n), view(dbias, DType::F32, 3 * size_t(NH) * HS), view(out, act, n),
+                       view(qkv, act, 3 * n), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
+                       HS);
+    });
+    // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
+    const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;
+    std::snprintf(name, sizeof name, "attention fwd+bwd HS=%d T=%d B=%d", HS, T, B);
+    KernelRow{s * 1e3, flops / s / 1e12, gemm_tflops}.print(name);
+  }
   // GPT-2 124M's width, then (on a GPU) the 1.5B-class tp config's and GPT-2 XL's (the fused
   // backward with a partly filled last group), at the same number of elements.
   for (const int C : dev ? std::vector<int>{768, 1536, 1600} : std::vector<int>{768}) {

@@ -2,9 +2,21 @@
 """Summarises traces of tools/kernel_trace (TRACE.csv) over their second half (the steady state):
 the share of the window in which some kernel ran, the idle gaps of the busiest stream, and each
 kernel's calls and mean duration; given two traces, the kernels side by side.
-usage: kernel_trace.py TRACE.csv [OTHER.csv] [--top N]"""
+usage: kernel_trace.py TRACE.csv [OTHER.csv] [--top N] [--gaps N] [--pairs N]"""
 import argparse
 import collections
+import re
+
+
+def short(name):
+    """trident's kernels by their function name (the mangled name puts an anonymous namespace
+    and the file first); others as they are."""
+    m = re.match(r"_ZN7trident3gpu\d+_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]{8}(\d+)", name)
+    if not m:
+        return name
+    rest = name[m.end():]
+    length = int(m.group(1))
+    return rest[:length] if len(rest) >= length else name
 
 
 def load(path):
@@ -49,6 +61,18 @@ def summary(path, kernels):
     print("  idle before (kernel that followed the gap: gaps, total ms):")
     for name, (c, tot) in sorted(before.items(), key=lambda kv: -kv[1][1])[:args.gaps]:
         print(f"    {name[:70]:70s} {c:6d} {tot / 1e6:9.3f}")
+    if args.pairs:
+        # The same idle time by the pair of kernels around it, with its spread: a pair whose
+        # shortest gaps (p10) exceed those of other pairs has work of another kind between them
+        # (stream operations, events), not only waits for data.
+        pairs = collections.defaultdict(list)
+        for a, b in zip(on_main, on_main[1:]):
+            pairs[(short(a[4]), short(b[4]))].append(max(0, b[0] - a[1]) / 1e3)
+        print("  idle between (previous kernel -> next kernel: gaps, total ms, mean / p10 / p50 us):")
+        for (a, b), g in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:args.pairs]:
+            g.sort()
+            print(f"    {a[:40]:40s} -> {b[:40]:40s} {len(g):6d} {sum(g) / 1e3:9.3f} "
+                  f"{sum(g) / len(g):7.2f} {g[len(g) // 10]:7.2f} {g[len(g) // 2]:7.2f}")
     return stats
 
 
@@ -56,6 +80,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("traces", nargs="+")
 ap.add_argument("--top", type=int, default=25)
 ap.add_argument("--gaps", type=int, default=12, help="kernels listed with the idle time before them")
+ap.add_argument("--pairs", type=int, default=0, help="kernel pairs listed with the idle time between them")
 args = ap.parse_args()
 all_stats = [summary(p, load(p)) for p in args.traces[:2]]
 first = all_stats[0]

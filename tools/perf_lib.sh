@@ -1,0 +1,54 @@
+# Shared by the GPU measurement scripts docs/perf/raw/run_*/run.sh (from run BO on; the earlier
+# ones are kept as they ran): the environment of a GPU node running a bundle (tools/bundle.sh),
+# the usual model arguments, and helpers that run one measurement and log one summary line.
+#   source tools/perf_lib.sh BUNDLE OUT     (from the repository root)
+# Then: one NAME RANKS BINARY BENCH_ARGS...   trident bench under mpirun; summary: tok/s, step ms,
+#                                               comm wait. Exported TRIDENT_* variables and CUDA_INJECTION64_PATH go along.
+#       check NAME LIMIT_S COMMAND...          any command; summary: its exit status and last line
+#       pytorch NAME ARGS...                   tools/bench_pytorch.py without the bundle's libraries
+#       finish                                 packs the logs: OUT/logs.tgz and OUT/summary.txt
+# The logs are written to a scratch folder ($out) until `finish`: the device tool brings back
+# only a few files from OUT.
+b=$(cd "${1:?usage: source tools/perf_lib.sh BUNDLE OUT}" && pwd)
+dest=${2:?usage: source tools/perf_lib.sh BUNDLE OUT}
+out=$(mktemp -d)
+mkdir -p "$dest"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH="$b/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu"
+mp=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+m124=(--config inputs/models/gpt2-124m.cfg --train.micro_batch_size 32 --bench.warmup 5 --bench.steps 30)
+m15=(--config inputs/models/gpt2-1.5b-tp.cfg --train.micro_batch_size 8 --train.global_batch_size 64
+     --bench.warmup 2 --bench.steps 6)
+split=(--parallel.tp 2 --parallel.tp_overlap true --parallel.tp_fused_sum true --parallel.tp_split_layernorm_bwd true)
+z1=(--train.global_batch_size 64 --parallel.zero 1)
+
+row() { grep -A1 '^model' "$1" | tail -1 | awk '{print $9, $10, $NF}'; }
+
+one() {  # name, ranks, binary, bench arguments...
+  local name=$1 n=$2 bin=$3 t0=$SECONDS pass=()
+  shift 3
+  for v in $(compgen -e | grep -E "^(TRIDENT_|CUDA_INJECTION64_PATH$)"); do pass+=(-x "$v"); done
+  timeout 150 "${mp[@]}" "${pass[@]}" -np "$n" "$bin" bench "$@" >"$out/$name.log" 2>&1
+  echo "$name: exit $? $(row "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+}
+
+check() {  # name, limit in seconds, command...
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  echo "$name: exit $? $(tail -1 "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+}
+
+pytorch() {  # name, bench_pytorch.py arguments...
+  local name=$1 t0=$SECONDS
+  shift
+  (unset LD_LIBRARY_PATH; timeout 200 python3 tools/bench_pytorch.py "$@") >"$out/$name.log" 2>&1
+  echo "$name: exit $? $(tail -1 "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+}
+
+nvidia-smi --query-gpu=name,memory.total,power.limit,clocks.max.sm --format=csv,noheader | tee "$out/gpus.txt"
+
+finish() {
+  tar czf "$dest/logs.tgz" -C "$out" .
+  cp "$out/summary.txt" "$dest/"
+}

@@ -566,14 +566,15 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
   // of the updated dres rows runs beside `second`.
   auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
-                     const std::function<void(TensorView)>& ln_bwd) {
+                     const std::function<void(TensorView, PeerRelease)>& ln_bwd) {
     TpSum sum = start_sum(sc.dln);
     const bool margin = sum && !split_bwd_;
     if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
     first();
     if (!split_bwd_) second();
     if (margin) be_.set_gemm_sm_margin(0);
-    ln_bwd(sum.wait(st));
+    const TensorView peer = sum.wait(st);
+    ln_bwd(peer, sum.release_in_op());
     sum.done(st);
     if (split_bwd_) {
       start_grad_gather(s, dres);
@@ -618,9 +619,10 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
       },
       [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl); },
-      [&](TensorView dln_peer) {
+      [&](TensorView dln_peer, PeerRelease release) {
         be_.layernorm_bwd(bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
-                          bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C);
+                          bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C,
+                          release);
       });
 
   gather_rows(dres);
@@ -643,10 +645,10 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
       // With the split backward the gather of dres's rows runs beside the next block's first
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
-      [&](TensorView dln_peer) {
+      [&](TensorView dln_peer, PeerRelease release) {
         be_.layernorm_bwd(bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
                           bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
-                          bwd_rows(a.ln1_rstd, 1), ln_rows, C);
+                          bwd_rows(a.ln1_rstd, 1), ln_rows, C, release);
       });
 }
 
@@ -693,8 +695,10 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_sum.wait(st),
-                    bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C);
+  const TensorView dlnf_peer = dlnf_sum.wait(st);
+  be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
+                    bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C,
+                    dlnf_sum.release_in_op());
   dlnf_sum.done(st);
   if (split_bwd_) start_grad_gather(s, s.grad);
 }

@@ -933,7 +933,9 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
 // parallel.tp_fused_sum: the LayerNorms given the other TP rank's partial (a_peer, dout_peer)
 // must compute exactly what they compute from the pair's sum made by a separate add, which
 // rounds as the all-reduce does. C = 37 takes the scalar paths, 96 the separate backward kernels
-// (the summed gradient in scratch), 768 and 1600 the fused backward kernel.
+// (the summed gradient in scratch), 768 and 1600 the fused backward kernel. The fused calls also
+// free the partials themselves (PeerRelease): each must leave its flag at its value and its block
+// counter at zero, whichever kernel path ran.
 TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
   for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
@@ -950,10 +952,21 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
       Tensor sum = act(Vec(NC)), out = act(Vec(NC)), pair = act(Vec(NC)), din = act(random_vector(NC, 168));
       Tensor mean = f32(N), rstd = f32(N), dw = f32(C), db = f32(C), ds = f32(C);
       if (fused) {
+        Tensor flags = f32(4), counters = f32(2);   // two 64-bit freed flags, two block counters (zeros)
+        auto* flag = static_cast<uint64_t*>(flags.view().data);
+        auto* counter = static_cast<unsigned*>(counters.view().data);
         gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(),
-                                residual.view(), w.view(), b.view(), N, C, 1e-5f);
+                                residual.view(), w.view(), b.view(), N, C, 1e-5f, PeerRelease{flag, 7, counter});
         gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(),
-                            w.view(), mean.view(), rstd.view(), N, C);
+                            w.view(), mean.view(), rstd.view(), N, C, PeerRelease{flag + 1, 9, counter + 1});
+        uint64_t flag_values[2] = {};
+        unsigned counter_values[2] = {1, 1};
+        std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
+        std::memcpy(counter_values, download_bits(gpu(), counters.view()).data(), sizeof counter_values);
+        EXPECT_EQ(flag_values[0], 7u) << "add_layernorm_fwd did not free its partial";
+        EXPECT_EQ(flag_values[1], 9u) << "layernorm_bwd did not free its partial";
+        EXPECT_EQ(counter_values[0], 0u) << "add_layernorm_fwd left its block counter set";
+        EXPECT_EQ(counter_values[1], 0u) << "layernorm_bwd left its block counter set";
       } else {
         gpu().add(pair.view(), a.view(), peer.view());
         gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), pair.view(), TensorView{},

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "trident/core/error.hpp"
+#include "trident/core/peer_release.hpp"
 #include "trident/core/stream.hpp"
 #include "trident/core/tensor.hpp"
 
@@ -110,10 +112,13 @@ class Backend {
   // The residual add fused with the LayerNorm that follows it: sum (N,C) act = a + residual (sum
   // may alias a), then out = LayerNorm(sum). a_peer, if given, is the other TP rank's partial of
   // a (parallel.tp_fused_sum): sum = (a + a_peer) + residual, the pair's sum rounded to act
-  // first, as the all-reduce it replaces leaves it. Backends may fuse; the default composes.
+  // first, as the all-reduce it replaces leaves it. With `release` (from TpSum::release_in_op,
+  // device backends only) the op also frees a_peer once it has read it. Backends may fuse; the
+  // default composes.
   virtual void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
                                  TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
-                                 float eps) {
+                                 float eps, PeerRelease release = {}) {
+    TRIDENT_CHECK(!release, "add_layernorm_fwd: this backend cannot free a partial itself");
     if (!a_peer.empty()) {
       add(sum, a, a_peer);
       a = sum;
@@ -125,10 +130,10 @@ class Backend {
   // f32, if given, += column sums of din_accum after the update: the bias gradient of the linear
   // layer whose output gradient the residual stream's is, summed while the rows are on chip.
   // dout_peer, if given, is the other TP rank's partial of dout: the gradient is dout + dout_peer
-  // rounded to act (as add_layernorm_fwd's a_peer).
+  // rounded to act (as add_layernorm_fwd's a_peer), and `release` as there.
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                              TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                             int N, int C) = 0;
+                             int N, int C, PeerRelease release = {}) = 0;
 
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)

@@ -41,6 +41,7 @@ class TpSum {
     reduce_ = std::move(o.reduce_);
     partial_ = std::move(o.partial_);
     x_ = o.x_;
+    released_in_op_ = o.released_in_op_;
     return *this;
   }
   ~TpSum() { check_done(); }
@@ -68,11 +69,21 @@ class TpSum {
     return TensorView(const_cast<void*>(partial_->peer()), x_.dtype, x_.numel);
   }
 
+  // For the one op that reads wait()'s partial, where it can free the partial itself (a fused
+  // sum on GPUs): pass this to it, and done() then only closes the sum. Empty otherwise.
+  PeerRelease release_in_op() {
+    if (!partial_) return {};
+    PeerRelease r = partial_->device_release();
+    released_in_op_ = static_cast<bool>(r);
+    return r;
+  }
+
   // After the ops that read wait()'s partial are queued on s.
   void done(Stream s) {
-    if (partial_) partial_->release(s);
+    if (partial_ && !released_in_op_) partial_->release(s);
     partial_.reset();
     reduce_.reset();
+    released_in_op_ = false;
   }
 
  private:
@@ -84,6 +95,7 @@ class TpSum {
   Request reduce_;
   PartialRequest partial_;
   TensorView x_;
+  bool released_in_op_ = false;   // release_in_op() handed the release to an op
 };
 
 }  // namespace trident

@@ -10,6 +10,7 @@
 
 #include "trident/core/dtype.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/peer_release.hpp"
 #include "trident/core/stream.hpp"
 
 namespace trident {
@@ -32,10 +33,13 @@ using Request = std::unique_ptr<CommWork>;
 // A partial sum sent to the other rank of a pair (Comm::send_partial_async). wait(s) orders s
 // after the other rank's partial has arrived; it is then readable at peer() by the ops queued
 // on s, until release(s), queued after the last of them, lets the other rank reuse the space.
+// Instead of release(s), the one op that reads it may free it itself where device_release()
+// is not empty (a Backend op's PeerRelease).
 class PartialWork : public CommWork {
  public:
   virtual const void* peer() const = 0;
   virtual void release(Stream s) = 0;
+  virtual PeerRelease device_release() { return {}; }
 };
 using PartialRequest = std::unique_ptr<PartialWork>;
 

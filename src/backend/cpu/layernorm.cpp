@@ -43,7 +43,8 @@ void CpuBackend::layernorm_fwd(TensorView out, TensorView mean, TensorView rstd,
 
 void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                                TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
-                               TensorView rstd, int N, int C) {
+                               TensorView rstd, int N, int C, PeerRelease release) {
+  TRIDENT_CHECK(!release, "layernorm_bwd: the CPU backend cannot free a partial itself");
   const size_t NC = static_cast<size_t>(N) * C;
   float* dx = f32_data(din_accum, NC, "layernorm_bwd: din_accum");  // (N, C)
   float* dwt = f32_data(dw, C, "layernorm_bwd: dw");                // (C)

@@ -294,27 +294,30 @@ class CudaBackend final : public Backend {
 
   void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
                          TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
-                         float eps) override {
+                         float eps, PeerRelease release = {}) override {
+    TRIDENT_CHECK(!release || !a_peer.empty(), "add_layernorm_fwd: a release without a_peer");
     gpu::ProfileScope prof(stream_, "add_layernorm_fwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::add_layernorm_fwd(act(sum, NC, "add_layernorm_fwd: sum"), act(out, NC, "add_layernorm_fwd: out"),
                            f32(mean, N, "add_layernorm_fwd: mean"), f32(rstd, N, "add_layernorm_fwd: rstd"),
                            act(a, NC, "add_layernorm_fwd: a"), act_optional(a_peer, NC, "add_layernorm_fwd: a_peer"),
                            act(residual, NC, "add_layernorm_fwd: residual"),
-                           act(w, C, "add_layernorm_fwd: w"), act(b, C, "add_layernorm_fwd: b"), N, C, eps, stream_);
+                           act(w, C, "add_layernorm_fwd: w"), act(b, C, "add_layernorm_fwd: b"), N, C, eps, release,
+                           stream_);
   }
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
-                     int C) override {
+                     int C, PeerRelease release = {}) override {
+    TRIDENT_CHECK(!release || !dout_peer.empty(), "layernorm_bwd: a release without dout_peer");
     gpu::ProfileScope prof(stream_, "layernorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), f32(dw, C, "layernorm_bwd: dw"),
                        f32(db, C, "layernorm_bwd: db"), f32_optional(dsum, C, "layernorm_bwd: dsum"),
                        act(dout, NC, "layernorm_bwd: dout"), act_optional(dout_peer, NC, "layernorm_bwd: dout_peer"),
                        act(in, NC, "layernorm_bwd: in"), act(w, C, "layernorm_bwd: w"),
-                       f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, *scratch_,
-                       stream_);
+                       f32(mean, N, "layernorm_bwd: mean"), f32(rstd, N, "layernorm_bwd: rstd"), N, C, release,
+                       *scratch_, stream_);
   }
 
   // ---- elementwise

@@ -10,6 +10,34 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 
+// PeerRelease: the kernel that reads the other TP rank's partial frees it from the block that
+// finishes last. Every block counts itself in after a barrier (its reads of the partial are done
+// then), and the last one resets the counter for the slot's next partial (read by a later kernel
+// of the same stream) and writes the other GPU's freed flag. Called by every thread of a block,
+// whose threads all reach it.
+__device__ __forceinline__ void release_when_last(uint64_t* flag, uint64_t value, unsigned* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(counter, 1u) + 1 == gridDim.x) {
+      *counter = 0;
+      __threadfence();   // the reset is seen before the flag that lets the slot's next partial come
+      asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+    }
+  }
+}
+
+// The same for a path whose kernels cannot write it: one thread, after the work queued before.
+__global__ void release_kernel(uint64_t* flag, uint64_t value) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+}
+
+void release_after(const PeerRelease& release, cudaStream_t stream) {
+  release_kernel<<<1, 1, 0, stream>>>(release.flag, release.value);
+  CUDA_CHECK_LAUNCH("release_kernel");
+}
+
+// One row of layernorm_fwd_kernel (one warp).
 // Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
 // addresses allow 16-byte accesses, else 1); the later passes over a row hit the L1 cache.
 // With kResidual the row is first summed: sum = bf16(in + residual) is stored (it may overwrite
@@ -17,11 +45,9 @@ constexpr int kThreads = 32 * kWarpsPerBlock;
 // with `peer` too (the other TP rank's partial of `in`), sum = bf16(bf16(in + peer) + residual),
 // the pair's sum rounded as the all-reduce it replaces would leave it.
 template <int kWidth, bool kResidual>
-__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* peer,
-                                     const bf16* residual, bf16* sum, const bf16* w, const bf16* b, int N, int C,
-                                     float eps) {
-  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= N) return;  // whole warps leave together
+__device__ __forceinline__ void layernorm_row(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* peer,
+                                              const bf16* residual, bf16* sum, const bf16* w, const bf16* b, int row,
+                                              int lane, int C, float eps) {
   const size_t off = static_cast<size_t>(row) * C;
   const bf16* x = kResidual ? sum + off : in + off;
   float s = 0.0f;
@@ -66,6 +92,16 @@ __global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const 
     for (int k = 0; k < kWidth; ++k) v[k] = (v[k] - m) * r * wv[k] + bv[k];
     store_vec(o + c, v);
   }
+}
+
+// With release.flag (and peer), the last block frees the peer partial (release_when_last).
+template <int kWidth, bool kResidual>
+__global__ void layernorm_fwd_kernel(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* peer,
+                                     const bf16* residual, bf16* sum, const bf16* w, const bf16* b, int N, int C,
+                                     float eps, PeerRelease release) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row < N) layernorm_row<kWidth, kResidual>(out, mean, rstd, in, peer, residual, sum, w, b, row, lane, C, eps);
+  if (release.flag) release_when_last(release.flag, release.value, release.counter);
 }
 
 // The LayerNorm backward of one row, piece by piece (kWidth columns at offset c of dout, in, w):
@@ -160,7 +196,7 @@ template <int kGroups, bool kSum, bool kPeer>
 __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
     layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
                                const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
-                               const float* mean, const float* rstd, int N, int C) {
+                               const float* mean, const float* rstd, int N, int C, PeerRelease release) {
   constexpr int kC = kGroups * 32 * kVec;   // the shared-memory rows' length
   // Up to 4 groups only whole ones are launched: the row length is then a compile-time constant.
   constexpr bool kRagged = kGroups > 4;
@@ -252,12 +288,13 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
       store_vec(partial_ds + static_cast<size_t>(blockIdx.x) * cols + c, acc);
     }
   }
+  if (release.flag) release_when_last(release.flag, release.value, release.counter);
 }
 // The fused kernel for this C with its shared memory (allowed on every call, see allow_smem), or
 // null where C is not a multiple of kVec, is above 8 groups of 32 lanes x kVec columns (2,048),
 // or is up to 4 groups but not whole ones (those rows take the separate kernels, as before).
 using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*,
-                                const float*, const float*, int, int);
+                                const float*, const float*, int, int, PeerRelease);
 template <bool kSum, bool kPeer>
 FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   constexpr int kGroupCols = 32 * kVec;
@@ -323,26 +360,32 @@ void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf
   const bool vec = C % kVec == 0 && aligned16(out, in, w, b);
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, false> : layernorm_fwd_kernel<1, false>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, nullptr, nullptr, nullptr, w, b, N,
-                                                                C, eps);
+                                                                C, eps, PeerRelease{});
   CUDA_CHECK_LAUNCH("layernorm_fwd");
 }
 
 void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* a_peer,
                        const bf16* residual, const bf16* w, const bf16* b, int N, int C, float eps,
-                       cudaStream_t stream) {
-  if (N == 0 || C == 0) return;
+                       const PeerRelease& release, cudaStream_t stream) {
+  if (N == 0 || C == 0) {
+    if (release) release_after(release, stream);
+    return;
+  }
   const bool vec = C % kVec == 0 && aligned16(out, a, w, b) && aligned16(sum, residual, w, b) &&
                    (!a_peer || aligned16(a_peer));
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, true> : layernorm_fwd_kernel<1, true>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, a, a_peer, residual, sum, w, b, N, C,
-                                                                eps);
+                                                                eps, release);
   CUDA_CHECK_LAUNCH("add_layernorm_fwd");
 }
 
 void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* dout_peer,
-                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C, Scratch& scratch,
-                   cudaStream_t stream) {
-  if (N == 0 || C == 0) return;
+                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C,
+                   const PeerRelease& release, Scratch& scratch, cudaStream_t stream) {
+  if (N == 0 || C == 0) {
+    if (release) release_after(release, stream);
+    return;
+  }
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
   // C in whole 256-column groups up to 1,024 (GPT-2 124M, 350M) or any multiple of 8 from 1,032
   // to 2,048 (774M, 1.5B): one fused pass.
@@ -363,7 +406,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     float* partial_db = partial_dw + chunk_elems;
     float* partial_ds = dsum ? partial_db + chunk_elems : nullptr;
     kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, dout_peer,
-                                                       in, w, mean, rstd, N, C);
+                                                       in, w, mean, rstd, N, C, release);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
     if (dsum) {
       add_column_partials({dw, db, dsum}, partial_dw, n_chunks, C, stream);
@@ -385,6 +428,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
   if (dout_peer) {
     bf16* summed = carve.take<bf16>(static_cast<size_t>(N) * C);
     add(summed, dout, dout_peer, static_cast<size_t>(N) * C, stream);
+    if (release) release_after(release, stream);   // the add was dout_peer's only reader
     dout = summed;
   }
   const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "trident/core/peer_release.hpp"
 
 namespace trident::gpu {
 
@@ -10,16 +11,18 @@ void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf
                    float eps, cudaStream_t stream);
 
 // sum (N,C) = a + residual (may alias a), then out = LayerNorm(sum): the residual add fused.
-// With a_peer (the other TP rank's partial of a): sum = bf16(a + a_peer) + residual.
+// With a_peer (the other TP rank's partial of a): sum = bf16(a + a_peer) + residual; with
+// `release` too, the kernel's last block then writes the other GPU's freed flag.
 void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* a_peer,
                        const bf16* residual, const bf16* w, const bf16* b, int N, int C, float eps,
-                       cudaStream_t stream);
+                       const PeerRelease& release, cudaStream_t stream);
 
 // din_accum (N,C) += dL/din; dw, db (C) += (deterministic: partial column sums in scratch); with
 // dsum, also dsum (C) += column sums of the updated din_accum (as stored, in bf16). With dout_peer
-// (the other TP rank's partial of dout) the gradient is bf16(dout + dout_peer).
+// (the other TP rank's partial of dout) the gradient is bf16(dout + dout_peer), and `release` as
+// for add_layernorm_fwd (after the last kernel that reads dout_peer).
 void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* dout_peer,
-                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C, Scratch& scratch,
-                   cudaStream_t stream);
+                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C,
+                   const PeerRelease& release, Scratch& scratch, cudaStream_t stream);
 
 }  // namespace trident::gpu

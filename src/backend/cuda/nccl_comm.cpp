@@ -216,6 +216,7 @@ class PeerPartial : public PartialWork {
   void wait(Stream s) override { wait_link_op(link_, seq_, p_, s); }
   const void* peer() const override { return link_.slot(seq_); }
   void release(Stream s) override { link_.release(seq_, static_cast<cudaStream_t>(s.handle)); }
+  PeerRelease device_release() override { return link_.device_release(seq_); }
 
  private:
   PeerLink& link_;

@@ -125,6 +125,9 @@ void PeerFlags::wait(int flag, uint64_t value, cudaStream_t s) {
 
 PeerLink::PeerLink(MPI_Comm mpi, size_t slot_bytes) : mpi_(mpi), slot_bytes_(slot_bytes), flags_(mpi, 2 * kSlots) {
   CUDA_HOST_CHECK(cudaMalloc(&slots_, kSlots * slot_bytes_));
+  CUDA_HOST_CHECK(cudaMalloc(&counters_, kSlots * sizeof(unsigned)));
+  CUDA_HOST_CHECK(cudaMemset(counters_, 0, kSlots * sizeof(unsigned)));
+  CUDA_HOST_CHECK(cudaDeviceSynchronize());   // zeroed before any stream's kernel counts in them
   peer_slots_ = map_peer_memory(mpi, slots_, kSlots * slot_bytes_, &peer_mapping_);
   CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&flag_stream_, cudaStreamNonBlocking));
@@ -144,6 +147,7 @@ PeerLink::~PeerLink() {
   cudaEventDestroy(released_);
   cudaStreamDestroy(flag_stream_);
   cudaStreamDestroy(copy_stream_);
+  cudaFree(counters_);
   cudaFree(slots_);
 }
 
@@ -194,6 +198,13 @@ void PeerLink::release(uint64_t seq, cudaStream_t s) {
   CUDA_HOST_CHECK(cudaEventRecord(released_, s));
   CUDA_HOST_CHECK(cudaStreamWaitEvent(flag_stream_, released_, 0));
   flags_.write(flag, seq, flag_stream_);
+}
+
+PeerRelease PeerLink::device_release(uint64_t seq) const {
+  const int k = static_cast<int>(seq % kSlots);
+  uint64_t* flag = flags_.remote(kSlots + k);
+  if (!flag) return {};
+  return PeerRelease{flag, seq, counters_ + k};
 }
 
 // ---- CopyLink

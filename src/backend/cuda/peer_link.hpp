@@ -51,6 +51,8 @@ class PeerFlags {
   // s waits until this GPU's flag >= value.
   void wait(int flag, uint64_t value, cudaStream_t s);
   bool copied() const { return copied_; }
+  // The other GPU's flag as mapped here, for kernels to write (null where writes are copied).
+  uint64_t* remote(int flag) const { return copied_ ? nullptr : &theirs_[flag]; }
   void unmap();
 
  private:
@@ -88,6 +90,9 @@ class PeerLink {
   void gather(const void* mine, void* theirs, size_t bytes, cudaStream_t s, cudaEvent_t done);
   const void* slot(uint64_t seq) const { return slots_ + (seq % kSlots) * slot_bytes_; }
   void release(uint64_t seq, cudaStream_t s);
+  // release(seq) for the kernel that reads the partial to do itself (PeerRelease): the freed
+  // flag and a block counter of its slot. Empty where flags are copied.
+  PeerRelease device_release(uint64_t seq) const;
 
  private:
   // Flags: arrived[kSlots], then freed[kSlots].
@@ -104,6 +109,7 @@ class PeerLink {
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t released_ = nullptr;
   cudaEvent_t sent_[kSlots] = {};
+  unsigned* counters_ = nullptr;   // per slot: device_release's block counter, zero between uses
 };
 
 // Collectives into registered windows (parallel.dp_copy_engine): buffers of the same size on

@@ -293,11 +293,14 @@ int cmd_bench(const Args& args) {
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
                 "transfer, from %d profiled steps)\n", profiled);
-  if (rt.backend->is_device())
+  if (rt.backend->is_device()) {
+    std::printf("(peak GiB: the largest rank's allocations through the backend; NCCL's own buffers and the slots of "
+                "parallel.tp_fused_sum, which trident plan counts, are not in it)\n");
     std::printf("(steady state, rank 0, over the %d timed steps: %ld device allocations, %ld GEMM plans built, "
                 "%.2f host waits per step)\n",
                 o.steps, after.allocations - before.allocations, after.gemm_plans - before.gemm_plans,
                 double(after.host_waits - before.host_waits) / o.steps);
+  }
   if (profiled && o.profile) print_profile(prof, profiled);
   return 0;
 }

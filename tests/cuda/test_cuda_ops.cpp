@@ -935,7 +935,10 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
 // rounds as the all-reduce does. C = 37 takes the scalar paths, 96 the separate backward kernels
 // (the summed gradient in scratch), 768 and 1600 the fused backward kernel. The fused calls also
 // free the partials themselves (PeerRelease): each must leave its flag at its value and its block
-// counter at zero, whichever kernel path ran.
+// counter at zero, whichever kernel path ran, N = 0 (no kernel) included. The flag here is in
+// this GPU's memory and only its final value is checked; the release's timing against the other
+// GPU's copy engine is what cuda_layouts covers (tp2 with fused sums, many partials per slot,
+// losses equal to plain tp2's).
 TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
   for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
@@ -981,6 +984,23 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
     const char* names[] = {"sum", "out", "mean", "rstd", "din", "dw", "db", "dsum"};
     for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(got[0][i] == got[1][i]) << names[i] << " differs";
   }
+  // No rows: no LayerNorm kernel runs, and the partials are freed all the same.
+  const int C = 768;
+  auto act = [&](size_t n) { return upload(gpu(), Vec(n), DType::BF16); };
+  auto f32 = [&](size_t n) { return upload(gpu(), Vec(n), DType::F32); };
+  Tensor rows = act(C), peer_rows = act(C), w = act(C), b = act(C), stats = f32(1), dw = f32(C), db = f32(C);
+  // (0, C) and (0) views that still point somewhere: an empty view is a missing argument.
+  const TensorView x = rows.view().slice(0, 0), peer = peer_rows.view().slice(0, 0), s = stats.view().slice(0, 0);
+  Tensor flags = f32(4), counters = f32(2);
+  auto* flag = static_cast<uint64_t*>(flags.view().data);
+  auto* counter = static_cast<unsigned*>(counters.view().data);
+  gpu().add_layernorm_fwd(x, x, s, s, x, peer, x, w.view(), b.view(), 0, C, 1e-5f, PeerRelease{flag, 3, counter});
+  gpu().layernorm_bwd(x, dw.view(), db.view(), TensorView{}, x, peer, x, w.view(), s, s, 0, C,
+                      PeerRelease{flag + 1, 5, counter + 1});
+  uint64_t flag_values[2] = {};
+  std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
+  EXPECT_EQ(flag_values[0], 3u) << "add_layernorm_fwd with N = 0 did not free its partial";
+  EXPECT_EQ(flag_values[1], 5u) << "layernorm_bwd with N = 0 did not free its partial";
 }
 
 // The weight gradient (cuBLASLt) and the bias gradient (our column sums) accumulate over two

@@ -34,7 +34,7 @@ class CpuBackend final : public Backend {
                      TensorView w, TensorView b, int N, int C, float eps) override;
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
-                     int C, PeerRelease release = {}) override;
+                     int C, PeerRelease release) override;
 
   void add(TensorView out, TensorView a, TensorView b) override;
   void gelu_fwd(TensorView out, TensorView in) override;

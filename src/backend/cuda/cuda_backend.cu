@@ -294,7 +294,7 @@ class CudaBackend final : public Backend {
 
   void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
                          TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
-                         float eps, PeerRelease release = {}) override {
+                         float eps, PeerRelease release) override {
     TRIDENT_CHECK(!release || !a_peer.empty(), "add_layernorm_fwd: a release without a_peer");
     gpu::ProfileScope prof(stream_, "add_layernorm_fwd", N, C);
     const size_t NC = rows_x_cols(N, C);
@@ -308,7 +308,7 @@ class CudaBackend final : public Backend {
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
-                     int C, PeerRelease release = {}) override {
+                     int C, PeerRelease release) override {
     TRIDENT_CHECK(!release || !dout_peer.empty(), "layernorm_bwd: a release without dout_peer");
     gpu::ProfileScope prof(stream_, "layernorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);

@@ -12,16 +12,19 @@ constexpr int kThreads = 32 * kWarpsPerBlock;
 
 // PeerRelease: the kernel that reads the other TP rank's partial frees it from the block that
 // finishes last. Every block counts itself in after a barrier (its reads of the partial are done
-// then), and the last one resets the counter for the slot's next partial (read by a later kernel
-// of the same stream) and writes the other GPU's freed flag. Called by every thread of a block,
-// whose threads all reach it.
+// then: each value read went into a store before it), and the last one resets the counter for
+// the slot's next partial (read by a later kernel of the same stream) and writes the other GPU's
+// freed flag, after a system-scope fence: the flag's reader is the other GPU, whose copy engine
+// then overwrites the slot. Called by every thread of every block of the grid: a kernel that
+// uses it must not return early (a block that never counts in would leave the counter wrong for
+// the slot's next partial).
 __device__ __forceinline__ void release_when_last(uint64_t* flag, uint64_t value, unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(counter, 1u) + 1 == gridDim.x) {
       *counter = 0;
-      __threadfence();   // the reset is seen before the flag that lets the slot's next partial come
+      __threadfence_system();
       asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
     }
   }

@@ -52,7 +52,7 @@ class PeerFlags {
   void wait(int flag, uint64_t value, cudaStream_t s);
   bool copied() const { return copied_; }
   // The other GPU's flag as mapped here, for kernels to write (null where writes are copied).
-  uint64_t* remote(int flag) const { return copied_ ? nullptr : &theirs_[flag]; }
+  uint64_t* remote(int flag) const { return copied_ || !theirs_ ? nullptr : &theirs_[flag]; }
   void unmap();
 
  private:

@@ -88,9 +88,17 @@ PeerFlags::PeerFlags(MPI_Comm mpi, int flags) : flags_(flags) {
   MPI_CHECK(MPI_Barrier(mpi));   // both mapped before either writes
   cudaStream_t s = nullptr;
   CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // A write the driver refuses, or one that fails as it runs, means flags are copied instead. A
+  // failure that outlives the cleared error (a fault: sticky) leaves this process's CUDA context
+  // unusable, so it stops here with the reason instead of failing later at an unrelated call.
   const CUresult probe = StreamMemOps::get().write64(s, addr(&theirs_[flags]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
-  copied_ = probe != CUDA_SUCCESS || cudaStreamSynchronize(s) != cudaSuccess;
+  const cudaError_t ran = probe == CUDA_SUCCESS ? cudaStreamSynchronize(s) : cudaSuccess;
+  copied_ = probe != CUDA_SUCCESS || ran != cudaSuccess;
   cudaGetLastError();
+  if (ran != cudaSuccess && cudaStreamSynchronize(s) != cudaSuccess)
+    fatal(__FILE__, __LINE__, "PeerFlags: a test write into the other GPU's memory",
+          str(cudaGetErrorString(ran), "; the CUDA context cannot be used after it: on this machine set "
+              "parallel.tp_fused_sum and parallel.dp_copy_engine to false"));
   cudaStreamDestroy(s);
   MPI_CHECK(MPI_Barrier(mpi));
 }

@@ -88,11 +88,7 @@ std::string MpiComm::enable_partials(size_t max_bytes) {
 }
 
 PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, Stream) {
-  TRIDENT_CHECK(!partial_slots_.empty(),
-                str("send_partial_async on the ", name_, " communicator without enable_partials"));
-  const size_t bytes = count * dtype_size(t);
-  TRIDENT_CHECK(bytes <= partial_slots_[0].size(), str("a partial sum of ", bytes, " bytes exceeds the ",
-                                                       partial_slots_[0].size(), " reserved by enable_partials"));
+  const size_t bytes = partial_bytes(count, t, partial_slots_.empty() ? 0 : partial_slots_[0].size());
   const int k = static_cast<int>(partial_seq_++ % kPartialSlots);
   TRIDENT_CHECK(!(*slot_held_)[k], str("partial-sum slot ", k, " reused before its partial was released"));
   (*slot_held_)[k] = 1;

@@ -115,6 +115,11 @@ class Comm {
     broadcast_async(buf, count, t, root, s)->wait(s);
   }
   void exchange(const std::vector<P2POp>& ops, Stream s) { exchange_async(ops, s)->wait(s); }
+
+ protected:
+  // For send_partial_async: the partial's size in bytes, checked against the slots that
+  // enable_partials reserved (slot_bytes; 0 where it has not run).
+  size_t partial_bytes(size_t count, DType t, size_t slot_bytes) const;
 };
 
 }  // namespace trident

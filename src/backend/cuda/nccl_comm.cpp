@@ -355,10 +355,7 @@ class NcclComm : public Comm {
   }
 
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
-    TRIDENT_CHECK(link_, str("send_partial_async on the ", name_, " communicator without enable_partials"));
-    const size_t bytes = count * dtype_size(t);
-    TRIDENT_CHECK(bytes <= link_->slot_bytes(), str("a partial sum of ", bytes, " bytes exceeds the ",
-                                                    link_->slot_bytes(), " reserved by enable_partials"));
+    const size_t bytes = partial_bytes(count, t, link_ ? link_->slot_bytes() : 0);
     // Named by size: the profile then tells the forward's half micro-batches from the rest.
     std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
     const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));

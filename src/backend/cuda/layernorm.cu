@@ -40,6 +40,15 @@ void release_after(const PeerRelease& release, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH("release_kernel");
 }
 
+// v += the kWidth values at src, each sum rounded to bf16 (as a bf16 add leaves it).
+template <int kWidth>
+__device__ __forceinline__ void add_rounded(float (&v)[kWidth], const bf16* src) {
+  float r[kWidth];
+  load_vec(r, src);
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));
+}
+
 // One row of layernorm_fwd_kernel (one warp).
 // Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
 // addresses allow 16-byte accesses, else 1); the later passes over a row hit the L1 cache.
@@ -58,15 +67,8 @@ __device__ __forceinline__ void layernorm_row(bf16* out, float* mean, float* rst
     float v[kWidth];
     load_vec(v, in + off + c);
     if (kResidual) {
-      float r[kWidth];
-      if (peer) {
-        load_vec(r, peer + off + c);
-#pragma unroll
-        for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));
-      }
-      load_vec(r, residual + off + c);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));   // the stored, rounded sum
+      if (peer) add_rounded(v, peer + off + c);
+      add_rounded(v, residual + off + c);   // the stored, rounded sum
       store_vec(sum + off + c, v);
     }
 #pragma unroll

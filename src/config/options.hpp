@@ -44,7 +44,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "not reduced yet, and the backward's all-gathers are not overlapped); micro_batch_size*seq_len must divide by tp");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
-    "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them");
+    "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them; no effect on the "
+    "sums that parallel.tp_fused_sum moves by copy engine");
   v("parallel.tp_comm_ctas", c.parallel.tp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a TP collective may hold; 0 = NCCL's choice");
   v("parallel.dp_copy_engine", c.parallel.dp_copy_engine,

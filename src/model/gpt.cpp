@@ -286,7 +286,9 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   const size_t rows = static_cast<size_t>(half_b) * T_, C = C_, Cl = C_ / g_.topo.tp();
   BlockShape shape = block_shape(static_cast<int>(rows));
   shape.fused_sum = fused_sum_;
-  be_.set_gemm_sm_margin(tp_sm_margin_);   // every GEMM here runs beside the other half's all-reduce
+  // Every GEMM here runs beside the other half's TP sum: an NCCL all-reduce, whose CTAs the
+  // margin leaves SMs to, or with fused sums a copy-engine transfer, which needs none.
+  be_.set_gemm_sm_margin(fused_sum_ ? 0 : tp_sm_margin_);
   TpSum mlp_sum[2];
   for (int i = 0; i < stage_.n_layers(); ++i) {
     need(layout_.block_unit(stage_.layer_begin + i));
@@ -560,7 +562,8 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   const int ln_rows = bwd_row_count();
   // A LayerNorm's part of the backward once its input gradient sc.dln is out of the GEMMs: the
   // TP sum of sc.dln (copy_to_tp_region's backward) runs beside the weight-gradient GEMMs, which
-  // are planned to leave parallel.tp_sm_margin SMs to it; ln_bwd then reads the sum, given the
+  // are planned to leave parallel.tp_sm_margin SMs to it where it is an NCCL all-reduce (fused
+  // sums move on the copy engines and take no SM); ln_bwd then reads the sum, given the
   // other rank's partial to add where the sum is fused (else empty). `first` holds the GEMMs that
   // read dres, which ln_bwd updates. With the split LayerNorm backward only this rank's rows of
   // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
@@ -568,7 +571,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
                      const std::function<void(TensorView, PeerRelease)>& ln_bwd) {
     TpSum sum = start_sum(sc.dln);
-    const bool margin = sum && !split_bwd_;
+    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce
     if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
     first();
     if (!split_bwd_) second();

@@ -675,6 +675,8 @@ void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf
 
 }  // namespace
 
+void choose_attention_engine() { static_cast<void>(use_wgmma()); }
+
 bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors) {
   if (HS != 64 && HS != 128) return false;
   for (const void* p : tensors)

@@ -8,6 +8,7 @@
 
 #include "adamw.cuh"
 #include "attention.cuh"
+#include "attention_mma.cuh"
 #include "common.cuh"
 #include "cross_entropy.cuh"
 #include "elementwise.cuh"
@@ -67,6 +68,7 @@ class CudaBackend final : public Backend {
     const char* side = std::getenv("TRIDENT_SIDE_STREAM");
     side_enabled_ = !(side && *side == '0');
     matmul_ = std::make_unique<gpu::Matmul>();
+    gpu::choose_attention_engine();   // its probe at set-up, not inside the first step
   }
 
   ~CudaBackend() override {

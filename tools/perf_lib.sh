@@ -4,6 +4,9 @@
 #   source tools/perf_lib.sh BUNDLE OUT     (from the repository root)
 # Then: one NAME RANKS BINARY BENCH_ARGS...   trident bench under mpirun; summary: tok/s, step ms,
 #                                               comm wait. Exported TRIDENT_* variables and CUDA_INJECTION64_PATH go along.
+#       traced NAME RANKS BINARY BENCH_ARGS... `one` with a kernel timeline (tools/kernel_trace): the
+#                                               summary of rank 0's idle time by kernel pair goes to
+#                                               NAME_pairs.txt; the timelines are kept in OUT/NAME.tgz
 #       check NAME LIMIT_S COMMAND...          any command; summary: its exit status and last line
 #       pytorch NAME ARGS...                   tools/bench_pytorch.py without the bundle's libraries
 #       finish                                 packs the logs: OUT/logs.tgz and OUT/summary.txt
@@ -30,6 +33,17 @@ one() {  # name, ranks, binary, bench arguments...
   for v in $(compgen -e | grep -E "^(TRIDENT_|CUDA_INJECTION64_PATH$)"); do pass+=(-x "$v"); done
   timeout 150 "${mp[@]}" "${pass[@]}" -np "$n" "$bin" bench "$@" >"$out/$name.log" 2>&1
   echo "$name: exit $? $(row "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+}
+
+traced() {  # name, ranks, binary, bench arguments...
+  local name=$1
+  CUDA_INJECTION64_PATH="$b/lib/libtrident_kernel_trace.so" TRIDENT_KERNEL_TRACE="$out/$name" one "$@"
+  local traces=("$out/$name".*.csv)
+  [[ -e ${traces[0]} ]] || { echo "$name: no timeline written" | tee -a "$out/summary.txt"; return; }
+  (unset LD_LIBRARY_PATH; timeout 120 python3 tools/kernel_trace/kernel_trace.py "$out/$name.0.csv" --top 40 --gaps 20 \
+     --pairs 25 >"$out/${name}_pairs.txt" 2>&1)
+  head -1 "$out/${name}_pairs.txt" | tee -a "$out/summary.txt"
+  tar czf "$dest/$name.tgz" -C "$out" "${traces[@]##*/}" && rm -f "${traces[@]}"
 }
 
 check() {  # name, limit in seconds, command...

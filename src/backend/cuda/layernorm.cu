@@ -10,6 +10,11 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 
+// The other GPU's freed flag = value: a relaxed system-scope store (its reader is that GPU).
+__device__ __forceinline__ void store_flag(uint64_t* flag, uint64_t value) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+}
+
 // PeerRelease: the kernel that reads the other TP rank's partial frees it from the block that
 // finishes last. Every block counts itself in after a barrier (its reads of the partial are done
 // then: each value read went into a store before it), and the last one resets the counter for
@@ -25,15 +30,13 @@ __device__ __forceinline__ void release_when_last(uint64_t* flag, uint64_t value
     if (atomicAdd(counter, 1u) + 1 == gridDim.x) {
       *counter = 0;
       __threadfence_system();
-      asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+      store_flag(flag, value);
     }
   }
 }
 
 // The same for a path whose kernels cannot write it: one thread, after the work queued before.
-__global__ void release_kernel(uint64_t* flag, uint64_t value) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
-}
+__global__ void release_kernel(uint64_t* flag, uint64_t value) { store_flag(flag, value); }
 
 void release_after(const PeerRelease& release, cudaStream_t stream) {
   release_kernel<<<1, 1, 0, stream>>>(release.flag, release.value);

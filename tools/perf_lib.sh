@@ -3,7 +3,8 @@
 # the usual model arguments, and helpers that run one measurement and log one summary line.
 #   source tools/perf_lib.sh BUNDLE OUT     (from the repository root)
 # Then: one NAME RANKS BINARY BENCH_ARGS...   trident bench under mpirun; summary: tok/s, step ms,
-#                                               comm wait. Exported TRIDENT_* variables and CUDA_INJECTION64_PATH go along.
+#                                               comm wait. Exported TRIDENT_* variables, CUDA_INJECTION64_PATH and
+#                                               CUDA_VISIBLE_DEVICES go along.
 #       traced NAME RANKS BINARY BENCH_ARGS... `one` with a kernel timeline (tools/kernel_trace): the
 #                                               summary of rank 0's idle time by kernel pair goes to
 #                                               NAME_pairs.txt; the timelines are kept in OUT/NAME.tgz
@@ -30,7 +31,7 @@ row() { grep -A1 '^model' "$1" | tail -1 | awk '{print $9, $10, $NF}'; }
 one() {  # name, ranks, binary, bench arguments...
   local name=$1 n=$2 bin=$3 t0=$SECONDS pass=()
   shift 3
-  for v in $(compgen -e | grep -E "^(TRIDENT_|CUDA_INJECTION64_PATH$)"); do pass+=(-x "$v"); done
+  for v in $(compgen -e | grep -E "^(TRIDENT_|CUDA_INJECTION64_PATH$|CUDA_VISIBLE_DEVICES$)"); do pass+=(-x "$v"); done
   timeout 150 "${mp[@]}" "${pass[@]}" -np "$n" "$bin" bench "$@" >"$out/$name.log" 2>&1
   echo "$name: exit $? $(row "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
 }

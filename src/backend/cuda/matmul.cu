@@ -274,6 +274,15 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     std::fprintf(stderr, "gemm kind %d N %d K %d M %d epilogue %d alignment %d SMs %d: %d candidates\n",
                  static_cast<int>(key.kind), key.N, key.K, key.M, static_cast<int>(key.epilogue), key.alignment,
                  key.sm_target > 0 ? key.sm_target : sm_count_, n);
+  auto time_ms = [&](const cublasLtMatmulAlgo_t& algo) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < 5; ++r) CUBLAS_CHECK(once(algo));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / 5;
+  };
   uint64_t reference = 0;
   int reference_index = -1, best = 0;   // the reference is the first candidate that runs
   float best_ms = -1;
@@ -282,10 +291,13 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     const char* verdict = "timed";
     float ms = 0;
     if (weight_grad) fill_pattern(static_cast<float*>(d), d_elems, stream);   // C of the accumulation
+    // With the log on, the candidates that cannot be used (another K split, other result bits)
+    // are timed too, so that the log shows what keeping the results bitwise costs (run BW).
     if (results[i].state != CUBLAS_STATUS_SUCCESS) {
       verdict = "not usable";
     } else if (!splits_alike(algo, results[0].algo)) {
       verdict = "splits K otherwise, not tried";
+      if (log_ && once(algo) == CUBLAS_STATUS_SUCCESS) verdict = "splits K otherwise, not used", ms = time_ms(algo);
     } else if (once(algo) != CUBLAS_STATUS_SUCCESS) {
       verdict = "failed";
     } else {
@@ -293,13 +305,9 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
       if (reference_index < 0) reference = f, reference_index = i;
       if (f != reference) {
         verdict = "different result, not used";
+        if (log_) ms = time_ms(algo);
       } else {
-        CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int r = 0; r < 5; ++r) CUBLAS_CHECK(once(algo));
-        CUDA_CHECK(cudaEventRecord(stop, stream));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        ms /= 5;
+        ms = time_ms(algo);
         if (best_ms < 0 || ms < best_ms) best = i, best_ms = ms;
       }
     }

@@ -3,7 +3,7 @@
 # the usual model arguments, and helpers that run one measurement and log one summary line.
 #   source tools/perf_lib.sh BUNDLE OUT     (from the repository root)
 # Then: one NAME RANKS BINARY BENCH_ARGS...   trident bench under mpirun; summary: tok/s, step ms,
-#                                               comm wait. Exported TRIDENT_* variables, CUDA_INJECTION64_PATH and
+#                                               comm wait, each rank's median SM clock. Exported TRIDENT_* variables, CUDA_INJECTION64_PATH and
 #                                               CUDA_VISIBLE_DEVICES go along.
 #       traced NAME RANKS BINARY BENCH_ARGS... `one` with a kernel timeline (tools/kernel_trace): the
 #                                               summary of rank 0's idle time by kernel pair goes to
@@ -27,13 +27,20 @@ split=(--parallel.tp 2 --parallel.tp_overlap true --parallel.tp_fused_sum true -
 z1=(--train.global_batch_size 64 --parallel.zero 1)
 
 row() { grep -A1 '^model' "$1" | tail -1 | awk '{print $9, $10, $NF}'; }
+# Each rank's median SM clock over the timed steps (trident bench's NVML line), as "SM a/b MHz".
+clocks() {
+  local mhz
+  mhz=$(grep -m1 '^(GPU during the timed steps' "$1" | grep -o 'SM [0-9]* MHz' | awk '{print $2}' | paste -sd/)
+  [[ -n $mhz ]] && echo "SM $mhz MHz"
+}
 
 one() {  # name, ranks, binary, bench arguments...
   local name=$1 n=$2 bin=$3 t0=$SECONDS pass=()
   shift 3
   for v in $(compgen -e | grep -E "^(TRIDENT_|CUDA_INJECTION64_PATH$|CUDA_VISIBLE_DEVICES$)"); do pass+=(-x "$v"); done
   timeout 150 "${mp[@]}" "${pass[@]}" -np "$n" "$bin" bench "$@" >"$out/$name.log" 2>&1
-  echo "$name: exit $? $(row "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+  echo "$name: exit $? $(row "$out/$name.log") $(clocks "$out/$name.log") ($((SECONDS - t0)) s)" |
+    tee -a "$out/summary.txt"
 }
 
 traced() {  # name, ranks, binary, bench arguments...

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "runtime.hpp"
@@ -43,6 +45,47 @@ std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
   std::vector<double> ms;
   for (const StepStats& s : trainer.train_steps(first, n, sync)) ms.push_back(s.step_ms);
   return ms;
+}
+
+// Every rank's DeviceSamples at rank 0 (others get an empty vector); rank 0's note stands for all.
+std::vector<DeviceSamples> gather_device_samples(const DeviceSamples& mine, int rank, int world) {
+  const double sent[5] = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min, mine.power_w_median,
+                          mine.temp_c_max};
+  std::vector<double> all(rank == 0 ? 5 * static_cast<size_t>(world) : 0);
+  MPI_Gather(sent, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<DeviceSamples> out;
+  for (size_t r = 0; r < all.size() / 5; ++r) {
+    const double* v = &all[5 * r];
+    out.push_back(DeviceSamples{static_cast<int>(v[0]), v[1], v[2], v[3], v[4], r == 0 ? mine.note : ""});
+  }
+  return out;
+}
+
+// One line after the table: each rank's GPU clock, power and temperature over the timed steps
+// (up to 8 ranks listed; beyond, the spread of the ranks' medians).
+void print_device_samples(const std::vector<DeviceSamples>& d) {
+  if (d.empty()) return;
+  if (d[0].count == 0) {
+    std::printf("(GPU clock and power: not sampled: %s)\n", d[0].note.c_str());
+    return;
+  }
+  if (d.size() <= 8) {
+    std::string ranks;
+    for (size_t r = 0; r < d.size(); ++r)
+      ranks += str(r ? "; " : "", "rank ", r, ": SM ", std::lround(d[r].sm_mhz_median), " MHz (min ",
+                   std::lround(d[r].sm_mhz_min), "), ", std::lround(d[r].power_w_median), " W, ",
+                   std::lround(d[r].temp_c_max), " C");
+    std::printf("(GPU during the timed steps, medians of NVML samples: %s)\n", ranks.c_str());
+    return;
+  }
+  std::vector<double> mhz, watts;
+  for (const DeviceSamples& s : d) mhz.push_back(s.sm_mhz_median), watts.push_back(s.power_w_median);
+  std::sort(mhz.begin(), mhz.end());
+  std::sort(watts.begin(), watts.end());
+  std::printf("(GPU during the timed steps, the %zu ranks' medians: SM %.0f / %.0f / %.0f MHz, power %.0f / %.0f / "
+              "%.0f W (min / median / max))\n",
+              d.size(), mhz.front(), mhz[mhz.size() / 2], mhz.back(), watts.front(), watts[watts.size() / 2],
+              watts.back());
 }
 
 StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps, bool sync) {
@@ -262,7 +305,9 @@ int cmd_bench(const Args& args) {
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
   run_steps(trainer, 0, o.warmup, o.sync_steps);
   const BackendCounters before = rt.backend->counters();
+  rt.backend->start_device_sampling();
   std::vector<double> ms = run_steps(trainer, o.warmup, o.steps, o.sync_steps);
+  const DeviceSamples device = rt.backend->stop_device_sampling();
   const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
   const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled, o.sync_steps);
@@ -272,6 +317,7 @@ int cmd_bench(const Args& args) {
   const double tok_s = tokens / (median / 1e3);
   unsigned long long peak = rt.backend->peak_bytes(), max_peak = 0;
   MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+  const std::vector<DeviceSamples> devices = gather_device_samples(device, rank, world);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;
   const std::string wait =
@@ -301,6 +347,7 @@ int cmd_bench(const Args& args) {
                 o.steps, after.allocations - before.allocations, after.gemm_plans - before.gemm_plans,
                 double(after.host_waits - before.host_waits) / o.steps);
   }
+  if (rt.backend->is_device()) print_device_samples(devices);
   if (profiled && o.profile) print_profile(prof, profiled);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -186,6 +187,30 @@ TEST_F(CudaOps, PropertiesAndMemory) {
   Tensor t = upload(gpu(), {1.0f, 2.0f, 3.0f}, DType::F32);
   gpu().zero(t.view());
   EXPECT_EQ(download(gpu(), t.view()), Vec(3, 0.0f));
+}
+
+// trident bench reports each GPU's SM clock, power and temperature over the timed steps.
+TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
+  gpu().start_device_sampling();
+  // ~0.3 s of work: copies of 256 MB (a sampler that never woke would give at most one sample).
+  const size_t bytes = size_t(256) << 20;
+  Buffer from(gpu(), bytes), to(gpu(), bytes);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    gpu().copy(to.view(DType::F32), from.view(DType::F32));
+    gpu().synchronize();
+  }
+  const DeviceSamples s = gpu().stop_device_sampling();
+  if (s.count == 0) GTEST_SKIP() << "GPU clock and power not sampled: " << s.note;
+  EXPECT_GE(s.count, 3);
+  EXPECT_GT(s.sm_mhz_min, 0.0);
+  EXPECT_LE(s.sm_mhz_min, s.sm_mhz_median);
+  EXPECT_LT(s.sm_mhz_median, 5000.0);
+  EXPECT_GT(s.power_w_median, 0.0);
+  EXPECT_LT(s.power_w_median, 5000.0);
+  // A second round starts afresh; even an empty window has its two ends.
+  gpu().start_device_sampling();
+  EXPECT_GE(gpu().stop_device_sampling().count, 2);
 }
 
 TEST_F(CudaOps, CopyConvertsDtypes) {

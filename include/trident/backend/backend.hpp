@@ -65,6 +65,16 @@ struct BackendCounters {
   long allocations = 0, gemm_plans = 0, host_waits = 0;
 };
 
+// SM clock, power and temperature of a backend's device over a stretch of work, sampled in the
+// background (GPU backends, through NVML). Under a power cap the clock, and so every rate, moves
+// with power and temperature: two busy GPUs of one node clocked 1.4-2.0% lower than one alone
+// (docs/PERFORMANCE.md, run BW). count is 0 where nothing was sampled; note says why.
+struct DeviceSamples {
+  int count = 0;
+  double sm_mhz_median = 0, sm_mhz_min = 0, power_w_median = 0, temp_c_max = 0;
+  std::string note;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -243,6 +253,11 @@ class Backend {
   virtual BackendCounters counters() const { return {}; }
   virtual void set_profiling(bool /*on*/) {}
   virtual std::vector<OpTime> take_profile() { return {}; }
+
+  // ---- device telemetry: samples taken in the background from start to stop (DeviceSamples).
+  // Backends without a device return none.
+  virtual void start_device_sampling() {}
+  virtual DeviceSamples stop_device_sampling() { return DeviceSamples{0, 0, 0, 0, 0, "no device"}; }
 };
 
 // An owned allocation of a backend (one allocation per kind of memory).

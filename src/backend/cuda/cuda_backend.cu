@@ -11,6 +11,7 @@
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "cross_entropy.cuh"
+#include "device_sampler.hpp"
 #include "elementwise.cuh"
 #include "encoder.cuh"
 #include "layernorm.cuh"
@@ -54,7 +55,7 @@ size_t rows_x_cols(int rows, int cols) { return static_cast<size_t>(rows) * stat
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit CudaBackend(int device) : device_(device), sampler_(device) {
     const int count = cuda_device_count();
     TRIDENT_CHECK(device >= 0 && device < count,
                   str("cuda backend: device ", device, " requested, ", count, " visible"));
@@ -255,6 +256,8 @@ class CudaBackend final : public Backend {
     side_used_ = false;
   }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
+  void start_device_sampling() override { sampler_.start(); }
+  DeviceSamples stop_device_sampling() override { return sampler_.stop(); }
   std::vector<OpTime> take_profile() override { return gpu::Profiler::instance().take(); }
   void synchronize() override { wait_for_stream(); }
   BackendCounters counters() const override {
@@ -536,6 +539,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  gpu::DeviceSampler sampler_;
   cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
   cudaStream_t stream_ = nullptr;   // where ops go: main_stream_, or side_stream_ inside side_begin/end
   cudaEvent_t fork_ = nullptr, join_ = nullptr;

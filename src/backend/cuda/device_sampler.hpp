@@ -1,0 +1,49 @@
+// DeviceSamples (trident/backend/backend.hpp) for one GPU: the SM clock, the power draw and the
+// temperature read through NVML at start(), every kIntervalMs after it (a background thread) and
+// at stop(), so even a short window has two samples. NVML comes with the driver (libnvidia-ml.so.1) and is loaded when first needed, so a
+// build with CUDA still starts where there is no driver; without it stop() says so in `note`.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trident/backend/backend.hpp"
+
+namespace trident::gpu {
+
+class DeviceSampler {
+ public:
+  static constexpr int kIntervalMs = 50;
+
+  explicit DeviceSampler(int device) : device_(device) {}
+  ~DeviceSampler();
+  DeviceSampler(const DeviceSampler&) = delete;
+  DeviceSampler& operator=(const DeviceSampler&) = delete;
+
+  void start();
+  DeviceSamples stop();
+
+ private:
+  struct Sample {
+    unsigned sm_mhz, power_mw, temp_c;
+  };
+  bool open();   // loads NVML and finds the device, once; false (with why_) where it cannot
+  Sample read() const;
+  void run();
+
+  int device_;
+  bool tried_ = false, ready_ = false;
+  std::string why_;
+  void* device_handle_ = nullptr;   // nvmlDevice_t
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace trident::gpu

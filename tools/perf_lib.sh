@@ -27,7 +27,8 @@ split=(--parallel.tp 2 --parallel.tp_overlap true --parallel.tp_fused_sum true -
 z1=(--train.global_batch_size 64 --parallel.zero 1)
 
 row() { grep -A1 '^model' "$1" | tail -1 | awk '{print $9, $10, $NF}'; }
-# Each rank's median SM clock over the timed steps (trident bench's NVML line), as "SM a/b MHz".
+# Each rank's median SM clock over the timed steps (trident bench's NVML line, which lists ranks
+# one by one up to 8 ranks), as "SM a/b MHz".
 clocks() {
   local mhz
   mhz=$(grep -m1 '^(GPU during the timed steps' "$1" | grep -o 'SM [0-9]* MHz' | awk '{print $2}' | paste -sd/)

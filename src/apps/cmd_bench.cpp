@@ -47,7 +47,8 @@ std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
   return ms;
 }
 
-// Every rank's DeviceSamples at rank 0 (others get an empty vector); rank 0's note stands for all.
+// Every rank's DeviceSamples at rank 0 (others get an empty vector); rank 0's note stands for all
+// (print_device_samples prints it only where rank 0 has no sample).
 std::vector<DeviceSamples> gather_device_samples(const DeviceSamples& mine, int rank, int world) {
   const double sent[5] = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min, mine.power_w_median,
                           mine.temp_c_max};
@@ -72,20 +73,22 @@ void print_device_samples(const std::vector<DeviceSamples>& d) {
   if (d.size() <= 8) {
     std::string ranks;
     for (size_t r = 0; r < d.size(); ++r)
-      ranks += str(r ? "; " : "", "rank ", r, ": SM ", std::lround(d[r].sm_mhz_median), " MHz (min ",
-                   std::lround(d[r].sm_mhz_min), "), ", std::lround(d[r].power_w_median), " W, ",
-                   std::lround(d[r].temp_c_max), " C");
+      ranks += d[r].count == 0 ? str(r ? "; " : "", "rank ", r, ": not sampled")
+                               : str(r ? "; " : "", "rank ", r, ": SM ", std::lround(d[r].sm_mhz_median),
+                                     " MHz (min ", std::lround(d[r].sm_mhz_min), "), ",
+                                     std::lround(d[r].power_w_median), " W, ", std::lround(d[r].temp_c_max), " C");
     std::printf("(GPU during the timed steps, medians of NVML samples: %s)\n", ranks.c_str());
     return;
   }
   std::vector<double> mhz, watts;
-  for (const DeviceSamples& s : d) mhz.push_back(s.sm_mhz_median), watts.push_back(s.power_w_median);
+  for (const DeviceSamples& s : d)
+    if (s.count > 0) mhz.push_back(s.sm_mhz_median), watts.push_back(s.power_w_median);
   std::sort(mhz.begin(), mhz.end());
   std::sort(watts.begin(), watts.end());
-  std::printf("(GPU during the timed steps, the %zu ranks' medians: SM %.0f / %.0f / %.0f MHz, power %.0f / %.0f / "
-              "%.0f W (min / median / max))\n",
-              d.size(), mhz.front(), mhz[mhz.size() / 2], mhz.back(), watts.front(), watts[watts.size() / 2],
-              watts.back());
+  std::printf("(GPU during the timed steps, the medians of the %zu sampled ranks of %zu: SM %.0f / %.0f / %.0f MHz, "
+              "power %.0f / %.0f / %.0f W (min / median / max))\n",
+              mhz.size(), d.size(), mhz.front(), mhz[mhz.size() / 2], mhz.back(), watts.front(),
+              watts[watts.size() / 2], watts.back());
 }
 
 StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps, bool sync) {

@@ -192,7 +192,8 @@ TEST_F(CudaOps, PropertiesAndMemory) {
 // trident bench reports each GPU's SM clock, power and temperature over the timed steps.
 TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
   gpu().start_device_sampling();
-  // ~0.3 s of work: copies of 256 MB (a sampler that never woke would give at most one sample).
+  // ~0.3 s of work: copies of 256 MB (a sampler whose thread never woke would give only the two
+  // samples of start and stop).
   const size_t bytes = size_t(256) << 20;
   Buffer from(gpu(), bytes), to(gpu(), bytes);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
@@ -201,7 +202,9 @@ TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
     gpu().synchronize();
   }
   const DeviceSamples s = gpu().stop_device_sampling();
-  if (s.count == 0) GTEST_SKIP() << "GPU clock and power not sampled: " << s.note;
+  // Only a machine without the driver's NVML may skip; any other failure to sample is a fault.
+  if (s.count == 0 && s.note.find("not found") != std::string::npos) GTEST_SKIP() << s.note;
+  ASSERT_GT(s.count, 0) << s.note;
   EXPECT_GE(s.count, 3);
   EXPECT_GT(s.sm_mhz_min, 0.0);
   EXPECT_LE(s.sm_mhz_min, s.sm_mhz_median);

@@ -67,8 +67,9 @@ struct BackendCounters {
 
 // SM clock, power and temperature of a backend's device over a stretch of work, sampled in the
 // background (GPU backends, through NVML). Under a power cap the clock, and so every rate, moves
-// with power and temperature: two busy GPUs of one node clocked 1.4-2.0% lower than one alone
-// (docs/PERFORMANCE.md, run BW). count is 0 where nothing was sampled; note says why.
+// with power and temperature: two busy GPUs of one node clocked 1.4-2.8% lower than one alone
+// (docs/PERFORMANCE.md, runs BW and CA). count is the number of clock samples, 0 where nothing
+// was sampled (note says why); power_w_median is 0 where the device reports no power.
 struct DeviceSamples {
   int count = 0;
   double sm_mhz_median = 0, sm_mhz_min = 0, power_w_median = 0, temp_c_max = 0;

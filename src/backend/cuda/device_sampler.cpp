@@ -127,21 +127,21 @@ DeviceSamples DeviceSampler::stop() {
   wake_.notify_all();
   thread_.join();
   samples_.push_back(read());
+  // Clock and power are kept apart: a device that reports no power still reports its clock.
   std::vector<double> mhz, watts;
   for (const Sample& s : samples_) {
-    if (s.sm_mhz == 0 || s.power_mw == 0) continue;
-    mhz.push_back(s.sm_mhz);
-    watts.push_back(s.power_mw / 1000.0);
+    if (s.sm_mhz > 0) mhz.push_back(s.sm_mhz);
+    if (s.power_mw > 0) watts.push_back(s.power_mw / 1000.0);
     out.temp_c_max = std::max(out.temp_c_max, static_cast<double>(s.temp_c));
   }
   out.count = static_cast<int>(mhz.size());
   if (out.count == 0) {
-    out.note = "NVML returned no clock or power";
+    out.note = "NVML returned no SM clock";
     return out;
   }
   out.sm_mhz_median = median(mhz);
   out.sm_mhz_min = *std::min_element(mhz.begin(), mhz.end());
-  out.power_w_median = median(watts);
+  if (!watts.empty()) out.power_w_median = median(watts);
   return out;
 }
 

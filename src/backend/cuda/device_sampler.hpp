@@ -4,7 +4,6 @@
 // build with CUDA still starts where there is no driver; without it stop() says so in `note`.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>

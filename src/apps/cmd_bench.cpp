@@ -14,6 +14,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/io/random_tokens.hpp"
+#include "trident/parallel/mpi_check.hpp"
 #include "trident/train/planner.hpp"
 #include "trident/train/trainer.hpp"
 
@@ -53,7 +54,7 @@ std::vector<DeviceSamples> gather_device_samples(const DeviceSamples& mine, int 
   const double sent[5] = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min, mine.power_w_median,
                           mine.temp_c_max};
   std::vector<double> all(rank == 0 ? 5 * static_cast<size_t>(world) : 0);
-  MPI_Gather(sent, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_CHECK(MPI_Gather(sent, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   std::vector<DeviceSamples> out;
   for (size_t r = 0; r < all.size() / 5; ++r) {
     const double* v = &all[5 * r];
@@ -319,7 +320,7 @@ int cmd_bench(const Args& args) {
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double tok_s = tokens / (median / 1e3);
   unsigned long long peak = rt.backend->peak_bytes(), max_peak = 0;
-  MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_CHECK(MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD));
   const std::vector<DeviceSamples> devices = gather_device_samples(device, rank, world);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;

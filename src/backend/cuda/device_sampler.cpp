@@ -1,3 +1,5 @@
+// The NVML reads behind DeviceSampler: the library loaded by name, the device found by PCI
+// address, one sampling thread per window.
 #include "device_sampler.hpp"
 
 #include <cuda_runtime.h>

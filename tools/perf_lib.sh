@@ -5,6 +5,7 @@
 # Then: one NAME RANKS BINARY BENCH_ARGS...   trident bench under mpirun; summary: tok/s, step ms,
 #                                               comm wait, each rank's median SM clock. Exported TRIDENT_* variables, CUDA_INJECTION64_PATH and
 #                                               CUDA_VISIBLE_DEVICES go along.
+#       each_gpu NAME BINARY BENCH_ARGS...    `one` on 1 GPU, once on each GPU of the node (NAME_gpuN)
 #       traced NAME RANKS BINARY BENCH_ARGS... `one` with a kernel timeline (tools/kernel_trace): the
 #                                               summary of rank 0's idle time by kernel pair goes to
 #                                               NAME_pairs.txt; the timelines are kept in OUT/NAME.tgz
@@ -42,6 +43,14 @@ one() {  # name, ranks, binary, bench arguments...
   timeout 150 "${mp[@]}" "${pass[@]}" -np "$n" "$bin" bench "$@" >"$out/$name.log" 2>&1
   echo "$name: exit $? $(row "$out/$name.log") $(clocks "$out/$name.log") ($((SECONDS - t0)) s)" |
     tee -a "$out/summary.txt"
+}
+
+# `one` on each GPU of the node alone in turn (NAME_gpu0, NAME_gpu1, ...): a scaling ratio taken
+# against one GPU's rate moves with which GPU that was (run BW: 2.6% apart on one pair).
+each_gpu() {  # name, binary, bench arguments...
+  local name=$1 bin=$2 g
+  shift 2
+  for ((g = 0; g < $(nvidia-smi -L | wc -l); ++g)); do CUDA_VISIBLE_DEVICES=$g one "${name}_gpu$g" 1 "$bin" "$@"; done
 }
 
 traced() {  # name, ranks, binary, bench arguments...

@@ -350,8 +350,8 @@ int cmd_bench(const Args& args) {
                 "%.2f host waits per step)\n",
                 o.steps, after.allocations - before.allocations, after.gemm_plans - before.gemm_plans,
                 double(after.host_waits - before.host_waits) / o.steps);
+    print_device_samples(devices);
   }
-  if (rt.backend->is_device()) print_device_samples(devices);
   if (profiled && o.profile) print_profile(prof, profiled);
   return 0;
 }

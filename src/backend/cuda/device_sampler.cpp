@@ -68,7 +68,7 @@ DeviceSampler::~DeviceSampler() {
 }
 
 bool DeviceSampler::open() {
-  if (tried_) return ready_;
+  if (tried_) return device_handle_ != nullptr;
   tried_ = true;
   const Nvml& nvml = Nvml::get();
   if (!nvml.error.empty()) {
@@ -85,9 +85,9 @@ bool DeviceSampler::open() {
   const int status = nvml.handle_by_pci_bus_id(bus_id, &device_handle_);
   if (status != 0) {
     why_ = str("NVML does not know device ", bus_id, " (NVML error ", status, ")");
+    device_handle_ = nullptr;
     return false;
   }
-  ready_ = true;
   return true;
 }
 

@@ -1,7 +1,8 @@
 // DeviceSamples (trident/backend/backend.hpp) for one GPU: the SM clock, the power draw and the
 // temperature read through NVML at start(), every kIntervalMs after it (a background thread) and
-// at stop(), so even a short window has two samples. NVML comes with the driver (libnvidia-ml.so.1) and is loaded when first needed, so a
-// build with CUDA still starts where there is no driver; without it stop() says so in `note`.
+// at stop(), so even a short window has two samples. NVML comes with the driver
+// (libnvidia-ml.so.1) and is loaded when first needed, so a build with CUDA still starts where
+// there is no driver; without it stop() says so in `note`.
 #pragma once
 
 #include <condition_variable>
@@ -35,9 +36,9 @@ class DeviceSampler {
   void run();
 
   int device_;
-  bool tried_ = false, ready_ = false;
+  bool tried_ = false;
   std::string why_;
-  void* device_handle_ = nullptr;   // nvmlDevice_t
+  void* device_handle_ = nullptr;   // nvmlDevice_t; set once open() has found the device
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -540,6 +540,22 @@ TEST_F(CudaOps, AttentionFwd) {
   }
 }
 
+// More work items than a GPU has multiprocessors: the persistent forward's blocks take several,
+// so its stage ring and query buffers go round across items (and T = 448 is not a multiple of
+// its 128-row tiles).
+TEST_F(CudaOps, AttentionFwdManyItemsPerBlock) {
+  for (const AttentionCase& k : {AttentionCase{3, 512, 32, 64}, AttentionCase{2, 448, 48, 64}}) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
+    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
+    Both qkv = act(random_vector(3 * BTC, 72, 2.0f));
+    Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.HS);
+    expect_close(out, kOneRounding, "attention_fwd out");
+    expect_close(lse, kFp32Order, "attention_fwd lse");
+  }
+}
+
 TEST_F(CudaOps, AttentionBwd) {
   for (const AttentionCase& k : kAttentionCases) {
     // Every other case without the bias gradient (the kernels skip their column sums then).

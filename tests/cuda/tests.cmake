@@ -7,6 +7,15 @@ add_test(NAME cuda_ops COMMAND cuda_tests)
 # ctest reports the run as skipped (not passed) when the binary found no GPU.
 set_tests_properties(cuda_ops PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped")
 
+# The same attention tests on the wgmma engine's single-warpgroup forward (the default at head
+# size 64 on H100/H200 is the warp-specialized one) and on the mma.sync engine.
+foreach(kernels wgmma mma)
+  add_test(NAME cuda_ops_attention_${kernels} COMMAND cuda_tests --gtest_filter=CudaOps.Attention*)
+  set_tests_properties(cuda_ops_attention_${kernels} PROPERTIES LABELS cuda
+                       ENVIRONMENT TRIDENT_ATTENTION_KERNELS=${kernels}
+                       SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped")
+endforeach()
+
 # Whole-model checks on GPUs under mpirun: one step against the CPU backend, and the 2-GPU
 # layouts against one GPU (skipped with the same message without GPUs).
 add_executable(cuda_layouts ${CMAKE_CURRENT_LIST_DIR}/test_cuda_layouts.cpp ${CMAKE_CURRENT_LIST_DIR}/../support/mpi_main.cpp)

@@ -7,6 +7,7 @@
 
 #include "attention.cuh"
 #include "attention_mma.cuh"
+#include "attention_tma.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 
@@ -630,13 +631,20 @@ void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* 
 // Writes whether this code was compiled with wgmma (sm_90a) for the device it runs on.
 __global__ void wgmma_compiled_kernel(int* flag) { *flag = TRIDENT_WGMMA; }
 
+// TRIDENT_ATTENTION_KERNELS picks the tensor-core kernels: "mma" the mma.sync engine, "wgmma"
+// the wgmma engine with its single-warpgroup forward, unset (or anything else) the wgmma engine
+// with the warp-specialized forward of attention_tma.cu at HS 64.
+const char* kernels_choice() {
+  const char* choice = std::getenv("TRIDENT_ATTENTION_KERNELS");
+  return choice == nullptr ? "" : choice;
+}
+
 // The wgmma engine runs where the device is compute capability 9.0 and its machine code has the
 // sm_90a instructions, unless TRIDENT_ATTENTION_KERNELS=mma asks for the mma.sync engine. The
 // answer is found once per process (one small launch and copy on the first call).
 bool use_wgmma() {
   static const bool use = [] {
-    const char* choice = std::getenv("TRIDENT_ATTENTION_KERNELS");
-    if (choice != nullptr && std::strcmp(choice, "mma") == 0) return false;
+    if (std::strcmp(kernels_choice(), "mma") == 0) return false;
     int device = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -654,9 +662,16 @@ bool use_wgmma() {
   return use;
 }
 
+bool use_tma_forward() {
+  static const bool use = std::strcmp(kernels_choice(), "wgmma") != 0;
+  return use;
+}
+
 template <int HS>
 void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
-  if (use_wgmma()) {
+  if (HS == 64 && use_wgmma() && use_tma_forward()) {
+    attention_fwd_tma(out, lse, qkv, B, T, NH, scale, stream);
+  } else if (use_wgmma()) {
     launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, scale, stream);
   } else {
     launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, scale, stream);

@@ -59,6 +59,14 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
+// Waits until at most N committed groups are still running: the oldest ones have completed.
+template <int N>
+__device__ __forceinline__ void wgmma_wait_pending() {
+#if TRIDENT_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // Makes this thread's generic-proxy shared-memory writes (including cp.async copies that have
 // landed) visible to wgmma's operand reads; a barrier must follow for other threads' writes.
 __device__ __forceinline__ void fence_proxy_async_shared() {
@@ -75,6 +83,16 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N][4]) {
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// Keeps the compiler from reusing the registers of an A fragment that a running wgmma reads:
+// called after the wait that completes it.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_fragments(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // d (64 x 64) = A B^T + (accumulate ? d : 0): A (64 x 16) and B (64 x 16) both K-major in shared
@@ -111,6 +129,36 @@ __device__ __forceinline__ void wgmma_ss_m64n32k16(float (&d)[4][4], uint64_t a_
         "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
         "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
         "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+      : "l"(a_desc), "l"(b_desc), "r"(static_cast<int>(accumulate)));
+#else
+  __trap();
+#endif
+}
+
+// d (64 x 128) = A B^T + (accumulate ? d : 0): A (64 x 16) and B (128 x 16) both K-major in shared
+// memory.
+__device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[16][4], uint64_t a_desc, uint64_t b_desc,
+                                                    bool accumulate) {
+#if TRIDENT_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
       : "l"(a_desc), "l"(b_desc), "r"(static_cast<int>(accumulate)));
 #else
   __trap();

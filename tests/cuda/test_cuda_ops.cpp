@@ -151,6 +151,31 @@ class CudaOps : public ::testing::Test {
     EXPECT_LE(err, tol) << what;  // also fails on NaN
   }
 
+  // attention_bwd on both backends from the CPU forward's out and lse, with or without the bias
+  // gradient (the kernels skip their column sums without it).
+  void attention_bwd_both(int B, int T, int NH, int HS, bool with_bias) {
+    const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+    const size_t rows = static_cast<size_t>(B) * NH * T;
+    Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
+    // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
+    Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, HS);
+    Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
+    Both dout = act(random_vector(BTC, 82));
+    Both dqkv = act(Vec(3 * BTC));
+    Both dbias = f32(random_vector(3 * static_cast<size_t>(NH) * HS, 83));  // accumulates onto this
+    for (Backend* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, HS);
+    }
+    // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
+    // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
+    // rounded values on the GPU (the key part is ~0 on both: softmax ignores a key bias).
+    expect_close(dqkv, 5e-3, "attention_bwd dqkv");
+    if (with_bias) expect_close(dbias, 5e-3, "attention_bwd dbias");
+  }
+
   static Backend* gpu_be_;
   std::unique_ptr<Backend> cpu_be_;
 };
@@ -540,10 +565,18 @@ TEST_F(CudaOps, AttentionFwd) {
   }
 }
 
-// More work items than a GPU has multiprocessors: the persistent forward's blocks take several,
-// so its stage ring and query buffers go round across items (and T = 448 is not a multiple of
-// its 128-row tiles).
-TEST_F(CudaOps, AttentionFwdManyItemsPerBlock) {
+TEST_F(CudaOps, AttentionBwd) {
+  for (const AttentionCase& k : kAttentionCases) {
+    const bool with_bias = (&k - kAttentionCases) % 2 == 0;
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, with_bias ? " with dbias" : "")));
+    attention_bwd_both(k.B, k.T, k.NH, k.HS, with_bias);
+  }
+}
+
+// More work items than a GPU has multiprocessors: the persistent kernels' blocks take several,
+// so their stage rings and per-item buffers go round across items (and T = 448 is not a
+// multiple of their 128-row tiles).
+TEST_F(CudaOps, AttentionManyItemsPerBlock) {
   for (const AttentionCase& k : {AttentionCase{3, 512, 32, 64}, AttentionCase{2, 448, 48, 64}}) {
     SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
     const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
@@ -553,35 +586,7 @@ TEST_F(CudaOps, AttentionFwdManyItemsPerBlock) {
     gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.HS);
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
-  }
-}
-
-TEST_F(CudaOps, AttentionBwd) {
-  for (const AttentionCase& k : kAttentionCases) {
-    // Every other case without the bias gradient (the kernels skip their column sums then).
-    const bool with_bias = (&k - kAttentionCases) % 2 == 0;
-    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, with_bias ? " with dbias" : "")));
-    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
-    const size_t rows = static_cast<size_t>(k.B) * k.NH * k.T;
-    Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
-    // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
-    Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
-    Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
-    Both dout = act(random_vector(BTC, 82));
-    Both dqkv = act(Vec(3 * BTC));
-    Both dbias = f32(random_vector(3 * static_cast<size_t>(k.NH) * k.HS, 83));  // accumulates onto this
-    for (auto* be : {&cpu(), &gpu()}) {
-      const bool g = be == &gpu();
-      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), k.B, k.T, k.NH,
-                        k.HS);
-    }
-    // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
-    // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
-    // rounded values on the GPU (the key part is ~0 on both: softmax ignores a key bias).
-    expect_close(dqkv, 5e-3, "attention_bwd dqkv");
-    if (with_bias) expect_close(dbias, 5e-3, "attention_bwd dbias");
+    attention_bwd_both(k.B, k.T, k.NH, k.HS, k.T == 448);
   }
 }
 

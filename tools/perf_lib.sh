@@ -10,6 +10,8 @@
 #                                               summary of rank 0's idle time by kernel pair goes to
 #                                               NAME_pairs.txt; the timelines are kept in OUT/NAME.tgz
 #       check NAME LIMIT_S COMMAND...          any command; summary: its exit status and last line
+#       attention_first                        cuda_tests' attention tests; on a failure the run
+#                                               ends there, their errors in the summary
 #       pytorch NAME ARGS...                   tools/bench_pytorch.py without the bundle's libraries
 #       finish                                 packs the logs: OUT/logs.tgz and OUT/summary.txt
 # The logs are written to a scratch folder ($out) until `finish`: the device tool brings back
@@ -69,6 +71,17 @@ check() {  # name, limit in seconds, command...
   shift 2
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   echo "$name: exit $? $(tail -1 "$out/$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+}
+
+# For runs that try an attention kernel: its tests first, so that a wrong or hanging kernel costs
+# a minute and a half of device time, not the whole run's.
+attention_first() {
+  check smoke 90 "$b/bin/cuda_tests" --gtest_filter='CudaOps.Attention*'
+  if ! grep -q "PASSED" "$out/smoke.log" || grep -q "FAILED" "$out/smoke.log"; then
+    grep -B2 -A8 "Failure\|FAILED\|rel_l2" "$out/smoke.log" | tail -60 >>"$out/summary.txt"
+    finish
+    exit 0
+  fi
 }
 
 pytorch() {  # name, bench_pytorch.py arguments...

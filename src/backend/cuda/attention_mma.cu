@@ -411,12 +411,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   float inv_l[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
-    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
-    inv_l[r] = 1.0f / l[r];
-  }
+  row_totals(l, inv_l);
   __syncthreads();  // every warp's products have read q_s
   store_rows<Mma, HS>(out + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0 + warp * kWarpRows, T, o,
                       inv_l, q_s, warp, lane);

@@ -272,12 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     release(&s.v_empty[values.stage], lane);
 
     float inv_l[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
-      l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
-      inv_l[r] = 1.0f / l[r];
-    }
+    row_totals(l, inv_l);
     // The output goes through this consumer's staging tile (swizzled as the tensor map expects)
     // and one bulk store; the previous item's store must have read the tile first.
     const bool leader = warp == 0 && lane == 0;

@@ -17,6 +17,18 @@ namespace trident::gpu {
 // of matrix i (16 contiguous bytes each), and register i of lane 4g+t receives row g, columns
 // 2t and 2t+1 of matrix i (of its transpose with .trans). The lower column sits in the low half.
 
+// The four lanes of a row group (lane = 4 g + t) hold parts of the same two accumulator rows
+// (g and g + 8): each of this lane's partial row sums l becomes the row's total, and inv its
+// reciprocal.
+__device__ __forceinline__ void row_totals(float (&l)[2], float (&inv)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+    inv[r] = 1.0f / l[r];
+  }
+}
+
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -8,10 +8,7 @@
 #   docs/perf/raw/run_cc/run.sh BUNDLE OUT
 source tools/perf_lib.sh "$1" "$2"
 bin=$b/bin/trident
-check smoke 90 "$b/bin/cuda_tests" --gtest_filter='CudaOps.Attention*'
-if ! grep -q "PASSED" "$out/smoke.log" || grep -q "FAILED" "$out/smoke.log"; then
-  grep -B2 -A8 "Failure\|FAILED\|rel_l2" "$out/smoke.log" | tail -60 >>"$out/summary.txt"; finish; exit 0
-fi
+attention_first
 check cuda_tests 300 "$b/bin/cuda_tests"
 TRIDENT_ATTENTION_KERNELS=wgmma check cuda_attention_wgmma 120 "$b/bin/cuda_tests" --gtest_filter='CudaOps.Attention*'
 check kernels_tma 200 "$bin" bench --bench.kernels

@@ -7,10 +7,7 @@
 #   docs/perf/raw/run_ci/run.sh BUNDLE OUT
 source tools/perf_lib.sh "$1" "$2"
 bin=$b/bin/trident head=$b/bin/trident_head
-check smoke 90 "$b/bin/cuda_tests" --gtest_filter='CudaOps.Attention*'
-if ! grep -q "PASSED" "$out/smoke.log" || grep -q "FAILED" "$out/smoke.log"; then
-  grep -B2 -A8 "Failure\|FAILED\|rel_l2" "$out/smoke.log" | tail -60 >>"$out/summary.txt"; finish; exit 0
-fi
+attention_first
 check cuda_tests 300 "$b/bin/cuda_tests"
 for v in bin head; do check kernels_$v 200 "${!v}" bench --bench.kernels; done
 for r in 1 2; do

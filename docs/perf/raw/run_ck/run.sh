@@ -8,10 +8,7 @@
 #   docs/perf/raw/run_ck/run.sh BUNDLE OUT
 source tools/perf_lib.sh "$1" "$2"
 bin=$b/bin/trident head=$b/bin/trident_head
-check smoke 90 "$b/bin/cuda_tests" --gtest_filter='CudaOps.Attention*'
-if ! grep -q "PASSED" "$out/smoke.log" || grep -q "FAILED" "$out/smoke.log"; then
-  grep -B2 -A8 "Failure\|FAILED\|rel_l2" "$out/smoke.log" | tail -60 >>"$out/summary.txt"; finish; exit 0
-fi
+attention_first
 for r in 1 2; do for v in bin head; do check kernels_${v}_$r 200 "${!v}" bench --bench.kernels; done; done
 TRIDENT_ATTENTION_KERNELS=wgmma check kernels_wgmma 200 "$bin" bench --bench.kernels
 for r in 1 2; do

@@ -657,8 +657,9 @@ bool use_wgmma() {
   return use;
 }
 
+// Called only where the wgmma engine runs.
 bool use_tma_forward() {
-  static const bool use = std::strcmp(kernels_choice(), "wgmma") != 0;
+  static const bool use = std::strcmp(kernels_choice(), "wgmma") != 0 && attention_fwd_tma_supported();
   return use;
 }
 
@@ -685,7 +686,9 @@ void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf
 
 }  // namespace
 
-void choose_attention_engine() { static_cast<void>(use_wgmma()); }
+void choose_attention_engine() {
+  if (use_wgmma()) static_cast<void>(use_tma_forward());
+}
 
 bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors) {
   if (HS != 64 && HS != 128) return false;

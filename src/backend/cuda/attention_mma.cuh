@@ -9,7 +9,8 @@
 namespace trident::gpu {
 
 // Finds now which engine the tensor-core kernels use (wgmma or mma.sync: one small launch, an
-// allocation and a copy, once per process), so that the first attention call does not.
+// allocation and a copy, once per process) and whether the warp-specialized forward can run, so
+// that the first attention call does not.
 void choose_attention_engine();
 
 // True for HS 64 and 128 when every tensor starts on a 16-byte boundary (the kernels copy rows

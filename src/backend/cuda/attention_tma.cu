@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "attention.cuh"
 #include "attention_tma.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
@@ -80,6 +79,7 @@ __device__ __forceinline__ void release(uint64_t* bar, int lane) {
 // s (64, 128) = Q K^T for this warpgroup's 64 queries and a tile of 128 keys, issued and
 // committed (the caller waits).
 __device__ __forceinline__ void issue_scores(float (&s)[16][4], const bf16* q_s, const bf16* k_s) {
+  wgmma_fence_operands(s);  // the softmax's reads of s come before the products overwrite it
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kHS / 16; ++kk)
@@ -90,7 +90,11 @@ __device__ __forceinline__ void issue_scores(float (&s)[16][4], const bf16* q_s,
 
 // o (64, HS) += P V for P (64, 128) in bf16 fragments and a tile of 128 values, issued and
 // committed. V is the N-major B operand: k16 slice kk starts 16 rows down.
-__device__ __forceinline__ void issue_values(float (&o)[kHS / 8][4], const uint32_t (&a)[8][4], const bf16* v_s) {
+__device__ __forceinline__ void issue_values(float (&o)[kHS / 8][4], uint32_t (&a)[8][4], const bf16* v_s) {
+  // The rescaling of o and the packing of a are complete before the fence (not scheduled
+  // between it and the products, which read those registers asynchronously).
+  wgmma_fence_operands(o);
+  wgmma_fence_fragments(a);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKeyRows / 16; ++kk)
@@ -189,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   claim_registers<kConsumerRegisters>();
   const int c = group - 1;  // this consumer's 64 rows of each work item
+  const bool leader = warp == 0 && lane == 0;  // issues the group's output stores
   const float scale_log2 = scale * kLog2e;
   Ring ring;
   int n = 0;
@@ -275,22 +280,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     row_totals(l, inv_l);
     // The output goes through this consumer's staging tile (swizzled as the tensor map expects)
     // and one bulk store; the previous item's store must have read the tile first.
-    const bool leader = warp == 0 && lane == 0;
     if (leader) bulk_wait_read();
     named_barrier_sync(1 + c, 128);
-    bf16* stage = s.out[c];
+    bf16* staging = s.out[c];
 #pragma unroll
     for (int dt = 0; dt < kHS / 8; ++dt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = warp * 16 + lane / 4 + 8 * r;
-        *reinterpret_cast<__nv_bfloat162*>(stage + row * kHS + ((dt ^ (row % 8)) * 8) + (lane % 4) * 2) =
+        *reinterpret_cast<__nv_bfloat162*>(staging + row * kHS + ((dt ^ (row % 8)) * 8) + (lane % 4) * 2) =
             __floats2bfloat162_rn(o[dt][2 * r] * inv_l[r], o[dt][2 * r + 1] * inv_l[r]);
       }
     fence_proxy_async_shared();
     named_barrier_sync(1 + c, 128);
     if (leader && row0 < T) {
-      tma_store_4d(&out_map, stage, 0, w.h, row0, w.b);
+      tma_store_4d(&out_map, staging, 0, w.h, row0, w.b);
       bulk_commit();
     }
     if (lane % 4 == 0) {
@@ -301,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  if (warp == 0 && lane == 0) bulk_wait_read();  // the staging tile stays until it is read
+  if (leader) bulk_wait_read();  // the staging tile stays until the last store has read it
 }
 
 // ---------------------------------------------------------------- tensor maps
@@ -345,7 +349,7 @@ struct Maps {
   CUtensorMap qkv_map, out_map;
 };
 
-const Maps& maps_for(const bf16* qkv, bf16* out, int B, int T, int NH) {
+Maps maps_for(const bf16* qkv, bf16* out, int B, int T, int NH) {
   static std::vector<Maps> cache;
   for (const Maps& m : cache)
     if (m.qkv == qkv && m.out == out && m.B == B && m.T == T && m.NH == NH) return m;
@@ -374,19 +378,27 @@ int multiprocessors() {
   return count;
 }
 
+// The consumers' setmaxnreg.inc waits for registers the block does not have (forever) unless
+// the kernel starts with enough for both groups' final counts: at most 65,536 / 384 rounded down
+// to 8 per thread (what ptxas gives a one-block kernel of 384 threads), checked here, and what
+// this build's ptxas gave, checked by attention_fwd_tma_supported().
+static_assert(128 * kProducerRegisters + 128 * kConsumers * kConsumerRegisters <= 65536 / kThreads / 8 * 8 * kThreads,
+              "the warpgroups' register counts exceed what a block of kThreads threads starts with");
+
 }  // namespace
 
-void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale,
-                       cudaStream_t stream) {
-  // The consumers' setmaxnreg.inc waits for registers the block does not have (forever) unless
-  // the kernel was compiled to start with enough for both groups' final counts.
+bool attention_fwd_tma_supported() {
   static const bool registers_suffice = [] {
     cudaFuncAttributes attr{};
     CUDA_CHECK(cudaFuncGetAttributes(&attr, attention_fwd_tma_kernel));
     return attr.numRegs * kThreads >= 128 * kProducerRegisters + 128 * kConsumers * kConsumerRegisters;
   }();
-  TRIDENT_CHECK(registers_suffice, "attention_fwd_tma_kernel was compiled with too few registers for its groups");
-  const Maps& maps = maps_for(qkv, out, B, T, NH);
+  return registers_suffice;
+}
+
+void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale,
+                       cudaStream_t stream) {
+  const Maps maps = maps_for(qkv, out, B, T, NH);
   const int items = B * NH * ((T + kQueryRows - 1) / kQueryRows);
   const int blocks = items < multiprocessors() ? items : multiprocessors();
   allow_smem(attention_fwd_tma_kernel, kSmemBytes);

@@ -2,8 +2,9 @@
 // mbarriers with transaction counts, TMA tensor copies between global and shared memory,
 // named barriers and register reallocation between warpgroups.
 //
-// Code compiled for any other target gets traps in place of the instructions (wgmma.cuh's rule):
-// callers check wgmma_available() on the host before launching a kernel that uses them.
+// Code compiled for any other target gets traps in place of the waits and copies, and nothing
+// in place of the rest (wgmma.cuh's rule): the host launches the kernels that use them only
+// where the wgmma engine runs.
 #pragma once
 
 #include <cstdint>

@@ -68,7 +68,8 @@ __device__ __forceinline__ void wgmma_wait_pending() {
 }
 
 // Makes this thread's generic-proxy shared-memory writes (including cp.async copies that have
-// landed) visible to wgmma's operand reads; a barrier must follow for other threads' writes.
+// landed) visible to the async proxy (wgmma's operand reads, bulk copies out of shared memory);
+// a barrier must follow for other threads' writes.
 __device__ __forceinline__ void fence_proxy_async_shared() {
 #if TRIDENT_WGMMA
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -30,11 +30,17 @@ split=(--parallel.tp 2 --parallel.tp_overlap true --parallel.tp_fused_sum true -
 z1=(--train.global_batch_size 64 --parallel.zero 1)
 
 row() { grep -A1 '^model' "$1" | tail -1 | awk '{print $9, $10, $NF}'; }
-# Each rank's median SM clock over the timed steps (trident bench's NVML line, which lists ranks
-# one by one up to 8 ranks), as "SM a/b MHz".
+# Each rank's median SM clock over the timed steps from trident bench's NVML line, as
+# "SM a/b MHz"; beyond 8 ranks the bench prints the min / median / max of the ranks' medians,
+# given as "SM min/median/max a/b/c MHz".
 clocks() {
-  local mhz
-  mhz=$(grep -m1 '^(GPU during the timed steps' "$1" | grep -o 'SM [0-9]* MHz' | awk '{print $2}' | paste -sd/)
+  local line mhz
+  line=$(grep -m1 '^(GPU during the timed steps' "$1") || return 0
+  if [[ $line =~ SM\ ([0-9]+)\ /\ ([0-9]+)\ /\ ([0-9]+)\ MHz ]]; then
+    echo "SM min/median/max ${BASH_REMATCH[1]}/${BASH_REMATCH[2]}/${BASH_REMATCH[3]} MHz"
+    return 0
+  fi
+  mhz=$(grep -o 'SM [0-9]* MHz' <<<"$line" | awk '{print $2}' | paste -sd/)
   [[ -n $mhz ]] && echo "SM $mhz MHz"
 }
 

@@ -50,15 +50,6 @@ constexpr int dkv_query_tile() {
 // rows_rows/probs_rows and are complete after wait(), which comes before the accumulators are
 // read and before the next barrier (after which the tiles they read may be overwritten).
 
-// Packs two n8 accumulator tiles (one k16 slice of P) into the A fragment of an m16n8k16 product.
-template <int kKTiles>
-__device__ __forceinline__ void pack_probs(uint32_t (&a)[4], const float (&p)[kKTiles][4], int kk) {
-  a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
-  a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
-  a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-  a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
-}
-
 // mma.sync (sm_80+) on row-major tiles padded by 16 bytes per row: a row stride of an odd number
 // of 16-byte units puts the 8 row addresses of an ldmatrix phase into 8 different bank groups.
 // Every warp multiplies its own 16 rows; products complete as they are issued.
@@ -135,7 +126,7 @@ struct GroupMma {
 
   template <int HS, int kRows>
   __device__ static int offset(int r, int c) {
-    return ((c / 8) * kRows + r) * 64 + ((c % 8) ^ (r % 8)) * 8;
+    return swizzled_offset<kRows>(r, c);
   }
 
   // K-major operand of kRows rows, k16 slice kk: 4 slices per 64-column panel, 32 bytes apart.
@@ -270,8 +261,7 @@ __device__ __forceinline__ void store_column_sums(float* dst, const bf16* stage,
 // kAlign - 16 bytes more than the tiles take).
 template <class Mma>
 __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
-  const uint32_t misalign = shared_address(raw) % Mma::kAlign;
-  return raw + (misalign == 0 ? 0 : Mma::kAlign - misalign);
+  return align_shared<Mma::kAlign>(raw);
 }
 
 // The qkv bias gradient goes through partial column sums, one row of 3 NH HS floats per

@@ -104,12 +104,7 @@ __device__ __forceinline__ void issue_values(float (&o)[kHS / 8][4], uint32_t (&
 
 __device__ __forceinline__ void pack_probabilities(uint32_t (&a)[8][4], const float (&p)[16][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    a[kk][0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
-    a[kk][1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
-    a[kk][2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-    a[kk][3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
-  }
+  for (int kk = 0; kk < 8; ++kk) pack_probs<16>(a[kk], p, kk);
 }
 
 // The largest score of each of this lane's two rows in the tile (the four lanes of a row
@@ -147,8 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap out_map,
                              float* lse, int B, int T, int NH, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t misalign = shared_address(smem_raw) % kSwizzleAtomBytes;
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw + (misalign == 0 ? 0 : kSwizzleAtomBytes - misalign));
+  Smem& s = *reinterpret_cast<Smem*>(align_shared<kSwizzleAtomBytes>(smem_raw));
   const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   const int BH = B * NH, q_blocks = (T + kQueryRows - 1) / kQueryRows, items = BH * q_blocks;
 
@@ -288,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = warp * 16 + lane / 4 + 8 * r;
-        *reinterpret_cast<__nv_bfloat162*>(staging + row * kHS + ((dt ^ (row % 8)) * 8) + (lane % 4) * 2) =
+        *reinterpret_cast<__nv_bfloat162*>(staging + swizzled_offset<kGroupRows>(row, dt) + (lane % 4) * 2) =
             __floats2bfloat162_rn(o[dt][2 * r] * inv_l[r], o[dt][2 * r + 1] * inv_l[r]);
       }
     fence_proxy_async_shared();

@@ -33,6 +33,14 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The first byte at or after raw (dynamic shared memory) on a kAlign-byte boundary of the
+// shared address space; launches ask for at least kAlign - 16 bytes more than their tiles take.
+template <int kAlign>
+__device__ __forceinline__ unsigned char* align_shared(unsigned char* raw) {
+  const uint32_t misalign = shared_address(raw) % kAlign;
+  return raw + (misalign == 0 ? 0 : kAlign - misalign);
+}
+
 // `row` is this lane's row address (see above); shared memory, 16-byte aligned.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -61,6 +69,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t bits;
   memcpy(&bits, &h, sizeof(bits));
   return bits;
+}
+
+// Packs two n8 accumulator tiles (one k16 slice of P) into the A fragment of an m16n8k16 product.
+template <int kKTiles>
+__device__ __forceinline__ void pack_probs(uint32_t (&a)[4], const float (&p)[kKTiles][4], int kk) {
+  a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+  a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+  a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+  a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
 }
 
 // 16 bytes from global to shared memory without passing through registers; 16 zero bytes

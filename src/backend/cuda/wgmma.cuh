@@ -25,6 +25,12 @@ namespace trident::gpu {
 constexpr int kSwizzleBytes = 128;
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;
 
+// Element offset of 16-byte chunk c of row r in a 128-byte-swizzled bf16 tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ int swizzled_offset(int r, int c) {
+  return ((c / 8) * kRows + r) * 64 + ((c % 8) ^ (r % 8)) * 8;
+}
+
 // Descriptor of a shared-memory operand (PTX ISA, "matrix descriptor format"): start address,
 // leading- and stride-dimension byte offsets, all in 16-byte units, and the swizzle mode.
 // K-major operands: the stride offset steps 8 rows (one swizzle atom); the leading offset is

@@ -129,19 +129,13 @@ struct GroupMma {
     return swizzled_offset<kRows>(r, c);
   }
 
-  // K-major operand of kRows rows, k16 slice kk: 4 slices per 64-column panel, 32 bytes apart.
-  template <int kRows>
-  __device__ static uint64_t k_major(const bf16* tile, int kk) {
-    return wgmma_desc(tile + (kk / 4) * kRows * 64 + (kk % 4) * 16, 16, kSwizzleAtomBytes);
-  }
-
   template <int HS, int kNTiles>
   __device__ static void rows_rows(float (&acc)[kNTiles][4], const bf16* a_tile, const bf16* b_tile, int, int) {
     static_assert(kNTiles == 8 || kNTiles == 4, "score tiles are 64 or 32 wide");
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
-      const uint64_t a = k_major<kBlockRows>(a_tile, kk), b = k_major<8 * kNTiles>(b_tile, kk);
+      const uint64_t a = wgmma_k_major<kBlockRows>(a_tile, kk), b = wgmma_k_major<8 * kNTiles>(b_tile, kk);
       if constexpr (kNTiles == 8) {
         wgmma_ss_m64n64k16(acc, a, b, kk > 0);
       } else {
@@ -153,18 +147,16 @@ struct GroupMma {
 
   template <int HS, int kKTiles>
   __device__ static void probs_rows(float (&acc)[HS / 8][4], const float (&p)[kKTiles][4], const bf16* tile, int) {
-    // N-major B of 8 kKTiles rows (k) and HS columns (n): k16 slice kk starts 16 rows down; the
-    // next 64 columns are one panel (8 kKTiles rows of 128 bytes) away.
+    // B is N-major, 8 kKTiles rows (k) by HS columns (n).
     // The A fragments are packed before the group starts: registers a running wgmma reads must
     // not be written until it completes.
-    constexpr uint32_t kPanelBytes = 8 * kKTiles * kSwizzleBytes;
     uint32_t a[kKTiles / 2][4];
 #pragma unroll
     for (int kk = 0; kk < kKTiles / 2; ++kk) pack_probs<kKTiles>(a[kk], p, kk);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKTiles / 2; ++kk) {
-      const uint64_t b = wgmma_desc(tile + kk * 16 * 64, kPanelBytes, kSwizzleAtomBytes);
+      const uint64_t b = wgmma_n_major<8 * kKTiles>(tile, kk);
       if constexpr (HS == 64) {
         wgmma_rs_m64n64k16(acc, a[kk], b);
       } else {

@@ -83,13 +83,12 @@ __device__ __forceinline__ void issue_scores(float (&s)[16][4], const bf16* q_s,
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kHS / 16; ++kk)
-    wgmma_ss_m64n128k16(s, wgmma_desc(q_s + kk * 16, 16, kSwizzleAtomBytes),
-                        wgmma_desc(k_s + kk * 16, 16, kSwizzleAtomBytes), kk > 0);
+    wgmma_ss_m64n128k16(s, wgmma_k_major<kQueryRows>(q_s, kk), wgmma_k_major<kKeyRows>(k_s, kk), kk > 0);
   wgmma_commit();
 }
 
 // o (64, HS) += P V for P (64, 128) in bf16 fragments and a tile of 128 values, issued and
-// committed. V is the N-major B operand: k16 slice kk starts 16 rows down.
+// committed. V is the N-major B operand.
 __device__ __forceinline__ void issue_values(float (&o)[kHS / 8][4], uint32_t (&a)[8][4], const bf16* v_s) {
   // The rescaling of o and the packing of a are complete before the fence (not scheduled
   // between it and the products, which read those registers asynchronously).
@@ -98,7 +97,7 @@ __device__ __forceinline__ void issue_values(float (&o)[kHS / 8][4], uint32_t (&
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKeyRows / 16; ++kk)
-    wgmma_rs_m64n64k16(o, a[kk], wgmma_desc(v_s + kk * 16 * kHS, kTileBytes, kSwizzleAtomBytes));
+    wgmma_rs_m64n64k16(o, a[kk], wgmma_n_major<kKeyRows>(v_s, kk));
   wgmma_commit();
 }
 

@@ -43,6 +43,21 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void* smem, uint32_t leadin
          static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | kSwizzle128 << 62;
 }
 
+// Descriptor of k16 slice kk of a K-major operand, a tile of kRows rows in swizzled_offset's
+// layout: 4 slices per 64-column panel, 32 bytes apart.
+template <int kRows>
+__device__ __forceinline__ uint64_t wgmma_k_major(const bf16* tile, int kk) {
+  return wgmma_desc(tile + (kk / 4) * kRows * 64 + (kk % 4) * 16, 16, kSwizzleAtomBytes);
+}
+
+// Descriptor of k16 slice kk of an N-major operand, a tile of kRows rows along K in
+// swizzled_offset's layout: the slice starts 16 rows down; the next 64 columns along N are one
+// panel (kRows rows of 128 bytes) away.
+template <int kRows>
+__device__ __forceinline__ uint64_t wgmma_n_major(const bf16* tile, int kk) {
+  return wgmma_desc(tile + kk * 16 * 64, kRows * kSwizzleBytes, kSwizzleAtomBytes);
+}
+
 // Orders this thread's register writes (accumulators, A fragments) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() {
 #if TRIDENT_WGMMA

@@ -181,7 +181,7 @@ void kernel_bench(Backend& be) {
   auto memory_row = [&](double s, double bytes) { return KernelRow{s * 1e3, bytes / s / 1e9, copy_gbs}; };
 
   // B 8 (issue 5's target-4 shapes, whose tensors fit in L2) and, on a GPU, GPT-2 124M's
-  // training shape B 32, whose tensors do not (run BO).
+  // training shape B 32, whose tensors (96 MB of K/V tiles) do not fit in the 50 MB L2.
   struct AttentionShape {
     int HS, T, B;
   };

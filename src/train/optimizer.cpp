@@ -126,8 +126,9 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
     be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip), peer_);
     return;
   }
-  // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
-  // AE), so the buckets are updated in two launches and gathered as the next forward needs
+  // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (dp2
+  // on H100: the update 1.35 ms for half the parameters against 1.37 ms for all of them on one
+  // GPU), so the buckets are updated in two launches and gathered as the next forward needs
   // them. The bucket the forward reads first is updated first and its all-gather runs beside the
   // update of all the others; on the first stage the embedding's bucket, read next, follows.
   gather_all();   // the previous update's, where nothing asked for them

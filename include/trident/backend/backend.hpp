@@ -67,8 +67,8 @@ struct BackendCounters {
 
 // SM clock, power and temperature of a backend's device over a stretch of work, sampled in the
 // background (GPU backends, through NVML). Under a power cap the clock, and so every rate, moves
-// with power and temperature: two busy GPUs of one node clocked 1.4-2.8% lower than one alone
-// (docs/PERFORMANCE.md, runs BW and CA). count is the number of clock samples, 0 where nothing
+// with power and temperature: two busy GPUs of one H200 node at its 700 W cap clocked 1.4-2.8%
+// lower than one alone. count is the number of clock samples, 0 where nothing
 // was sampled (note says why); power_w_median is 0 where the device reports no power.
 struct DeviceSamples {
   int count = 0;

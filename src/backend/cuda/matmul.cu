@@ -292,7 +292,8 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     float ms = 0;
     if (weight_grad) fill_pattern(static_cast<float*>(d), d_elems, stream);   // C of the accumulation
     // With the log on, the candidates that cannot be used (another K split, other result bits)
-    // are timed too, so that the log shows what keeping the results bitwise costs (run BW).
+    // are timed too, so that the log shows what keeping the results bitwise costs (for GPT-2
+    // 124M's weight-gradient shapes at most 0.33 ms per step on H200).
     if (results[i].state != CUBLAS_STATUS_SUCCESS) {
       verdict = "not usable";
     } else if (!splits_alike(algo, results[0].algo)) {

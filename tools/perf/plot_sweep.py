@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Plots a bench_sweep.sh summary (CSV: layout, ranks, tokens_per_s, step_ms) as bars of tokens/s
-and step time per layout into one PNG.
+"""Plots the summary of `tools/perf/run.sh sweep` (CSV: layout, ranks, tokens_per_s, step_ms) as
+bars of tokens/s and step time per layout into one PNG.
 
-    tools/plot_sweep.py runs/sweep/summary.csv -o runs/sweep/sweep.png
+    tools/perf/plot_sweep.py runs/sweep/summary.csv -o runs/sweep/sweep.png
 """
 import argparse
 import csv
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("summary", help="summary.csv written by tools/bench_sweep.sh")
+    parser.add_argument("summary", help="summary.csv written by tools/perf/run.sh sweep")
     parser.add_argument("-o", "--output", default="sweep.png", help="PNG to write (default: %(default)s)")
     args = parser.parse_args()
 

@@ -2,7 +2,7 @@
 // records every kernel and memory copy through CUPTI's activity API and writes them, one line
 // each, to $TRIDENT_KERNEL_TRACE.<rank>.csv (rank: OMPI_COMM_WORLD_RANK, else the process id):
 //   K,start_ns,end_ns,device,stream,name      M,start_ns,end_ns,device,stream,bytes,kind
-// tools/kernel_trace/kernel_trace.py summarises a trace (GPU busy share, gaps, kernel durations).
+// tools/perf/kernel_trace/kernel_trace.py summarises a trace (GPU busy share, gaps, kernel durations).
 #include <cupti.h>
 
 #include <cstdio>

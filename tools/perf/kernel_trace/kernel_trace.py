@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises traces of tools/kernel_trace (TRACE.csv) over their second half (the steady state):
+"""Summarises traces of tools/perf/kernel_trace (TRACE.csv) over their second half (the steady state):
 the share of the window in which some kernel ran, the idle gaps of the busiest stream, and each
 kernel's calls and mean duration; given two traces, the kernels side by side.
 usage: kernel_trace.py TRACE.csv [OTHER.csv] [--top N] [--gaps N] [--pairs N]"""

@@ -3,8 +3,8 @@
 random tokens with torch.compile, SDPA (flash) attention, bf16 autocast and fused AdamW, on one
 GPU or several with DDP (launch with torchrun). Prints tokens/s like `trident bench`.
 
-    python3 tools/bench_pytorch.py --batch 32 --seq 1024 --steps 20
-    torchrun --nproc_per_node 2 tools/bench_pytorch.py --batch 32 --seq 1024 --steps 20
+    python3 tools/perf/bench_pytorch.py --batch 32 --seq 1024 --steps 20
+    torchrun --nproc_per_node 2 tools/perf/bench_pytorch.py --batch 32 --seq 1024 --steps 20
 
 With --attention it times causal SDPA forward+backward instead, on the shapes and with the FLOP
 count of `trident bench --bench.kernels` (q, k, v as views of one (B, T, 3, NH, HS) tensor, as in

@@ -49,13 +49,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 for c in "${checks[@]}"; do
   case $c in
     ops) run cuda_ops 300 "$bin/cuda_tests" ;;
-    ops_mma) run cuda_ops_mma 300 env TRIDENT_ATTENTION_KERNELS=mma "$bin/cuda_tests" ;;
+    ops_mma) run cuda_ops_mma 300 "$bin/cuda_tests" --attention-kernels mma ;;
     layouts) run cuda_layouts 300 "${mpirun[@]}" -np 2 "$bin/cuda_layouts" ;;
     torch)
       mkdir -p "$out/dump"
       run torch_dump 120 "$bin/dump_reference" "$out/dump" cuda 50
       run torch_check 300 python3 "$root/tests/reference/check_vs_torch.py" "$out/dump" ;;
-    launch) run launch_checks 300 "$root/tests/cuda/launch_checks.sh" "$bin/trident" "$root" "${mpirun[@]}" ;;
+    launch) run launch_checks 300 "$root/tests/cuda/launch_checks.sh" "$bin/trident" "$bin/trident_test" "$root" "${mpirun[@]}" ;;
     train124m)
       run train124m_dp2 400 "${mpirun[@]}" -np 2 "$bin/trident" train --config "$root/inputs/models/gpt2-124m.cfg" \
         --data.train "$root/data/fortunes_gpt2" --parallel.dp 2 --train.steps 60 --train.micro_batch_size 16 \
@@ -112,7 +112,7 @@ for c in "${checks[@]}"; do
         echo "pytorch_plain_$i: exit $?" | tee -a "$out/summary.txt"
       done ;;
     kernels) run kernels 300 "$bin/trident" bench --bench.kernels ;;
-    kernels_mma) run kernels_mma 300 env TRIDENT_ATTENTION_KERNELS=mma "$bin/trident" bench --bench.kernels ;;
+    kernels_mma) run kernels_mma 300 "$bin/trident" bench --bench.kernels --cuda.attention_kernels mma ;;
     profile)
       for n in "${counts[@]}"; do
         run "profile124m_${n}gpu" 300 "${mpirun[@]}" -np "$n" "$bin/trident" bench --config "$root/inputs/models/gpt2-124m.cfg" \

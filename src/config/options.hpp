@@ -92,6 +92,21 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v.section("log", "Logging [log]");
   v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
+
+  v.section("cuda", "CUDA backend [cuda] (comparisons and debugging; the defaults are the fast path)");
+  v("cuda.attention_kernels", c.cuda.attention_kernels,
+    "tensor-core attention kernels: auto (the wgmma engine on H100/H200, with the warp-specialized forward at "
+    "head size 64; mma.sync elsewhere), wgmma (the wgmma engine's single-warpgroup forward) or mma (the mma.sync "
+    "engine everywhere)");
+  v("cuda.side_stream", c.cuda.side_stream,
+    "run side ops (e.g. the fc bias gradient) on a second stream beside the main work; false queues them in order");
+  v("cuda.gemm_autotune", c.cuda.gemm_autotune,
+    "time cuBLASLt's candidates per GEMM shape and keep the fastest that gives the same bits as the heuristic's "
+    "first choice; false uses that first choice");
+  v("cuda.gemm_log", c.cuda.gemm_log, "print each GEMM shape's candidates, their times and the choice");
+  v("cuda.sync_launches", c.cuda.sync_launches,
+    "wait for every kernel to finish, so that an asynchronous fault names the launch that caused it (slow; for "
+    "debugging)");
 }
 
 }  // namespace trident

@@ -16,10 +16,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Reads a piece's non-padding elements into its host buffer through `packed` (reused across
+// Reads a range's non-padding elements into its host buffer through `packed` (reused across
 // datasets); false on an I/O error.
-bool read_piece(hid_t dset, const Piece& piece, float* host_base, std::vector<float>& packed) {
-  ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
+bool read_range(hid_t dset, const HostRange& range, float* host_base, std::vector<float>& packed) {
+  ShardBoxes sb = shard_boxes(*range.param, range.lo, range.hi);
   if (sb.elements == 0) return true;
   h5::Handle fspace(H5Dget_space(dset));
   H5Sselect_none(fspace.get());
@@ -31,7 +31,7 @@ bool read_piece(hid_t dset, const Piece& piece, float* host_base, std::vector<fl
   h5::Handle mspace(H5Screate_simple(1, &n, nullptr));
   packed.resize(n);
   if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, packed.data()) < 0) return false;
-  unpack_piece(piece, sb, packed, host_base);
+  unpack_range(range, sb, packed, host_base);
   return true;
 }
 
@@ -101,12 +101,12 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
       names.push_back(name);
       auto it = need.find(t.name);
       // Keep going after a failed read so that every rank reaches the same collectives below.
-      if (it != need.end() && !read_piece(dset.get(), it->second, base, packed)) {
+      if (it != need.end() && !read_range(dset.get(), it->second, base, packed)) {
         if (!read_failed) first_failed = name;
         read_failed = true;
       }
       auto o = own.find(t.name);
-      local_sums.push_back(o == own.end() || read_failed ? 0 : piece_checksum(o->second, base));
+      local_sums.push_back(o == own.end() || read_failed ? 0 : range_checksum(o->second, base));
     }
   }
   int failed = read_failed, any_failed = 0;

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/fault_point.hpp"
 #include "trident/io/checkpoint.hpp"
 
 namespace trident {
@@ -55,15 +55,6 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
     h.data[k] = h.copies[k].data();
   }
   return h;
-}
-
-// Test hook (TRIDENT_TEST_DIE_IN_SAVE="rank:step"): that rank dies like kill -9 halfway through
-// writing, so tests can check that the previous checkpoint survives.
-bool die_in_save(int rank, int64_t step) {
-  const char* v = std::getenv("TRIDENT_TEST_DIE_IN_SAVE");
-  int r = -1;
-  long s = -1;
-  return v && std::sscanf(v, "%d:%ld", &r, &s) == 2 && r == rank && s == step;
 }
 
 void fsync_path(const std::string& path) {
@@ -129,7 +120,7 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
       const auto& owned = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
       const float* base = host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
-        if (written++ == total / 2 && die_in_save(g.rank, info.step)) std::_Exit(9);
+        if (written++ == total / 2) fault_point(FaultPoint::CheckpointWrite, g.rank, info.step);
         std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
         h5::Handle fspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
         const std::string name = str("/", ckpt_group(kind), "/", t.name);
@@ -144,10 +135,10 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
         H5Sselect_none(mspace.get());
         auto it = owned.find(t.name);
         if (it != owned.end()) {
-          const Piece& piece = it->second;
-          ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
-          pack_piece(piece, sb, base, packed);
-          sum = piece_checksum(piece, base);
+          const HostRange& range = it->second;
+          ShardBoxes sb = shard_boxes(*range.param, range.lo, range.hi);
+          pack_range(range, sb, base, packed);
+          sum = range_checksum(range, base);
           for (const Box& b : sb.global) {
             std::vector<hsize_t> start(b.start.begin(), b.start.end()), count(b.count.begin(), b.count.end());
             H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);

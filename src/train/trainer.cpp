@@ -3,10 +3,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
 
+#include "trident/core/fault_point.hpp"
 #include "trident/train/lr_schedule.hpp"
 
 namespace trident {
@@ -47,11 +45,6 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
   stats_buf_ = Buffer(be, 2 * sizeof(float));
-  // TRIDENT_TEST_STALL="rank:step" (tests only): world rank `rank` stalls at step `step`.
-  if (const char* stall = std::getenv("TRIDENT_TEST_STALL")) {
-    int rank = -1, at = -1;
-    if (std::sscanf(stall, "%d:%d", &rank, &at) == 2 && rank == g.rank) stall_step_ = at;
-  }
 }
 
 Trainer::~Trainer() = default;
@@ -137,11 +130,7 @@ void Trainer::queue_step(int step) {
   TRIDENT_CHECK(optimizer_ != nullptr, "train_step: this trainer was built for evaluation only");
   TRIDENT_CHECK(queued_.size() < static_cast<size_t>(Backend::kReadbacks), "queue_step: too many steps queued");
   set_current_step(step);
-  if (step == stall_step_) {
-    // Test hook: this rank stops answering, so its peers must time out instead of hanging.
-    std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %d\n", error_context().c_str(), step);
-    std::this_thread::sleep_for(std::chrono::hours(24));
-  }
+  fault_point(FaultPoint::TrainStep, g_.rank, step);
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();

@@ -23,24 +23,18 @@ namespace fs = std::filesystem;
 constexpr int kSaveAt = 5, kSteps = 10;
 
 RunConfig config(int dp, int tp, int pp, int zero) {
-  RunConfig c;
+  RunConfig c = test::tiny_config();
   c.model.n_layer = 8;
   c.model.n_head = 8;
   c.model.n_embd = 32;
-  c.model.vocab_size = 100;
-  c.model.seq_len = 16;
   c.train.steps = kSteps;
-  c.train.micro_batch_size = 2;
   c.train.global_batch_size = 16;
-  c.train.lr = 1e-2;
-  c.train.warmup_steps = 2;
   c.train.eps = 1e-5;   // see test_equivalence.cpp: keeps the key bias's rounding noise out of Adam
   c.parallel.dp = dp;
   c.parallel.tp = tp;
   c.parallel.pp = pp;
   c.parallel.zero = zero;
   c.parallel.bucket_mb = 0.01;
-  c.parallel.timeout_s = 120;
   return c;
 }
 

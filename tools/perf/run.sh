@@ -58,13 +58,13 @@ need_gpus() {  # check name, GPUs it needs
 for c in "${checks[@]}"; do
   case $c in
     ops) check cuda_ops 300 "$b/bin/cuda_tests" ;;
-    ops_mma) TRIDENT_ATTENTION_KERNELS=mma check cuda_ops_mma 300 "$b/bin/cuda_tests" ;;
+    ops_mma) check cuda_ops_mma 300 "$b/bin/cuda_tests" --attention-kernels mma ;;
     layouts) need_gpus layouts 2 && check cuda_layouts 300 "${mp[@]}" -np 2 "$b/bin/cuda_layouts" ;;
     torch)
       mkdir -p "$dest/dump"
       check torch_dump 120 "$b/bin/dump_reference" "$dest/dump" cuda 50
       check torch_check 300 python3 "$root/tests/reference/check_vs_torch.py" "$dest/dump" ;;
-    launch) check launch_checks 300 "$root/tests/cuda/launch_checks.sh" "$bin" "$root" "${mp[@]}" ;;
+    launch) check launch_checks 300 "$root/tests/cuda/launch_checks.sh" "$bin" "$b/bin/trident_test" "$root" "${mp[@]}" ;;
     train124m)
       need_gpus train124m 2 && check train124m_dp2 400 "${mp[@]}" -np 2 "$bin" train \
         --config "$root/inputs/models/gpt2-124m.cfg" "${data[@]}" --parallel.dp 2 --train.steps 60 \
@@ -153,7 +153,7 @@ PY
       pytorch sdpa 1 --attention
       grep -hE '^(attention|sdpa)' "$out/kernels.log" "$out/sdpa.log" | tee -a "$dest/summary.txt" ;;
     kernels) check kernels 300 "$bin" bench --bench.kernels ;;
-    kernels_mma) TRIDENT_ATTENTION_KERNELS=mma check kernels_mma 300 "$bin" bench --bench.kernels ;;
+    kernels_mma) check kernels_mma 300 "$bin" bench --bench.kernels --cuda.attention_kernels mma ;;
     profile)
       one 124m_profile 1 "$bin" "${g124[@]}" --bench.profile --bench.profile_steps 10
       sed -n '/GPU time per step by op/,$p' "$out/124m_profile.log" >>"$dest/summary.txt" ;;

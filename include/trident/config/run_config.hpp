@@ -80,6 +80,15 @@ struct LogConfig {
   int every = 10;
 };
 
+// CUDA backend switches for comparisons and debugging; the defaults are the fast path.
+struct CudaConfig {
+  std::string attention_kernels = "auto";   // auto | wgmma | mma
+  bool side_stream = true;          // false: side ops queued in order on the main stream
+  bool gemm_autotune = true;        // false: cuBLASLt's heuristic first choice
+  bool gemm_log = false;            // print each GEMM shape's candidates and choice
+  bool sync_launches = false;       // drain the device after every kernel (slow; finds faulting kernels)
+};
+
 struct RunConfig {
   ModelConfig model;
   ParallelConfig parallel;
@@ -87,6 +96,7 @@ struct RunConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   LogConfig log;
+  CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
   std::vector<std::string> config_files;
 

@@ -1,4 +1,4 @@
-// DeviceSamples (trident/backend/backend.hpp) for one GPU: the SM clock, the power draw and the
+// GpuTelemetry (trident/backend/backend.hpp) for one GPU: the SM clock, the power draw and the
 // temperature read through NVML at start(), every kIntervalMs after it (a background thread) and
 // at stop(), so even a short window has two samples. NVML comes with the driver
 // (libnvidia-ml.so.1) and is loaded when first needed, so a build with CUDA still starts where
@@ -15,17 +15,17 @@
 
 namespace trident::gpu {
 
-class DeviceSampler {
+class NvmlTelemetry {
  public:
   static constexpr int kIntervalMs = 50;
 
-  explicit DeviceSampler(int device) : device_(device) {}
-  ~DeviceSampler();
-  DeviceSampler(const DeviceSampler&) = delete;
-  DeviceSampler& operator=(const DeviceSampler&) = delete;
+  explicit NvmlTelemetry(int device) : device_(device) {}
+  ~NvmlTelemetry();
+  NvmlTelemetry(const NvmlTelemetry&) = delete;
+  NvmlTelemetry& operator=(const NvmlTelemetry&) = delete;
 
   void start();
-  DeviceSamples stop();
+  GpuTelemetry stop();
 
  private:
   struct Sample {

@@ -1,6 +1,6 @@
-// The NVML reads behind DeviceSampler: the library loaded by name, the device found by PCI
+// The NVML reads behind NvmlTelemetry: the library loaded by name, the device found by PCI
 // address, one sampling thread per window.
-#include "device_sampler.hpp"
+#include "nvml_telemetry.hpp"
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -63,11 +63,11 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-DeviceSampler::~DeviceSampler() {
+NvmlTelemetry::~NvmlTelemetry() {
   if (thread_.joinable()) static_cast<void>(stop());
 }
 
-bool DeviceSampler::open() {
+bool NvmlTelemetry::open() {
   if (tried_) return device_handle_ != nullptr;
   tried_ = true;
   const Nvml& nvml = Nvml::get();
@@ -92,7 +92,7 @@ bool DeviceSampler::open() {
 }
 
 // A failed read leaves its value 0; such samples are left out in stop().
-DeviceSampler::Sample DeviceSampler::read() const {
+NvmlTelemetry::Sample NvmlTelemetry::read() const {
   const Nvml& nvml = Nvml::get();
   Sample s{0, 0, 0};
   nvml.clock_info(device_handle_, 1, &s.sm_mhz);
@@ -101,7 +101,7 @@ DeviceSampler::Sample DeviceSampler::read() const {
   return s;
 }
 
-void DeviceSampler::start() {
+void NvmlTelemetry::start() {
   TRIDENT_CHECK(!thread_.joinable(), "device sampling: start() twice");
   samples_.clear();
   if (!open()) return;
@@ -110,14 +110,14 @@ void DeviceSampler::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-void DeviceSampler::run() {
+void NvmlTelemetry::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(kIntervalMs), [this] { return stopping_; }))
     samples_.push_back(read());
 }
 
-DeviceSamples DeviceSampler::stop() {
-  DeviceSamples out;
+GpuTelemetry NvmlTelemetry::stop() {
+  GpuTelemetry out;
   if (!thread_.joinable()) {
     out.note = why_.empty() ? "not sampled" : why_;
     return out;

@@ -79,7 +79,10 @@ struct TrainRun {
     info.consumed_samples = trainer->consumed_samples(step);
     info.config = to_ini(cfg);
     info.layout = "dp2 tp2 pp2";
-    save_checkpoint(dir, 2, info, trainer->model(), trainer->optimizer(), g);
+    CheckpointConfig c;
+    c.dir = dir;
+    c.keep = 2;
+    save_checkpoint(c, info, trainer->model(), trainer->optimizer(), g);
   }
   void load(const std::string& file) {
     CheckpointInfo info = load_checkpoint(file, trainer->model(), &trainer->optimizer(), g);

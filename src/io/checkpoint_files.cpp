@@ -35,7 +35,7 @@ int64_t step_of_name(const std::string& name) {
 }
 
 // Text from a file shown in a message: at most 60 characters, non-printable bytes as '?'.
-std::string quoted(const std::string& s) {
+std::string excerpt(const std::string& s) {
   std::string out = s.substr(0, 60);
   for (char& ch : out)
     if (ch < 0x20 || ch > 0x7e) ch = '?';
@@ -62,7 +62,7 @@ std::string read_latest(const std::string& dir) {
   const bool plain = text.find_first_of("/\\ \t\r\n") == std::string::npos && text != "." && text != ".." &&
                      std::all_of(text.begin(), text.end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; });
   if (!plain)
-    throw InputError(str("checkpoint.resume = auto: ", latest, " holds ", quoted(text),
+    throw InputError(str("checkpoint.resume = auto: ", latest, " holds ", excerpt(text),
                          ", not the file name of a checkpoint in ", dir, " (like step_2.h5); fix or remove it"));
   return text;
 }
@@ -195,7 +195,7 @@ std::string write_latest(const std::string& dir, const std::string& name) {
   if (!error.empty()) return error;
   std::ifstream back(latest, std::ios::binary);
   const std::string got((std::istreambuf_iterator<char>(back)), {});
-  if (got != text) return str("reading back ", latest, ": it holds ", quoted(got), ", not ", quoted(text));
+  if (got != text) return str("reading back ", latest, ": it holds ", excerpt(got), ", not ", excerpt(text));
   return "";
 }
 

@@ -6,7 +6,7 @@
 #     checkpoints it did not resume from: exit 2 naming checkpoint.overwrite, nothing touched;
 #     with checkpoint.overwrite = true the run replaces them and keeps what it writes;
 #  3. links pre-placed at step_<n>.h5.tmp and latest.tmp are not followed; a 'latest' naming a
-#     path outside the directory is refused;
+#     path outside the directory is refused; a 'latest' that cannot be written fails the save;
 #  4. a checkpoint of 4 layers does not load into a 2-layer model;
 #  5. a directory given as a checkpoint: one line, exit 2; log.metrics' directory is created.
 #   checkpoint_dirs.sh TRIDENT REPO_ROOT
@@ -102,6 +102,15 @@ echo ../base/step_6.h5 >"$work/outside/latest"
 expect_2 "'latest' naming a path outside the directory" "not the file name of a checkpoint" \
   --train.steps 8 --checkpoint.dir "$work/outside"
 echo "ok: links at temporary names were replaced, not followed"
+# A 'latest' that cannot be written fails the save (here latest.tmp is a directory that cannot be
+# removed; a full disk is checked by the unit test CheckpointDir.LatestWriteThatFallsShort...).
+mkdir -p "$work/nolatest/latest.tmp/x"
+train --train.steps 2 --checkpoint.dir "$work/nolatest" >"$work/nolatest.log" 2>&1 &&
+  { cat "$work/nolatest.log"; fail "a save whose 'latest' could not be written exited 0"; }
+grep -q "step_2.h5 was written but 'latest' was not updated: removing the stale .*latest.tmp" "$work/nolatest.log" ||
+  { cat "$work/nolatest.log"; fail "no message naming the failed update of 'latest'"; }
+[[ -d $work/nolatest/latest.tmp && ! -e $work/nolatest/latest ]] || fail "the failed save changed latest"
+echo "ok: a 'latest' that cannot be written fails the save"
 
 # 4. A deeper model's checkpoint into a shallower one.
 n_layer=4 train --train.steps 2 --checkpoint.dir "$work/deep" >"$work/deep.log" 2>&1 ||

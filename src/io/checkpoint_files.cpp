@@ -67,33 +67,24 @@ std::string read_latest(const std::string& dir) {
   return text;
 }
 
-void require_regular_file(const std::string& file, const std::string& what, const std::string& fix) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(file, ec);
-  if (!fs::exists(st)) throw InputError(str(what, ": no such file; ", fix));
-  if (!fs::is_regular_file(st)) throw InputError(str(what, ": not a regular file; ", fix));
-}
-
-ResumePlan resume_auto(const std::string& dir) {
+// checkpoint.resume = auto; `origin` says how the file was chosen, for messages about it.
+ResumePlan resume_auto(const std::string& dir, std::string& origin) {
   ResumePlan plan;
   if (dir.empty()) return plan;
   const std::vector<CheckpointFile> found = list_checkpoints(dir);
   const std::string name = read_latest(dir);
-  if (name.empty()) {
-    if (found.empty()) return plan;
+  const int64_t named = name.empty() ? -1 : step_of_name(name);
+  if (!found.empty() && (name.empty() || (named >= 0 && found[0].step > named))) {
     plan.file = dir + "/" + found[0].name;
-    plan.note = str("note: ", dir, "/latest is missing or empty; resuming from the newest checkpoint there, ",
-                    found[0].name);
-    return plan;
-  }
-  plan.file = dir + "/" + name;
-  require_regular_file(plan.file, str("checkpoint.resume = auto: ", dir, "/latest names ", name),
-                       "fix or remove 'latest', or pass checkpoint.resume = none");
-  const int64_t named = step_of_name(name);
-  if (!found.empty() && named >= 0 && found[0].step > named) {
-    plan.note = str("note: ", dir, "/latest names ", name, " but ", found[0].name,
-                    " is newer (a save interrupted before 'latest' was updated); resuming from ", found[0].name);
-    plan.file = dir + "/" + found[0].name;
+    plan.note = name.empty() ? str("note: ", dir, "/latest is missing or empty; resuming from the newest checkpoint "
+                                   "there, ", found[0].name)
+                             : str("note: ", dir, "/latest names ", name, " but ", found[0].name, " is newer (a save "
+                                   "interrupted before 'latest' was updated); resuming from ", found[0].name);
+    origin = str("chosen by checkpoint.resume = auto as the newest checkpoint in ", dir,
+                 "; move it away to resume from an older one");
+  } else if (!name.empty()) {
+    plan.file = dir + "/" + name;
+    origin = str("named by ", dir, "/latest; fix or remove 'latest', or pass checkpoint.resume = none");
   }
   return plan;
 }
@@ -127,19 +118,15 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
 
 ResumePlan resolve_resume(const CheckpointConfig& c) {
   ResumePlan plan;
-  if (c.resume == "auto") {
-    plan = resume_auto(c.dir);
-  } else if (c.resume != "none") {
-    require_regular_file(c.resume, "checkpoint.resume = " + c.resume, "use auto, none or a checkpoint file");
-    plan.file = c.resume;
-  }
+  std::string origin;
+  if (c.resume == "auto") plan = resume_auto(c.dir, origin);
+  else if (c.resume != "none") plan.file = c.resume;
   if (!plan.file.empty()) {
     try {
       plan.step = read_checkpoint_info(plan.file).step;
     } catch (const InputError& e) {
-      if (plan.note.empty()) throw;
-      throw InputError(str(e.what(), " (chosen by checkpoint.resume = auto as the newest checkpoint in ", c.dir,
-                           "; move it away to resume from an older one)"));
+      if (origin.empty()) throw;
+      throw InputError(str(e.what(), " (", origin, ")"));
     }
   }
   if (c.dir.empty() || c.overwrite) return plan;

@@ -95,35 +95,37 @@ TEST_F(CheckpointDir, PruningKeepsTheFileJustWrittenBelowLaterSteps) {
   EXPECT_EQ(names(), (std::vector<std::string>{"step_3.h5", "step_2.h5"}));
 }
 
+// resolve_resume's InputError message; "" (and a test failure) when it accepts the directory.
+std::string refusal(const CheckpointConfig& c) {
+  try {
+    resolve_resume(c);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
 TEST_F(CheckpointDir, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   write_file(dir_ / "step_4.h5", "");
   CheckpointConfig c;
   c.dir = dir_.string();
   c.resume = "none";
-  try {
-    resolve_resume(c);
-    ADD_FAILURE() << "accepted";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("step_4.h5"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("checkpoint.overwrite = true"), std::string::npos) << msg;
-  }
+  const std::string msg = refusal(c);
+  EXPECT_NE(msg.find("step_4.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoint.overwrite = true"), std::string::npos) << msg;
   c.overwrite = true;
   EXPECT_EQ(resolve_resume(c).file, "");
 }
 
 TEST_F(CheckpointDir, LatestMustNameAPlainFile) {
+  CheckpointConfig c;
+  c.dir = dir_.string();
   for (const char* bad : {"../elsewhere/step_2.h5", "..", "sub/step_2.h5", "step_2.h5 step_4.h5"}) {
     SCOPED_TRACE(bad);
     write_file(dir_ / "latest", std::string(bad) + "\n");
-    CheckpointConfig c;
-    c.dir = dir_.string();
-    try {
-      resolve_resume(c);
-      ADD_FAILURE() << "accepted";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("not the file name of a checkpoint"), std::string::npos) << e.what();
-    }
+    const std::string msg = refusal(c);
+    EXPECT_NE(msg.find("not the file name of a checkpoint"), std::string::npos) << msg;
   }
 }
 
@@ -133,14 +135,9 @@ TEST_F(CheckpointDir, MissingLatestChoosesTheNewestStepFile) {
   write_file(dir_ / "step_6.h5", "");
   CheckpointConfig c;
   c.dir = dir_.string();
-  try {
-    resolve_resume(c);
-    ADD_FAILURE() << "accepted";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("step_6.h5"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("newest checkpoint"), std::string::npos) << msg;
-  }
+  const std::string msg = refusal(c);
+  EXPECT_NE(msg.find("step_6.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("newest checkpoint"), std::string::npos) << msg;
 }
 
 }  // namespace

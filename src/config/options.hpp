@@ -88,6 +88,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("checkpoint.every", c.checkpoint.every, "save every N steps (0 = only at the end and on SIGTERM/SIGUSR1)");
   v("checkpoint.keep", c.checkpoint.keep, "keep the newest K checkpoints; older ones are pruned after a save");
   v("checkpoint.resume", c.checkpoint.resume, "auto (latest in checkpoint.dir if present), none, or a checkpoint file");
+  v("checkpoint.overwrite", c.checkpoint.overwrite,
+    "let this run replace checkpoints in checkpoint.dir that it did not resume from (another run's, or later "
+    "steps than the one resumed); without it such a directory is refused");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");

@@ -1,14 +1,13 @@
 // Collective checkpoint save: temporary file, one dataset per logical tensor and kind, each
-// rank writing its owned hyperslabs; then rename, `latest`, pruning.
-#include <dirent.h>
+// rank writing its owned hyperslabs; then rename, `latest`, pruning (checkpoint_files.cpp).
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
@@ -57,45 +56,37 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   return h;
 }
 
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-// Rank 0: keep the newest `keep` step_<n>.h5 files; remove leftovers of interrupted saves.
-void prune(const std::string& dir, int keep) {
-  std::vector<std::pair<long, fs::path>> found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    long n = -1;
-    char tail[16] = {0};
-    if (std::sscanf(name.c_str(), "step_%ld.h5%15s", &n, tail) >= 1) {
-      if (std::string(tail) == ".tmp") fs::remove(e.path());
-      else if (tail[0] == 0) found.push_back({n, e.path()});
-    }
-  }
-  std::sort(found.rbegin(), found.rend());
-  for (size_t i = static_cast<size_t>(keep); i < found.size(); ++i) fs::remove(found[i].second);
+// fsync of a file or directory; false (errno set) when it cannot be opened or synced.
+bool fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
 
-SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInfo& info, const GptStage& model,
+SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g) {
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   const HostState host = host_state(model, opt);
   const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
   SaveResult res;
-  res.path = str(dir, "/step_", info.step, ".h5");
+  const std::string name = str("step_", info.step, ".h5");
+  res.path = c.dir + "/" + name;
   const std::string tmp = res.path + ".tmp";
+  // A leftover of an interrupted save, or a link placed there, is removed (unlink never follows a
+  // link); the file is then created exclusively (O_EXCL), which fails on a link put back in
+  // between instead of writing through it.
+  if (g.rank == 0 && ::unlink(tmp.c_str()) != 0 && errno != ENOENT)
+    h5_require(false, str("removing the stale file (", std::strerror(errno), ")"), tmp);
+  MPI_Barrier(g.mpi.world);
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
-    h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
     h5_require(file.valid(), "creating the file", tmp);
     h5::write_attr(file.get(), "format_version", static_cast<int64_t>(info.format_version));
     h5::write_attr(file.get(), "step", info.step);
@@ -161,16 +152,15 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
   }
   MPI_Barrier(g.mpi.world);
   if (g.rank == 0) {
-    fsync_path(tmp);
+    h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
-    fsync_path(dir);
-    const std::string latest = dir + "/latest", latest_tmp = latest + ".tmp";
-    std::ofstream(latest_tmp) << fs::path(res.path).filename().string() << "\n";
-    fsync_path(latest_tmp);
-    h5_require(std::rename(latest_tmp.c_str(), latest.c_str()) == 0, "updating", latest);
-    fsync_path(dir);
-    prune(dir, keep);
-    res.bytes = static_cast<double>(fs::file_size(res.path));
+    h5_require(fsync_path(c.dir), "syncing the directory", c.dir);
+    const std::string latest_error = write_latest(c.dir, name);
+    if (!latest_error.empty())
+      TRIDENT_FATAL(str("checkpoint save: ", res.path, " was written but 'latest' was not updated: ", latest_error));
+    prune_checkpoints(c, info.step);
+    std::error_code ec;
+    res.bytes = static_cast<double>(fs::file_size(res.path, ec));
   }
   MPI_Bcast(&res.bytes, 1, MPI_DOUBLE, 0, g.mpi.world);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -30,3 +30,8 @@ if(TRIDENT_TEST_HOOKS)
   set_tests_properties(mpi_stalled_rank_times_out mpi_checkpoint_faults PROPERTIES LABELS mpi
                        ENVIRONMENT "OMP_NUM_THREADS=1")
 endif()
+add_test(NAME e2e_checkpoint_dirs COMMAND ${e2e_dir}/checkpoint_dirs.sh $<TARGET_FILE:trident> ${repo_root})
+set_tests_properties(e2e_checkpoint_dirs PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_checkpoint_kill_loop COMMAND ${e2e_dir}/checkpoint_kill_loop.sh $<TARGET_FILE:trident> ${repo_root}
+         ${mpirun})
+set_tests_properties(mpi_checkpoint_kill_loop PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -73,6 +73,7 @@ struct CheckpointConfig {
   int every = 0;                    // save every N steps (0: only at the end and on signals)
   int keep = 3;                     // checkpoints kept after a successful save
   std::string resume = "auto";      // auto (latest in dir, if any) | none | path of a checkpoint file
+  bool overwrite = false;           // may replace checkpoints in dir that this run did not resume from
 };
 
 struct LogConfig {

@@ -13,7 +13,7 @@
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/config/parse.hpp"
-#include "trident/parallel/nccl_comm.hpp"
+#include "trident/parallel/nccl/nccl_comm.hpp"
 #include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
 

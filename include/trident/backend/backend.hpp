@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trident/core/error.hpp"
+#include "trident/core/op_time.hpp"
 #include "trident/core/peer_release.hpp"
 #include "trident/core/stream.hpp"
 #include "trident/core/tensor.hpp"
@@ -50,13 +51,6 @@ inline const TensorPiece* pieces_in(TensorView table, const char* op) {
                 str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
   return table.as<TensorPiece>();
 }
-
-// GPU time of one op (or named region) summed over a profile: `trident bench --bench.profile`.
-struct OpTime {
-  std::string name;   // "matmul_fwd 32768x768x2304" (op and sizes), "wait dp reduce-scatter"
-  long calls = 0;
-  double ms = 0;
-};
 
 // What a steady-state training step must not do, counted since the backend was made: device
 // allocations (including op scratch growth), GEMM plans (cuBLASLt descriptors and algorithm

@@ -16,10 +16,10 @@
 #include "encoder.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
-#include "profiler.hpp"
 #include "reduce.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/core/log.hpp"
+#include "trident/gpu/profiler.hpp"
 
 namespace trident {
 namespace {
@@ -587,6 +587,15 @@ int cuda_device_count() {
     return 0;
   }
   return count;
+}
+
+size_t cuda_device_memory_bytes(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // reported as 0, which the caller treats as unknown
+    return 0;
+  }
+  return prop.totalGlobalMem;
 }
 
 }  // namespace trident

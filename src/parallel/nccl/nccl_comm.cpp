@@ -1,6 +1,6 @@
 // NcclComm: the Comm interface over NCCL, with a per-process watchdog that turns hangs and
 // asynchronous NCCL errors into an abort with a message instead of a silent hang.
-#include "trident/parallel/nccl_comm.hpp"
+#include "trident/parallel/nccl/nccl_comm.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -21,7 +21,7 @@
 #include "trident/core/log.hpp"
 #include "host_checks.hpp"
 #include "peer_link.hpp"
-#include "profiler.hpp"
+#include "trident/gpu/profiler.hpp"
 
 #define NCCL_CHECK(stmt)                                                                   \
   do {                                                                                     \

@@ -46,9 +46,10 @@ Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
 }  // namespace
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-                     const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer)
-    : layout_(layout), params_(params), grads_(grads), peer_(peer), g_(g), be_(be), t_(t), zero_(zero) {
-  const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero, update_, norm_);
+                     const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards)
+    : layout_(layout), params_(params), grads_(grads), peer_(shards.inbox()), g_(g), be_(be), t_(t),
+      zero_(shards.zero()) {
+  const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
   master_ = all.slice(0, state);
@@ -66,7 +67,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   update_table_ = piece_table(be, update_pieces);
   norm_table_ = piece_table(be, pieces_of(norm_));
-  lazy_gather_ = zero && g.topo.dp() > 1;
+  lazy_gather_ = zero_ && g.topo.dp() > 1;
   if (lazy_gather_) {
     for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
     stale_.assign(layout.buckets().size(), 0);
@@ -90,7 +91,7 @@ size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, 
   size_t state = 0, unused = 0;
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const Bucket& bk = layout.buckets()[b];
-    auto [s0, s1] = GradSync::dp_slice(bk, dp, dp_rank);
+    auto [s0, s1] = ZeroShards::dp_slice(bk, dp, dp_rank);
     if (zero) collect(layout, b, s0, s1, false, state, update);
     else collect(layout, b, bk.offset, bk.offset + bk.size, false, state, update);
     collect(layout, b, s0, s1, true, unused, norm);

@@ -59,6 +59,7 @@ Result train(RunConfig cfg, MPI_Comm comm, bool cuda, int steps) {
   Trainer trainer(cfg, g, *be, data);
   Result r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(trainer.train_step(s).loss);
+  trainer.sync_parameters();
   r.grads = gather_like_params(trainer.model(), trainer.model().grads(), g);
   return r;
 }

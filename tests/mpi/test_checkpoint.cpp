@@ -79,9 +79,11 @@ struct TrainRun {
     info.consumed_samples = trainer->consumed_samples(step);
     info.config = to_ini(cfg);
     info.layout = "dp2 tp2 pp2";
+    trainer->sync_parameters();
     save_checkpoint(dir, 2, info, trainer->model(), trainer->optimizer(), g);
   }
   void load(const std::string& file) {
+    trainer->sync_parameters();
     CheckpointInfo info = load_checkpoint(file, trainer->model(), &trainer->optimizer(), g);
     trainer->set_position(info.step, info.consumed_samples);
   }

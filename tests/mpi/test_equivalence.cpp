@@ -71,6 +71,7 @@ RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
   auto t0 = std::chrono::steady_clock::now();
   for (const StepStats& s : trainer.train_steps(0, kSteps, !queued)) r.losses.push_back(s.loss);
   r.ms_per_step = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kSteps;
+  trainer.sync_parameters();
   r.params = gather_params(trainer.model(), g);
   return r;
 }

@@ -11,17 +11,17 @@
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
-#include "trident/train/grad_sync.hpp"
+#include "trident/train/zero_shards.hpp"
 
 namespace trident {
 
 class Optimizer : public ParamFetch {
  public:
-  // peer: the other DP rank's partials of this rank's shards (GradSync::inbox(), with
-  // parallel.dp_copy_engine), added to the gradients as they are read; the parameters are then
-  // a copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
+  // Updates the shards of `shards`. Where it has an inbox (parallel.dp_copy_engine) the other DP
+  // rank's partials are added to the gradients as they are read, and the parameters become a
+  // copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-            const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer = {});
+            const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards);
   // Completes the all-gathers already started (every DP rank started them), so that none is
   // still writing the parameters when their memory goes.
   ~Optimizer() override;

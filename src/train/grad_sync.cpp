@@ -13,7 +13,7 @@ void GradSync::launch(int b) {
   TensorView v = grads_.slice(bk.offset, bk.size);
   if (!shards_.inbox().empty()) {
     void* into = shards_.inbox_of(b).data;
-    pending_[b] = g_.dp->scatter_partial_async(v.data, bk.size / 2, DType::F32, into, be_.stream());
+    pending_[b] = shards_.pair()->scatter_partial_async(v.data, bk.size / 2, DType::F32, into, be_.stream());
     return;
   }
   pending_[b] = shards_.zero()

@@ -47,8 +47,8 @@ Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
                      const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards)
-    : layout_(layout), params_(params), grads_(grads), peer_(shards.inbox()), g_(g), be_(be), t_(t),
-      zero_(shards.zero()) {
+    : layout_(layout), params_(params), grads_(grads), peer_(shards.inbox()), pair_(shards.pair()), g_(g), be_(be),
+      t_(t), zero_(shards.zero()) {
   const size_t state = make_segments(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
@@ -75,7 +75,8 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   if (!peer_.empty()) {
     TRIDENT_CHECK(peer_.numel == master_.numel, "optimizer: the inbox does not match the ZeRO-1 shards");
-    const std::string why = g.dp->register_window(params_.data, params_.bytes());
+    peer_ops_ = &peer_ops_of(be, "parallel.dp_copy_engine");
+    const std::string why = pair_->register_window(params_.data, params_.bytes());
     if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
   }
 }
@@ -83,7 +84,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
 Optimizer::~Optimizer() {
   for (Request& r : gathering_)
     if (r) r->wait(be_.stream());
-  if (!peer_.empty()) g_.dp->unregister_window(params_.data);
+  if (!peer_.empty()) pair_->unregister_window(params_.data);
 }
 
 size_t Optimizer::make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
@@ -110,7 +111,10 @@ void Optimizer::init_master() {
 }
 
 void Optimizer::add_norm_sq(TensorView acc) {
-  be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
+  if (peer_ops_)
+    peer_ops_->sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
+  else
+    be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32));
 }
 
 void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
@@ -124,7 +128,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
   const TensorView table = update_table_.view(DType::I32);
   if (!zero_ || g_.topo.dp() == 1) {
-    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip), peer_);
+    adamw_multi(table, a, norm_sq, static_cast<float>(clip));
     return;
   }
   // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (run
@@ -138,9 +142,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   size_t before = 0;
   for (int b = 0; b < first; ++b) before += bucket_pieces_[b].second;
   auto update = [&](size_t begin, size_t count) {
-    if (count)
-      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
-                      norm_sq, static_cast<float>(clip), peer_);
+    if (count) adamw_multi(table.slice(begin * kPieceWords, count * kPieceWords), a, norm_sq, static_cast<float>(clip));
   };
   std::fill(stale_.begin(), stale_.end(), 1);
   update(before, first_count);
@@ -148,6 +150,13 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   update(0, before);
   update(before + first_count, total - before - first_count);
   if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
+}
+
+void Optimizer::adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
+  if (peer_ops_)
+    peer_ops_->adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip, peer_);
+  else
+    be_.adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
 }
 
 void Optimizer::start_gather(int b) {

@@ -4,7 +4,7 @@
 namespace trident {
 
 ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, bool zero, bool copy_engine)
-    : layout_(layout), g_(g), zero_(zero) {
+    : layout_(layout), zero_(zero) {
   if (!copy_engine || g.topo.dp() == 1) return;
   TRIDENT_CHECK(zero && g.topo.dp() == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
   // Every bucket's exchange is pending until GradSync::finish(), and so are the optimizer's
@@ -18,13 +18,16 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     inbox_offset_.push_back(total);
     total += bk.size / 2;
   }
+  pair_ = g.dp->pair_exchange();
+  if (!pair_) throw InputError(str("parallel.dp_copy_engine = true: the ", g.dp->name(),
+                                   " communicator has no copy-engine windows; set it to false"));
   inbox_ = Buffer(be, total * sizeof(float));
-  const std::string why = g.dp->register_window(inbox_.get(), inbox_.bytes());
+  const std::string why = pair_->register_window(inbox_.get(), inbox_.bytes());
   if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
 }
 
 ZeroShards::~ZeroShards() {
-  if (inbox_.get()) g_.dp->unregister_window(inbox_.get());
+  if (inbox_.get()) pair_->unregister_window(inbox_.get());
 }
 
 std::pair<size_t, size_t> ZeroShards::dp_slice(const Bucket& bk, int dp, int dp_rank) {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "trident/backend/backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
@@ -69,6 +69,8 @@ class Optimizer : public ParamFetch {
  private:
   const ParamLayout& layout_;
   TensorView params_, grads_, peer_;
+  PairExchange* pair_;            // the DP pair's exchange where peer_ is given
+  PeerOps* peer_ops_ = nullptr;   // the backend's ops that add peer_, where it is given
   const ParallelGroups& g_;
   Backend& be_;
   TrainConfig t_;
@@ -82,6 +84,8 @@ class Optimizer : public ParamFetch {
   std::vector<int> unit_bucket_;        // the bucket of each unit
   std::vector<char> stale_;             // bucket updated here, its all-gather not started
   std::vector<Request> gathering_;      // started, not yet waited for
+  // AdamW over `pieces` of the update table, adding peer_ where it is given.
+  void adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip);
   void start_gather(int bucket);
   void wait_gather(int bucket);
 };

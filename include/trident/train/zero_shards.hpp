@@ -4,7 +4,7 @@
 // Without ZeRO every rank reduces and updates whole buckets. With ZeRO-1 DP rank r reduces and
 // updates its shard of each bucket (dp_slice). With the copy engines as well (parallel.
 // dp_copy_engine: dp = 2) a bucket is not reduced in place: its other half goes to the other
-// rank's inbox (Comm::scatter_partial_async, on GPUs by the copy engines into the other
+// rank's inbox (PairExchange::scatter_partial_async, on GPUs by the copy engines into the other
 // GPU's memory) and the optimizer adds the inbox to its shards as it reads them. The inbox holds
 // every bucket's shard in bucket order, the optimizer state's layout.
 #pragma once
@@ -15,6 +15,7 @@
 #include "trident/backend/backend.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 
 namespace trident {
 
@@ -35,11 +36,13 @@ class ZeroShards {
   TensorView inbox() const { return inbox_.view(DType::F32); }
   // Bucket b's shard in the inbox (copy engine only).
   TensorView inbox_of(int b) const;
+  // The DP pair's exchange where there is an inbox, else null.
+  PairExchange* pair() const { return pair_; }
 
  private:
   const ParamLayout& layout_;
-  const ParallelGroups& g_;
   bool zero_;
+  PairExchange* pair_ = nullptr;
   Buffer inbox_;
   std::vector<size_t> inbox_offset_;   // of each bucket's shard
 };

@@ -240,4 +240,28 @@ TEST(Equivalence, QueuedStepsMatchTrainStep) {
               world / cfg.parallel.pp, cfg.parallel.pp);
 }
 
+// Trainer::model() runs no collective: after a ZeRO-1 step the other ranks' shards of the buckets
+// the next forward would gather are still old in this rank's parameters, through any number of
+// model() calls, until sync_parameters() completes the all-gathers.
+TEST(Equivalence, ModelRunsNoCollectiveUntilSyncParameters) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  RunConfig cfg = base_config();
+  cfg.parallel.zero = 1;   // dp = world
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 99);
+  Trainer trainer(cfg, g, *be, data);
+  trainer.train_step(0);
+  auto params = [&] {
+    std::vector<float> v(trainer.model().params().numel);
+    be->copy_to_host(v.data(), trainer.model().params());
+    return v;
+  };
+  const std::vector<float> first = params();
+  EXPECT_EQ(params(), first) << "model() changed the parameters";
+  trainer.sync_parameters();
+  EXPECT_NE(params(), first) << "the step left no all-gather to sync_parameters (or model() ran them)";
+}
+
 }  // namespace trident

@@ -1,7 +1,6 @@
 # layers: every layer target preprocesses one header of every layer with the include directories
 # its own sources get; a header of a layer it may use must be found, any other must not be.
-# The table is the architecture's "may include" rule (docs/ARCHITECTURE.md); the build's links
-# must give exactly it.
+# The table is the layers' "may include" rule; the build's links must give exactly it.
 set(layer_headers core/error.hpp config/run_config.hpp parallel/comm.hpp backend/backend.hpp
     model/gpt.hpp train/trainer.hpp io/checkpoint.hpp)
 set(layer_rules
@@ -42,3 +41,10 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/layers/cases.txt "${layer_cases}\n")
 add_test(NAME layers COMMAND ${CMAKE_COMMAND} -DCXX=${CMAKE_CXX_COMPILER}
          -DDIR=${CMAKE_CURRENT_BINARY_DIR}/layers -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_layers.cmake)
 set_tests_properties(layers PROPERTIES LABELS unit)
+
+# layers_mpi: MPI is called only through the parallel layer's checked helpers below io (io and
+# apps still make their own MPI calls): no MPI_ function call in core, config, backend, model or
+# train, sources or headers.
+add_test(NAME layers_mpi COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_SOURCE_DIR}
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_no_mpi.cmake)
+set_tests_properties(layers_mpi PROPERTIES LABELS unit)

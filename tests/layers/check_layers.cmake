@@ -1,8 +1,8 @@
 # Runs the cases of tests/layers/tests.cmake: for each "target:header:found|missing" line of
-# DIR/cases.txt, preprocesses `#include "trident/<header>"` with DIR/<target>.dirs as include
-# directories, and fails naming every case whose outcome differs.
+# DIR/cases.txt, preprocesses `#include "trident/<header>"` (or `#include <header>` where header is
+# written <...>) with DIR/<target>.dirs as include directories, and fails naming every case whose
+# outcome differs.
 file(STRINGS ${DIR}/cases.txt cases)
-file(WRITE ${DIR}/probe.cpp "")
 set(failures "")
 list(LENGTH cases count)
 foreach(c ${cases})
@@ -15,17 +15,21 @@ foreach(c ${cases})
   foreach(d ${dirs})
     list(APPEND flags -I${d})
   endforeach()
-  file(WRITE ${DIR}/probe.cpp "#include \"trident/${header}\"\n")
+  if(NOT header MATCHES "^<")
+    set(header "\"trident/${header}\"")
+  endif()
+  file(WRITE ${DIR}/probe.cpp "#include ${header}\n")
   execute_process(COMMAND ${CXX} -std=c++17 -E ${flags} ${DIR}/probe.cpp -o ${DIR}/probe.i
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   if(expected STREQUAL "found" AND NOT rc EQUAL 0)
-    string(APPEND failures "${target} cannot include trident/${header}, which it may use:\n${err}\n")
+    string(APPEND failures "${target} cannot include ${header}, which it may use:\n${err}\n")
   elseif(expected STREQUAL "missing")
-    string(FIND "${err}" "trident/${header}" named)
+    string(REGEX REPLACE "^[<\"](.*)[>\"]$" "\\1" name "${header}")
+    string(FIND "${err}" "${name}" named)
     if(rc EQUAL 0)
-      string(APPEND failures "${target} can include trident/${header}, a layer it may not use\n")
+      string(APPEND failures "${target} can include ${header}, which it may not use\n")
     elseif(named EQUAL -1 OR NOT err MATCHES "No such file or directory|file not found")
-      string(APPEND failures "${target} with trident/${header}: failed for another reason than a missing header:\n${err}\n")
+      string(APPEND failures "${target} with ${header}: failed for another reason than a missing header:\n${err}\n")
     endif()
   endif()
 endforeach()

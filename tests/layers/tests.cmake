@@ -35,6 +35,13 @@ foreach(rule ${layer_rules})
     endif()
   endforeach()
 endforeach()
+if(TRIDENT_HAVE_CUDA)
+  # The CUDA runtime stays inside the backend and the NCCL communicator: apps asks cuda_backend.hpp.
+  file(GENERATE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/layers/trident_apps.dirs
+       CONTENT "$<JOIN:$<TARGET_PROPERTY:trident_apps,INCLUDE_DIRECTORIES>,\n>\n")
+  list(APPEND layer_cases "trident_apps:<cuda_runtime.h>:missing" "trident_cuda:<cuda_runtime.h>:found"
+       "trident_parallel_nccl:<cuda_runtime.h>:found")
+endif()
 string(REPLACE ";" "\n" layer_cases "${layer_cases}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/layers/cases.txt "${layer_cases}\n")
 

@@ -222,7 +222,7 @@ void kernel_bench(Backend& be) {
     // With the column sums of the residual gradient (a bias gradient), as the model runs it.
     s = time_op(be, reps, [&] {
       be.layernorm_bwd(view(dx, act, size_t(N) * C), view(dw, DType::F32, C), view(db, DType::F32, C),
-                       view(ds, DType::F32, C), view(dy, act, size_t(N) * C), TensorView{}, view(x, act, size_t(N) * C),
+                       view(ds, DType::F32, C), view(dy, act, size_t(N) * C), view(x, act, size_t(N) * C),
                        view(w, act, C), view(mean, DType::F32, N), view(rstd, DType::F32, N), N, C);
     });
     // Reads dout, in and the residual gradient; writes the residual gradient.

@@ -94,6 +94,7 @@ void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64
   info.seed = cfg.train.seed;
   info.config = to_ini(cfg);
   info.layout = layout_string(cfg);
+  trainer.sync_parameters();
   SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
                r.bytes / 1e9 / r.seconds, " GB/s)"));

@@ -13,10 +13,8 @@
 #include "trident/parallel/collective_error.hpp"
 #include "trident/parallel/mpi_comm.hpp"
 #if TRIDENT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
 #include "trident/backend/cuda_backend.hpp"
-#include "trident/parallel/nccl_comm.hpp"
+#include "trident/parallel/nccl/nccl_comm.hpp"
 #endif
 
 namespace trident {
@@ -47,11 +45,9 @@ bool uses_cuda(const RunConfig& cfg) { return cfg.backend == "cuda" || (cfg.back
 size_t gpu_memory_bytes() {
   size_t smallest = 0;
 #if TRIDENT_HAVE_CUDA
-  // Device properties, unlike cudaMemGetInfo, do not create a context on every GPU of the node.
   for (int d = 0; d < visible_gpus(); ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && (smallest == 0 || prop.totalGlobalMem < smallest))
-      smallest = prop.totalGlobalMem;
+    const size_t bytes = cuda_device_memory_bytes(d);
+    if (bytes > 0 && (smallest == 0 || bytes < smallest)) smallest = bytes;
   }
 #endif
   return smallest;

@@ -37,8 +37,8 @@ TpSum block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const Bl
     TRIDENT_CHECK(x_peer.empty(), "block_attention_fwd: a partial x needs its pending residual");
     be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
   } else {
-    be.add_layernorm_fwd(x, a.ln1, a.ln1_mean, a.ln1_rstd, x, x_peer, pending, p.ln1_w, p.ln1_b, s.N, s.C, s.eps,
-                         x_sum.release_in_op());
+    add_layernorm_fwd_tp(be, x, a.ln1, a.ln1_mean, a.ln1_rstd, x, x_peer, pending, p.ln1_w, p.ln1_b, s.N, s.C,
+                         s.eps, x_sum.release_in_op());
   }
   x_sum.done(st);
   be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, 3 * s.Cl);
@@ -51,8 +51,8 @@ TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
                     const BlockShape& s) {
   Stream st = be.stream();
   const TensorView x2_peer = x2_sum.wait(st);
-  be.add_layernorm_fwd(a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x2_peer, x, p.ln2_w, p.ln2_b, s.N, s.C, s.eps,
-                       x2_sum.release_in_op());
+  add_layernorm_fwd_tp(be, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x2_peer, x, p.ln2_w, p.ln2_b, s.N, s.C,
+                       s.eps, x2_sum.release_in_op());
   x2_sum.done(st);
   be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
   be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);

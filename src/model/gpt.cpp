@@ -340,7 +340,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
                         p.ln1_b, rows, C_, eps);
     else
       be_.add_layernorm_fwd(own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
-                            own_rows(x, C), TensorView{}, own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
+                            own_rows(x, C), own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
     gather_rows(a.ln1);
     be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
     prefetch_after_block(i);
@@ -348,7 +348,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
     sum_over_tp(a.x2)->wait(st);
     be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
-                          own_rows(a.x2, C), TensorView{}, own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
+                          own_rows(a.x2, C), own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
     gather_rows(a.ln2);
     be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C_, static_cast<int>(4 * Cl));
     be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(4 * Cl), C_);
@@ -435,7 +435,10 @@ void GptStage::set_tp_fused_sum(bool on) {
   TRIDENT_CHECK(!fused_sum_ || !sp_, "parallel.tp_fused_sum and parallel.sequence_parallel cannot be combined");
   if (!fused_sum_) return;
   // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).
-  const std::string why = g_.tp->enable_partials(static_cast<size_t>(B_) * T_ * C_ * dtype_size(be_.compute_dtype()));
+  PairExchange* pair = g_.tp->pair_exchange();
+  const size_t max_bytes = static_cast<size_t>(B_) * T_ * C_ * dtype_size(be_.compute_dtype());
+  const std::string why = pair ? pair->enable_partials(max_bytes)
+                               : str("the ", g_.tp->name(), " communicator has no partial-sum exchange");
   if (!why.empty()) throw InputError(str("parallel.tp_fused_sum = true: ", why, "; set it to false"));
 }
 
@@ -623,9 +626,9 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
       },
       [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl); },
       [&](TensorView dln_peer, PeerRelease release) {
-        be_.layernorm_bwd(bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
-                          bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C,
-                          release);
+        layernorm_bwd_tp(be_, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
+                         bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C,
+                         release);
       });
 
   gather_rows(dres);
@@ -649,9 +652,9 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        be_.layernorm_bwd(bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                          bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
-                          bwd_rows(a.ln1_rstd, 1), ln_rows, C, release);
+        layernorm_bwd_tp(be_, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                         bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
+                         bwd_rows(a.ln1_rstd, 1), ln_rows, C, release);
       });
 }
 
@@ -699,9 +702,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
-  be_.layernorm_bwd(bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
-                    bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C,
-                    dlnf_sum.release_in_op());
+  layernorm_bwd_tp(be_, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
+                   bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C,
+                   dlnf_sum.release_in_op());
   dlnf_sum.done(st);
   if (split_bwd_) start_grad_gather(s, s.grad);
 }

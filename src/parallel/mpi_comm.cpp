@@ -88,7 +88,7 @@ std::string MpiComm::enable_partials(size_t max_bytes) {
 }
 
 PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, Stream) {
-  const size_t bytes = partial_bytes(count, t, partial_slots_.empty() ? 0 : partial_slots_[0].size());
+  const size_t bytes = partial_bytes(*this, count, t, partial_slots_.empty() ? 0 : partial_slots_[0].size());
   const int k = static_cast<int>(partial_seq_++ % kPartialSlots);
   TRIDENT_CHECK(!(*slot_held_)[k], str("partial-sum slot ", k, " reused before its partial was released"));
   (*slot_held_)[k] = 1;

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "trident/parallel/host_transfer.hpp"
+
 namespace trident {
 
 GatheredParams gather_params(const GptStage& model, const ParallelGroups& g) {
@@ -22,7 +24,7 @@ GatheredParams gather_like_params(const GptStage& model, TensorView flat, const 
   }
   GatheredParams out;
   if (g.rank != 0) {
-    MPI_Send(local.data(), static_cast<int>(local.size()), MPI_FLOAT, 0, 0, g.mpi.world);
+    send_floats(g, 0, local);
     return out;
   }
   const ModelConfig& m = model.config();
@@ -36,7 +38,7 @@ GatheredParams gather_like_params(const GptStage& model, TensorView flat, const 
       data = local;
     } else {
       data.resize(layout.total());
-      MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, r, 0, g.mpi.world, MPI_STATUS_IGNORE);
+      recv_floats(g, r, data);
     }
     for (const ParamInfo& p : layout.params()) {
       size_t n = 1;

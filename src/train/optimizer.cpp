@@ -46,9 +46,10 @@ Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
 }  // namespace
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-                     const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer)
-    : layout_(layout), params_(params), grads_(grads), peer_(peer), g_(g), be_(be), t_(t), zero_(zero) {
-  const size_t state = make_param_ranges(layout, g.topo.dp(), g.coord.dp, zero, update_, norm_);
+                     const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards)
+    : layout_(layout), params_(params), grads_(grads), peer_(shards.inbox()), pair_(shards.pair()), g_(g), be_(be),
+      t_(t), zero_(shards.zero()) {
+  const size_t state = make_param_ranges(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
   master_ = all.slice(0, state);
@@ -66,7 +67,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   update_table_ = piece_table(be, update_pieces);
   norm_table_ = piece_table(be, pieces_of(norm_));
-  lazy_gather_ = zero && g.topo.dp() > 1;
+  lazy_gather_ = zero_ && g.topo.dp() > 1;
   if (lazy_gather_) {
     for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
     stale_.assign(layout.buckets().size(), 0);
@@ -74,7 +75,8 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   if (!peer_.empty()) {
     TRIDENT_CHECK(peer_.numel == master_.numel, "optimizer: the inbox does not match the ZeRO-1 shards");
-    const std::string why = g.dp->register_window(params_.data, params_.bytes());
+    peer_ops_ = &peer_ops_of(be, "parallel.dp_copy_engine");
+    const std::string why = pair_->register_window(params_.data, params_.bytes());
     if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
   }
 }
@@ -82,7 +84,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
 Optimizer::~Optimizer() {
   for (Request& r : gathering_)
     if (r) r->wait(be_.stream());
-  if (!peer_.empty()) g_.dp->unregister_window(params_.data);
+  if (!peer_.empty()) pair_->unregister_window(params_.data);
 }
 
 size_t Optimizer::make_param_ranges(const ParamLayout& layout, int dp, int dp_rank, bool zero,
@@ -90,7 +92,7 @@ size_t Optimizer::make_param_ranges(const ParamLayout& layout, int dp, int dp_ra
   size_t state = 0, unused = 0;
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const Bucket& bk = layout.buckets()[b];
-    auto [s0, s1] = GradSync::dp_slice(bk, dp, dp_rank);
+    auto [s0, s1] = ZeroShards::dp_slice(bk, dp, dp_rank);
     if (zero) collect(layout, b, s0, s1, false, state, update);
     else collect(layout, b, bk.offset, bk.offset + bk.size, false, state, update);
     collect(layout, b, s0, s1, true, unused, norm);
@@ -109,7 +111,10 @@ void Optimizer::init_master() {
 }
 
 void Optimizer::add_norm_sq(TensorView acc) {
-  be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
+  if (peer_ops_)
+    peer_ops_->sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
+  else
+    be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32));
 }
 
 void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
@@ -123,7 +128,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
   const TensorView table = update_table_.view(DType::I32);
   if (!zero_ || g_.topo.dp() == 1) {
-    be_.adamw_multi(params_, master_, m_, v_, grads_, table, a, norm_sq, static_cast<float>(clip), peer_);
+    adamw_multi(table, a, norm_sq, static_cast<float>(clip));
     return;
   }
   // ZeRO-1. A bucket's all-gather beside AdamW slows the update about as much as it hides (dp2
@@ -138,9 +143,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   size_t before = 0;
   for (int b = 0; b < first; ++b) before += bucket_pieces_[b].second;
   auto update = [&](size_t begin, size_t count) {
-    if (count)
-      be_.adamw_multi(params_, master_, m_, v_, grads_, table.slice(begin * kPieceWords, count * kPieceWords), a,
-                      norm_sq, static_cast<float>(clip), peer_);
+    if (count) adamw_multi(table.slice(begin * kPieceWords, count * kPieceWords), a, norm_sq, static_cast<float>(clip));
   };
   std::fill(stale_.begin(), stale_.end(), 1);
   update(before, first_count);
@@ -148,6 +151,13 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   update(0, before);
   update(before + first_count, total - before - first_count);
   if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
+}
+
+void Optimizer::adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
+  if (peer_ops_)
+    peer_ops_->adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip, peer_);
+  else
+    be_.adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
 }
 
 void Optimizer::start_gather(int b) {

@@ -10,6 +10,7 @@
 #include "trident/core/arena.hpp"
 #include "trident/core/error.hpp"
 #include "trident/model/layout.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 #include "trident/parallel/topology.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/train/schedule.hpp"
@@ -51,10 +52,10 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.in_flight = std::max(1, peak_in_flight(plan));
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act));
-  // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (Comm::enable_partials).
+  // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
     e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
-  // parallel.dp_copy_engine: the other rank's partials of this rank's shards (GradSync's inbox).
+  // parallel.dp_copy_engine: the other rank's partials of this rank's shards (ZeroShards' inbox).
   if (p.dp_copy_engine && p.dp == 2 && p.zero == 1) e.grads += static_cast<double>(state) * sizeof(float);
   // As the trainer allocates them: inputs and targets of every micro-batch of the step (I32),
   // [loss sum, norm^2] (f32), and the optimizer's piece tables of the DP rank with the most

@@ -14,7 +14,8 @@ size_t bucket_elements(const ParallelConfig& p) {
 }
 
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
-    : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
+    : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()),
+      sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()} {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   const bool train = mode == Mode::Train;
   std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
@@ -32,10 +33,11 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
-    sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, cfg.parallel.zero == 1,
-                                       cfg.parallel.dp_copy_engine);
+    shards_ = std::make_unique<ZeroShards>(model_->layout(), g, be, cfg.parallel.zero == 1,
+                                           cfg.parallel.dp_copy_engine);
+    sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, *shards_);
     optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
-                                             cfg.train, cfg.parallel.zero == 1, sync_->inbox());
+                                             cfg.train, *shards_);
     model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
@@ -57,18 +59,20 @@ void Trainer::set_position(int64_t step, int64_t consumed_samples) {
 }
 
 int64_t Trainer::consumed_samples(int64_t step) const {
-  return base_samples_ + (step - base_step_) * cfg_.train.global_batch_size;
+  return sample_order_.step_first(base_step_, base_samples_, step);
 }
 
-// Micro-batch `micro` of DP rank r in a step whose global batch starts at sample S holds
-//   S + r*(G/dp) + micro*B ... + B-1,
-// so the step's global batch is the same set of samples for every layout.
+void Trainer::sync_parameters() {
+  TRIDENT_CHECK(queued_.empty(), "sync_parameters: finish the queued steps first");
+  if (optimizer_) optimizer_->gather_all();
+}
+
+// The micro-batches of this DP rank in SampleOrder's arrangement.
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
-  const int64_t G = cfg_.train.global_batch_size;
   if (!model_->stage().first() && !model_->stage().last()) return;
   for (int micro = 0; micro < n_micro_; ++micro) {
-    const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
+    const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
     source.samples(first, B, host_tokens_.data());
     const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 2;
     for (int b = 0; b < B; ++b)

@@ -13,7 +13,7 @@
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/config/parse.hpp"
-#include "trident/parallel/nccl_comm.hpp"
+#include "trident/parallel/nccl/nccl_comm.hpp"
 #include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
 
@@ -57,6 +57,7 @@ Result train(RunConfig cfg, MPI_Comm comm, bool cuda, int steps) {
   Trainer trainer(cfg, g, *be, data);
   Result r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(trainer.train_step(s).loss);
+  trainer.sync_parameters();
   r.grads = gather_like_params(trainer.model(), trainer.model().grads(), g);
   return r;
 }

@@ -14,6 +14,7 @@
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/backend/cuda_backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/core/rng.hpp"
 
 namespace trident {
@@ -129,6 +130,7 @@ class CudaOps : public ::testing::Test {
 
   Backend& cpu() { return *cpu_be_; }
   Backend& gpu() { return *gpu_be_; }
+  PeerOps& gpu_peer() { return peer_ops_of(*gpu_be_, "CudaOps"); }
 
   Both both(const Vec& x, DType gpu_dtype) {
     const Vec v = gpu_dtype == DType::BF16 ? round_bf16(x) : x;
@@ -361,8 +363,7 @@ TEST_F(CudaOps, AddLayerNormFwd) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->add_layernorm_fwd(v(a), v(out), v(mean), v(rstd), v(a), TensorView{}, v(residual), v(w), v(b), k.N, k.C,
-                            1e-5f);
+      be->add_layernorm_fwd(v(a), v(out), v(mean), v(rstd), v(a), v(residual), v(w), v(b), k.N, k.C, 1e-5f);
     }
     expect_close(a, kOneRounding, "add_layernorm_fwd sum");      // one rounding of the sum
     expect_close(out, 2 * kOneRounding, "add_layernorm_fwd out");  // the rounded sum, then one more rounding
@@ -398,8 +399,8 @@ TEST_F(CudaOps, LayerNormBwd) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), TensorView{}, v(in), v(w),
-                        v(mean), v(rstd), k.N, k.C);
+      be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), v(in), v(w), v(mean),
+                        v(rstd), k.N, k.C);
     }
     expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
     // fp32 column sums over N rows against double sums.
@@ -971,8 +972,8 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
       Tensor dsum = upload(gpu(), Vec(C), DType::F32);
       Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
       gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
-      gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), TensorView{}, in.view(), w.view(),
-                          mean.view(), rstd.view(), N, C);
+      gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), in.view(), w.view(), mean.view(),
+                          rstd.view(), N, C);
       const std::vector<unsigned char> bits[5] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),
                                                   download_bits(gpu(), dw.view()), download_bits(gpu(), db.view()),
                                                   download_bits(gpu(), dsum.view())};
@@ -1012,10 +1013,10 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
         Tensor flags = f32(4), counters = f32(2);   // two 64-bit freed flags, two block counters (zeros)
         auto* flag = static_cast<uint64_t*>(flags.view().data);
         auto* counter = static_cast<unsigned*>(counters.view().data);
-        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(),
-                                residual.view(), w.view(), b.view(), N, C, 1e-5f, PeerRelease{flag, 7, counter});
-        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(),
-                            w.view(), mean.view(), rstd.view(), N, C, PeerRelease{flag + 1, 9, counter + 1});
+        gpu_peer().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), a.view(), peer.view(),
+                                     residual.view(), w.view(), b.view(), N, C, 1e-5f, PeerRelease{flag, 7, counter});
+        gpu_peer().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), dout.view(), dpeer.view(), sum.view(),
+                                 w.view(), mean.view(), rstd.view(), N, C, PeerRelease{flag + 1, 9, counter + 1});
         uint64_t flag_values[2] = {};
         unsigned counter_values[2] = {1, 1};
         std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
@@ -1026,11 +1027,11 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
         EXPECT_EQ(counter_values[1], 0u) << "layernorm_bwd left its block counter set";
       } else {
         gpu().add(pair.view(), a.view(), peer.view());
-        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), pair.view(), TensorView{},
-                                residual.view(), w.view(), b.view(), N, C, 1e-5f);
+        gpu().add_layernorm_fwd(sum.view(), out.view(), mean.view(), rstd.view(), pair.view(), residual.view(),
+                                w.view(), b.view(), N, C, 1e-5f);
         gpu().add(pair.view(), dout.view(), dpeer.view());
-        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), pair.view(), TensorView{}, sum.view(),
-                            w.view(), mean.view(), rstd.view(), N, C);
+        gpu().layernorm_bwd(din.view(), dw.view(), db.view(), ds.view(), pair.view(), sum.view(), w.view(),
+                            mean.view(), rstd.view(), N, C);
       }
       for (const Tensor* t : {&sum, &out, &mean, &rstd, &din, &dw, &db, &ds})
         got[fused].push_back(download_bits(gpu(), t->view()));
@@ -1048,9 +1049,9 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
   Tensor flags = f32(4), counters = f32(2);
   auto* flag = static_cast<uint64_t*>(flags.view().data);
   auto* counter = static_cast<unsigned*>(counters.view().data);
-  gpu().add_layernorm_fwd(x, x, s, s, x, peer, x, w.view(), b.view(), 0, C, 1e-5f, PeerRelease{flag, 3, counter});
-  gpu().layernorm_bwd(x, dw.view(), db.view(), TensorView{}, x, peer, x, w.view(), s, s, 0, C,
-                      PeerRelease{flag + 1, 5, counter + 1});
+  gpu_peer().add_layernorm_fwd(x, x, s, s, x, peer, x, w.view(), b.view(), 0, C, 1e-5f, PeerRelease{flag, 3, counter});
+  gpu_peer().layernorm_bwd(x, dw.view(), db.view(), TensorView{}, x, peer, x, w.view(), s, s, 0, C,
+                           PeerRelease{flag + 1, 5, counter + 1});
   uint64_t flag_values[2] = {};
   std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
   EXPECT_EQ(flag_values[0], 3u) << "add_layernorm_fwd with N = 0 did not free its partial";

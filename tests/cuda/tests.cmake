@@ -19,7 +19,7 @@ endforeach()
 # Whole-model checks on GPUs under mpirun: one step against the CPU backend, and the 2-GPU
 # layouts against one GPU (skipped with the same message without GPUs).
 add_executable(cuda_layouts ${CMAKE_CURRENT_LIST_DIR}/test_cuda_layouts.cpp ${CMAKE_CURRENT_LIST_DIR}/../support/mpi_main.cpp)
-target_link_libraries(cuda_layouts PRIVATE trident_test_support trident_cuda)
+target_link_libraries(cuda_layouts PRIVATE trident_test_support trident_cuda trident_parallel_nccl)
 add_test(NAME cuda_layouts COMMAND ${MPIEXEC_EXECUTABLE} -np 2 ${TRIDENT_MPIEXEC_FLAGS} -x NCCL_NVLS_ENABLE=0
          $<TARGET_FILE:cuda_layouts>)
 set_tests_properties(cuda_layouts PROPERTIES LABELS cuda ENVIRONMENT NCCL_NVLS_ENABLE=0

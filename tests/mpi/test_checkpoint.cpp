@@ -77,9 +77,11 @@ struct TrainRun {
     CheckpointConfig c;
     c.dir = dir;
     c.keep = 2;
+    trainer->sync_parameters();
     save_checkpoint(c, info, trainer->model(), trainer->optimizer(), g);
   }
   void load(const std::string& file) {
+    trainer->sync_parameters();
     CheckpointInfo info = load_checkpoint(file, trainer->model(), &trainer->optimizer(), g);
     trainer->set_position(info.step, info.consumed_samples);
   }

@@ -64,6 +64,7 @@ RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
   auto t0 = std::chrono::steady_clock::now();
   for (const StepStats& s : trainer.train_steps(0, kSteps, !queued)) r.losses.push_back(s.loss);
   r.ms_per_step = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kSteps;
+  trainer.sync_parameters();
   r.params = gather_params(trainer.model(), g);
   return r;
 }
@@ -230,6 +231,30 @@ TEST(Equivalence, QueuedStepsMatchTrainStep) {
   for (const auto& [tname, want] : sync.params.tensors) EXPECT_EQ(queued.params.tensors.at(tname), want) << tname;
   std::printf("  queued steps: %d losses and the weights bit-identical to train_step's (dp%d pp%d)\n", kSteps,
               world / cfg.parallel.pp, cfg.parallel.pp);
+}
+
+// Trainer::model() runs no collective: after a ZeRO-1 step the other ranks' shards of the buckets
+// the next forward would gather are still old in this rank's parameters, through any number of
+// model() calls, until sync_parameters() completes the all-gathers.
+TEST(Equivalence, ModelRunsNoCollectiveUntilSyncParameters) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  RunConfig cfg = base_config();
+  cfg.parallel.zero = 1;   // dp = world
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 99);
+  Trainer trainer(cfg, g, *be, data);
+  trainer.train_step(0);
+  auto params = [&] {
+    std::vector<float> v(trainer.model().params().numel);
+    be->copy_to_host(v.data(), trainer.model().params());
+    return v;
+  };
+  const std::vector<float> first = params();
+  EXPECT_EQ(params(), first) << "model() changed the parameters";
+  trainer.sync_parameters();
+  EXPECT_NE(params(), first) << "the step left no all-gather to sync_parameters (or model() ran them)";
 }
 
 }  // namespace trident

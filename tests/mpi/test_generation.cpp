@@ -38,6 +38,7 @@ struct Model {
   Model(RunConfig c, MPI_Comm comm) : cfg(std::move(c)), g(test::mpi_groups(cfg, comm)) {
     trainer = std::make_unique<Trainer>(cfg, g, *be, data);
     for (int s = 0; s < cfg.train.steps; ++s) trainer->train_step(s);
+    trainer->sync_parameters();
   }
 };
 

@@ -13,6 +13,7 @@
 #include "trident/model/layout.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/zero_shards.hpp"
 
 namespace trident {
 namespace {
@@ -113,13 +114,14 @@ void check_grad_sync(bool zero) {
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>((g.coord.dp + 1) * (i % 97 + 1));
   Buffer grads(*be, mine.size() * sizeof(float));
   be->copy_from_host(grads.view(DType::F32), mine.data());
-  GradSync sync(layout, grads.view(DType::F32), g, *be, zero);
+  const ZeroShards shards(layout, g, *be, zero, false);
+  GradSync sync(layout, grads.view(DType::F32), g, *be, shards);
   for (int u = 0; u < layout.n_units(); ++u) sync.unit_done(u);
   sync.finish();
   const std::vector<float> got = to_host(*be, grads.view(DType::F32));
   const double rank_sum = dp * (dp + 1) / 2.0;
   for (const Bucket& bk : layout.buckets()) {
-    auto [begin, end] = zero ? GradSync::dp_slice(bk, dp, g.coord.dp) : std::make_pair(bk.offset, bk.offset + bk.size);
+    auto [begin, end] = zero ? ZeroShards::dp_slice(bk, dp, g.coord.dp) : std::make_pair(bk.offset, bk.offset + bk.size);
     for (size_t i = begin; i < end; ++i)
       ASSERT_EQ(got[i], static_cast<float>(rank_sum * (i % 97 + 1))) << "element " << i;
   }
@@ -127,12 +129,6 @@ void check_grad_sync(bool zero) {
 
 TEST(GradSync, AllReduceSumsEveryBucket) { check_grad_sync(false); }
 TEST(GradSync, ReduceScatterSumsEachRanksSlice) { check_grad_sync(true); }
-
-TEST(GradSync, DpSlicesTileTheBucket) {
-  const Bucket bk{1024, 512, 0, 1};
-  EXPECT_EQ(GradSync::dp_slice(bk, 4, 0), std::make_pair(size_t(1024), size_t(1152)));
-  EXPECT_EQ(GradSync::dp_slice(bk, 4, 3), std::make_pair(size_t(1408), size_t(1536)));
-}
 
 // ---------------------------------------------------------------- Optimizer
 
@@ -150,7 +146,8 @@ TEST(Optimizer, AdamWStepMatchesAHandComputation) {
   Buffer params(*be, w0.size() * sizeof(float)), grads(*be, w0.size() * sizeof(float));
   be->copy_from_host(params.view(DType::F32), w0.data());
   be->copy_from_host(grads.view(DType::F32), grad.data());
-  Optimizer opt(layout, params.view(DType::F32), grads.view(DType::F32), g, *be, cfg.train, false);
+  const ZeroShards shards(layout, g, *be, false, false);
+  Optimizer opt(layout, params.view(DType::F32), grads.view(DType::F32), g, *be, cfg.train, shards);
   opt.init_master();
   const double lr = 1e-2;
   opt.step(lr, TensorView(), 0.0, 1);

@@ -1,7 +1,7 @@
 # The planner against a real training step (CPU ranks): memory to the byte, and parallel.auto.
 add_executable(test_planner_memory ${CMAKE_CURRENT_SOURCE_DIR}/planner/test_planner_memory.cpp
                ${CMAKE_CURRENT_SOURCE_DIR}/support/mpi_main.cpp)
-target_link_libraries(test_planner_memory PRIVATE trident_test_support)
+target_link_libraries(test_planner_memory PRIVATE trident_test_support trident_io)
 add_test(NAME mpi_planner_memory_np4 COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${TRIDENT_MPIEXEC_FLAGS}
          $<TARGET_FILE:test_planner_memory>)
 set_tests_properties(mpi_planner_memory_np4 PROPERTIES LABELS mpi ENVIRONMENT OMP_NUM_THREADS=1)

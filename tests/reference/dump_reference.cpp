@@ -108,9 +108,11 @@ void run(const std::string& dir, const std::string& backend, int steps) {
     losses.push_back(static_cast<float>(st.loss));
     lrs.push_back(static_cast<float>(st.lr));
     norms.push_back(static_cast<float>(st.grad_norm));
-    if (s == 0)
+    if (s == 0) {
+      trainer.sync_parameters();
       for (const auto& [name, v] : gather_like_params(trainer.model(), trainer.model().grads(), g).tensors)
         dump.add("grad." + name, v, trainer.model().layout().get(name).global_shape);
+    }
   }
   dump.add("losses", losses, {c.train.steps});
   dump.add("lrs", lrs, {c.train.steps});

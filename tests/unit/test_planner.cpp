@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "trident/config/parse.hpp"
-#include "trident/parallel/comm.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 #include "trident/train/planner.hpp"
 
 namespace trident {

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "trident/core/error.hpp"
-#include "trident/core/peer_release.hpp"
+#include "trident/core/op_time.hpp"
 #include "trident/core/stream.hpp"
 #include "trident/core/tensor.hpp"
 
 namespace trident {
+
+class PeerOps;
 
 struct AdamWArgs {
   float lr = 0;
@@ -50,13 +52,6 @@ inline const TensorPiece* pieces_in(TensorView table, const char* op) {
                 str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
   return table.as<TensorPiece>();
 }
-
-// GPU time of one op (or named region) summed over a profile: `trident bench --bench.profile`.
-struct OpTime {
-  std::string name;   // "matmul_fwd 32768x768x2304" (op and sizes), "wait dp reduce-scatter"
-  long calls = 0;
-  double ms = 0;
-};
 
 // What a steady-state training step must not do, counted since the backend was made: device
 // allocations (including op scratch growth), GEMM plans (cuBLASLt descriptors and algorithm
@@ -121,30 +116,17 @@ class Backend {
   virtual void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                              TensorView w, TensorView b, int N, int C, float eps) = 0;
   // The residual add fused with the LayerNorm that follows it: sum (N,C) act = a + residual (sum
-  // may alias a), then out = LayerNorm(sum). a_peer, if given, is the other TP rank's partial of
-  // a (parallel.tp_fused_sum): sum = (a + a_peer) + residual, the pair's sum rounded to act
-  // first, as the all-reduce it replaces leaves it. With `release` (from TpSum::release_in_op,
-  // device backends only) the op also frees a_peer once it has read it. Backends may fuse; the
-  // default composes.
+  // may alias a), then out = LayerNorm(sum). Backends may fuse; the default composes.
   virtual void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
-                                 TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
-                                 float eps, PeerRelease release = {}) {
-    TRIDENT_CHECK(!release, "add_layernorm_fwd: this backend cannot free a partial itself");
-    if (!a_peer.empty()) {
-      add(sum, a, a_peer);
-      a = sum;
-    }
+                                 TensorView residual, TensorView w, TensorView b, int N, int C, float eps) {
     add(sum, a, residual);
     layernorm_fwd(out, mean, rstd, sum, w, b, N, C, eps);
   }
   // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=. dsum (C)
   // f32, if given, += column sums of din_accum after the update: the bias gradient of the linear
   // layer whose output gradient the residual stream's is, summed while the rows are on chip.
-  // dout_peer, if given, is the other TP rank's partial of dout: the gradient is dout + dout_peer
-  // rounded to act (as add_layernorm_fwd's a_peer), and `release` as there.
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
-                             TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                             int N, int C, PeerRelease release = {}) = 0;
+                             TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) = 0;
 
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)
@@ -222,17 +204,18 @@ class Backend {
                      const AdamWArgs& a) = 0;
 
   // Multi-tensor forms (one pass over many tensors; `pieces` as described at TensorPiece):
-  // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset. Where peer is
-  // given (f32), each element is x[flat + i] + peer[state + i]: the other rank's partial, summed
-  // here instead of by a reduce-scatter (parallel.dp_copy_engine); adamw_multi reads it alike.
-  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer = {}) = 0;
+  // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset.
+  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) = 0;
   // AdamW over every piece: param, grad at the flat offset, master, m, v at the state offset;
   // a.weight_decay applies to pieces with decay set. With norm_sq (1 f32, the squared global
   // gradient norm) and clip > 0, gradients are also scaled by min(1, clip / (sqrt(norm_sq) + 1e-6))
   // (torch.nn.utils.clip_grad_norm_), read on the device so the host need not wait for it.
   virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip,
-                           TensorView peer = {}) = 0;
+                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) = 0;
+
+  // The ops of the two-rank fast paths that read the other rank's partial (peer_ops.hpp), or
+  // null where this backend has none.
+  virtual PeerOps* peer_ops() { return nullptr; }
 
   // ---- concurrency: ops queued between side_begin() and side_end() go to a second queue that
   // starts after everything queued so far; the ops queued after side_end() may run beside them

@@ -30,4 +30,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 // Visible CUDA devices; 0 (never an abort) when there is no driver or no GPU.
 int cuda_device_count();
 
+// Memory of CUDA device `device` in bytes; 0 where it cannot be read. From the device's
+// properties, which unlike cudaMemGetInfo create no context on the device.
+size_t cuda_device_memory_bytes(int device);
+
 }  // namespace trident

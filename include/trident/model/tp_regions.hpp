@@ -8,8 +8,9 @@
 #include <exception>
 #include <utility>
 
+#include "trident/backend/peer_ops.hpp"
 #include "trident/core/tensor.hpp"
-#include "trident/parallel/comm.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 
 namespace trident {
 
@@ -24,9 +25,9 @@ inline Request reduce_from_tp_region_fwd_async(Comm& tp, TensorView x, Stream s)
 }
 
 // A TP sum of partials x in flight, for an op that can add the other rank's partial itself
-// (add_layernorm_fwd's a_peer, layernorm_bwd's dout_peer). Either x is all-reduced in place, or,
-// with parallel.tp_fused_sum (tp = 2), this rank's partial is sent to the other and wait()
-// returns the other's for the reading op to add. Usage:
+// (PeerOps::add_layernorm_fwd's a_peer, layernorm_bwd's dout_peer). Either x is all-reduced in
+// place, or, with parallel.tp_fused_sum (tp = 2), this rank's partial is sent to the other
+// (PairExchange) and wait() returns the other's for the reading op to add. Usage:
 //   TpSum sum = TpSum::start(tp, x, fused, s);  ... other work ...
 //   TensorView peer = sum.wait(s);   // empty: x holds the sum
 //   op(x, peer, ...);  sum.done(s);
@@ -50,7 +51,9 @@ class TpSum {
     TpSum sum;
     if (tp.size() == 1) return sum;
     if (fused) {
-      sum.partial_ = tp.send_partial_async(x.data, x.numel, x.dtype, s);
+      PairExchange* pair = tp.pair_exchange();
+      TRIDENT_CHECK(pair, str("a fused sum on the ", tp.name(), " communicator, which has no pair exchange"));
+      sum.partial_ = pair->send_partial_async(x.data, x.numel, x.dtype, s);
       sum.x_ = x;
     } else {
       sum.reduce_ = tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
@@ -97,5 +100,27 @@ class TpSum {
   TensorView x_;
   bool released_in_op_ = false;   // release_in_op() handed the release to an op
 };
+
+// The LayerNorm ops that read a TP sum, given TpSum::wait's partial and release_in_op's release:
+// through the backend's PeerOps where there is a partial (a fused sum), else the Backend op.
+inline void add_layernorm_fwd_tp(Backend& be, TensorView sum, TensorView out, TensorView mean, TensorView rstd,
+                                 TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
+                                 int N, int C, float eps, PeerRelease release) {
+  if (a_peer.empty() && !release)
+    be.add_layernorm_fwd(sum, out, mean, rstd, a, residual, w, b, N, C, eps);
+  else
+    peer_ops_of(be, "parallel.tp_fused_sum")
+        .add_layernorm_fwd(sum, out, mean, rstd, a, a_peer, residual, w, b, N, C, eps, release);
+}
+
+inline void layernorm_bwd_tp(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
+                             TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
+                             TensorView rstd, int N, int C, PeerRelease release) {
+  if (dout_peer.empty() && !release)
+    be.layernorm_bwd(din_accum, dw, db, dsum, dout, in, w, mean, rstd, N, C);
+  else
+    peer_ops_of(be, "parallel.tp_fused_sum")
+        .layernorm_bwd(din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, N, C, release);
+}
 
 }  // namespace trident

@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
-#include "trident/parallel/comm.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 
 namespace trident {
 
-class MpiComm : public Comm {
+class MpiComm : public Comm, public PairExchange {
  public:
   // Does not own `comm`: ParallelGroups frees its communicators.
   MpiComm(MPI_Comm comm, std::string name, double timeout_s);
@@ -28,10 +28,16 @@ class MpiComm : public Comm {
   Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) override;
   Request exchange_async(const std::vector<P2POp>& ops, Stream s) override;
   void barrier() override;
+  PairExchange* pair_exchange() override { return this; }
+
   std::string enable_partials(size_t max_bytes) override;
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override;
   // Host buffers need no mapping: the pair operations run as MPI sends and receives.
   std::string register_window(void*, size_t) override { return ""; }
+  void unregister_window(void*) override {}
+  Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) override {
+    return scatter_partial_by_exchange(*this, buf, count, t, inbox, s);
+  }
 
  private:
   MPI_Comm comm_;

@@ -13,4 +13,23 @@ class BatchSource {
   virtual void samples(int64_t first, int count, int32_t* out) = 0;
 };
 
+// Which global samples a rank reads. A step's global batch is G consecutive samples; DP rank r of
+// dp reads its share [r*G/dp, (r+1)*G/dp) of it in micro-batches of B, micro-batch m from
+// sample r*(G/dp) + m*B, so the step's global batch is the same set of samples for every layout.
+struct SampleOrder {
+  int64_t global_batch;   // G, a multiple of dp * micro_batch
+  int micro_batch;        // B
+  int dp;
+
+  // The first sample of step `step`, once `base_step` steps had consumed `base_samples` samples
+  // (a resumed run continues from the checkpoint's count).
+  int64_t step_first(int64_t base_step, int64_t base_samples, int64_t step) const {
+    return base_samples + (step - base_step) * global_batch;
+  }
+  // The first sample of micro-batch `micro` of DP rank dp_rank in the batch from step_first.
+  int64_t micro_first(int64_t step_first, int dp_rank, int micro) const {
+    return step_first + dp_rank * (global_batch / dp) + static_cast<int64_t>(micro) * micro_batch;
+  }
+};
+
 }  // namespace trident

@@ -6,22 +6,22 @@
 
 #include <vector>
 
-#include "trident/backend/backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
-#include "trident/train/grad_sync.hpp"
+#include "trident/train/zero_shards.hpp"
 
 namespace trident {
 
 class Optimizer : public ParamFetch {
  public:
-  // peer: the other DP rank's partials of this rank's shards (GradSync::inbox(), with
-  // parallel.dp_copy_engine), added to the gradients as they are read; the parameters are then
-  // a copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
+  // Updates the shards of `shards`. Where it has an inbox (parallel.dp_copy_engine) the other DP
+  // rank's partials are added to the gradients as they are read, and the parameters become a
+  // copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-            const ParallelGroups& g, Backend& be, const TrainConfig& t, bool zero, TensorView peer = {});
+            const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards);
   // Completes the all-gathers already started (every DP rank started them), so that none is
   // still writing the parameters when their memory goes.
   ~Optimizer() override;
@@ -70,6 +70,8 @@ class Optimizer : public ParamFetch {
  private:
   const ParamLayout& layout_;
   TensorView params_, grads_, peer_;
+  PairExchange* pair_;            // the DP pair's exchange where peer_ is given
+  PeerOps* peer_ops_ = nullptr;   // the backend's ops that add peer_, where it is given
   const ParallelGroups& g_;
   Backend& be_;
   TrainConfig t_;
@@ -83,6 +85,8 @@ class Optimizer : public ParamFetch {
   std::vector<int> unit_bucket_;        // the bucket of each unit
   std::vector<char> stale_;             // bucket updated here, its all-gather not started
   std::vector<Request> gathering_;      // started, not yet waited for
+  // AdamW over `pieces` of the update table, adding peer_ where it is given.
+  void adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip);
   void start_gather(int bucket);
   void wait_gather(int bucket);
 };

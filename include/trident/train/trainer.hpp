@@ -63,12 +63,13 @@ class Trainer {
   // Global samples consumed once `step` steps are done.
   int64_t consumed_samples(int64_t step) const;
 
-  // The model with every parameter current: with ZeRO-1 this completes the all-gathers the last
-  // update left pending, so all ranks of a DP group must call it together (checkpoints and
-  // tests do).
+  // Makes every parameter current: with ZeRO-1 it completes the all-gathers the last update left
+  // pending, so all ranks of a DP group call it together, before reading the parameters
+  // (checkpoints, tests). Elsewhere it does nothing.
+  void sync_parameters();
+  // The model; after training steps its parameters are current only once sync_parameters() ran.
   GptStage& model() {
     TRIDENT_CHECK(queued_.empty(), "model(): finish the queued steps first");
-    if (optimizer_) optimizer_->gather_all();
     return *model_;
   }
   Optimizer& optimizer() {
@@ -89,6 +90,7 @@ class Trainer {
   Backend& be_;
   BatchSource& data_;
   int n_micro_;
+  SampleOrder sample_order_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   // A queued step: what finish_step() needs to report it.
@@ -101,6 +103,7 @@ class Trainer {
   };
   std::deque<QueuedStep> queued_;
   std::chrono::steady_clock::time_point last_finish_;
+  std::unique_ptr<ZeroShards> shards_;   // before sync_ and optimizer_, which use it
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)
@@ -108,8 +111,7 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
-  int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at
-                                               // base_samples_ + (s - base_step_) * global batch
+  int64_t base_step_ = 0, base_samples_ = 0;   // data position (SampleOrder::step_first)
 };
 
 }  // namespace trident

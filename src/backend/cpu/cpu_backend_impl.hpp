@@ -1,15 +1,15 @@
-// CpuBackend: the fp32 reference implementation of Backend. Each op family lives in its own
-// .cpp file in this folder; this private header only declares the class.
+// CpuBackend: the fp32 reference implementation of Backend and its PeerOps. Each op family lives
+// in its own .cpp file in this folder; this private header only declares the class.
 #pragma once
 
 #include <mutex>
 #include <unordered_map>
 
-#include "trident/backend/backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 
 namespace trident {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public PeerOps {
  public:
   std::string name() const override { return "cpu"; }
   DType compute_dtype() const override { return DType::F32; }
@@ -32,6 +32,14 @@ class CpuBackend final : public Backend {
 
   void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                      TensorView w, TensorView b, int N, int C, float eps) override;
+  using Backend::add_layernorm_fwd;
+  void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                         TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C, float eps,
+                         PeerRelease release) override;
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override {
+    layernorm_bwd(din_accum, dw, db, dsum, dout, TensorView{}, in, w, mean, rstd, N, C, PeerRelease{});
+  }
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
                      int C, PeerRelease release) override;
@@ -63,9 +71,18 @@ class CpuBackend final : public Backend {
   void scale(TensorView x, float s) override;
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override;
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
+    sum_squares_multi(acc, x, pieces, TensorView{});
+  }
   void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override;
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
+    adamw_multi(param, master, m, v, grad, pieces, a, norm_sq, clip, TensorView{});
+  }
+  void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                    TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) override;
+
+  PeerOps* peer_ops() override { return this; }
 
  private:
   // alloc() may be called from several host threads (e.g. a comm thread); the size table

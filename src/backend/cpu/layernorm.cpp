@@ -41,6 +41,17 @@ void CpuBackend::layernorm_fwd(TensorView out, TensorView mean, TensorView rstd,
   }
 }
 
+void CpuBackend::add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                                   TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
+                                   float eps, PeerRelease release) {
+  TRIDENT_CHECK(!release, "add_layernorm_fwd: the CPU backend cannot free a partial itself");
+  if (!a_peer.empty()) {
+    add(sum, a, a_peer);
+    a = sum;
+  }
+  add_layernorm_fwd(sum, out, mean, rstd, a, residual, w, b, N, C, eps);
+}
+
 void CpuBackend::layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                                TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
                                TensorView rstd, int N, int C, PeerRelease release) {

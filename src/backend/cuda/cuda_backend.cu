@@ -15,10 +15,11 @@
 #include "encoder.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
-#include "profiler.hpp"
 #include "reduce.cuh"
 #include "trident/backend/cuda_backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/core/log.hpp"
+#include "trident/gpu/profiler.hpp"
 
 namespace trident {
 namespace {
@@ -52,7 +53,7 @@ Elem* positions(TensorView wpe, DType t, int T, int C, const char* what) {
 
 size_t rows_x_cols(int rows, int cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public PeerOps {
  public:
   CudaBackend(int device, const CudaOptions& options) : device_(device), telemetry_(device) {
     const int count = cuda_device_count();
@@ -296,6 +297,11 @@ class CudaBackend final : public Backend {
   }
 
   void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                         TensorView residual, TensorView w, TensorView b, int N, int C, float eps) override {
+    add_layernorm_fwd(sum, out, mean, rstd, a, TensorView{}, residual, w, b, N, C, eps, PeerRelease{});
+  }
+
+  void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
                          TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
                          float eps, PeerRelease release) override {
     TRIDENT_CHECK(!release || !a_peer.empty(), "add_layernorm_fwd: a release without a_peer");
@@ -307,6 +313,11 @@ class CudaBackend final : public Backend {
                            act(residual, NC, "add_layernorm_fwd: residual"),
                            act(w, C, "add_layernorm_fwd: w"), act(b, C, "add_layernorm_fwd: b"), N, C, eps, release,
                            stream_);
+  }
+
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override {
+    layernorm_bwd(din_accum, dw, db, dsum, dout, TensorView{}, in, w, mean, rstd, N, C, PeerRelease{});
   }
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
@@ -479,12 +490,21 @@ class CudaBackend final : public Backend {
                f32(v, n, "adamw: v"), f32(grad, n, "adamw: grad"), n, a, stream_);
   }
 
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
+    sum_squares_multi(acc, x, pieces, TensorView{});
+  }
+
   void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override {
     gpu::ProfileScope prof(stream_, "sum_squares_multi", pieces.numel / kPieceWords);
     gpu::sum_squares_multi(f32(acc, 1, "sum_squares_multi: acc"), f32(x, x.numel, "sum_squares_multi: x"),
                            f32_optional(peer, peer.numel, "sum_squares_multi: peer"),
                            piece_table(pieces, "sum_squares_multi"), static_cast<int>(pieces.numel / kPieceWords),
                            *scratch_, stream_);
+  }
+
+  void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
+    adamw_multi(param, master, m, v, grad, pieces, a, norm_sq, clip, TensorView{});
   }
 
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
@@ -497,6 +517,8 @@ class CudaBackend final : public Backend {
                      static_cast<int>(pieces.numel / kPieceWords), a,
                      f32_optional(norm_sq, 1, "adamw_multi: norm_sq"), clip, stream_);
   }
+
+  PeerOps* peer_ops() override { return this; }
 
  private:
   // Host waits cover the side stream's work too.
@@ -587,6 +609,15 @@ int cuda_device_count() {
     return 0;
   }
   return count;
+}
+
+size_t cuda_device_memory_bytes(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // reported as 0, which the caller treats as unknown
+    return 0;
+  }
+  return prop.totalGlobalMem;
 }
 
 }  // namespace trident

@@ -33,7 +33,7 @@ void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, 
 
 // acc (1) += sum of squares of x over `count` pieces (device table; see Backend's TensorPiece):
 // one partial per piece, added in piece order. Where peer is not null the squares are of
-// x[flat] + peer[state] (see Backend::sum_squares_multi).
+// x[flat] + peer[state] (see PeerOps::sum_squares_multi).
 void sum_squares_multi(float* acc, const float* x, const float* peer, const TensorPiece* pieces, int count,
                        Scratch& scratch, cudaStream_t stream);
 

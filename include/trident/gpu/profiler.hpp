@@ -1,6 +1,7 @@
 // GPU time of named regions of a stream, measured with CUDA events: the per-op breakdown of
 // `trident bench --bench.profile`. Off by default; while off, a region costs one branch.
-// Host-only (no device code), so the NCCL communicator can time its waits too.
+// Host-only (no device code) and below both the CUDA backend and the NCCL communicator, so the
+// communicator's waits are timed in the backend's profile.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "trident/backend/backend.hpp"
+#include "trident/core/op_time.hpp"
 
 namespace trident::gpu {
 

@@ -1,6 +1,6 @@
 // NcclComm: the Comm interface over NCCL, with a per-process watchdog that turns hangs and
 // asynchronous NCCL errors into an abort with a message instead of a silent hang.
-#include "trident/parallel/nccl_comm.hpp"
+#include "trident/parallel/nccl/nccl_comm.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -19,9 +19,10 @@
 
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 #include "host_checks.hpp"
 #include "peer_link.hpp"
-#include "profiler.hpp"
+#include "trident/gpu/profiler.hpp"
 
 #define NCCL_CHECK(stmt)                                                                   \
   do {                                                                                     \
@@ -236,7 +237,7 @@ class CopyWork : public CommWork {
   std::shared_ptr<Pending> p_;
 };
 
-class NcclComm : public Comm {
+class NcclComm : public Comm, public PairExchange {
  public:
   // max_ctas > 0: NCCL's kernels of this communicator use at most that many CTAs (SMs), which
   // leaves the rest to the compute they run beside.
@@ -321,6 +322,7 @@ class NcclComm : public Comm {
   }
 
   void barrier() override { MPI_Barrier(mpi_); }
+  PairExchange* pair_exchange() override { return this; }
 
   std::string enable_partials(size_t max_bytes) override {
     const std::string why = pair_problem("fused sums");
@@ -350,12 +352,12 @@ class NcclComm : public Comm {
   Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) override {
     const size_t bytes = count * dtype_size(t);
     char* dst = copy_ ? copy_->peer_address(inbox, bytes) : nullptr;
-    if (!dst) return Comm::scatter_partial_async(buf, count, t, inbox, s);
+    if (!dst) return scatter_partial_by_exchange(*this, buf, count, t, inbox, s);
     return put(static_cast<char*>(buf) + (1 - rank_) * bytes, dst, bytes, "partial scatter", s);
   }
 
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
-    const size_t bytes = partial_bytes(count, t, link_ ? link_->slot_bytes() : 0);
+    const size_t bytes = partial_bytes(*this, count, t, link_ ? link_->slot_bytes() : 0);
     // Named by size: the profile then tells the forward's half micro-batches from the rest.
     std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
     const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));

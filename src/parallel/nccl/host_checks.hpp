@@ -1,6 +1,6 @@
-// Checks for the CUDA backend's host code outside the kernels' files (communicators, peer
-// links): a failed runtime call (CUDA_HOST_CHECK), driver call (CU_CHECK) or MPI call (MPI_CHECK)
-// ends the process with the call, the place and the error.
+// Checks for the NCCL communicator's host code (communicators, peer links): a failed runtime call
+// (CUDA_HOST_CHECK), driver call (CU_CHECK) or MPI call (MPI_CHECK) ends the process with the
+// call, the place and the error.
 #pragma once
 
 #include <cuda.h>

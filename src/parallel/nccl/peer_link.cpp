@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "host_checks.hpp"
-#include "profiler.hpp"
+#include "trident/gpu/profiler.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 

@@ -1,5 +1,5 @@
-// Event-pair timing of stream regions (see profiler.hpp).
-#include "profiler.hpp"
+// Event-pair timing of stream regions (see trident/gpu/profiler.hpp).
+#include "trident/gpu/profiler.hpp"
 
 #include <algorithm>
 #include <map>

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trident/parallel/comm.hpp"
+#include "trident/parallel/pair_exchange.hpp"
 
 namespace trident::gpu {
 

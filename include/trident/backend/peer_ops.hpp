@@ -1,0 +1,46 @@
+// PeerOps: the ops of the two-rank fast paths that read the other rank's partial sum, an optional
+// extension of a Backend (Backend::peer_ops(), null where a backend has none). Only those paths
+// use it: fused TP sums (parallel.tp_fused_sum, the LayerNorms) and the DP pair's copy-engine
+// reduce-scatter (parallel.dp_copy_engine, the optimizer). Conventions as in backend.hpp; each op
+// with an empty peer is its Backend namesake.
+#pragma once
+
+#include "trident/backend/backend.hpp"
+#include "trident/core/peer_release.hpp"
+
+namespace trident {
+
+class PeerOps {
+ public:
+  virtual ~PeerOps() = default;
+
+  // Backend::add_layernorm_fwd where a_peer, if given, is the other TP rank's partial of a:
+  // sum = (a + a_peer) + residual, the pair's sum rounded to act first, as the all-reduce it
+  // replaces leaves it. With `release` (from TpSum::release_in_op, device backends only) the op
+  // also frees a_peer once it has read it.
+  virtual void add_layernorm_fwd(TensorView sum, TensorView out, TensorView mean, TensorView rstd, TensorView a,
+                                 TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C,
+                                 float eps, PeerRelease release = {}) = 0;
+  // Backend::layernorm_bwd where dout_peer, if given, is the other TP rank's partial of dout: the
+  // gradient is dout + dout_peer rounded to act (as add_layernorm_fwd's a_peer), and `release`
+  // as there.
+  virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                             TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                             int N, int C, PeerRelease release = {}) = 0;
+  // Backend::sum_squares_multi and adamw_multi where each gradient element is x[flat + i] +
+  // peer[state + i] (peer f32): the other rank's partial, summed here instead of by a
+  // reduce-scatter (parallel.dp_copy_engine).
+  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) = 0;
+  virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
+                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip,
+                           TensorView peer) = 0;
+};
+
+// be's PeerOps; fatal where it has none (`what` names the path that needs them).
+inline PeerOps& peer_ops_of(Backend& be, const char* what) {
+  PeerOps* ops = be.peer_ops();
+  TRIDENT_CHECK(ops != nullptr, str(what, ": the ", be.name(), " backend has no ops that read a peer's partial"));
+  return *ops;
+}
+
+}  // namespace trident

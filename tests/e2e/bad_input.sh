@@ -30,6 +30,18 @@ expect_2 "metrics in a missing directory" "log.metrics" train --config "$root/in
   --data.train "$root/data/fortunes_byte" --log.metrics "$out/no/such/dir/m.jsonl"
 expect_2 "negative bench.profile_steps" "bench.profile_steps" bench --config "$root/inputs/models/tiny.cfg" \
   --backend cpu --bench.profile_steps -1
+expect_2 "directory as --config" "is a directory" train --config "$out"
+printf '[model]\nn_layer = 2\nn_layer = 3\n' >"$out/dup.cfg"
+expect_2 "key twice in one INI file" "dup.cfg:3: model.n_layer is set again (first at line 2)" train --config "$out/dup.cfg"
+expect_2 "tp*pp overflowing an int" "parallel.tp\*parallel.pp = 4294967296" train --parallel.tp 65536 --parallel.pp 65536
+expect_2 "micro-batch overflowing an int" "1099511627776 rows per micro-batch" train --train.micro_batch_size 1073741824 \
+  --train.global_batch_size 1073741824
+expect_2 "n_layer beyond the bound" "model.n_layer = 1000000000" train --model.n_layer 1000000000
+# Checked against the memory estimate before anything is allocated (or any data opened).
+expect_2 "model larger than memory" "GiB per rank" train --backend cpu --model.vocab_size 16777216 --model.n_embd 8192 \
+  --model.n_head 8
+expect_2 "binary bytes echoed quoted" '\\x01\\x02' train --model.n_layer "$(printf 'x\001\002')"
+expect_2 "100 KB value cut" "(100000 bytes)" train --model.n_layer "$(head -c 100000 /dev/zero | tr '\0' 7)"
 "$trident" train --help >"$out/help" 2>&1 || { echo "FAIL train --help"; fail=1; }
 grep -q "parallel.schedule" "$out/help" || { echo "FAIL train --help lacks parallel.schedule"; fail=1; }
 exit $fail

@@ -42,6 +42,18 @@ expect_2 "model larger than memory" "GiB per rank" train --backend cpu --model.v
   --model.n_head 8
 expect_2 "binary bytes echoed quoted" '\\x01\\x02' train --model.n_layer "$(printf 'x\001\002')"
 expect_2 "100 KB value cut" "(100000 bytes)" train --model.n_layer "$(head -c 100000 /dev/zero | tr '\0' 7)"
+# An exception other than InputError (here std::bad_alloc: a 400 MB document whose 1.6 GB of
+# token ids exceed a 1.5 GB address-space limit) is one line and exit status 1, not an abort.
+truncate -s 400M "$out/huge.txt"
+(ulimit -v 1500000; "$trident" tokenize --input "$out/huge.txt" --output "$out/huge" --tokenizer byte --threads 1) \
+  >"$out/stdout" 2>"$out/stderr"
+rc=$?
+if [[ $rc -ne 1 || $(wc -l <"$out/stderr") -ne 1 ]] || ! grep -q "out of memory" "$out/stderr"; then
+  echo "FAIL out of memory: rc=$rc:"; cat "$out/stderr"; fail=1
+else
+  echo "ok   out of memory: $(cat "$out/stderr")"
+fi
+rm -f "$out/huge.txt"
 "$trident" train --help >"$out/help" 2>&1 || { echo "FAIL train --help"; fail=1; }
 grep -q "parallel.schedule" "$out/help" || { echo "FAIL train --help lacks parallel.schedule"; fail=1; }
 exit $fail

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     status = argc < 2 ? 2 : 0;
   } else if (auto it = commands().find(argv[1]); it == commands().end()) {
     if (rank == 0)
-      std::fprintf(stderr, "trident: unknown command %s; run 'trident --help'\n", trident::quoted_text(argv[1]).c_str());
+      std::fprintf(stderr, "trident: unknown command %s; run 'trident --help'\n",
+                   trident::quoted_text(argv[1]).c_str());
     status = 2;
   } else {
     try {
@@ -75,8 +76,8 @@ int main(int argc, char** argv) {
       if (rank == 0) std::fprintf(stderr, "trident %s: error: %s\n", argv[1], trident::printable(e.what()).c_str());
       status = 2;
     } catch (const std::bad_alloc&) {
-      status = fail_on_this_rank(argv[1], "out of memory (std::bad_alloc); a size in the configuration or an input file "
-                                 "is larger than this machine can hold");
+      status = fail_on_this_rank(argv[1], "out of memory (std::bad_alloc); a size in the configuration or an "
+                                          "input file is larger than this machine can hold");
     } catch (const std::exception& e) {
       status = fail_on_this_rank(argv[1], trident::printable(e.what()));
     } catch (...) {

@@ -218,10 +218,11 @@ void IndexedDataset::read_bin(size_t offset, size_t n, std::vector<uint8_t>& byt
     const ssize_t got = ::pread(bin_fd_, bytes.data() + done, want - done,
                                 static_cast<off_t>(offset * token_bytes_ + done));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      throw InputError(str(bin_path_, ": read of tokens [", offset, ", ", offset + n, ") failed (",
-                           got < 0 ? errno_text() : "the file is shorter than when it was opened: changed while in use?",
-                           ")"));
+    if (got < 0)
+      throw InputError(str(bin_path_, ": read of tokens [", offset, ", ", offset + n, ") failed (", errno_text(), ")"));
+    if (got == 0)
+      throw InputError(str(bin_path_, ": tokens [", offset, ", ", offset + n, ") are past its end: the file is shorter "
+                           "than when it was opened (changed while in use?)"));
     done += static_cast<size_t>(got);
   }
 }

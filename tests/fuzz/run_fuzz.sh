@@ -8,6 +8,7 @@ seconds=${2:-${FUZZ_SECONDS:-60}}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work   # the targets' scratch files go with it
 fail=0
 for target in fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer; do
   # New inputs go to a scratch copy; the committed seeds stay as they are.

@@ -17,7 +17,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world);
 // Throws InputError (on every rank) when the planner's memory estimate of the validated cfg
 // exceeds what one rank has: the smallest GPU's memory on the CUDA backend, the node's available
 // host memory divided by its ranks on the CPU backend; without `training`, of a forward-only run
-// (eval). Collective over `world`.
+// (eval, generate). Collective over `world`.
 void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training);
 
 }  // namespace trident

@@ -40,6 +40,8 @@ expect_2 "n_layer beyond the bound" "model.n_layer = 1000000000" train --model.n
 # Checked against the memory estimate before anything is allocated (or any data opened).
 expect_2 "model larger than memory" "GiB per rank" train --backend cpu --model.vocab_size 16777216 --model.n_embd 8192 \
   --model.n_head 8
+expect_2 "bench of a model larger than memory" "GiB per rank" bench --backend cpu --model.vocab_size 16777216 \
+  --model.n_embd 8192 --model.n_head 8
 expect_2 "binary bytes echoed quoted" '\\x01\\x02' train --model.n_layer "$(printf 'x\001\002')"
 expect_2 "100 KB value cut" "(100000 bytes)" train --model.n_layer "$(head -c 100000 /dev/zero | tr '\0' 7)"
 # An exception other than InputError (here std::bad_alloc: a 400 MB document whose 1.6 GB of

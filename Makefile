@@ -1,5 +1,6 @@
 # trident: `make run` (install, build, train the embedded default) and `make test` (install test
-# dependencies, build, run every test). Other targets: build (default), deps, data, bundle, clean.
+# dependencies, build, run every test, then fuzz the parsers). Other targets: build (default), deps,
+# data, fuzz, bundle, clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 4
@@ -7,8 +8,11 @@ CMAKE_FLAGS ?=
 MPIRUN ?= mpirun
 MPIRUN_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
 RUN_CONFIGS ?= --config inputs/models/tiny.cfg --config inputs/runs/quickstart.cfg
+# The fuzz targets: their own build (clang, ASan + UBSan) and seconds per target.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all build deps test-deps data data-gpt2 test run bundle clean
+.PHONY: all build deps test-deps data data-gpt2 test fuzz run bundle clean
 
 all: build
 
@@ -35,6 +39,14 @@ data-gpt2: build
 test: test-deps
 	$(MAKE) data
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
+	$(MAKE) fuzz
+
+# Each parser's libFuzzer target for FUZZ_SECONDS on its seed corpus (tests/fuzz/).
+fuzz:
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DTRIDENT_FUZZ=ON -DTRIDENT_TESTS=OFF -DTRIDENT_CUDA=OFF \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer
+	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 run: deps
 	$(MAKE) data
@@ -46,4 +58,4 @@ bundle: build
 	tools/bundle.sh $(BUILD) bundle/trident --tar
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -1,6 +1,9 @@
 // The planner applied to the launched job: hardware from the runtime (GPU memory, ranks per node),
-// reduced over all ranks so that every rank ranks the same layouts and picks the same one.
+// reduced over all ranks so that every rank ranks the same layouts and picks the same one; and
+// the memory check of a layout before anything is allocated.
 #include "auto_layout.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -24,7 +27,49 @@ std::string fixed_gib(double bytes) {
   std::snprintf(buf, sizeof buf, "%.3f", bytes / double(1 << 30));
   return buf;
 }
+
+// Host memory a new allocation can get now: MemAvailable (free plus reclaimable cache), else the
+// free pages.
+double host_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    std::fclose(f);
+    if (found) return static_cast<double>(kib) * 1024;
+  }
+  return static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
 }  // namespace
+
+void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
+  const bool cuda = uses_cuda(cfg);
+  // A GPU is the rank's own; host memory is shared by the ranks of the node.
+  const double mine = cuda ? static_cast<double>(gpu_memory_bytes())
+                           : host_available_bytes() / node_info(world).local_size;
+  double budget = 0;
+  MPI_Allreduce(&mine, &budget, 1, MPI_DOUBLE, MPI_MIN, world);
+  if (budget <= 0) return;   // unknown (no GPU visible): make_runtime reports what is wrong
+  Hardware hw;
+  if (!cuda) {
+    hw.act_bytes = 4;
+    hw.workspace_gib = 0;
+  }
+  MemoryEstimate e = estimate_memory(cfg, hw);
+  if (!training) {
+    // Forward only: no gradients or optimizer state, one micro-batch's activations at a time.
+    e.grads = e.optimizer = 0;
+    e.activations /= e.in_flight;
+  }
+  if (e.total() <= budget) return;
+  throw InputError(str("the model and layout need an estimated ", fixed_gib(e.total()), " GiB per rank (parameters ",
+                       fixed_gib(e.params), ", gradients ", fixed_gib(e.grads), ", optimizer ", fixed_gib(e.optimizer),
+                       ", activations ", fixed_gib(e.activations + e.scratch), ") but ",
+                       cuda ? "the smallest GPU has " : "host memory available per rank is ", fixed_gib(budget),
+                       " GiB; use smaller model sizes or train.micro_batch_size, or more ranks (see 'trident plan')"));
+}
 
 void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
   if (!cfg.parallel.auto_layout) return;

@@ -1,4 +1,5 @@
-// parallel.auto: the planner's best layout for the launched ranks, chosen identically on every rank.
+// parallel.auto: the planner's best layout for the launched ranks, chosen identically on every rank;
+// the memory check of any layout before a command allocates it.
 #pragma once
 
 #include <mpi.h>
@@ -12,5 +13,11 @@ namespace trident {
 // of any node; a fixed 8 GiB on the CPU backend) and logs the choice. Throws InputError when no
 // layout fits. Collective over `world`; does nothing without parallel.auto.
 void apply_auto_layout(RunConfig& cfg, MPI_Comm world);
+
+// Throws InputError (on every rank) when the planner's memory estimate of the validated cfg
+// exceeds what one rank has: the smallest GPU's memory on the CUDA backend, the node's available
+// host memory divided by its ranks on the CPU backend; without `training`, of a forward-only run
+// (eval, generate). Collective over `world`.
+void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training);
 
 }  // namespace trident

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "auto_layout.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -304,6 +305,7 @@ int cmd_bench(const Args& args) {
   validate_run_config(cfg, world);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
   if (o.profile_steps < 0) throw InputError("bench.profile_steps must be >= 0");
+  if (!o.kernels) check_memory_fits(cfg, MPI_COMM_WORLD, true);
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   if (o.kernels) {
     if (rank == 0) kernel_bench(*rt.backend);

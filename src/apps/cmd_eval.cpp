@@ -1,8 +1,10 @@
 // `trident eval`: validation loss and perplexity of a checkpoint on the validation data
-// (data.val, or the documents data.split holds out; the training data when there is neither).
+// (data.val, or the documents data.split holds out; the training data when there is neither),
+// by default the data of the checkpoint's stored configuration.
 #include <boost/program_options.hpp>
 #include <cmath>
 
+#include "auto_layout.hpp"
 #include "checkpoint_config.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
@@ -24,7 +26,8 @@ int cmd_eval(const Args& args) {
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: trident eval --checkpoint FILE [--config FILE]... [--data.val SPEC | --data.split F]\n"
-             "Evaluates train.eval_steps global batches; the model comes from the checkpoint.\n\n" +
+             "Evaluates train.eval_steps global batches; the model comes from the checkpoint, and so do the\n"
+             "data settings unless data.train, data.val or data.split is given (then only those are used).\n\n" +
              run_options_help(&extra, {"backend", "parallel.", "train.micro_batch_size", "train.global_batch_size",
                                        "train.eval_steps", "train.seed", "data.", "cuda."}));
     return 0;
@@ -34,18 +37,33 @@ int cmd_eval(const Args& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   CheckpointInfo info;
   RunConfig cfg = config_for_checkpoint(checkpoint, parsed.cfg, &info);
+  // No data on the command line: the data the checkpoint was trained with, whose validation part
+  // is what eval reads by default.
+  const DataConfig& cli = parsed.cfg.data;
+  const bool data_from_checkpoint = cli.train.empty() && cli.val.empty() && cli.split == 1;
+  if (data_from_checkpoint) cfg.data = parse_config_text(info.config, checkpoint + " (stored config)").data;
   validate_run_config(cfg, world);
+  check_memory_fits(cfg, MPI_COMM_WORLD, false);
 
-  DataSources data;
-  collective_check(MPI_COMM_WORLD, [&] { data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed); });
-  BatchSource& source = data.val ? *data.val : *data.train;
+  std::unique_ptr<BatchSource> source;
+  bool on_validation = true;
+  collective_check(MPI_COMM_WORLD, [&] {
+    source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    if (source) return;
+    if (cfg.data.train.empty())
+      throw InputError(str("no data to evaluate on: ", data_from_checkpoint ? "the stored config of " + checkpoint +
+                           " has neither data.val nor data.split < 1" : "no data.val given",
+                           "; pass --data.val PREFIX"));
+    source = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed).train;
+    on_validation = false;
+  });
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   // Forward only: no gradients, optimizer state or random initialisation (the checkpoint fills
   // the parameters).
-  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train, Trainer::Mode::Evaluate);
+  Trainer trainer(cfg, rt.groups, *rt.backend, *source, Trainer::Mode::Evaluate);
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(checkpoint, trainer.model(), nullptr, rt.groups); });
-  const double loss = trainer.evaluate(source, cfg.train.eval_steps);
-  log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", data.val ? "validation" : "training",
+  const double loss = trainer.evaluate(*source, cfg.train.eval_steps);
+  log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", on_validation ? "validation" : "training",
                " data, ", cfg.train.eval_steps, " batches of ", cfg.train.global_batch_size, " x ", cfg.model.seq_len,
                " tokens: loss ", loss, ", perplexity ", std::exp(loss)));
   return 0;

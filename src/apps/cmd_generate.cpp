@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "auto_layout.hpp"
 #include "checkpoint_config.hpp"
 #include "commands.hpp"
 #include "runtime.hpp"
@@ -93,6 +94,7 @@ int cmd_generate(const Args& args) {
   cfg.train.micro_batch_size = 1;
   cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp);
   validate_run_config(cfg, world);
+  check_memory_fits(cfg, MPI_COMM_WORLD, false);   // parameters and scratch; the KV cache comes on top
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   // No activation slot: the Generator keeps its own activations and KV cache, and the head

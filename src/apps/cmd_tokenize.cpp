@@ -110,7 +110,15 @@ int cmd_tokenize(const Args& args) {
   const TokenizeOptions o = parse(args);
   if (o.help) return 0;
 
-  const std::vector<std::string> files = expand_input_paths(o.inputs);
+  std::vector<std::string> skipped;
+  const std::vector<std::string> files = expand_input_paths(o.inputs, &skipped);
+  if (!skipped.empty()) {
+    constexpr size_t kNamed = 5;
+    std::string names;
+    for (size_t i = 0; i < std::min(skipped.size(), kNamed); ++i) names += (i ? ", " : "") + printable(skipped[i], 300);
+    if (skipped.size() > kNamed) names += str(" and ", skipped.size() - kNamed, " more");
+    log_warn(str("tokenize: skipped ", skipped.size(), " input file(s): ", names));
+  }
   if (files.empty()) throw InputError("--input names no files (only empty directories)");
   const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o.tokenizer, o.vocab, o.merges);
   const std::filesystem::path out_dir = std::filesystem::path(o.output).parent_path();

@@ -114,6 +114,7 @@ int cmd_train(const Args& args) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
+  check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <string>
 #include <map>
 
 #include "commands.hpp"
@@ -36,6 +38,17 @@ const std::map<std::string, Command>& commands() {
   return table;
 }
 
+// An unexpected exception may be thrown on one rank only, while the others wait in a collective:
+// this rank reports it (one line, with its context) and ends the whole job.
+int fail_on_this_rank(const char* command, const std::string& what) {
+  std::fprintf(stderr, "trident %s: error %s: %s\n", command, trident::error_context().c_str(), what.c_str());
+  std::fflush(stderr);
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
 void usage() {
   std::printf("usage: trident <command> [--config FILE]... [--section.key VALUE]...\n\ncommands:\n");
   for (const auto& [name, c] : commands()) std::printf("  %-10s %s\n", name.c_str(), c.help);
@@ -59,15 +72,24 @@ int main(int argc, char** argv) {
     if (rank == 0) usage();
     status = argc < 2 ? 2 : 0;
   } else if (auto it = commands().find(argv[1]); it == commands().end()) {
-    if (rank == 0) std::fprintf(stderr, "trident: unknown command '%s'; run 'trident --help'\n", argv[1]);
+    if (rank == 0)
+      std::fprintf(stderr, "trident: unknown command %s; run 'trident --help'\n",
+                   trident::quoted_text(argv[1]).c_str());
     status = 2;
   } else {
     try {
       status = it->second.fn(trident::Args(argv + 2, argv + argc));
     } catch (const trident::InputError& e) {
       // Every rank sees the same bad input; rank 0 reports it once.
-      if (rank == 0) std::fprintf(stderr, "trident %s: error: %s\n", argv[1], e.what());
+      if (rank == 0) std::fprintf(stderr, "trident %s: error: %s\n", argv[1], trident::printable(e.what()).c_str());
       status = 2;
+    } catch (const std::bad_alloc&) {
+      status = fail_on_this_rank(argv[1], "out of memory (std::bad_alloc); a size in the configuration or an "
+                                          "input file is larger than this machine can hold");
+    } catch (const std::exception& e) {
+      status = fail_on_this_rank(argv[1], trident::printable(e.what()));
+    } catch (...) {
+      status = fail_on_this_rank(argv[1], "unknown exception");
     }
   }
   MPI_Finalize();

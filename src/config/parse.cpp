@@ -82,7 +82,7 @@ po::options_description all_options(RunConfig& cfg, po::options_description* ext
 void store_one(const po::options_description& desc, po::variables_map& vm, const std::string& key,
                const std::string& value, const std::string& where) {
   if (!desc.find_nothrow(key, false))
-    throw InputError(str(where, ": unknown option '", key, "' (see 'trident train --help' for the list)"));
+    throw InputError(str(where, ": unknown option ", quoted_text(key), " (see 'trident train --help' for the list)"));
   po::parsed_options parsed(&desc);
   po::option opt;
   opt.string_key = key;
@@ -92,8 +92,17 @@ void store_one(const po::options_description& desc, po::variables_map& vm, const
   try {
     po::store(parsed, vm);
   } catch (const po::error& e) {
-    throw InputError(str(where, ": invalid value '", value, "' for option '", key, "'"));
+    throw InputError(str(where, ": invalid value ", quoted_text(value), " for option '", key, "'"));
   }
+}
+
+// The value given to `option` ("--name") on a command line: the next word, or what follows '='.
+std::string value_of(const std::vector<std::string>& args, const std::string& option) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == option && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(option + "=", 0) == 0) return args[i].substr(option.size() + 1);
+  }
+  return "";
 }
 
 }  // namespace
@@ -116,7 +125,11 @@ ParsedArgs parse_args(const std::vector<std::string>& args, po::options_descript
   try {
     po::store(po::command_line_parser(args).options(with_positional).positional(pos).run(), vm);
   } catch (const po::unknown_option& e) {
-    throw InputError(str("unknown option '", e.get_option_name(), "' (see --help for the list)"));
+    throw InputError(str("unknown option ", quoted_text(e.get_option_name()), " (see --help for the list)"));
+  } catch (const po::validation_error& e) {
+    // Boost's message holds the raw value; name it the way store_one does, quoted and cut.
+    throw InputError(str("command line: invalid value ", quoted_text(value_of(args, e.get_option_name())),
+                         " for option '", e.get_option_name(), "' (see --help)"));
   } catch (const po::error& e) {
     throw InputError(str("command line: ", e.what(), " (see --help)"));
   }
@@ -124,8 +137,8 @@ ParsedArgs parse_args(const std::vector<std::string>& args, po::options_descript
   // Every input is an option: a stray word is a mistake (a missing "--" or a value without its
   // option), not something to ignore.
   if (vm.count("positional"))
-    throw InputError(str("unexpected argument '", vm["positional"].as<std::vector<std::string>>()[0],
-                         "' (options are --name value or --section.key value)"));
+    throw InputError(str("unexpected argument ", quoted_text(vm["positional"].as<std::vector<std::string>>()[0]),
+                         " (options are --name value or --section.key value)"));
   if (vm.count("config")) out.cfg.config_files = vm["config"].as<std::vector<std::string>>();
 
   // Later files win: store them last-to-first, each file's later lines first.

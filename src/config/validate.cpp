@@ -1,6 +1,8 @@
 // Validation of a RunConfig before anything is allocated: each failure names the option,
 // its value and the fix, in one line.
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
@@ -9,21 +11,31 @@
 namespace trident {
 namespace {
 
+// Bounds far above any model trident trains, so that size arithmetic cannot overflow; whether a
+// size within them fits the machine is the memory estimate's call (check_memory_fits).
+constexpr int kMaxLayers = 4096;
+constexpr int kMaxEmbd = 1 << 18;
+constexpr int kMaxSeqLen = 1 << 24;
+constexpr int64_t kMaxMicroBatches = 1 << 20;
+
 template <class T>
 void require(bool ok, const char* option, const T& value, const std::string& fix) {
   if (!ok) throw InputError(str(option, " = ", value, ": ", fix));
 }
 
 void validate_model(const ModelConfig& m) {
-  require(m.n_layer >= 1, "model.n_layer", m.n_layer, "must be at least 1");
+  require(m.n_layer >= 1 && m.n_layer <= kMaxLayers, "model.n_layer", m.n_layer,
+          str("must be between 1 and ", kMaxLayers));
   require(m.n_head >= 1, "model.n_head", m.n_head, "must be at least 1");
-  require(m.n_embd >= 1, "model.n_embd", m.n_embd, "must be at least 1");
+  require(m.n_embd >= 1 && m.n_embd <= kMaxEmbd, "model.n_embd", m.n_embd, str("must be between 1 and ", kMaxEmbd));
   require(m.n_embd % m.n_head == 0, "model.n_embd", m.n_embd,
           str("must be divisible by model.n_head = ", m.n_head, " (head size = n_embd / n_head)"));
   require(m.vocab_size >= 2 && m.vocab_size <= (1 << 30), "model.vocab_size", m.vocab_size,
           "must be between 2 and 2^30");
-  require(m.seq_len >= 1, "model.seq_len", m.seq_len, "must be at least 1");
-  require(m.n_positions >= 0, "model.n_positions", m.n_positions, "must be >= 0 (0 = seq_len)");
+  require(m.seq_len >= 1 && m.seq_len <= kMaxSeqLen, "model.seq_len", m.seq_len,
+          str("must be between 1 and ", kMaxSeqLen));
+  require(m.n_positions >= 0 && m.n_positions <= kMaxSeqLen, "model.n_positions", m.n_positions,
+          str("must be between 0 (= seq_len) and ", kMaxSeqLen));
   require(m.seq_len <= m.positions(), "model.seq_len", m.seq_len,
           str("exceeds the position table model.n_positions = ", m.positions(),
               "; lower seq_len or raise n_positions"));
@@ -31,18 +43,22 @@ void validate_model(const ModelConfig& m) {
   require(m.ln_eps > 0, "model.ln_eps", m.ln_eps, "must be > 0");
 }
 
+// Products of layout sizes are taken in 64 bits: tp = pp = 65536 would wrap an int to 0.
 void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(p.tp >= 1, "parallel.tp", p.tp, "must be at least 1");
   require(p.pp >= 1, "parallel.pp", p.pp, "must be at least 1");
   require(p.dp >= 0, "parallel.dp", p.dp, "must be >= 0 (0 = world size / (tp*pp))");
+  const int64_t tp_pp = int64_t{p.tp} * p.pp;
+  require(tp_pp <= world, "parallel.tp*parallel.pp", tp_pp,
+          str("exceeds the number of ranks ", world, "; launch a multiple of tp*pp ranks or lower tp or pp"));
   if (p.dp == 0) {
-    require(world % (p.tp * p.pp) == 0, "parallel.tp*parallel.pp", p.tp * p.pp,
+    require(world % tp_pp == 0, "parallel.tp*parallel.pp", tp_pp,
             str("does not divide the world size ", world, "; launch a multiple of tp*pp ranks"));
-    p.dp = world / (p.tp * p.pp);
+    p.dp = static_cast<int>(world / tp_pp);
   }
-  require(p.dp * p.tp * p.pp == world, "parallel.dp*tp*pp", p.dp * p.tp * p.pp,
-          str("must equal the number of ranks ", world, "; launch ", p.dp * p.tp * p.pp,
-              " ranks or change the layout"));
+  const int64_t ranks = p.dp * tp_pp;
+  require(ranks == world, "parallel.dp*tp*pp", ranks,
+          str("must equal the number of ranks ", world, "; launch ", ranks, " ranks or change the layout"));
   require(m.n_head % p.tp == 0, "parallel.tp", p.tp,
           str("must divide model.n_head = ", m.n_head, " (heads are split across TP ranks)"));
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
@@ -65,7 +81,7 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.steps >= 0, "train.steps", t.steps, "must be >= 0");
   require(t.micro_batch_size >= 1, "train.micro_batch_size", t.micro_batch_size, "must be at least 1");
   require(t.global_batch_size >= 1, "train.global_batch_size", t.global_batch_size, "must be at least 1");
-  int per_round = t.micro_batch_size * p.dp;
+  const int64_t per_round = int64_t{t.micro_batch_size} * p.dp;
   require(t.global_batch_size % per_round == 0, "train.global_batch_size", t.global_batch_size,
           str("must be a multiple of micro_batch_size*dp = ", t.micro_batch_size, "*", p.dp, " = ",
               per_round));
@@ -83,7 +99,12 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           str("needs dp = 2 (the gradient halves go between two ranks), not dp = ", p.dp, "; turn it off"));
   require(!p.dp_copy_engine || p.dp == 1 || p.zero == 1, "parallel.dp_copy_engine", "true",
           "needs parallel.zero = 1 (each rank's optimizer adds the other rank's half of its shard)");
-  int n_micro = t.global_batch_size / per_round;
+  const int64_t n_micro = t.global_batch_size / per_round;
+  // The schedule holds a few actions per micro-batch: a step of billions of micro-batches would
+  // exhaust memory while it is planned.
+  require(n_micro <= kMaxMicroBatches, "train.global_batch_size", t.global_batch_size,
+          str("gives ", n_micro, " micro-batches per step, more than ", kMaxMicroBatches,
+              "; raise train.micro_batch_size"));
   require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",
               p.pp, "; use global_batch_size >= ", p.pp * per_round, " or parallel.schedule = gpipe"));
@@ -122,7 +143,11 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
   const ParallelConfig& p = cfg.parallel;
-  const long rows = static_cast<long>(cfg.train.micro_batch_size) * cfg.model.seq_len;
+  const int64_t rows = int64_t{cfg.train.micro_batch_size} * cfg.model.seq_len;
+  // The backend's ops take the rows of a micro-batch (N) as an int.
+  require(rows <= INT32_MAX, "train.micro_batch_size", cfg.train.micro_batch_size,
+          str("times model.seq_len = ", cfg.model.seq_len, " gives ", rows,
+              " rows per micro-batch, more than 2^31 - 1; lower one of them"));
   require(!p.sequence_parallel || rows % p.tp == 0, "parallel.sequence_parallel", "true",
           str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch over tp = ", p.tp,
               ", which does not divide them; change train.micro_batch_size or model.seq_len"));

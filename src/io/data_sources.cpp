@@ -87,7 +87,26 @@ std::string describe(const char* role, const BlendedSource& s) {
   return out;
 }
 
+// data.val, else the documents data.split holds out of the opened data.train parts; null for neither.
+std::unique_ptr<BlendedSource> validation_source(const DataConfig& cfg, const std::vector<OpenedPart>& train,
+                                                 int seq_len, int vocab_size, uint64_t seed) {
+  if (!cfg.val.empty()) {
+    const std::vector<OpenedPart> val = open_parts(parse_blend_spec("data.val", cfg.val));
+    return make_source(val, whole(val, seq_len), seq_len, vocab_size, seed);
+  }
+  if (cfg.split < 1 && !train.empty())
+    return make_source(train, split_ranges(train, cfg.split, seq_len, false), seq_len, vocab_size, seed);
+  return nullptr;
+}
+
 }  // namespace
+
+std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
+  const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
+  const std::vector<OpenedPart> train = split ? open_parts(parse_blend_spec("data.train", cfg.train))
+                                              : std::vector<OpenedPart>{};
+  return validation_source(cfg, train, seq_len, vocab_size, seed);
+}
 
 DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
   if (cfg.train.empty())
@@ -97,13 +116,7 @@ DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64
   const bool split = cfg.val.empty() && cfg.split < 1;
   std::unique_ptr<BlendedSource> train_source = make_source(
       train, split ? split_ranges(train, cfg.split, seq_len, true) : whole(train, seq_len), seq_len, vocab_size, seed);
-  std::unique_ptr<BlendedSource> val_source;
-  if (!cfg.val.empty()) {
-    const std::vector<OpenedPart> val = open_parts(parse_blend_spec("data.val", cfg.val));
-    val_source = make_source(val, whole(val, seq_len), seq_len, vocab_size, seed);
-  } else if (split) {
-    val_source = make_source(train, split_ranges(train, cfg.split, seq_len, false), seq_len, vocab_size, seed);
-  }
+  std::unique_ptr<BlendedSource> val_source = validation_source(cfg, train, seq_len, vocab_size, seed);
   DataSources out;
   out.description = describe("train", *train_source);
   if (val_source) out.description += "\n" + describe("validation", *val_source);

@@ -8,20 +8,57 @@
 #include <filesystem>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "trident/core/error.hpp"
+#include "utf8.hpp"
 
 namespace trident {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths) {
+namespace {
+
+// Whether the file's first bytes read as text: no NUL byte and valid UTF-8 (a sequence cut by the
+// end of the sample counts as valid).
+bool looks_like_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(8192, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  for (size_t i = 0; i < head.size();) {
+    if (head[i] == '\0') return false;
+    const Utf8Char c = decode_utf8(head, i);
+    if (!c.valid && head.size() - i >= 4) return false;
+    i += c.len;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths, std::vector<std::string>* skipped) {
   std::vector<std::string> files;
+  std::set<fs::path> seen;   // canonical paths, so a file reached twice (a symlink) is read once
+  const auto add = [&](const std::string& file, bool from_directory) {
+    std::error_code ec;
+    const fs::path canonical = fs::canonical(file, ec);
+    if (!ec && !seen.insert(canonical).second) {
+      if (skipped) skipped->push_back(str(file, " (same file as ", canonical.string(), ")"));
+      return;
+    }
+    // A named file is read as asked; a directory's files are filtered to the text ones.
+    if (from_directory && !looks_like_text(file)) {
+      if (skipped) skipped->push_back(str(file, " (not text)"));
+      return;
+    }
+    files.push_back(file);
+  };
   for (const std::string& p : paths) {
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
     if (fs::is_regular_file(st)) {
-      files.push_back(p);
+      add(p, false);
     } else if (fs::is_directory(st)) {
       std::vector<std::string> found;
       for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
@@ -29,7 +66,7 @@ std::vector<std::string> expand_input_paths(const std::vector<std::string>& path
         if (it->is_regular_file()) found.push_back(it->path().string());
       if (ec) throw InputError(str(p, ": cannot list directory (", ec.message(), ")"));
       std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
+      for (const std::string& f : found) add(f, true);
     } else {
       throw InputError(str("input ", p, ": ", fs::exists(st) ? "not a file or directory" : "no such file or directory"));
     }

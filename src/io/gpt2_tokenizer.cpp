@@ -41,7 +41,7 @@ std::string token_to_bytes(const std::string& token, const std::string& where) {
   for (size_t pos = 0; pos < token.size();) {
     const Utf8Char c = decode_utf8(token, pos);
     if (!c.valid || c.cp >= to_byte.size() || to_byte[c.cp] < 0)
-      throw InputError(str(where, ": token '", token, "' has a character outside GPT-2's byte alphabet"));
+      throw InputError(str(where, ": token ", quoted_text(token), " has a character outside GPT-2's byte alphabet"));
     bytes += static_cast<char>(to_byte[c.cp]);
     pos += c.len;
   }
@@ -95,7 +95,8 @@ void Gpt2Tokenizer::load_vocab(const std::string& path) {
   for (const auto& [token, id_json] : vocab.items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
         id_json.get<int64_t>() >= static_cast<int64_t>(vocab.size()) || seen[id_json.get<size_t>()])
-      throw InputError(str(path, ": ids must be 0..", vocab.size() - 1, ", each once; '", token, "' has ", id_json.dump()));
+      throw InputError(str(path, ": ids must be 0..", vocab.size() - 1, ", each once; ", quoted_text(token), " has ",
+                           quoted_text(id_json.dump())));
     const int32_t id = id_json.get<int32_t>();
     seen[id] = true;
     token_bytes_[id] = token_to_bytes(token, path);
@@ -125,7 +126,7 @@ void Gpt2Tokenizer::load_merges(const std::string& path) {
     const size_t space = line.find(' ');
     if (space == 0 || space == std::string::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string::npos)
-      throw InputError(str(where, ": expected two tokens separated by one space, got '", line, "'"));
+      throw InputError(str(where, ": expected two tokens separated by one space, got ", quoted_text(line)));
     const std::string left = token_to_bytes(line.substr(0, space), where);
     const std::string right = token_to_bytes(line.substr(space + 1), where);
     const auto l = bytes_to_id_.find(left), r = bytes_to_id_.find(right);
@@ -134,7 +135,7 @@ void Gpt2Tokenizer::load_merges(const std::string& path) {
     if (l == bytes_to_id_.end() || r == bytes_to_id_.end()) continue;
     const auto merged = bytes_to_id_.find(left + right);
     if (merged == bytes_to_id_.end())
-      throw InputError(str(where, ": the merge of '", line, "' is not in the vocabulary"));
+      throw InputError(str(where, ": the merge of ", quoted_text(line), " is not in the vocabulary"));
     merges_.add(l->second, r->second, this_rank, merged->second);
   }
   if (in.bad()) throw InputError(str(path, ": read failed (", std::strerror(errno), ")"));

@@ -28,10 +28,17 @@ void write_scalar(hid_t obj, const char* name, hid_t type, const void* v) {
   H5Awrite(attr.get(), type, v);
 }
 
+// H5Aread writes every element of the attribute: one that is not a single value (a crafted file)
+// would overflow the caller's variable.
+bool single_element(hid_t attr) {
+  Handle space(H5Aget_space(attr));
+  return space.valid() && H5Sget_simple_extent_npoints(space.get()) == 1;
+}
+
 bool read_scalar(hid_t obj, const char* name, hid_t type, void* v) {
   if (H5Aexists(obj, name) <= 0) return false;
   Handle attr(H5Aopen(obj, name, H5P_DEFAULT));
-  return attr.valid() && H5Aread(attr.get(), type, v) >= 0;
+  return attr.valid() && single_element(attr.get()) && H5Aread(attr.get(), type, v) >= 0;
 }
 
 }  // namespace
@@ -52,9 +59,13 @@ bool read_attr(hid_t obj, const char* name, uint64_t& v) { return read_scalar(ob
 bool read_attr(hid_t obj, const char* name, std::string& v) {
   if (H5Aexists(obj, name) <= 0) return false;
   Handle attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr.valid() || !single_element(attr.get())) return false;
   Handle type(H5Aget_type(attr.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING) return false;
-  size_t n = H5Tget_size(type.get());
+  // Fixed-length strings only (what write_attr writes), no longer than what the file stores, so
+  // that a crafted size cannot make us allocate more than the file holds.
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0) return false;
+  const size_t n = H5Tget_size(type.get());
+  if (n == 0 || n > H5Aget_storage_size(attr.get())) return false;
   std::string buf(n, '\0');
   if (H5Aread(attr.get(), type.get(), buf.data()) < 0) return false;
   buf.resize(buf.find('\0') == std::string::npos ? n : buf.find('\0'));

@@ -4,11 +4,12 @@
 #include "trident/io/indexed_dataset.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -25,6 +26,7 @@ constexpr uint64_t kVersion = 1;
 constexpr uint64_t kHeaderBytes = sizeof(kMagic) + 8 + 1 + 8 + 8;
 constexpr uint8_t kCodeUint16 = 8;
 constexpr uint8_t kCodeInt32 = 4;
+constexpr uint8_t kCodeInt64 = 5;
 // Megatron's DType.optimal_dtype: uint16 below this vocabulary size, int32 from it on.
 constexpr int kUint16VocabLimit = 65500;
 
@@ -102,11 +104,19 @@ void narrow(const std::vector<int32_t>& tokens, uint8_t* dst) {
 
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   read_index(prefix + ".idx");
-  map_bin(prefix + ".bin");
+  try {
+    open_bin(prefix + ".bin");
+  } catch (...) {
+    close_bin();   // the destructor does not run for a constructor that throws
+    throw;
+  }
 }
 
-IndexedDataset::~IndexedDataset() {
-  if (bin_) ::munmap(const_cast<uint8_t*>(bin_), bin_bytes_);
+IndexedDataset::~IndexedDataset() { close_bin(); }
+
+void IndexedDataset::close_bin() {
+  if (bin_fd_ >= 0) ::close(bin_fd_);
+  bin_fd_ = -1;
 }
 
 void IndexedDataset::read_index(const std::string& path) {
@@ -166,45 +176,69 @@ void IndexedDataset::read_index(const std::string& path) {
     if (doc_idx_[i] < doc_idx_[i - 1]) throw InputError(str(path, ": document index decreases at entry ", i));
 }
 
-void IndexedDataset::map_bin(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(str(path, ": cannot open (", errno_text(), ")"));
+void IndexedDataset::open_bin(const std::string& path) {
+  bin_path_ = path;
+  bin_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (bin_fd_ < 0) throw InputError(str(path, ": cannot open (", errno_text(), ")"));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
-    ::close(fd);
-    throw InputError(str(path, ": cannot stat (", why, ")"));
-  }
+  if (::fstat(bin_fd_, &st) != 0) throw InputError(str(path, ": cannot stat (", errno_text(), ")"));
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   const uint64_t need = static_cast<uint64_t>(total_tokens_) * token_bytes_;
-  if (file_bytes != need) {
-    ::close(fd);
+  if (file_bytes != need)
     throw InputError(str(path, " is ", file_bytes, " bytes but the index needs ", need,
                          file_bytes < need ? " — truncated?" : " — .bin and .idx from different runs?"));
-  }
-  bin_bytes_ = file_bytes;
-  if (bin_bytes_ > 0) {
-    void* p = ::mmap(nullptr, bin_bytes_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const std::string why = errno_text();
-      ::close(fd);
-      throw InputError(str(path, ": mmap failed (", why, ")"));
+  if (dtype_code_ == kCodeInt64) check_int64_tokens();
+}
+
+// Tokens are handed out as int32: an int64 dataset whose ids do not fit would be silently
+// truncated, so it is refused when opened (int64 datasets are rare and the scan reads each once).
+void IndexedDataset::check_int64_tokens() const {
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<uint8_t> bytes;
+  for (size_t first = 0; first < total_tokens_; first += kChunk) {
+    const size_t n = std::min(kChunk, total_tokens_ - first);
+    read_bin(first, n, bytes);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + i * 8, 8);
+      if (v < INT32_MIN || v > INT32_MAX)
+        throw InputError(str(bin_path_, ": token ", first + i, " is ", v,
+                             ", which does not fit the int32 token ids trident reads; re-tokenize the data"));
     }
-    bin_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping stays valid without the descriptor
+}
+
+// pread rather than a mapping: a .bin truncated while it is read gives a short read and this
+// message, where a mapping would kill the process with SIGBUS.
+void IndexedDataset::read_bin(size_t offset, size_t n, std::vector<uint8_t>& bytes) const {
+  const size_t want = n * token_bytes_;
+  bytes.resize(want);
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t got = ::pread(bin_fd_, bytes.data() + done, want - done,
+                                static_cast<off_t>(offset * token_bytes_ + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw InputError(str(bin_path_, ": read of tokens [", offset, ", ", offset + n, ") failed (", errno_text(), ")"));
+    if (got == 0)
+      throw InputError(str(bin_path_, ": tokens [", offset, ", ", offset + n, ") are past its end: the file is shorter "
+                           "than when it was opened (changed while in use?)"));
+    done += static_cast<size_t>(got);
+  }
 }
 
 void IndexedDataset::read_tokens(size_t offset, size_t n, int32_t* out) const {
   TRIDENT_CHECK(offset <= total_tokens_ && n <= total_tokens_ - offset,
                 str(prefix_, ": tokens [", offset, ", ", offset + n, ") past the end (", total_tokens_, ")"));
-  const uint8_t* src = bin_ + offset * token_bytes_;
+  thread_local std::vector<uint8_t> bytes;
+  read_bin(offset, n, bytes);
+  const uint8_t* src = bytes.data();
   switch (dtype_code_) {
     case 1: widen<uint8_t>(src, n, out); break;
     case 2: widen<int8_t>(src, n, out); break;
     case 3: widen<int16_t>(src, n, out); break;
     case 4: widen<int32_t>(src, n, out); break;
-    case 5: widen<int64_t>(src, n, out); break;
+    case kCodeInt64: widen<int64_t>(src, n, out); break;   // in range: checked by check_int64_tokens
     case 8: widen<uint16_t>(src, n, out); break;
     default: TRIDENT_FATAL(str("unreachable dtype code ", int(dtype_code_)));
   }

@@ -30,6 +30,32 @@ expect_2 "metrics path is a directory" "log.metrics" train --config "$root/input
   --data.train "$root/data/fortunes_byte" --log.metrics "$out"
 expect_2 "negative bench.profile_steps" "bench.profile_steps" bench --config "$root/inputs/models/tiny.cfg" \
   --backend cpu --bench.profile_steps -1
+expect_2 "directory as --config" "is a directory" train --config "$out"
+printf '[model]\nn_layer = 2\nn_layer = 3\n' >"$out/dup.cfg"
+expect_2 "key twice in one INI file" "dup.cfg:3: model.n_layer is set again (first at line 2)" train --config "$out/dup.cfg"
+expect_2 "tp*pp overflowing an int" "parallel.tp\*parallel.pp = 4294967296" train --parallel.tp 65536 --parallel.pp 65536
+expect_2 "micro-batch overflowing an int" "1099511627776 rows per micro-batch" train --train.micro_batch_size 1073741824 \
+  --train.global_batch_size 1073741824
+expect_2 "n_layer beyond the bound" "model.n_layer = 1000000000" train --model.n_layer 1000000000
+# Checked against the memory estimate before anything is allocated (or any data opened).
+expect_2 "model larger than memory" "GiB per rank" train --backend cpu --model.vocab_size 16777216 --model.n_embd 8192 \
+  --model.n_head 8
+expect_2 "bench of a model larger than memory" "GiB per rank" bench --backend cpu --model.vocab_size 16777216 \
+  --model.n_embd 8192 --model.n_head 8
+expect_2 "binary bytes echoed quoted" '\\x01\\x02' train --model.n_layer "$(printf 'x\001\002')"
+expect_2 "100 KB value cut" "(100000 bytes)" train --model.n_layer "$(head -c 100000 /dev/zero | tr '\0' 7)"
+# An exception other than InputError (here std::bad_alloc: a 400 MB document whose 1.6 GB of
+# token ids exceed a 1.5 GB address-space limit) is one line and exit status 1, not an abort.
+truncate -s 400M "$out/huge.txt"
+(ulimit -v 1500000; "$trident" tokenize --input "$out/huge.txt" --output "$out/huge" --tokenizer byte --threads 1) \
+  >"$out/stdout" 2>"$out/stderr"
+rc=$?
+if [[ $rc -ne 1 || $(wc -l <"$out/stderr") -ne 1 ]] || ! grep -q "out of memory" "$out/stderr"; then
+  echo "FAIL out of memory: rc=$rc:"; cat "$out/stderr"; fail=1
+else
+  echo "ok   out of memory: $(cat "$out/stderr")"
+fi
+rm -f "$out/huge.txt"
 "$trident" train --help >"$out/help" 2>&1 || { echo "FAIL train --help"; fail=1; }
 grep -q "parallel.schedule" "$out/help" || { echo "FAIL train --help lacks parallel.schedule"; fail=1; }
 exit $fail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`: the training
-# run's validation loss again) and sampled (`trident generate`): greedy output is identical across
+# run's validation loss again, also with the checkpoint alone) and sampled (`trident generate`): greedy output is identical across
 # runs and across tp 1 / tp 2.
 #   generate_eval.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
@@ -24,6 +24,16 @@ trained=$(grep '"val_loss"' "$work/m.jsonl" | tail -1 | sed 's/.*"val_loss":\([0
 evaluated=$(sed -n 's/.* loss \([0-9.e+-]*\), perplexity.*/\1/p' "$work/eval.log")
 awk -v a="$trained" -v b="$evaluated" 'BEGIN {d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-5 * a)}' ||
   fail "eval loss $evaluated differs from the training run's val_loss $trained at the same step"
+# With the checkpoint alone, eval reads the validation split of the checkpoint's stored data
+# settings: the same loss. --data.val alone is enough, without data.train.
+"$@" -np 1 "$trident" eval --checkpoint "$work/ck/step_60.h5" --train.eval_steps 2 --backend cpu \
+  >"$work/eval_stored.log" 2>&1 || { cat "$work/eval_stored.log"; fail "eval with the checkpoint alone"; }
+stored=$(sed -n 's/.* on validation data, .* loss \([0-9.e+-]*\), perplexity.*/\1/p' "$work/eval_stored.log")
+[[ -n $stored && $stored == "$evaluated" ]] ||
+  { cat "$work/eval_stored.log"; fail "eval with the checkpoint alone: loss '$stored', expected $evaluated"; }
+"$@" -np 1 "$trident" eval --checkpoint "$work/ck/step_60.h5" --data.val "$root/data/fortunes_byte" \
+  --train.eval_steps 1 --backend cpu >"$work/eval_val.log" 2>&1 || { cat "$work/eval_val.log"; fail "eval --data.val"; }
+grep -q "on validation data" "$work/eval_val.log" || { cat "$work/eval_val.log"; fail "eval --data.val output"; }
 gen() {   # ranks, generate options...
   local np=$1
   shift

@@ -37,9 +37,9 @@ void expect_error(const std::vector<std::string>& args, int world, const std::ve
 
 TEST(Config, LaterFilesAndFlagsWin) {
   std::string a = write_file("a.cfg", "backend = cpu\n[model]\nn_layer = 3\nn_head = 2\nn_embd = 8\n# comment\n");
-  std::string b = write_file("b.cfg", "[model]\nn_layer = 5\nn_layer = 6\n[train]\nlr = 1e-3\n");
+  std::string b = write_file("b.cfg", "[model]\nn_layer = 6\n[train]\nlr = 1e-3\n");
   RunConfig c = parse({"--config", a, "--config", b, "--train.lr", "2e-3"});
-  EXPECT_EQ(c.model.n_layer, 6);        // later file, later line
+  EXPECT_EQ(c.model.n_layer, 6);        // later file
   EXPECT_EQ(c.model.n_head, 2);         // only in the first file
   EXPECT_DOUBLE_EQ(c.train.lr, 2e-3);   // flag beats files
   EXPECT_EQ(c.backend, "cpu");
@@ -160,6 +160,51 @@ TEST(Config, BadInputCases) {
   expect_error({"--cuda.attention_kernels", "flash"}, w, {"cuda.attention_kernels", "flash", "auto, wgmma or mma"});
   expect_error({"--log.every", "0"}, w, {"log.every"});
   expect_error({"--model.n_layer", "two"}, w, {"model.n_layer"});
+}
+
+// Layout and batch sizes whose products overflow an int: one line, never SIGFPE or a wrapped product.
+TEST(Config, LayoutProductsAreCheckedIn64Bits) {
+  expect_error({"--parallel.tp", "65536", "--parallel.pp", "65536"}, 1,
+               {"parallel.tp*parallel.pp = 4294967296", "exceeds the number of ranks 1"});
+  expect_error({"--parallel.tp", "46341", "--parallel.pp", "46341"}, 4, {"parallel.tp*parallel.pp = 2147488281"});
+  expect_error({"--train.micro_batch_size", "1073741824"}, 4, {"train.global_batch_size", "4294967296"});
+  expect_error({"--train.micro_batch_size", "4194304", "--train.global_batch_size", "4194304"}, 1,
+               {"train.micro_batch_size", "4294967296 rows"});
+  expect_error({"--model.n_layer", "1000000000"}, 1, {"model.n_layer = 1000000000", "between 1 and 4096"});
+  expect_error({"--model.n_embd", "1073741824", "--model.n_head", "1"}, 1, {"model.n_embd", "between 1 and"});
+  expect_error({"--model.seq_len", "1073741824"}, 1, {"model.seq_len", "between 1 and"});
+  expect_error({"--train.global_batch_size", "2147483647", "--train.micro_batch_size", "1"}, 1,
+               {"train.global_batch_size", "2147483647 micro-batches per step"});
+}
+
+TEST(Config, ConfigFileMustBeAFileWithEachKeyOnce) {
+  expect_error({"--config", ::testing::TempDir()}, 1, {"is a directory"});
+  const std::string dup = write_file("dup.cfg", "[model]\nn_layer = 5\n[train]\nlr = 1\n[model]\nn_layer = 6\n");
+  expect_error({"--config", dup}, 1, {"dup.cfg:6", "model.n_layer", "line 2"});
+}
+
+// Binary bytes and huge values are quoted, escaped and cut: the message stays one short line.
+TEST(Config, ErrorsQuoteAndCutWhatTheyEcho) {
+  const std::string binary = write_file("binary.cfg", std::string("\x01\x7f\xff\0garbage line\n", 17));
+  try {
+    parse({"--config", binary});
+    FAIL() << "binary config accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'\\x01\\x7f\\xff\\x00garbage line'"), std::string::npos) << msg;
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--model.n_layer", std::string(100000, '7') + "\x01"},
+        std::vector<std::string>{"--" + std::string(100000, 'x'), "1"}}) {
+    try {
+      parse(args);
+      FAIL() << "huge value accepted";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_LT(msg.size(), 400u) << msg.substr(0, 400);
+      EXPECT_NE(msg.find(" bytes)"), std::string::npos) << msg.substr(0, 400);
+    }
+  }
 }
 
 }  // namespace

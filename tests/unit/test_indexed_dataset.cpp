@@ -2,6 +2,7 @@
 // and corrupt files rejected with InputError naming the file.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,18 +35,20 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
-// The .idx Megatron writes for uint16 sequences of the given sizes, one document each.
-std::string megatron_index(const std::vector<int32_t>& sizes, uint64_t version = 1) {
+// The .idx Megatron writes for sequences of the given sizes, one document each: uint16 tokens
+// unless another dtype code (and its width) is given.
+std::string megatron_index(const std::vector<int32_t>& sizes, uint64_t version = 1, uint8_t dtype = 8,
+                           int token_bytes = 2) {
   std::string idx("MMIDIDX\0\0", 9);
   put<uint64_t>(idx, version);
-  put<uint8_t>(idx, 8);
+  put<uint8_t>(idx, dtype);
   put<uint64_t>(idx, sizes.size());
   put<uint64_t>(idx, sizes.size() + 1);
   for (int32_t s : sizes) put<int32_t>(idx, s);
   int64_t ptr = 0;
   for (int32_t s : sizes) {
     put<int64_t>(idx, ptr);
-    ptr += 2 * s;
+    ptr += token_bytes * s;
   }
   for (size_t d = 0; d <= sizes.size(); ++d) put<int64_t>(idx, static_cast<int64_t>(d));
   return idx;
@@ -165,6 +168,38 @@ TEST(IndexedDataset, RejectsCorruptFiles) {
   expect_input_error([&] { IndexedDataset ds(dir / "absent"); }, {dir / "absent.idx", "cannot open"});
   write_bytes(dir / "no_bin.idx", good_idx);
   expect_input_error([&] { IndexedDataset ds(dir / "no_bin"); }, {dir / "no_bin.bin", "cannot open"});
+}
+
+constexpr int64_t kTooWide = (int64_t{1} << 32) + 7;
+
+TEST(IndexedDataset, Int64IdsMustFitInt32) {
+  TempDir dir;
+  std::string bin;
+  for (int64_t t : {int64_t{5}, int64_t{INT32_MAX}, int64_t{7}}) put<int64_t>(bin, t);
+  write_bytes(dir / "fits.idx", megatron_index({3}, 1, 5, 8));
+  write_bytes(dir / "fits.bin", bin);
+  EXPECT_EQ(IndexedDataset(dir / "fits").sequence(0), (std::vector<int32_t>{5, INT32_MAX, 7}));
+
+  // 2^32 + 7 would read as 7 if narrowed.
+  bin.replace(16, 8, std::string(reinterpret_cast<const char*>(&kTooWide), 8));
+  write_bytes(dir / "wide.idx", megatron_index({3}, 1, 5, 8));
+  write_bytes(dir / "wide.bin", bin);
+  expect_input_error([&] { IndexedDataset ds(dir / "wide"); },
+                     {dir / "wide.bin", "token 2", "4294967303", "does not fit"});
+}
+
+// A .bin cut short while a run reads it: an InputError naming it, not SIGBUS.
+TEST(IndexedDataset, BinTruncatedWhileOpenIsReported) {
+  TempDir dir;
+  {
+    IndexedDatasetWriter w(dir / "ds", 257);
+    w.add_document(std::vector<int32_t>(5000, 3));
+    w.finish();
+  }
+  const IndexedDataset ds(dir / "ds");
+  fs::resize_file(dir / "ds.bin", 100);
+  std::vector<int32_t> out(10);
+  expect_input_error([&] { ds.read_tokens(4000, out.size(), out.data()); }, {dir / "ds.bin", "shorter"});
 }
 
 TEST(IndexedDatasetWriter, AbandonedWriterLeavesNoFiles) {

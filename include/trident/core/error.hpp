@@ -22,6 +22,13 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
+// User-supplied text for an error message: in single quotes, bytes outside printable ASCII as
+// \xNN, cut after `max_bytes` with the full size noted, so a binary file or a 100 KB value
+// still gives one short line.
+std::string quoted_text(const std::string& text, size_t max_bytes = 120);
+// The same without the quotes, for a whole message (main prints every error through it).
+std::string printable(const std::string& text, size_t max_bytes = 2000);
+
 // The parallel layer registers "[rank r host tp/pp/dp]" and MPI_Abort here, so core stays MPI-free.
 using AbortFn = void (*)(int code);
 void set_error_context(const std::string& prefix, AbortFn abort_fn);

@@ -23,4 +23,8 @@ struct DataSources {
 // when a sample holding them is read.
 DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 
+// The validation source alone, as open_data builds it: data.val, else the documents data.split
+// holds out of data.train; null when there is neither. data.train is opened only for a split.
+std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
+
 }  // namespace trident

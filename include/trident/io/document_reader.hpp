@@ -10,8 +10,11 @@
 namespace trident {
 
 // Files named by `paths`, in order; a directory contributes its regular files (recursively,
-// sorted by path). Throws InputError for a path that does not exist or is neither.
-std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths);
+// sorted by path) that look like text (no NUL byte, valid UTF-8 in the first 8 KB). A file
+// reached a second time (a symlink, or named twice) is read once. What is left out is added to
+// *skipped as "path (reason)". Throws InputError for a path that does not exist or is neither.
+std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths,
+                                            std::vector<std::string>* skipped = nullptr);
 
 struct DocumentFormat {
   bool jsonl = false;                     // else plain text

@@ -10,10 +10,11 @@
 
 namespace trident {
 
-// Read-only, memory-mapped view of one dataset.
+// Read-only view of one dataset: the index in memory, tokens read from .bin on demand.
 class IndexedDataset {
  public:
-  // Throws InputError naming the file when PREFIX.idx / PREFIX.bin is missing or malformed.
+  // Throws InputError naming the file when PREFIX.idx / PREFIX.bin is missing or malformed, or
+  // when an int64 dataset holds an id that does not fit int32.
   explicit IndexedDataset(const std::string& prefix);
   ~IndexedDataset();
   IndexedDataset(const IndexedDataset&) = delete;
@@ -30,14 +31,19 @@ class IndexedDataset {
   // Offset in tokens of document d's first token; d == num_documents() gives num_tokens().
   size_t document_offset(size_t d) const;
 
-  // Tokens [offset, offset + n) of the concatenation of all sequences, written as int32.
+  // Tokens [offset, offset + n) of the concatenation of all sequences, written as int32. Throws
+  // InputError naming .bin when it can no longer be read (truncated since it was opened).
   void read_tokens(size_t offset, size_t n, int32_t* out) const;
   // Tokens of sequence i.
   std::vector<int32_t> sequence(size_t i) const;
 
  private:
   void read_index(const std::string& idx_path);
-  void map_bin(const std::string& bin_path);
+  void open_bin(const std::string& bin_path);
+  void close_bin();
+  void check_int64_tokens() const;
+  // Tokens [offset, offset + n) as stored (token_bytes_ each) into `bytes`.
+  void read_bin(size_t offset, size_t n, std::vector<uint8_t>& bytes) const;
 
   std::string prefix_;
   int token_bytes_ = 2;
@@ -46,8 +52,8 @@ class IndexedDataset {
   std::vector<int64_t> pointers_;   // byte offset of each sequence in .bin
   std::vector<int64_t> doc_idx_;
   size_t total_tokens_ = 0;
-  const uint8_t* bin_ = nullptr;
-  size_t bin_bytes_ = 0;
+  std::string bin_path_;
+  int bin_fd_ = -1;
 };
 
 // Streams documents into PREFIX.bin/.idx. Each add_document() call is one sequence and one

@@ -52,6 +52,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     int rank = -1, at = -1;
     if (std::sscanf(stall, "%d:%d", &rank, &at) == 2 && rank == g.rank) stall_step_ = at;
   }
+  // TRIDENT_TEST_SLOW_STEP_MS="ms" (tests only): every training step takes this much longer, so
+  // that a test can stop a run mid-step with a step longer than the launcher's kill timeout.
+  if (const char* slow = std::getenv("TRIDENT_TEST_SLOW_STEP_MS")) slow_step_ms_ = std::atoi(slow);
 }
 
 Trainer::~Trainer() = default;
@@ -142,6 +145,7 @@ void Trainer::queue_step(int step) {
     std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %d\n", error_context().c_str(), step);
     std::this_thread::sleep_for(std::chrono::hours(24));
   }
+  if (slow_step_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms_));
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
@@ -57,10 +58,12 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   return h;
 }
 
-// Test hook (TRIDENT_TEST_DIE_IN_SAVE="rank:step"): that rank dies like kill -9 halfway through
-// writing, so tests can check that the previous checkpoint survives.
-bool die_in_save(int rank, int64_t step) {
-  const char* v = std::getenv("TRIDENT_TEST_DIE_IN_SAVE");
+// Test hooks, "rank:step" in the variable named: that rank fails halfway through writing the
+// checkpoint of that step. TRIDENT_TEST_DIE_IN_SAVE: it dies like kill -9, so tests can check that
+// the previous checkpoint survives; TRIDENT_TEST_STALL_IN_SAVE: it stops answering, so tests can
+// check that its peers abort within parallel.timeout_s naming it.
+bool hook_in_save(const char* name, int rank, int64_t step) {
+  const char* v = std::getenv(name);
   int r = -1;
   long s = -1;
   return v && std::sscanf(v, "%d:%ld", &r, &s) == 2 && r == rank && s == step;
@@ -101,6 +104,10 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
   SaveResult res;
   res.path = str(dir, "/step_", info.step, ".h5");
   const std::string tmp = res.path + ".tmp";
+  // Every rank meets under parallel.timeout_s before each collective HDF5 call, so that a rank
+  // that stalls makes the others abort naming it instead of waiting inside HDF5 for ever.
+  const std::string saving = "checkpoint save of " + res.path;
+  g.control->barrier(saving + " (start)");
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
@@ -129,25 +136,33 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
       const auto& owned = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
       const float* base = host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
-        if (written++ == total / 2 && die_in_save(g.rank, info.step)) std::_Exit(9);
+        if (written++ == total / 2) {
+          if (hook_in_save("TRIDENT_TEST_DIE_IN_SAVE", g.rank, info.step)) std::_Exit(9);
+          if (hook_in_save("TRIDENT_TEST_STALL_IN_SAVE", g.rank, info.step)) {
+            std::fprintf(stderr, "%s TRIDENT_TEST_STALL_IN_SAVE: stalling in the save of step %ld\n",
+                         error_context().c_str(), static_cast<long>(info.step));
+            std::this_thread::sleep_for(std::chrono::hours(24));
+          }
+        }
+        const std::string name = str("/", ckpt_group(kind), "/", t.name);
+        auto it = owned.find(t.name);
+        // Summing the checksum is this dataset's meeting point, ahead of its collective creation.
+        const uint64_t total_sum = g.control->sum(it != owned.end() ? piece_checksum(it->second, base) : 0,
+                                                  saving + " (checksum of " + name + ")");
         std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
         h5::Handle fspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-        const std::string name = str("/", ckpt_group(kind), "/", t.name);
         h5::Handle dset(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), dcpl.get(),
                                    H5P_DEFAULT));
         h5_require(dset.valid(), "creating dataset " + name, tmp);
         packed.clear();
-        uint64_t sum = 0;
         hsize_t n_mem = 1;
         h5::Handle mspace(H5Screate_simple(1, &n_mem, nullptr));
         H5Sselect_none(fspace.get());
         H5Sselect_none(mspace.get());
-        auto it = owned.find(t.name);
         if (it != owned.end()) {
           const Piece& piece = it->second;
           ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
           pack_piece(piece, sb, base, packed);
-          sum = piece_checksum(piece, base);
           for (const Box& b : sb.global) {
             std::vector<hsize_t> start(b.start.begin(), b.start.end()), count(b.count.begin(), b.count.end());
             H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
@@ -161,14 +176,12 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
         h5_require(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(),
                             packed.empty() ? &dummy : packed.data()) >= 0,
                    "writing " + name, tmp);
-        uint64_t total_sum = 0;
-        MPI_Allreduce(&sum, &total_sum, 1, MPI_UINT64_T, MPI_SUM, g.mpi.world);
         h5::write_attr(dset.get(), "checksum", total_sum);
       }
     }
     h5_require(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "flushing", tmp);
   }
-  MPI_Barrier(g.mpi.world);
+  g.control->barrier(saving + " (file closed)");
   if (g.rank == 0) {
     fsync_path(tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
@@ -181,7 +194,8 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
     prune(dir, keep);
     res.bytes = static_cast<double>(fs::file_size(res.path));
   }
-  MPI_Bcast(&res.bytes, 1, MPI_DOUBLE, 0, g.mpi.world);
+  res.bytes = static_cast<double>(
+      g.control->broadcast_from_0(static_cast<uint64_t>(res.bytes), saving + " (renamed into place)"));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -22,3 +22,5 @@ add_test(NAME mpi_checkpoint_faults COMMAND ${e2e_dir}/checkpoint_faults.sh $<TA
 set_tests_properties(mpi_checkpoint_faults PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_generate_eval COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 set_tests_properties(e2e_generate_eval PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_bad_token_one_rank COMMAND ${e2e_dir}/bad_token_rank.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(mpi_bad_token_one_rank PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")

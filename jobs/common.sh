@@ -37,15 +37,16 @@ rank_environment() {
 }
 
 # mpirun_exports: sets the array MPIRUN_EXPORTS to Open MPI -x flags: NCCL_NVLS_ENABLE and
-# OMP_NUM_THREADS with their values, and every NCCL_*, UCX_*, CUDA_* and TRIDENT_* variable set
-# here by name (mpirun, unlike srun, passes on only what it is told to).
+# OMP_NUM_THREADS with their values, and every NCCL_*, UCX_* and CUDA_* variable set here by name
+# (mpirun, unlike srun, passes on only what it is told to). trident itself reads no environment
+# variable: its settings are options.
 mpirun_exports() {
   MPIRUN_EXPORTS=(-x "NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE" -x "OMP_NUM_THREADS=$OMP_NUM_THREADS")
   local name
   while read -r name; do
     case $name in
       NCCL_NVLS_ENABLE) ;;
-      NCCL_* | UCX_* | CUDA_* | TRIDENT_*) MPIRUN_EXPORTS+=(-x "$name") ;;
+      NCCL_* | UCX_* | CUDA_*) MPIRUN_EXPORTS+=(-x "$name") ;;
     esac
   done < <(compgen -e)
 }

@@ -29,7 +29,7 @@ if (( with_tests )); then
   for t in "$build"/tests/*; do [[ -f $t && -x $t ]] && bins+=("$t"); done
 fi
 cp "${bins[@]}" "$out/bin/"
-# The CUPTI kernel tracer (tools/kernel_trace), where it was built: lib/, with what it links.
+# The CUPTI kernel tracer (tools/perf/kernel_trace), where it was built: lib/, with what it links.
 traced=()
 if [[ -f $build/libtrident_kernel_trace.so ]]; then
   cp "$build/libtrident_kernel_trace.so" "$out/lib/"

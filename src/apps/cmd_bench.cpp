@@ -48,24 +48,24 @@ std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
   return ms;
 }
 
-// Every rank's DeviceSamples at rank 0 (others get an empty vector); rank 0's note stands for all
-// (print_device_samples prints it only where rank 0 has no sample).
-std::vector<DeviceSamples> gather_device_samples(const DeviceSamples& mine, int rank, int world) {
+// Every rank's GpuTelemetry at rank 0 (others get an empty vector); rank 0's note stands for all
+// (print_telemetry prints it only where rank 0 has no sample).
+std::vector<GpuTelemetry> gather_telemetry(const GpuTelemetry& mine, int rank, int world) {
   const double sent[5] = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min, mine.power_w_median,
                           mine.temp_c_max};
   std::vector<double> all(rank == 0 ? 5 * static_cast<size_t>(world) : 0);
   MPI_CHECK(MPI_Gather(sent, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  std::vector<DeviceSamples> out;
+  std::vector<GpuTelemetry> out;
   for (size_t r = 0; r < all.size() / 5; ++r) {
     const double* v = &all[5 * r];
-    out.push_back(DeviceSamples{static_cast<int>(v[0]), v[1], v[2], v[3], v[4], r == 0 ? mine.note : ""});
+    out.push_back(GpuTelemetry{static_cast<int>(v[0]), v[1], v[2], v[3], v[4], r == 0 ? mine.note : ""});
   }
   return out;
 }
 
 // One line after the table: each rank's GPU clock, power and temperature over the timed steps
 // (up to 8 ranks listed; beyond, the spread of the ranks' medians).
-void print_device_samples(const std::vector<DeviceSamples>& d) {
+void print_telemetry(const std::vector<GpuTelemetry>& d) {
   if (d.empty()) return;
   if (d[0].count == 0) {
     std::printf("(GPU clock and power: not sampled: %s)\n", d[0].note.c_str());
@@ -82,7 +82,7 @@ void print_device_samples(const std::vector<DeviceSamples>& d) {
     return;
   }
   std::vector<double> mhz, watts;
-  for (const DeviceSamples& s : d)
+  for (const GpuTelemetry& s : d)
     if (s.count > 0) mhz.push_back(s.sm_mhz_median), watts.push_back(s.power_w_median);
   std::sort(mhz.begin(), mhz.end());
   std::sort(watts.begin(), watts.end());
@@ -181,7 +181,7 @@ void kernel_bench(Backend& be) {
   auto memory_row = [&](double s, double bytes) { return KernelRow{s * 1e3, bytes / s / 1e9, copy_gbs}; };
 
   // B 8 (issue 5's target-4 shapes, whose tensors fit in L2) and, on a GPU, GPT-2 124M's
-  // training shape B 32, whose tensors do not (run BO).
+  // training shape B 32, whose tensors (96 MB of K/V tiles) do not fit in the 50 MB L2.
   struct AttentionShape {
     int HS, T, B;
   };
@@ -286,7 +286,11 @@ int cmd_bench(const Args& args) {
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels]\n"
-             "Trains on random tokens (no dataset needed) and prints one table.\n\n" + run_options_help(&extra));
+             "Trains on random tokens (no dataset needed) and prints one table.\n\n" +
+             run_options_help(&extra, {"backend", "model.", "parallel.", "train.micro_batch_size",
+                                       "train.global_batch_size", "train.lr", "train.min_lr", "train.warmup_steps",
+                                       "train.weight_decay", "train.beta1", "train.beta2", "train.eps",
+                                       "train.grad_clip", "train.seed", "train.steps", "cuda."}));
     return 0;
   }
   RunConfig cfg = parsed.cfg;
@@ -309,9 +313,9 @@ int cmd_bench(const Args& args) {
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
   run_steps(trainer, 0, o.warmup, o.sync_steps);
   const BackendCounters before = rt.backend->counters();
-  rt.backend->start_device_sampling();
+  rt.backend->start_telemetry();
   std::vector<double> ms = run_steps(trainer, o.warmup, o.steps, o.sync_steps);
-  const DeviceSamples device = rt.backend->stop_device_sampling();
+  const GpuTelemetry device = rt.backend->stop_telemetry();
   const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
   const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled, o.sync_steps);
@@ -321,7 +325,7 @@ int cmd_bench(const Args& args) {
   const double tok_s = tokens / (median / 1e3);
   unsigned long long peak = rt.backend->peak_bytes(), max_peak = 0;
   MPI_CHECK(MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD));
-  const std::vector<DeviceSamples> devices = gather_device_samples(device, rank, world);
+  const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank, world);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;
   const std::string wait =
@@ -350,7 +354,7 @@ int cmd_bench(const Args& args) {
                 "%.2f host waits per step)\n",
                 o.steps, after.allocations - before.allocations, after.gemm_plans - before.gemm_plans,
                 double(after.host_waits - before.host_waits) / o.steps);
-    print_device_samples(devices);
+    print_telemetry(devices);
   }
   if (profiled && o.profile) print_profile(prof, profiled);
   return 0;

@@ -257,7 +257,8 @@ int cmd_doctor(const Args& args) {
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: mpirun ... trident doctor [--config FILE]... [--section.key VALUE]...\n\n" +
-             run_options_help(&extra));
+             run_options_help(&extra, {"backend", "model.", "parallel.", "train.micro_batch_size",
+                                       "train.global_batch_size", "checkpoint.dir", "checkpoint.keep", "cuda."}));
     return 0;
   }
   if (mib < 0 || iters < 1 || io_mib <= 0)

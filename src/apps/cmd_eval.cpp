@@ -25,7 +25,8 @@ int cmd_eval(const Args& args) {
   if (parsed.help) {
     log_info("usage: trident eval --checkpoint FILE [--config FILE]... [--data.val SPEC | --data.split F]\n"
              "Evaluates train.eval_steps global batches; the model comes from the checkpoint.\n\n" +
-             run_options_help(&extra));
+             run_options_help(&extra, {"backend", "parallel.", "train.micro_batch_size", "train.global_batch_size",
+                                       "train.eval_steps", "train.seed", "data.", "cuda."}));
     return 0;
   }
   if (checkpoint.empty()) throw InputError("--checkpoint is required (a step_<n>.h5 file)");

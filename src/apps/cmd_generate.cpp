@@ -74,7 +74,7 @@ int cmd_generate(const Args& args) {
     log_info("usage: trident generate --checkpoint FILE [--prompt TEXT] [options]\n"
              "Runs under mpirun like training; the layout is parallel.tp (pp = 1), the rest of the ranks are\n"
              "data-parallel replicas that generate the same text.\n\n" +
-             run_options_help(&extra));
+             run_options_help(&extra, {"backend", "parallel.tp", "parallel.timeout_s", "parallel.tp_comm_ctas", "cuda."}));
     return 0;
   }
   if (o.checkpoint.empty()) throw InputError("--checkpoint is required (a step_<n>.h5 file)");

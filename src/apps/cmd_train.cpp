@@ -92,30 +92,30 @@ void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64
   info.seed = cfg.train.seed;
   info.config = to_ini(cfg);
   info.layout = layout_string(cfg);
-  SaveResult r = save_checkpoint(cfg.checkpoint.dir, cfg.checkpoint.keep, info, trainer.model(), trainer.optimizer(), g);
+  SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
                r.bytes / 1e9 / r.seconds, " GB/s)"));
 }
 
 // Resumes and trains; errors here are one rank's (see abort_job_on_error).
 int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, MetricsWriter& metrics,
-          const std::string& resume) {
+          const ResumePlan& resume) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   int first_step = 0;
-  if (!resume.empty()) {
+  if (!resume.file.empty()) {
     CheckpointInfo info;
     auto t0 = std::chrono::steady_clock::now();
     collective_check(MPI_COMM_WORLD, [&] {
-      info = load_checkpoint(resume, trainer.model(), &trainer.optimizer(), rt.groups);
+      info = load_checkpoint(resume.file, trainer.model(), &trainer.optimizer(), rt.groups);
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double gb = static_cast<double>(std::filesystem::file_size(resume)) / 1e9;
-    log_info(str("checkpoint: loaded ", resume, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
+    const double gb = static_cast<double>(std::filesystem::file_size(resume.file)) / 1e9;
+    log_info(str("checkpoint: loaded ", resume.file, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
     first_step = static_cast<int>(info.step);
     trainer.set_position(info.step, info.consumed_samples);
-    log_info(str("resumed from ", resume, " at step ", info.step, " (", info.consumed_samples,
+    log_info(str("resumed from ", resume.file, " at step ", info.step, " (", info.consumed_samples,
                  " samples consumed; saved with ", info.layout, ")"));
-    const std::string changed = data_changes(cfg, info.config, resume + " (stored config)");
+    const std::string changed = data_changes(cfg, info.config, resume.file + " (stored config)");
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
@@ -180,7 +180,7 @@ int cmd_train(const Args& args) {
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;
   std::unique_ptr<MetricsWriter> metrics;
-  std::string resume;
+  ResumePlan resume;
   collective_check(MPI_COMM_WORLD, [&] {
     data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
@@ -198,6 +198,7 @@ int cmd_train(const Args& args) {
   if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
     log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
   log_info("data:\n" + data.description);
+  if (!resume.note.empty()) log_info(resume.note);
 
   return abort_job_on_error("train", [&] { return train(cfg, rt, data, *metrics, resume); });
 }

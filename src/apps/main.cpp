@@ -10,6 +10,11 @@
 #include "trident/core/log.hpp"
 #include "trident/parallel/mpi_comm.hpp"
 
+#if TRIDENT_TEST_HOOKS
+// Only in the trident_test binary (tests/support/fault_injection.cpp); trident has no fault hooks.
+namespace trident { void install_test_fault_handler(); }
+#endif
+
 namespace {
 
 struct Command {
@@ -39,6 +44,9 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if TRIDENT_TEST_HOOKS
+  trident::install_test_fault_handler();
+#endif
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;

@@ -59,6 +59,21 @@ size_t gpu_memory_bytes() {
 
 namespace {
 
+#if TRIDENT_HAVE_CUDA
+// The [cuda] options (validated: attention_kernels is auto, wgmma or mma).
+CudaOptions cuda_options(const CudaConfig& c) {
+  CudaOptions o;
+  o.attention_kernels = c.attention_kernels == "mma"     ? AttentionKernels::Mma
+                        : c.attention_kernels == "wgmma" ? AttentionKernels::Wgmma
+                                                         : AttentionKernels::Auto;
+  o.side_stream = c.side_stream;
+  o.gemm_autotune = c.gemm_autotune;
+  o.gemm_log = c.gemm_log;
+  o.sync_launches = c.sync_launches;
+  return o;
+}
+#endif
+
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node) {
   if (!uses_cuda(cfg)) {
     // Ranks sharing a node share its cores; OMP_NUM_THREADS, when set, wins.
@@ -74,7 +89,7 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node
   if (node.local_size > gpus)
     throw InputError(str(node.local_size, " ranks on node ", node.host, " but only ", gpus,
                          " GPUs; launch at most one rank per GPU, or use backend = cpu"));
-  return make_cuda_backend(node.local_rank);
+  return make_cuda_backend(node.local_rank, cuda_options(cfg.cuda));
 #else
   throw InputError("backend = cuda but this trident was built without CUDA; rebuild where nvcc is found or use backend = cpu");
 #endif

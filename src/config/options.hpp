@@ -88,10 +88,28 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("checkpoint.every", c.checkpoint.every, "save every N steps (0 = only at the end and on SIGTERM/SIGUSR1)");
   v("checkpoint.keep", c.checkpoint.keep, "keep the newest K checkpoints; older ones are pruned after a save");
   v("checkpoint.resume", c.checkpoint.resume, "auto (latest in checkpoint.dir if present), none, or a checkpoint file");
+  v("checkpoint.overwrite", c.checkpoint.overwrite,
+    "let this run replace checkpoints in checkpoint.dir that it did not resume from (another run's, or later "
+    "steps than the one resumed); without it such a directory is refused");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
+
+  v.section("cuda", "CUDA backend [cuda] (comparisons and debugging; the defaults are the fast path)");
+  v("cuda.attention_kernels", c.cuda.attention_kernels,
+    "tensor-core attention kernels: auto (the wgmma engine on H100/H200, with the warp-specialized forward at "
+    "head size 64; mma.sync elsewhere), wgmma (the wgmma engine's single-warpgroup forward) or mma (the mma.sync "
+    "engine everywhere)");
+  v("cuda.side_stream", c.cuda.side_stream,
+    "run side ops (e.g. the fc bias gradient) on a second stream beside the main work; false queues them in order");
+  v("cuda.gemm_autotune", c.cuda.gemm_autotune,
+    "time cuBLASLt's candidates per GEMM shape and keep the fastest that gives the same bits as the heuristic's "
+    "first choice; false uses that first choice");
+  v("cuda.gemm_log", c.cuda.gemm_log, "print each GEMM shape's candidates, their times and the choice");
+  v("cuda.sync_launches", c.cuda.sync_launches,
+    "wait for every kernel to finish, so that an asynchronous fault names the launch that caused it (slow; for "
+    "debugging)");
 }
 
 }  // namespace trident

@@ -26,12 +26,23 @@ std::string show(double v) {
   return buf;
 }
 
-// Registers each option into one options_description per section.
+// Whether option `name` is among `only`: full names, or whole sections written "section.";
+// an empty list takes every option.
+bool listed(const std::string& name, const std::vector<std::string>& only) {
+  if (only.empty()) return true;
+  for (const std::string& o : only)
+    if (name == o || (!o.empty() && o.back() == '.' && name.compare(0, o.size(), o) == 0)) return true;
+  return false;
+}
+
+// Registers each option (of `only`, when given) into one options_description per section.
 struct Registrar {
   std::vector<po::options_description>* groups;
+  const std::vector<std::string>* only = nullptr;
   void section(const char*, const char* caption) { groups->emplace_back(caption); }
   template <class T>
   void operator()(const char* name, T& field, const char* help) {
+    if (only && !listed(name, *only)) return;
     groups->back().add_options()(name, po::value<T>(&field)->default_value(field, show(field)), help);
   }
 };
@@ -145,12 +156,15 @@ RunConfig parse_config_text(const std::string& ini, const std::string& origin) {
   return cfg;
 }
 
-std::string run_options_help(const po::options_description* extra) {
+std::string run_options_help(const po::options_description* extra, const std::vector<std::string>& only) {
   RunConfig defaults;
   po::options_description all;
   all.add(general_options());
   if (extra) all.add(*extra);
-  add_run_options(all, defaults);
+  std::vector<po::options_description> groups;
+  visit_run_options(defaults, Registrar{&groups, &only});
+  for (auto& g : groups)
+    if (!g.options().empty()) all.add(g);
   std::ostringstream os;
   os << all;
   return os.str();

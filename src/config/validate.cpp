@@ -115,6 +115,9 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
+  const std::string& kernels = cfg.cuda.attention_kernels;
+  require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
+          "must be auto, wgmma or mma");
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);

@@ -1,7 +1,12 @@
-// Checkpoint directory handling (resume resolution, writability) and `trident inspect` output.
+// Checkpoint directory handling (which file to resume, writability, the 'latest' pointer, pruning)
+// and `trident inspect` output.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,28 +14,132 @@
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
 
 namespace trident {
 
 namespace fs = std::filesystem;
 
-std::string resolve_resume(const CheckpointConfig& c) {
-  if (c.resume == "none") return "";
-  if (c.resume == "auto") {
-    if (c.dir.empty()) return "";
-    std::ifstream latest(c.dir + "/latest");
-    std::string name;
-    if (!(latest >> name)) return "";
-    std::string path = c.dir + "/" + name;
-    if (!fs::exists(path))
-      throw InputError(str("checkpoint.resume = auto: ", c.dir, "/latest names ", name,
-                           " which does not exist; fix 'latest' or pass checkpoint.resume = none"));
-    return path;
+namespace {
+
+// n for a file name step_<n>.h5 (decimal digits only), else -1.
+int64_t step_of_name(const std::string& name) {
+  constexpr size_t kPrefix = 5, kSuffix = 3;   // "step_", ".h5"
+  if (name.size() <= kPrefix + kSuffix || name.compare(0, kPrefix, "step_") != 0 ||
+      name.compare(name.size() - kSuffix, kSuffix, ".h5") != 0)
+    return -1;
+  const std::string digits = name.substr(kPrefix, name.size() - kPrefix - kSuffix);
+  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+// Text from a file shown in a message: at most 60 characters, non-printable bytes as '?'.
+std::string excerpt(const std::string& s) {
+  std::string out = s.substr(0, 60);
+  for (char& ch : out)
+    if (ch < 0x20 || ch > 0x7e) ch = '?';
+  return "'" + out + (s.size() > 60 ? "...'" : "'");
+}
+
+// The checkpoint name in <dir>/latest; "" when latest is missing or holds only white space.
+std::string read_latest(const std::string& dir) {
+  const std::string latest = dir + "/latest";
+  std::error_code ec;
+  const fs::file_status st = fs::status(latest, ec);
+  if (!fs::exists(st)) return "";
+  if (!fs::is_regular_file(st))
+    throw InputError(str("checkpoint.resume = auto: ", latest, " is not a regular file; remove it"));
+  std::ifstream in(latest, std::ios::binary);
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  text.resize(last == std::string::npos ? 0 : last + 1);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  text = first == std::string::npos ? "" : text.substr(first);
+  // A name with a directory part would let latest point outside checkpoint.dir.
+  const bool plain = text.find_first_of("/\\ \t\r\n") == std::string::npos && text != "." && text != ".." &&
+                     std::all_of(text.begin(), text.end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; });
+  if (!plain)
+    throw InputError(str("checkpoint.resume = auto: ", latest, " holds ", excerpt(text),
+                         ", not the file name of a checkpoint in ", dir, " (like step_2.h5); fix or remove it"));
+  return text;
+}
+
+// checkpoint.resume = auto; `origin` says how the file was chosen, for messages about it.
+ResumePlan resume_auto(const std::string& dir, std::string& origin) {
+  ResumePlan plan;
+  if (dir.empty()) return plan;
+  const std::vector<CheckpointFile> found = list_checkpoints(dir);
+  const std::string name = read_latest(dir);
+  const int64_t named = name.empty() ? -1 : step_of_name(name);
+  if (!found.empty() && (name.empty() || (named >= 0 && found[0].step > named))) {
+    plan.file = dir + "/" + found[0].name;
+    plan.note = name.empty() ? str("note: ", dir, "/latest is missing or empty; resuming from the newest checkpoint "
+                                   "there, ", found[0].name)
+                             : str("note: ", dir, "/latest names ", name, " but ", found[0].name, " is newer (a save "
+                                   "interrupted before 'latest' was updated); resuming from ", found[0].name);
+    origin = str("chosen by checkpoint.resume = auto as the newest checkpoint in ", dir,
+                 "; move it away to resume from an older one");
+  } else if (!name.empty()) {
+    plan.file = dir + "/" + name;
+    origin = str("named by ", dir, "/latest; fix or remove 'latest', or pass checkpoint.resume = none");
   }
-  if (!fs::exists(c.resume))
-    throw InputError(str("checkpoint.resume = ", c.resume, ": no such file (use auto, none or a checkpoint path)"));
-  return c.resume;
+  return plan;
+}
+
+// The checkpoints of c.dir that a run starting from `plan` did not resume from and would
+// overwrite (same step) or prune (older than its next saves, counted against checkpoint.keep).
+std::vector<std::string> foreign_checkpoints(const std::string& dir, const ResumePlan& plan) {
+  std::error_code ec;
+  const bool resumes_here = !plan.file.empty() &&
+      fs::equivalent(fs::path(plan.file).parent_path().empty() ? "." : fs::path(plan.file).parent_path(), dir, ec);
+  std::vector<std::string> out;
+  for (const CheckpointFile& f : list_checkpoints(dir))
+    if (!resumes_here || f.step > plan.step) out.push_back(f.name);
+  return out;
+}
+
+}  // namespace
+
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointFile> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const int64_t step = step_of_name(name);
+    std::error_code type_ec;
+    if (step >= 0 && it->is_regular_file(type_ec)) found.push_back({step, name});
+  }
+  std::sort(found.begin(), found.end(), [](const CheckpointFile& a, const CheckpointFile& b) { return a.step > b.step; });
+  return found;
+}
+
+ResumePlan resolve_resume(const CheckpointConfig& c) {
+  ResumePlan plan;
+  std::string origin;
+  if (c.resume == "auto") plan = resume_auto(c.dir, origin);
+  else if (c.resume != "none") plan.file = c.resume;
+  if (!plan.file.empty()) {
+    try {
+      plan.step = read_checkpoint_info(plan.file).step;
+    } catch (const InputError& e) {
+      if (origin.empty()) throw;
+      throw InputError(str(e.what(), " (", origin, ")"));
+    }
+  }
+  if (c.dir.empty() || c.overwrite) return plan;
+  const std::vector<std::string> foreign = foreign_checkpoints(c.dir, plan);
+  if (foreign.empty()) return plan;
+  std::string names;
+  for (size_t i = 0; i < foreign.size() && i < 3; ++i) names += (i ? ", " : "") + foreign[i];
+  if (foreign.size() > 3) names += str(" and ", foreign.size() - 3, " more");
+  const std::string run = plan.file.empty() ? "starts fresh"
+                                            : str("resumes from ", plan.file, " at step ", plan.step);
+  throw InputError(str("checkpoint.dir = ", c.dir, " holds checkpoints (", names, ") that this run (which ", run,
+                       ") would overwrite or prune: use another checkpoint.dir, continue them with "
+                       "checkpoint.resume = auto, or set checkpoint.overwrite = true to replace them"));
 }
 
 void prepare_checkpoint_dir(const std::string& dir) {
@@ -41,6 +150,64 @@ void prepare_checkpoint_dir(const std::string& dir) {
     throw InputError(str("checkpoint.dir = ", dir, ": cannot create the directory (", ec.message(), ")"));
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw InputError(str("checkpoint.dir = ", dir, ": not writable by this user"));
+}
+
+std::string write_latest(const std::string& dir, const std::string& name) {
+  const std::string latest = dir + "/latest", tmp = latest + ".tmp", text = name + "\n";
+  auto failed = [](const std::string& what, const std::string& path) {
+    return str(what, " ", path, ": ", std::strerror(errno));
+  };
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return failed("removing the stale", tmp);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("creating", tmp);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  std::string error;
+  if (done < text.size()) error = failed("writing", tmp);
+  else if (::fsync(fd) != 0) error = failed("syncing", tmp);
+  if (::close(fd) != 0 && error.empty()) error = failed("closing", tmp);
+  if (error.empty() && std::rename(tmp.c_str(), latest.c_str()) != 0) error = failed("renaming it to", latest);
+  if (!error.empty()) {
+    ::unlink(tmp.c_str());
+    return error;
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0 || ::fsync(dfd) != 0) error = failed("syncing the directory", dir);
+  if (dfd >= 0) ::close(dfd);
+  if (!error.empty()) return error;
+  std::ifstream back(latest, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(back)), {});
+  if (got != text) return str("reading back ", latest, ": it holds ", excerpt(got), ", not ", excerpt(text));
+  return "";
+}
+
+void prune_checkpoints(const CheckpointConfig& c, int64_t written) {
+  std::error_code ec;
+  auto remove = [&](const fs::path& p) {
+    std::error_code rm_ec;
+    fs::remove(p, rm_ec);   // a link is removed itself, never its target
+    if (rm_ec) log_warn(str("checkpoint: could not remove ", p.string(), " (", rm_ec.message(), "); left in place"));
+  };
+  for (fs::directory_iterator it(c.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t tmp = name.size() > 4 ? name.size() - 4 : 0;
+    if (tmp > 0 && name.compare(tmp, 4, ".tmp") == 0 && step_of_name(name.substr(0, tmp)) >= 0) remove(it->path());
+  }
+  int kept = 0;   // newest first, so the file just written is the first one kept
+  for (const CheckpointFile& f : list_checkpoints(c.dir)) {
+    if (f.step > written) {
+      if (c.overwrite) remove(fs::path(c.dir) / f.name);
+    } else if (f.step == written || kept < c.keep) {
+      ++kept;
+    } else {
+      remove(fs::path(c.dir) / f.name);
+    }
+  }
 }
 
 std::string describe_checkpoint(const std::string& file) {

@@ -1,6 +1,9 @@
 // Collective checkpoint load into any layout: every rank reads the hyperslabs of its shard and
 // optimizer range; checksums of the owned parts are summed over ranks and compared.
 #include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
@@ -16,10 +19,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Reads a piece's non-padding elements into its host buffer through `packed` (reused across
+// Reads a range's non-padding elements into its host buffer through `packed` (reused across
 // datasets); false on an I/O error.
-bool read_piece(hid_t dset, const Piece& piece, float* host_base, std::vector<float>& packed) {
-  ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
+bool read_range(hid_t dset, const HostRange& range, float* host_base, std::vector<float>& packed) {
+  ShardBoxes sb = shard_boxes(*range.param, range.lo, range.hi);
   if (sb.elements == 0) return true;
   h5::Handle fspace(H5Dget_space(dset));
   H5Sselect_none(fspace.get());
@@ -31,12 +34,21 @@ bool read_piece(hid_t dset, const Piece& piece, float* host_base, std::vector<fl
   h5::Handle mspace(H5Screate_simple(1, &n, nullptr));
   packed.resize(n);
   if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, packed.data()) < 0) return false;
-  unpack_piece(piece, sb, packed, host_base);
+  unpack_range(range, sb, packed, host_base);
   return true;
 }
 
+// A directory or device given as a checkpoint would make the MPI-IO layer print pages of errors.
 template <class Bad>
-CheckpointInfo read_info(hid_t f, const Bad& bad) {
+void require_regular_file(const std::string& file, const Bad& bad) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(st)) throw bad("no such file");
+  if (!std::filesystem::is_regular_file(st)) throw bad("not a regular file (a checkpoint is a step_<n>.h5 file)");
+}
+
+template <class Bad>
+CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   CheckpointInfo info;
   int64_t version = 0;
   if (!h5::read_attr(f, "format_version", version)) throw bad("no format_version attribute: not a trident checkpoint");
@@ -48,7 +60,50 @@ CheckpointInfo read_info(hid_t f, const Bad& bad) {
       !h5::read_attr(f, "seed", info.seed) || !h5::read_attr(f, "config", info.config) ||
       !h5::read_attr(f, "layout", info.layout))
     throw bad("missing one of the attributes step, consumed_samples, seed, config, layout");
+  // The step sets the learning rate and the data position: a crafted one must not train.
+  if (info.step < 0 || info.step > std::numeric_limits<int>::max())
+    throw bad(str("step = ", info.step, " is not a count of optimizer steps (0 to 2^31-1)"));
+  if (info.consumed_samples < info.step || (info.step == 0) != (info.consumed_samples == 0))
+    throw bad(str("consumed_samples = ", info.consumed_samples, " does not fit step = ", info.step,
+                  " (every step consumes at least one sample)"));
+  const std::string name = std::filesystem::path(file).filename().string();
+  if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
+    throw bad(str("its name says ", name, " but its step attribute is ", info.step));
   return info;
+}
+
+// Every object of the file must be one of the model's datasets (under /model and each optimizer
+// group) or one of their groups, reached by a hard link: a checkpoint of a larger model must not
+// load into a smaller one by reading only its first layers, and no link may lead out of the
+// file. Returns the first other object's path ("dataset /model/blocks.3.ln1.weight", "link
+// /x"), or "".
+std::string first_unread_object(hid_t f, const CheckpointPlan& plan) {
+  struct Visit {
+    std::set<std::string> datasets, groups;
+    std::string first;
+  } v;
+  for (CkptKind kind : kCkptKinds) {
+    const std::string group = ckpt_group(kind);
+    for (const LogicalTensor& t : plan.tensors) v.datasets.insert(group + "/" + t.name);
+    v.groups.insert(group);
+    for (size_t slash = group.find('/'); slash != std::string::npos; slash = group.find('/', slash + 1))
+      v.groups.insert(group.substr(0, slash));
+  }
+  auto visit = [](hid_t root, const char* name, const H5L_info_t* link, void* data) -> herr_t {
+    Visit& v = *static_cast<Visit*>(data);
+    if (link->type != H5L_TYPE_HARD) {
+      v.first = str("link /", name);
+      return 1;
+    }
+    h5::Handle obj(H5Oopen(root, name, H5P_DEFAULT));
+    const H5I_type_t type = obj.valid() ? H5Iget_type(obj.get()) : H5I_BADID;
+    if (type == H5I_DATASET && v.datasets.count(name)) return 0;
+    if (type == H5I_GROUP && v.groups.count(name)) return 0;
+    v.first = str(type == H5I_DATASET ? "dataset /" : "object /", name);
+    return 1;
+  };
+  if (H5Lvisit(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &v) < 0 && v.first.empty()) return "a group that cannot be read";
+  return v.first;
 }
 
 }  // namespace
@@ -56,9 +111,10 @@ CheckpointInfo read_info(hid_t f, const Bad& bad) {
 CheckpointInfo read_checkpoint_info(const std::string& file) {
   h5::silence_errors();
   auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
+  require_regular_file(file, bad);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!f.valid()) throw bad("cannot be opened as HDF5 (missing, truncated or not a checkpoint)");
-  return read_info(f.get(), bad);
+  if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
+  return read_info(file, f.get(), bad);
 }
 
 CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g) {
@@ -66,12 +122,17 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
   auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
 
+  require_regular_file(file, bad);
   h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
-  if (!f.valid()) throw bad("cannot be opened as HDF5 (missing, truncated or not a checkpoint)");
+  if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
 
-  CheckpointInfo info = read_info(f.get(), bad);
+  CheckpointInfo info = read_info(file, f.get(), bad);
+  const std::string unread = first_unread_object(f.get(), plan);
+  if (!unread.empty())
+    throw bad(str(unread, " is not part of the configured model (a checkpoint of more layers, or another "
+                  "model?); the [model] settings must match the checkpoint"));
   std::vector<float> params(model.params().numel, 0.0f);
   std::vector<float> states[3];
   for (auto& s : states) s.assign(opt ? opt->master().numel : 0, 0.0f);
@@ -101,12 +162,12 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
       names.push_back(name);
       auto it = need.find(t.name);
       // Keep going after a failed read so that every rank reaches the same collectives below.
-      if (it != need.end() && !read_piece(dset.get(), it->second, base, packed)) {
+      if (it != need.end() && !read_range(dset.get(), it->second, base, packed)) {
         if (!read_failed) first_failed = name;
         read_failed = true;
       }
       auto o = own.find(t.name);
-      local_sums.push_back(o == own.end() || read_failed ? 0 : piece_checksum(o->second, base));
+      local_sums.push_back(o == own.end() || read_failed ? 0 : range_checksum(o->second, base));
     }
   }
   int failed = read_failed, any_failed = 0;

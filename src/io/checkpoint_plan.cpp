@@ -1,4 +1,4 @@
-// Ownership rules of checkpoint pieces and the checksum.
+// Ownership rules of checkpoint ranges and the checksum.
 #include "checkpoint_plan.hpp"
 
 #include <cstring>
@@ -29,24 +29,24 @@ CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt,
     return (p.split_dim >= 0 || g.coord.tp == 0) && (p.name != "wte" || first_stage);
   };
   for (const ParamInfo& p : model.layout().params()) {
-    Piece whole{&p, 0, static_cast<int64_t>(p.numel), p.offset};
+    HostRange whole{&p, 0, static_cast<int64_t>(p.numel), p.offset};
     plan.model_need[p.name] = whole;
     if (g.coord.dp == 0 && owner_rules(p)) plan.model_own[p.name] = whole;
   }
   if (!opt) return plan;
-  for (const Optimizer::Segment& s : opt->segments()) {
+  for (const Optimizer::ParamRange& s : opt->param_ranges()) {
     for (const ParamInfo& p : model.layout().params()) {
       if (s.flat < p.offset || s.flat >= p.offset + p.numel) continue;
       const int64_t lo = static_cast<int64_t>(s.flat - p.offset);
-      Piece piece{&p, lo, lo + static_cast<int64_t>(s.n), s.state};
-      plan.optim_need[p.name] = piece;
-      if ((opt->zero() || g.coord.dp == 0) && owner_rules(p)) plan.optim_own[p.name] = piece;
+      HostRange range{&p, lo, lo + static_cast<int64_t>(s.n), s.state};
+      plan.optim_need[p.name] = range;
+      if ((opt->zero() || g.coord.dp == 0) && owner_rules(p)) plan.optim_own[p.name] = range;
     }
   }
   return plan;
 }
 
-uint64_t piece_checksum(const Piece& p, const float* host_base) {
+uint64_t range_checksum(const HostRange& p, const float* host_base) {
   ShardBoxes sb = shard_boxes(*p.param, p.lo, p.hi);
   const std::vector<int64_t> local = p.param->local_shape();
   uint64_t sum = 0;
@@ -62,7 +62,7 @@ uint64_t piece_checksum(const Piece& p, const float* host_base) {
   return sum;
 }
 
-void pack_piece(const Piece& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed) {
+void pack_range(const HostRange& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed) {
   packed.resize(static_cast<size_t>(sb.elements));
   const std::vector<int64_t> local = p.param->local_shape();
   size_t at = 0;
@@ -73,7 +73,7 @@ void pack_piece(const Piece& p, const ShardBoxes& sb, const float* host_base, st
     });
 }
 
-void unpack_piece(const Piece& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base) {
+void unpack_range(const HostRange& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base) {
   const std::vector<int64_t> local = p.param->local_shape();
   size_t at = 0;
   for (size_t b = 0; b < sb.local.size(); ++b)

@@ -21,7 +21,7 @@ const char* ckpt_group(CkptKind k);   // "model", "optim/master", ...
 
 // Local elements [lo, hi) of a parameter; `host` is the offset of element lo in the host buffer
 // of its kind (flat parameters for the model, optimizer state for the others).
-struct Piece {
+struct HostRange {
   const ParamInfo* param = nullptr;
   int64_t lo = 0, hi = 0;
   size_t host = 0;
@@ -34,19 +34,19 @@ struct LogicalTensor {
 
 struct CheckpointPlan {
   std::vector<LogicalTensor> tensors;            // every logical tensor of the model
-  std::map<std::string, Piece> model_need, model_own, optim_need, optim_own;
+  std::map<std::string, HostRange> model_need, model_own, optim_need, optim_own;
 };
 
 // Without an optimizer the plan covers the model only.
 CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g);
 
-// Order-independent checksum of the piece's elements: the sum over elements of a hash of
+// Order-independent checksum of the range's elements: the sum over elements of a hash of
 // (global index, fp32 bits), so ranks of any layout add their owned parts.
-uint64_t piece_checksum(const Piece& p, const float* host_base);
+uint64_t range_checksum(const HostRange& p, const float* host_base);
 
-// Copies the piece's non-padding elements between the host buffer and a packed buffer ordered
+// Copies the range's non-padding elements between the host buffer and a packed buffer ordered
 // like the file selection.
-void pack_piece(const Piece& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed);
-void unpack_piece(const Piece& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base);
+void pack_range(const HostRange& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed);
+void unpack_range(const HostRange& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base);
 
 }  // namespace trident

@@ -1,20 +1,18 @@
 // Collective checkpoint save: temporary file, one dataset per logical tensor and kind, each
-// rank writing its owned hyperslabs; then rename, `latest`, pruning.
-#include <dirent.h>
+// rank writing its owned hyperslabs; then rename, `latest`, pruning (checkpoint_files.cpp).
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/fault_point.hpp"
 #include "trident/io/checkpoint.hpp"
 
 namespace trident {
@@ -58,52 +56,32 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   return h;
 }
 
-// Test hooks, "rank:step" in the variable named: that rank fails halfway through writing the
-// checkpoint of that step. TRIDENT_TEST_DIE_IN_SAVE: it dies like kill -9, so tests can check that
-// the previous checkpoint survives; TRIDENT_TEST_STALL_IN_SAVE: it stops answering, so tests can
-// check that its peers abort within parallel.timeout_s naming it.
-bool hook_in_save(const char* name, int rank, int64_t step) {
-  const char* v = std::getenv(name);
-  int r = -1;
-  long s = -1;
-  return v && std::sscanf(v, "%d:%ld", &r, &s) == 2 && r == rank && s == step;
-}
-
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-// Rank 0: keep the newest `keep` step_<n>.h5 files; remove leftovers of interrupted saves.
-void prune(const std::string& dir, int keep) {
-  std::vector<std::pair<long, fs::path>> found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    long n = -1;
-    char tail[16] = {0};
-    if (std::sscanf(name.c_str(), "step_%ld.h5%15s", &n, tail) >= 1) {
-      if (std::string(tail) == ".tmp") fs::remove(e.path());
-      else if (tail[0] == 0) found.push_back({n, e.path()});
-    }
-  }
-  std::sort(found.rbegin(), found.rend());
-  for (size_t i = static_cast<size_t>(keep); i < found.size(); ++i) fs::remove(found[i].second);
+// fsync of a file or directory; false (errno set) when it cannot be opened or synced.
+bool fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
 
-SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInfo& info, const GptStage& model,
+SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g) {
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   const HostState host = host_state(model, opt);
   const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
   SaveResult res;
-  res.path = str(dir, "/step_", info.step, ".h5");
+  const std::string name = str("step_", info.step, ".h5");
+  res.path = c.dir + "/" + name;
   const std::string tmp = res.path + ".tmp";
+  // A leftover of an interrupted save, or a link placed there, is removed (unlink never follows a
+  // link); the file is then created exclusively (O_EXCL), which fails on a link put back in
+  // between instead of writing through it.
+  if (g.rank == 0 && ::unlink(tmp.c_str()) != 0 && errno != ENOENT)
+    h5_require(false, str("removing the stale file (", std::strerror(errno), ")"), tmp);
   // Every rank meets under parallel.timeout_s before each collective HDF5 call, so that a rank
   // that stalls makes the others abort naming it instead of waiting inside HDF5 for ever.
   const std::string saving = "checkpoint save of " + res.path;
@@ -111,7 +89,7 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
-    h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
     h5_require(file.valid(), "creating the file", tmp);
     h5::write_attr(file.get(), "format_version", static_cast<int64_t>(info.format_version));
     h5::write_attr(file.get(), "step", info.step);
@@ -136,18 +114,11 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
       const auto& owned = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
       const float* base = host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
-        if (written++ == total / 2) {
-          if (hook_in_save("TRIDENT_TEST_DIE_IN_SAVE", g.rank, info.step)) std::_Exit(9);
-          if (hook_in_save("TRIDENT_TEST_STALL_IN_SAVE", g.rank, info.step)) {
-            std::fprintf(stderr, "%s TRIDENT_TEST_STALL_IN_SAVE: stalling in the save of step %ld\n",
-                         error_context().c_str(), static_cast<long>(info.step));
-            std::this_thread::sleep_for(std::chrono::hours(24));
-          }
-        }
+        if (written++ == total / 2) fault_point(FaultPoint::CheckpointWrite, g.rank, info.step);
         const std::string name = str("/", ckpt_group(kind), "/", t.name);
         auto it = owned.find(t.name);
         // Summing the checksum is this dataset's meeting point, ahead of its collective creation.
-        const uint64_t total_sum = g.control->sum(it != owned.end() ? piece_checksum(it->second, base) : 0,
+        const uint64_t total_sum = g.control->sum(it != owned.end() ? range_checksum(it->second, base) : 0,
                                                   saving + " (checksum of " + name + ")");
         std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
         h5::Handle fspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
@@ -160,9 +131,9 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
         H5Sselect_none(fspace.get());
         H5Sselect_none(mspace.get());
         if (it != owned.end()) {
-          const Piece& piece = it->second;
-          ShardBoxes sb = shard_boxes(*piece.param, piece.lo, piece.hi);
-          pack_piece(piece, sb, base, packed);
+          const HostRange& range = it->second;
+          ShardBoxes sb = shard_boxes(*range.param, range.lo, range.hi);
+          pack_range(range, sb, base, packed);
           for (const Box& b : sb.global) {
             std::vector<hsize_t> start(b.start.begin(), b.start.end()), count(b.count.begin(), b.count.end());
             H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
@@ -183,16 +154,15 @@ SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInf
   }
   g.control->barrier(saving + " (file closed)");
   if (g.rank == 0) {
-    fsync_path(tmp);
+    h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
-    fsync_path(dir);
-    const std::string latest = dir + "/latest", latest_tmp = latest + ".tmp";
-    std::ofstream(latest_tmp) << fs::path(res.path).filename().string() << "\n";
-    fsync_path(latest_tmp);
-    h5_require(std::rename(latest_tmp.c_str(), latest.c_str()) == 0, "updating", latest);
-    fsync_path(dir);
-    prune(dir, keep);
-    res.bytes = static_cast<double>(fs::file_size(res.path));
+    h5_require(fsync_path(c.dir), "syncing the directory", c.dir);
+    const std::string latest_error = write_latest(c.dir, name);
+    if (!latest_error.empty())
+      TRIDENT_FATAL(str("checkpoint save: ", res.path, " was written but 'latest' was not updated: ", latest_error));
+    prune_checkpoints(c, info.step);
+    std::error_code ec;
+    res.bytes = static_cast<double>(fs::file_size(res.path, ec));
   }
   res.bytes = static_cast<double>(
       g.control->broadcast_from_0(static_cast<uint64_t>(res.bytes), saving + " (renamed into place)"));

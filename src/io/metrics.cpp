@@ -2,6 +2,7 @@
 #include "trident/io/metrics.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "trident/core/error.hpp"
@@ -10,8 +11,14 @@ namespace trident {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (path.empty()) return;
+  // Like checkpoint.dir, the file's directory is created when missing.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec)
+    throw InputError(str("log.metrics = ", path, ": cannot create the directory ", parent.string(), " (", ec.message(), ")"));
   out_.open(path, std::ios::app);
-  if (!out_) throw InputError(str("log.metrics = ", path, ": cannot open for appending (check the directory exists)"));
+  if (!out_) throw InputError(str("log.metrics = ", path, ": cannot open for appending (a directory, or not writable?)"));
 }
 
 void MetricsWriter::write(const StepStats& s) {

@@ -507,7 +507,7 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // A unit's completion is announced (and its gradient bucket's collective may start) when the
 // backward reaches the next block's attention backward, not right after the unit. What follows
 // a unit is the next block's MLP backward: cuBLASLt's persistent GEMMs, whose grid is one CTA
-// per SM, wait for every SM that a collective's CTAs hold and take that much longer (run S, dp2:
+// per SM, wait for every SM that a collective's CTAs hold and take that much longer (dp2 on H200:
 // the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
 // around a collective instead.
 void GptStage::backward(int slot, const UnitDone& unit_done) {

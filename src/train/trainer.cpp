@@ -3,10 +3,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
 
+#include "trident/core/fault_point.hpp"
 #include "trident/train/lr_schedule.hpp"
 
 namespace trident {
@@ -47,14 +45,6 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
   stats_buf_ = Buffer(be, 2 * sizeof(float));
-  // TRIDENT_TEST_STALL="rank:step" (tests only): world rank `rank` stalls at step `step`.
-  if (const char* stall = std::getenv("TRIDENT_TEST_STALL")) {
-    int rank = -1, at = -1;
-    if (std::sscanf(stall, "%d:%d", &rank, &at) == 2 && rank == g.rank) stall_step_ = at;
-  }
-  // TRIDENT_TEST_SLOW_STEP_MS="ms" (tests only): every training step takes this much longer, so
-  // that a test can stop a run mid-step with a step longer than the launcher's kill timeout.
-  if (const char* slow = std::getenv("TRIDENT_TEST_SLOW_STEP_MS")) slow_step_ms_ = std::atoi(slow);
 }
 
 Trainer::~Trainer() = default;
@@ -140,12 +130,7 @@ void Trainer::queue_step(int step) {
   TRIDENT_CHECK(optimizer_ != nullptr, "train_step: this trainer was built for evaluation only");
   TRIDENT_CHECK(queued_.size() < static_cast<size_t>(Backend::kReadbacks), "queue_step: too many steps queued");
   set_current_step(step);
-  if (step == stall_step_) {
-    // Test hook: this rank stops answering, so its peers must time out instead of hanging.
-    std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %d\n", error_context().c_str(), step);
-    std::this_thread::sleep_for(std::chrono::hours(24));
-  }
-  if (slow_step_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms_));
+  fault_point(FaultPoint::TrainStep, g_.rank, step);
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();

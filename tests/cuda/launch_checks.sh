@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Bad GPU launches: more ranks on a node than GPUs exits 2 with one line; a stalled rank makes
 # its NCCL peers abort with the timeout message instead of hanging. Skips (77) without 2 GPUs.
-#   launch_checks.sh TRIDENT REPO_ROOT MPIRUN ARGS...
+# The stall comes from trident_test's fault hook (TRIDENT_TEST_STALL).
+#   launch_checks.sh TRIDENT TRIDENT_TEST REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
-trident=$1 root=$2
-shift 2
+trident=$1 trident_test=$2 root=$3
+shift 3
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if (( gpus < 2 )); then echo "no GPU: CUDA tests skipped (launch checks need 2 GPUs, found $gpus)"; exit 77; fi
 export NCCL_NVLS_ENABLE=0
@@ -21,7 +22,7 @@ cat "$out"
 grep -q "2 ranks on node .* but only 1 GPUs" "$out" || { echo "FAIL: no clear line"; exit 1; }
 echo "ok: 2 ranks on 1 GPU rejected with exit 2"
 
-TRIDENT_TEST_STALL=1:2 timeout 120 "$@" -np 2 -x TRIDENT_TEST_STALL -x NCCL_NVLS_ENABLE "$trident" train \
+TRIDENT_TEST_STALL=1:2 timeout 120 "$@" -np 2 -x TRIDENT_TEST_STALL -x NCCL_NVLS_ENABLE "$trident_test" train \
   "${common[@]}" --backend cuda --parallel.timeout_s 5 >"$out" 2>&1
 rc=$?
 cat "$out"

@@ -26,9 +26,8 @@ constexpr int kSteps = 20;
 constexpr double kLayoutTol = 1e-2;
 
 RunConfig config() {
-  RunConfig c;
+  RunConfig c = test::tiny_config();
   c.model.n_layer = 4;
-  c.model.n_head = 4;
   c.model.n_embd = 256;
   c.model.vocab_size = 1000;
   c.model.seq_len = 128;
@@ -38,7 +37,6 @@ RunConfig config() {
   c.train.lr = 3e-3;
   c.train.warmup_steps = 5;
   c.parallel.bucket_mb = 1;
-  c.parallel.timeout_s = 120;
   return c;
 }
 

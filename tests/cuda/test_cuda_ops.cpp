@@ -24,6 +24,11 @@ using test::rel_l2;
 using Vec = std::vector<float>;
 using Ints = std::vector<int32_t>;
 
+// The options of every backend these tests make: main() sets the attention kernels from
+// --attention-kernels (ctest runs the attention tests once per engine).
+CudaOptions g_options;
+std::unique_ptr<Backend> test_backend() { return make_cuda_backend(0, g_options); }
+
 // Tolerances are relative L2 errors against the fp32 CPU result computed from the same
 // (bf16-rounded) inputs, so only arithmetic differs.
 // bf16 keeps 8 significant bits: one round-to-nearest of an output costs at most 2^-9
@@ -111,7 +116,7 @@ class CudaOps : public ::testing::Test {
       std::fflush(stdout);
       return;
     }
-    gpu_be_ = make_cuda_backend(0).release();
+    gpu_be_ = test_backend().release();
   }
   static void TearDownTestSuite() {
     delete gpu_be_;
@@ -193,7 +198,7 @@ float gelu_tanh(float x) { return 0.5f * x * (1.0f + std::tanh(0.797884560802865
 // ---------------------------------------------------------------- memory and copies
 
 TEST_F(CudaOps, PropertiesAndMemory) {
-  auto be = make_cuda_backend(0);  // its own, so that peak_bytes() starts from zero
+  auto be = test_backend();  // its own, so that peak_bytes() starts from zero
   EXPECT_EQ(be->compute_dtype(), DType::BF16);
   EXPECT_TRUE(be->is_device());
   EXPECT_NE(be->stream().handle, nullptr);
@@ -215,8 +220,8 @@ TEST_F(CudaOps, PropertiesAndMemory) {
 }
 
 // trident bench reports each GPU's SM clock, power and temperature over the timed steps.
-TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
-  gpu().start_device_sampling();
+TEST_F(CudaOps, TelemetryReadsClockAndPower) {
+  gpu().start_telemetry();
   // ~0.3 s of work: copies of 256 MB (a sampler whose thread never woke would give only the two
   // samples of start and stop).
   const size_t bytes = size_t(256) << 20;
@@ -226,7 +231,7 @@ TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
     gpu().copy(to.view(DType::F32), from.view(DType::F32));
     gpu().synchronize();
   }
-  const DeviceSamples s = gpu().stop_device_sampling();
+  const GpuTelemetry s = gpu().stop_telemetry();
   // Only a machine without the driver's NVML may skip; any other failure to sample is a fault.
   if (s.count == 0 && s.note.find("not found") != std::string::npos) GTEST_SKIP() << s.note;
   ASSERT_GT(s.count, 0) << s.note;
@@ -237,8 +242,8 @@ TEST_F(CudaOps, DeviceSamplingReadsClockAndPower) {
   EXPECT_GT(s.power_w_median, 0.0);
   EXPECT_LT(s.power_w_median, 5000.0);
   // A second round starts afresh; even an empty window has its two ends.
-  gpu().start_device_sampling();
-  EXPECT_GE(gpu().stop_device_sampling().count, 2);
+  gpu().start_telemetry();
+  EXPECT_GE(gpu().stop_telemetry().count, 2);
 }
 
 TEST_F(CudaOps, CopyConvertsDtypes) {
@@ -1090,14 +1095,14 @@ TEST_F(CudaOps, MatmulBwdIsDeterministic) {
 // GEMM autotuning (on by default) may only pick algorithms that give the heuristic's first
 // choice's result bit for bit: the GEMMs of GPT-2's block (forward with bias and with the GELU
 // epilogue, input gradient with DGELU, weight gradient accumulated over two calls) on a backend
-// with TRIDENT_GEMM_AUTOTUNE=0 and on one with it on must agree in every bit.
+// with cuda.gemm_autotune = false and on one with it on must agree in every bit.
 TEST_F(CudaOps, GemmAutotuningChangesNoBit) {
   const int N = 4096, C = 768;
   const GemmCase shapes[] = {{N, C, 3 * C}, {N, C, C}, {N, C, 4 * C}, {N, 4 * C, C}};
-  auto run_all = [&](const char* autotune) {
-    setenv("TRIDENT_GEMM_AUTOTUNE", autotune, 1);
-    std::unique_ptr<Backend> be = make_cuda_backend(0);
-    unsetenv("TRIDENT_GEMM_AUTOTUNE");
+  auto run_all = [&](bool autotune) {
+    CudaOptions options = g_options;
+    options.gemm_autotune = autotune;
+    std::unique_ptr<Backend> be = make_cuda_backend(0, options);
     std::vector<std::vector<unsigned char>> bits;
     uint64_t seed = 161;
     for (const GemmCase& k : shapes) {
@@ -1124,7 +1129,7 @@ TEST_F(CudaOps, GemmAutotuningChangesNoBit) {
     }
     return bits;
   };
-  const auto heuristic = run_all("0"), tuned = run_all("1");
+  const auto heuristic = run_all(false), tuned = run_all(true);
   ASSERT_EQ(heuristic.size(), tuned.size());
   for (size_t i = 0; i < heuristic.size(); ++i)
     EXPECT_TRUE(heuristic[i] == tuned[i]) << "output " << i % 6 << " of shape " << i / 6 << " differs with autotuning";
@@ -1132,3 +1137,24 @@ TEST_F(CudaOps, GemmAutotuningChangesNoBit) {
 
 }  // namespace
 }  // namespace trident
+
+// gtest's own flags, plus --attention-kernels auto|wgmma|mma (cuda.attention_kernels).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    const std::string kernels = i + 1 < argc ? argv[i + 1] : "";
+    if (std::strcmp(argv[i], "--attention-kernels") != 0) {
+      std::fprintf(stderr, "cuda_tests: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+    if (kernels != "auto" && kernels != "wgmma" && kernels != "mma") {
+      std::fprintf(stderr, "cuda_tests: --attention-kernels takes auto, wgmma or mma\n");
+      return 2;
+    }
+    trident::g_options.attention_kernels = kernels == "mma"     ? trident::AttentionKernels::Mma
+                                           : kernels == "wgmma" ? trident::AttentionKernels::Wgmma
+                                                                : trident::AttentionKernels::Auto;
+    ++i;
+  }
+  return RUN_ALL_TESTS();
+}

@@ -26,8 +26,8 @@ expect_2 "unknown option" "model.n_layers" train --model.n_layers 3
 expect_2 "unknown command" "frobnicate" frobnicate
 expect_2 "stray argument to train" "unexpected argument 'stray'" train --config "$root/inputs/models/tiny.cfg" stray
 expect_2 "stray argument to bench" "unexpected argument 'stray'" bench --config "$root/inputs/models/tiny.cfg" stray
-expect_2 "metrics in a missing directory" "log.metrics" train --config "$root/inputs/models/tiny.cfg" \
-  --data.train "$root/data/fortunes_byte" --log.metrics "$out/no/such/dir/m.jsonl"
+expect_2 "metrics path is a directory" "log.metrics" train --config "$root/inputs/models/tiny.cfg" \
+  --data.train "$root/data/fortunes_byte" --log.metrics "$out"
 expect_2 "negative bench.profile_steps" "bench.profile_steps" bench --config "$root/inputs/models/tiny.cfg" \
   --backend cpu --bench.profile_steps -1
 "$trident" train --help >"$out/help" 2>&1 || { echo "FAIL train --help"; fail=1; }

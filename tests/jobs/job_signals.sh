@@ -4,7 +4,7 @@
 # way each scheduler sends it, must end the job with a checkpoint, status 0 and the job's requeue
 # or resubmission. Only scontrol and qsub are stubs (they record), and srun, not installed here,
 # is stood in for by mpirun behind the same trap.
-#   job_signals.sh TRIDENT REPO_ROOT
+#   job_signals.sh TRIDENT_TEST REPO_ROOT   (trident_test: the build with the test hooks)
 set -uo pipefail
 trident=$(realpath "$1") root=$(realpath "$2")
 work=$(mktemp -d)

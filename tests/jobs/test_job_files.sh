@@ -20,6 +20,7 @@ check() {   # description, command...: the command must succeed
 }
 # shellcheck disable=SC2317  # called through check()
 has() { grep -qF -- "$2" "$1"; }   # file, fixed string
+not_has() { ! grep -qF -- "$2" "$1"; }   # file, fixed string that must be absent
 wait_for() {   # file: up to 10 s for it to appear
   local i
   for ((i = 0; i < 100; ++i)); do
@@ -93,6 +94,9 @@ check "local.sh: mapped by socket" grep -qE -- "--map-by (ppr:[0-9]+:socket|slot
 check "local.sh: -x NCCL_NVLS_ENABLE=0" has "$m" "-x NCCL_NVLS_ENABLE=0"
 check "local.sh: binary and configs" has "$m" "$trident_part"
 check "local.sh: layout and extra flags" has "$m" "--parallel.tp 2 --parallel.pp 2 --train.steps 7 --log.every 3"
+# trident reads no TRIDENT_* variable: the job's own (TRIDENT, TRIDENT_HOME) and test ones stay home.
+TRIDENT_HOME=$root TRIDENT_TEST_STALL=0:1 CONFIG=$configs jobs/local.sh >"$work/out" 2>&1
+check "local.sh: passes no TRIDENT_* variable to the ranks" not_has "$m" "-x TRIDENT"
 GPUS_PER_NODE=2 CONFIG=inputs/models/tiny.cfg COMMAND=doctor jobs/local.sh >"$work/out" 2>&1
 check "local.sh: GPUS_PER_NODE and COMMAND=doctor" has "$m" "-np 2 "
 check "local.sh: doctor command" has "$m" "trident doctor --config inputs/models/tiny.cfg"

@@ -1,6 +1,7 @@
 // Checkpoints: saved in dp2 x tp2 x pp2 at step 5, resumed in other layouts (and one rank), the
-// next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt or
-// mismatched checkpoints are rejected with one line naming the file, and nothing is modified.
+// next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt,
+// mismatched or crafted checkpoints (a dataset the model does not read, an impossible step) are
+// rejected with one line naming the file, and nothing is modified.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -23,24 +24,18 @@ namespace fs = std::filesystem;
 constexpr int kSaveAt = 5, kSteps = 10;
 
 RunConfig config(int dp, int tp, int pp, int zero) {
-  RunConfig c;
+  RunConfig c = test::tiny_config();
   c.model.n_layer = 8;
   c.model.n_head = 8;
   c.model.n_embd = 32;
-  c.model.vocab_size = 100;
-  c.model.seq_len = 16;
   c.train.steps = kSteps;
-  c.train.micro_batch_size = 2;
   c.train.global_batch_size = 16;
-  c.train.lr = 1e-2;
-  c.train.warmup_steps = 2;
   c.train.eps = 1e-5;   // see test_equivalence.cpp: keeps the key bias's rounding noise out of Adam
   c.parallel.dp = dp;
   c.parallel.tp = tp;
   c.parallel.pp = pp;
   c.parallel.zero = zero;
   c.parallel.bucket_mb = 0.01;
-  c.parallel.timeout_s = 120;
   return c;
 }
 
@@ -79,7 +74,10 @@ struct TrainRun {
     info.consumed_samples = trainer->consumed_samples(step);
     info.config = to_ini(cfg);
     info.layout = "dp2 tp2 pp2";
-    save_checkpoint(dir, 2, info, trainer->model(), trainer->optimizer(), g);
+    CheckpointConfig c;
+    c.dir = dir;
+    c.keep = 2;
+    save_checkpoint(c, info, trainer->model(), trainer->optimizer(), g);
   }
   void load(const std::string& file) {
     CheckpointInfo info = load_checkpoint(file, trainer->model(), &trainer->optimizer(), g);
@@ -180,11 +178,27 @@ void delete_dataset(const std::string& file, const char* dataset) {
   H5Fclose(f);
 }
 
-void set_version(const std::string& file, int64_t v) {
+void set_attr(const std::string& file, const char* name, int64_t v) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
   H5Awrite(a, H5T_NATIVE_INT64, &v);
   H5Aclose(a);
+  H5Fclose(f);
+}
+
+// An object the model does not read: a dataset, or a link to another file.
+void add_dataset(const std::string& file, const char* dataset) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hsize_t n = 4;
+  hid_t space = H5Screate_simple(1, &n, nullptr);
+  H5Dclose(H5Dcreate2(f, dataset, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+void add_external_link(const std::string& file, const char* link, const std::string& target) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Lcreate_external(target.c_str(), "/model/wte", f, link, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
 }
 
@@ -209,19 +223,36 @@ TEST_F(Checkpoint, RejectsBadFilesWithOneLineAndTouchesNothing) {
     fs::copy_file(file_, bad + "/missing.h5");
     delete_dataset(bad + "/missing.h5", "/model/blocks.2.ln2.bias");
     fs::copy_file(file_, bad + "/future.h5");
-    set_version(bad + "/future.h5", 99);
+    set_attr(bad + "/future.h5", "format_version", 99);
+    fs::copy_file(file_, bad + "/negative_step.h5");
+    set_attr(bad + "/negative_step.h5", "step", -3);
+    fs::copy_file(file_, bad + "/few_samples.h5");
+    set_attr(bad + "/few_samples.h5", "consumed_samples", 2);
+    fs::copy_file(file_, bad + "/step_9.h5");
+    fs::copy_file(file_, bad + "/extra.h5");
+    add_dataset(bad + "/extra.h5", "/optim/master/unknown");
+    fs::copy_file(file_, bad + "/link.h5");
+    add_external_link(bad + "/link.h5", "/model/elsewhere", file_);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   const auto before = listing(dir_);
   struct Case { std::string file, fragment; RunConfig cfg; };
-  RunConfig wider = config(2, 2, 2, 1);
+  RunConfig wider = config(2, 2, 2, 1), shallower = config(2, 2, 2, 1);
   wider.model.n_embd = 64;
+  shallower.model.n_layer = 4;
   std::vector<Case> cases = {
       {bad + "/truncated.h5", "truncated", config(2, 2, 2, 1)},
       {bad + "/flipped.h5", "/optim/master/blocks.3.mlp.fc.weight does not match its checksum", config(2, 2, 2, 1)},
       {bad + "/missing.h5", "/model/blocks.2.ln2.bias is missing", config(2, 2, 2, 1)},
       {bad + "/future.h5", "format version 99 is newer", config(2, 2, 2, 1)},
       {file_, "the [model] settings must match the checkpoint", wider},
+      {file_, "is not part of the configured model", shallower},
+      {bad + "/negative_step.h5", "step = -3 is not a count of optimizer steps", config(2, 2, 2, 1)},
+      {bad + "/few_samples.h5", "consumed_samples = 2 does not fit step = 5", config(2, 2, 2, 1)},
+      {bad + "/step_9.h5", "its name says step_9.h5 but its step attribute is 5", config(2, 2, 2, 1)},
+      {bad + "/extra.h5", "dataset /optim/master/unknown is not part of the configured model", config(2, 2, 2, 1)},
+      {bad + "/link.h5", "link /model/elsewhere is not part of the configured model", config(2, 2, 2, 1)},
+      {dir_, "not a regular file", config(2, 2, 2, 1)},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);

@@ -23,25 +23,18 @@ constexpr int kSteps = 5;
 constexpr double kTol = 1e-5;
 
 RunConfig base_config() {
-  RunConfig c;
+  RunConfig c = test::tiny_config();   // C 64: head size 8, one head per rank at tp 8
   c.model.n_layer = 8;   // divisible by every pp up to 8
   c.model.n_head = 8;    // divisible by every tp up to 8
-  c.model.n_embd = 64;   // head size 8: one head per rank at tp 8
-  c.model.vocab_size = 100;
-  c.model.seq_len = 16;
   c.train.steps = kSteps;
-  c.train.micro_batch_size = 2;
   c.train.global_batch_size = 16;   // 8 micro-batches on one rank, 1 per DP rank at dp = 8
-  c.train.lr = 1e-2;
   c.train.min_lr = 1e-3;
-  c.train.warmup_steps = 2;
   c.train.grad_clip = 0.5;          // exercises the global norm across layouts
   c.parallel.bucket_mb = 0.01;      // several buckets
   // Adam divides by sqrt(v) + eps: for the elements whose gradient sits at the rounding floor,
   // eps = 1e-8 turns last-bit differences between layouts into full-size steps. eps = 1e-5
   // damps those updates and leaves the others unchanged.
   c.train.eps = 1e-5;
-  c.parallel.timeout_s = 120;
   return c;
 }
 

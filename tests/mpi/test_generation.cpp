@@ -15,15 +15,12 @@ namespace trident {
 namespace {
 
 RunConfig config(int tp) {
-  RunConfig c;
-  c.model.n_layer = 2;
-  c.model.n_head = 4;
+  RunConfig c = test::tiny_config();
   c.model.n_embd = 32;
   c.model.vocab_size = 60;
   c.model.seq_len = 32;
   c.train.micro_batch_size = 1;
   c.train.global_batch_size = 4;
-  c.train.lr = 1e-2;
   c.train.warmup_steps = 1;
   c.train.steps = 30;
   c.parallel.tp = tp;

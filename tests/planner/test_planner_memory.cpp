@@ -16,14 +16,11 @@
 namespace trident {
 namespace {
 
-RunConfig tiny_config() {
-  RunConfig c;
+RunConfig planned_config() {
+  RunConfig c = test::tiny_config();
   c.model.n_layer = 4;
-  c.model.n_head = 4;
-  c.model.n_embd = 64;
   c.model.vocab_size = 257;
   c.model.seq_len = 32;
-  c.train.micro_batch_size = 2;
   c.train.global_batch_size = 16;
   c.parallel.bucket_mb = 0.05;   // several buckets, so ZeRO shards and bucket padding are exercised
   return c;
@@ -54,7 +51,7 @@ TEST(PlannerMemory, EstimateMatchesPeakBytesOfOneStep) {
       {world / 2, 1, 2, 0, 1, "1f1b"}, {world / 2, 1, 2, 1, 2, "gpipe"}, {1, 2, world / 2, 0, 2, "1f1b"},
   };
   for (const Layout& l : layouts) {
-    RunConfig cfg = tiny_config();
+    RunConfig cfg = planned_config();
     apply_layout(cfg, l);
     const double peak = peak_over_ranks(cfg);
     validate_run_config(cfg, world);

@@ -30,6 +30,21 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+RunConfig tiny_config() {
+  RunConfig c;
+  c.model.n_layer = 2;
+  c.model.n_head = 4;
+  c.model.n_embd = 64;
+  c.model.vocab_size = 100;
+  c.model.seq_len = 16;
+  c.train.micro_batch_size = 2;
+  c.train.global_batch_size = 8;
+  c.train.lr = 1e-2;
+  c.train.warmup_steps = 2;
+  c.parallel.timeout_s = 120;
+  return c;
+}
+
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm) {
   int size = 0;
   MPI_Comm_size(comm, &size);

@@ -17,6 +17,11 @@ std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f);
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 
+// A small GPT for tests on CPU ranks: L 2, NH 4, C 64, V 100, T 16; micro-batch 2, global batch
+// 8; lr 1e-2 after 2 warm-up steps; collectives time out after 120 s. Each test changes on its
+// copy what it exercises (deeper models for pipeline layouts, its layout, its steps).
+RunConfig tiny_config();
+
 // Validates cfg for the ranks of comm (resolving parallel.dp) and returns its topology.
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm);
 // The same, then the MPI groups of that layout over comm (timeout: parallel.timeout_s).

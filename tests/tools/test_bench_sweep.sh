@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench_sweep.sh on CPU ranks: two tiny layouts, three steps each, give summary.csv with a
+# tools/perf/run.sh sweep on CPU ranks: two tiny layouts, three steps each, give summary.csv with a
 # header and two rows of positive throughput, and the sweep plot.
 #   test_bench_sweep.sh TRIDENT REPO_ROOT MPIRUN [ARGS...]
 set -euo pipefail
@@ -7,7 +7,7 @@ trident=$1 root=$2
 shift 2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$root/tools/bench_sweep.sh" --trident "$trident" --steps 3 --out "$out" --mpirun "$*" 1:1:1 2:2:1 -- --backend cpu \
+"$root/tools/perf/run.sh" sweep --trident "$trident" --steps 3 --out "$out" --mpirun "$*" 1:1:1 2:2:1 -- --backend cpu \
   --data.train "$root/data/fortunes_byte" --model.seq_len 32 --train.global_batch_size 8 --train.micro_batch_size 2
 /usr/bin/python3 - "$out/summary.csv" <<'PY'
 import csv, sys

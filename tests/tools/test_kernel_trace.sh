@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/kernel_trace/kernel_trace.py on a made-up trace (no GPU needed): two kernels alternating
+# tools/perf/kernel_trace/kernel_trace.py on a made-up trace (no GPU needed): two kernels alternating
 # on one stream, 2 us idle after the first and 10 us after the second, plus a kernel on another
 # stream and a copy. The summary must report the busy share and the idle time by kernel, and
 # --pairs the idle time by kernel pair with its mean, p10 and median (trident's mangled kernel
@@ -23,7 +23,7 @@ with open(sys.argv[1], "w") as f:
     f.write(f"K,{t},{t + 5_000},0,20,side_kernel\n")
     f.write(f"M,{t},{t + 4_000},0,30,12582912,8\n")
 PY
-out=$(/usr/bin/python3 "$root/tools/kernel_trace/kernel_trace.py" "$dir/t.0.csv" --pairs 4)
+out=$(/usr/bin/python3 "$root/tools/perf/kernel_trace/kernel_trace.py" "$dir/t.0.csv" --pairs 4)
 echo "$out"
 fail() { echo "FAIL: $1"; exit 1; }
 # The summary covers the second half of the trace: 200 of each kernel, 199 + 200 gaps.

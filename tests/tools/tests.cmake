@@ -1,8 +1,11 @@
-# Plotting, benchmark-sweep and trace tools: a PNG from the fixture metrics; a 2-layout sweep on
-# CPU ranks; kernel_trace.py's summary of a made-up trace.
+# Plotting and the measurement tools: a PNG from the fixture metrics; a 2-layout sweep on CPU
+# ranks; kernel_trace.py's summary of a made-up trace; tools/perf/run.sh's errors and one check.
 add_test(NAME tools_plot_metrics COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_plot_metrics.sh ${CMAKE_SOURCE_DIR})
 add_test(NAME tools_kernel_trace COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_kernel_trace.sh ${CMAKE_SOURCE_DIR})
 add_test(NAME tools_bench_sweep COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_bench_sweep.sh $<TARGET_FILE:trident>
          ${CMAKE_SOURCE_DIR} ${MPIEXEC_EXECUTABLE} ${TRIDENT_MPIEXEC_FLAGS})
-set_tests_properties(tools_plot_metrics tools_bench_sweep tools_kernel_trace PROPERTIES LABELS unit TIMEOUT 120)
+add_test(NAME tools_perf_run COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_perf_run.sh $<TARGET_FILE:trident>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(tools_plot_metrics tools_bench_sweep tools_kernel_trace tools_perf_run PROPERTIES LABELS unit
+                     TIMEOUT 120)
 set_tests_properties(tools_bench_sweep PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)

@@ -73,6 +73,31 @@ TEST(Config, HelpListsEveryOptionWithDefaults) {
   EXPECT_NE(help.find("[parallel]"), std::string::npos);
 }
 
+TEST(Config, CudaSwitchesAreOptions) {
+  RunConfig c = parse({"--cuda.attention_kernels", "mma", "--cuda.side_stream", "false", "--cuda.gemm_autotune",
+                       "false", "--cuda.gemm_log", "true", "--cuda.sync_launches", "true"});
+  EXPECT_EQ(c.cuda.attention_kernels, "mma");
+  EXPECT_FALSE(c.cuda.side_stream);
+  EXPECT_FALSE(c.cuda.gemm_autotune);
+  EXPECT_TRUE(c.cuda.gemm_log);
+  EXPECT_TRUE(c.cuda.sync_launches);
+  const std::string help = run_options_help();
+  EXPECT_NE(help.find("[cuda]"), std::string::npos);
+  for (const char* key : {"cuda.attention_kernels", "cuda.side_stream", "cuda.gemm_autotune", "cuda.gemm_log",
+                          "cuda.sync_launches"})
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+}
+
+TEST(Config, HelpOfAFewOptionsListsOnlyThoseAndTheirSections) {
+  const std::string help = run_options_help(nullptr, {"backend", "train.seed", "data."});
+  for (const char* key : {"--help", "--config", "backend", "train.seed", "data.train", "data.val", "data.split",
+                          "Training [train]", "Data [data]"})
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  for (const char* key : {"train.lr", "train.steps", "model.", "parallel.", "checkpoint.", "log.", "cuda.",
+                          "[model]", "[cuda]"})
+    EXPECT_EQ(help.find(key), std::string::npos) << key;
+}
+
 TEST(Config, ToIniRoundTrips) {
   RunConfig c = parse({"--model.n_layer", "7", "--train.lr", "0.00025", "--data.train", "0.3 x 0.7 y"});
   std::string path = write_file("roundtrip.cfg", to_ini(c));
@@ -132,6 +157,7 @@ TEST(Config, BadInputCases) {
   expect_error({"--train.beta2", "1.0"}, w, {"train.beta2"});
   expect_error({"--train.grad_clip", "-0.5"}, w, {"train.grad_clip"});
   expect_error({"--backend", "tpu"}, w, {"backend", "tpu"});
+  expect_error({"--cuda.attention_kernels", "flash"}, w, {"cuda.attention_kernels", "flash", "auto, wgmma or mma"});
   expect_error({"--log.every", "0"}, w, {"log.every"});
   expect_error({"--model.n_layer", "two"}, w, {"model.n_layer"});
 }

@@ -67,10 +67,10 @@ struct BackendCounters {
 
 // SM clock, power and temperature of a backend's device over a stretch of work, sampled in the
 // background (GPU backends, through NVML). Under a power cap the clock, and so every rate, moves
-// with power and temperature: two busy GPUs of one node clocked 1.4-2.8% lower than one alone
-// (docs/PERFORMANCE.md, runs BW and CA). count is the number of clock samples, 0 where nothing
+// with power and temperature: two busy GPUs of one H200 node at its 700 W cap clocked 1.4-2.8%
+// lower than one alone. count is the number of clock samples, 0 where nothing
 // was sampled (note says why); power_w_median is 0 where the device reports no power.
-struct DeviceSamples {
+struct GpuTelemetry {
   int count = 0;
   double sm_mhz_median = 0, sm_mhz_min = 0, power_w_median = 0, temp_c_max = 0;
   std::string note;
@@ -255,10 +255,10 @@ class Backend {
   virtual void set_profiling(bool /*on*/) {}
   virtual std::vector<OpTime> take_profile() { return {}; }
 
-  // ---- device telemetry: samples taken in the background from start to stop (DeviceSamples).
+  // ---- device telemetry: samples taken in the background from start to stop (GpuTelemetry).
   // Backends without a device return none.
-  virtual void start_device_sampling() {}
-  virtual DeviceSamples stop_device_sampling() { return DeviceSamples{0, 0, 0, 0, 0, "no device"}; }
+  virtual void start_telemetry() {}
+  virtual GpuTelemetry stop_telemetry() { return GpuTelemetry{0, 0, 0, 0, 0, "no device"}; }
 };
 
 // An owned allocation of a backend (one allocation per kind of memory).

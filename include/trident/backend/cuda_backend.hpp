@@ -8,9 +8,24 @@
 
 namespace trident {
 
+// The tensor-core attention kernels: Auto (the wgmma engine where the device is compute
+// capability 9.0 and the build has sm_90a code, with the warp-specialized forward at head size
+// 64; mma.sync elsewhere), Wgmma (the wgmma engine's single-warpgroup forward), Mma (mma.sync).
+enum class AttentionKernels { Auto, Wgmma, Mma };
+
+// Switches for comparisons and debugging (the [cuda] options); the defaults are the fast path.
+// The attention kernels and sync_launches hold for the whole process: the newest backend's win.
+struct CudaOptions {
+  AttentionKernels attention_kernels = AttentionKernels::Auto;
+  bool side_stream = true;      // false: side ops queued in order on the main stream
+  bool gemm_autotune = true;    // false: cuBLASLt's heuristic first choice for every GEMM
+  bool gemm_log = false;        // print each GEMM shape's candidates, their times and the choice
+  bool sync_launches = false;   // drain the device after every kernel, so a fault names its launch
+};
+
 // A backend on CUDA device `device` with its own non-blocking compute stream; fatal() when the
 // device does not exist.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options = {});
 
 // Visible CUDA devices; 0 (never an abort) when there is no driver or no GPU.
 int cuda_device_count();

@@ -27,8 +27,12 @@ ParsedArgs parse_args(const std::vector<std::string>& args,
 // A configuration from INI text (e.g. the one stored in a checkpoint); `origin` names it in errors.
 RunConfig parse_config_text(const std::string& ini, const std::string& origin);
 
-// Full help text for the run options, grouped by section, with defaults.
-std::string run_options_help(const boost::program_options::options_description* extra = nullptr);
+// Help text for the run options, grouped by section, with defaults. `only` names the options a
+// command uses, so that its help lists no other: full names ("train.seed") or whole sections
+// ("data."); empty = every option (what train uses). Parsing accepts every option regardless, so
+// one config file serves train, eval and the rest.
+std::string run_options_help(const boost::program_options::options_description* extra = nullptr,
+                             const std::vector<std::string>& only = {});
 
 // Checks every value and combination; resolves parallel.dp from world_size. Throws InputError
 // with one line naming the option, the value and the fix. Never allocates or communicates.

@@ -73,11 +73,21 @@ struct CheckpointConfig {
   int every = 0;                    // save every N steps (0: only at the end and on signals)
   int keep = 3;                     // checkpoints kept after a successful save
   std::string resume = "auto";      // auto (latest in dir, if any) | none | path of a checkpoint file
+  bool overwrite = false;           // may replace checkpoints in dir that this run did not resume from
 };
 
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   int every = 10;
+};
+
+// CUDA backend switches for comparisons and debugging; the defaults are the fast path.
+struct CudaConfig {
+  std::string attention_kernels = "auto";   // auto | wgmma | mma
+  bool side_stream = true;          // false: side ops queued in order on the main stream
+  bool gemm_autotune = true;        // false: cuBLASLt's heuristic first choice
+  bool gemm_log = false;            // print each GEMM shape's candidates and choice
+  bool sync_launches = false;       // drain the device after every kernel (slow; finds faulting kernels)
 };
 
 struct RunConfig {
@@ -87,6 +97,7 @@ struct RunConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   LogConfig log;
+  CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
   std::vector<std::string> config_files;
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trident/config/run_config.hpp"
 #include "trident/model/gpt.hpp"
@@ -29,28 +30,61 @@ struct SaveResult {
   double bytes = 0, seconds = 0;
 };
 
-// Collective over g's world. Writes <dir>/step_<step>.h5.tmp, closes it, renames it, then points
-// <dir>/latest at it and prunes all but the newest `keep` checkpoints. A crash at any moment
-// leaves the previous checkpoint loadable. Environment failures (disk full) are fatal.
-SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInfo& info, const GptStage& model,
+// Collective over g's world. Writes <c.dir>/step_<step>.h5.tmp (created exclusively: a link placed
+// there is removed, never followed), closes it, renames it, then points <c.dir>/latest at it and
+// prunes (prune_checkpoints). A crash at any moment leaves the previous checkpoint loadable.
+// Environment failures (disk full) are fatal.
+SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g);
 
 // Collective: loads this layout's parameters and, when opt is given, its optimizer state.
 // Throws InputError on every rank, naming the file and the problem, for a file that is
-// missing, truncated, corrupt (checksum), from a newer format, or of another model shape;
-// nothing is written.
+// missing, not a regular file, truncated, corrupt (checksum), from a newer format, of another
+// model shape, holding a dataset the model does not read (more layers), or with an impossible
+// step or consumed_samples; nothing is written.
 CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g);
 
 // The attributes only (step, config, layout...), read by one process.
 CheckpointInfo read_checkpoint_info(const std::string& file);
 
-// The file checkpoint.resume designates: "" to start fresh (none, or auto without a checkpoint).
-// Throws InputError for a path that does not exist.
-std::string resolve_resume(const CheckpointConfig& c);
+struct ResumePlan {
+  std::string file;   // the checkpoint to load; "" to start fresh
+  int64_t step = 0;   // its step
+  std::string note;   // why `file` when 'latest' did not name it (for rank 0 to print); else ""
+};
+
+// The file checkpoint.resume designates. auto: the newest checkpoint in checkpoint.dir, which is
+// the one 'latest' names unless a save was interrupted between its rename and 'latest' (or
+// 'latest' is missing or empty), in which case `note` says so; none: start fresh; else that file.
+// Throws InputError for a path that is not a regular file, a 'latest' that does not hold a plain
+// file name of the directory, and (unless checkpoint.overwrite) a checkpoint.dir holding
+// checkpoints that this run did not resume from and would overwrite or prune: any, for a run
+// that does not resume from that directory, else those later than its step.
+ResumePlan resolve_resume(const CheckpointConfig& c);
 
 // Checks (on every rank, before training) that checkpoint.dir exists or can be created and is
 // writable. Throws InputError naming the directory.
 void prepare_checkpoint_dir(const std::string& dir);
+
+struct CheckpointFile {
+  int64_t step = 0;
+  std::string name;   // step_<step>.h5
+};
+
+// The complete checkpoints in dir (regular step_<n>.h5 files; not .tmp), newest first.
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
+
+// Points <dir>/latest at the checkpoint `name`: latest.tmp is created exclusively (a stale file
+// or link of that name is removed first, never followed), written, fsync'd and renamed over
+// latest, which is then read back. Returns "" on success, else what failed; latest is then
+// either the old pointer or the new one, never a partial file.
+std::string write_latest(const std::string& dir, const std::string& name);
+
+// Rank 0 after a save at step `written`: removes leftovers of interrupted saves, the checkpoints
+// later than `written` when c.overwrite (another run's, which the user allowed to replace), and
+// all but the newest c.keep of the rest. Never the file just written; a file that cannot be
+// removed is a warning.
+void prune_checkpoints(const CheckpointConfig& c, int64_t written);
 
 // `trident inspect`: step, config, layout, and each tensor's shape and L2 norm (serial read).
 std::string describe_checkpoint(const std::string& file);

@@ -46,19 +46,20 @@ class Optimizer : public ParamFetch {
   void prefetch(int unit) override;
   void gather_all();
 
-  // A piece of one parameter inside this rank's update range.
-  struct Segment {
+  // The elements of one parameter that this rank updates (or adds to the norm), and where their
+  // optimizer state lives.
+  struct ParamRange {
     size_t flat;    // offset in the flat parameter/gradient buffers
     size_t state;   // offset in master/m/v
     size_t n;
     bool decay;
     int bucket;     // the DP bucket it belongs to
   };
-  const std::vector<Segment>& segments() const { return update_; }
-  // The segments of DP rank dp_rank: what it updates and what it adds to the norm; returns the
+  const std::vector<ParamRange>& param_ranges() const { return update_; }
+  // The ranges of DP rank dp_rank: what it updates and what it adds to the norm; returns the
   // optimizer state elements.
-  static size_t make_segments(const ParamLayout& layout, int dp, int dp_rank, bool zero, std::vector<Segment>& update,
-                              std::vector<Segment>& norm);
+  static size_t make_param_ranges(const ParamLayout& layout, int dp, int dp_rank, bool zero,
+                                  std::vector<ParamRange>& update, std::vector<ParamRange>& norm);
   // Backend bytes of the piece tables of DP rank dp_rank (the planner's count).
   static size_t table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero);
   bool zero() const { return zero_; }
@@ -73,9 +74,9 @@ class Optimizer : public ParamFetch {
   Backend& be_;
   TrainConfig t_;
   bool zero_;
-  std::vector<Segment> update_;   // what this rank updates
-  std::vector<Segment> norm_;     // what this rank adds to the norm (DP slice, counted parameters)
-  Buffer state_buf_, update_table_, norm_table_;   // tables: the segments as TensorPieces
+  std::vector<ParamRange> update_;   // what this rank updates
+  std::vector<ParamRange> norm_;     // what this rank adds to the norm (DP slice, counted parameters)
+  Buffer state_buf_, update_table_, norm_table_;   // tables: the ranges as TensorPieces
   std::vector<std::pair<size_t, size_t>> bucket_pieces_;   // [first, count) of each bucket's update pieces
   TensorView master_, m_, v_;
   bool lazy_gather_ = false;            // ZeRO-1 with dp > 1

@@ -108,8 +108,6 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
-  int stall_step_ = -1;
-  int slow_step_ms_ = 0;   // added to every step (TRIDENT_TEST_SLOW_STEP_MS)
   int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at
                                                // base_samples_ + (s - base_step_) * global batch
 };

@@ -1,8 +1,6 @@
 // Causal flash attention on tensor cores for head sizes 64 and 128: the FlashAttention-2 structure
 // of attention.cu with every product on bf16 tensor-core instructions and fp32 accumulators:
 // wgmma on sm_90a (H100, H200), mma.sync elsewhere.
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -505,7 +503,8 @@ constexpr size_t dq_smem_bytes() {
 
 // Blocks per multiprocessor the dQ kernel is compiled for: 4 for the wgmma engine at HS = 64,
 // which caps it at 128 registers (from 139, with a 20-byte spill outside the loop) and fits a
-// fourth block: 2% faster at GPT-2's shape (run P). Elsewhere the compiler's choice.
+// fourth block: 2% faster at GPT-2's shape (0.171 against 0.175 ms on H200). Elsewhere the
+// compiler's choice.
 template <class Mma, int HS>
 constexpr int dq_min_blocks() {
   return std::is_same_v<Mma, GroupMma> && HS == 64 ? 4 : 1;
@@ -608,20 +607,10 @@ void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* 
 // Writes whether this code was compiled with wgmma (sm_90a) for the device it runs on.
 __global__ void wgmma_compiled_kernel(int* flag) { *flag = TRIDENT_WGMMA; }
 
-// TRIDENT_ATTENTION_KERNELS picks the tensor-core kernels: "mma" the mma.sync engine, "wgmma"
-// the wgmma engine with its single-warpgroup forward, unset (or anything else) the wgmma engine
-// with the warp-specialized forward of attention_tma.cu at HS 64.
-const char* kernels_choice() {
-  const char* choice = std::getenv("TRIDENT_ATTENTION_KERNELS");
-  return choice == nullptr ? "" : choice;
-}
-
-// The wgmma engine runs where the device is compute capability 9.0 and its machine code has the
-// sm_90a instructions, unless TRIDENT_ATTENTION_KERNELS=mma asks for the mma.sync engine. The
-// answer is found once per process (one small launch and copy on the first call).
-bool use_wgmma() {
-  static const bool use = [] {
-    if (std::strcmp(kernels_choice(), "mma") == 0) return false;
+// Whether the wgmma engine can run: the device is compute capability 9.0 and its machine code
+// has the sm_90a instructions. Found once per process (one small launch and copy on the first call).
+bool wgmma_available() {
+  static const bool available = [] {
     int device = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -636,14 +625,19 @@ bool use_wgmma() {
     CUDA_CHECK(cudaFree(flag));
     return compiled == 1;
   }();
-  return use;
+  return available;
 }
 
-// Called only where the wgmma engine runs.
-bool use_tma_forward() {
-  static const bool use = std::strcmp(kernels_choice(), "wgmma") != 0 && attention_fwd_tma_supported();
-  return use;
-}
+// The engine choose_attention_engine picked (before any backend: the mma.sync engine, which runs
+// on every supported device).
+struct Engine {
+  bool wgmma = false;        // the wgmma engine, else mma.sync
+  bool tma_forward = false;  // with wgmma: the warp-specialized forward of attention_tma.cu at HS 64
+};
+Engine g_engine;
+
+bool use_wgmma() { return g_engine.wgmma; }
+bool use_tma_forward() { return g_engine.tma_forward; }
 
 template <int HS>
 void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
@@ -668,8 +662,9 @@ void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf
 
 }  // namespace
 
-void choose_attention_engine() {
-  if (use_wgmma()) static_cast<void>(use_tma_forward());
+void choose_attention_engine(AttentionKernels kernels) {
+  g_engine.wgmma = kernels != AttentionKernels::Mma && wgmma_available();
+  g_engine.tma_forward = g_engine.wgmma && kernels != AttentionKernels::Wgmma && attention_fwd_tma_supported();
 }
 
 bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors) {

@@ -5,13 +5,14 @@
 #include <initializer_list>
 
 #include "common.cuh"
+#include "trident/backend/cuda_backend.hpp"
 
 namespace trident::gpu {
 
-// Finds now which engine the tensor-core kernels use (wgmma or mma.sync: one small launch, an
-// allocation and a copy, once per process) and whether the warp-specialized forward can run, so
-// that the first attention call does not.
-void choose_attention_engine();
+// Picks the engine the tensor-core kernels use from `kernels` and what the device can run (wgmma
+// or mma.sync: one small launch, an allocation and a copy, once per process) and whether the
+// warp-specialized forward runs, so that the first attention call does not. Holds for the process.
+void choose_attention_engine(AttentionKernels kernels);
 
 // True for HS 64 and 128 when every tensor starts on a 16-byte boundary (the kernels copy rows
 // in 16-byte pieces).

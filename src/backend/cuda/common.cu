@@ -1,28 +1,22 @@
 // Error text, launch checks and the scratch buffer shared by the CUDA op files.
-#include <cstdlib>
-
 #include "common.cuh"
 
 namespace trident::gpu {
 namespace {
 
-// TRIDENT_CUDA_SYNC=1 drains the device after every kernel so that an asynchronous fault is
+// cuda.sync_launches: drain the device after every kernel so that an asynchronous fault is
 // reported by the launch that caused it (slow; for debugging only).
-bool sync_after_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRIDENT_CUDA_SYNC");
-    return v && *v && *v != '0';
-  }();
-  return on;
-}
+bool g_sync_after_launch = false;
 
 }  // namespace
+
+void set_sync_after_launch(bool on) { g_sync_after_launch = on; }
 
 std::string cuda_error_text(cudaError_t err) { return str(cudaGetErrorName(err), ": ", cudaGetErrorString(err)); }
 
 void check_launch(const char* file, int line, const char* kernel_name) {
   cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess && sync_after_launch()) err = cudaDeviceSynchronize();
+  if (err == cudaSuccess && g_sync_after_launch) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) fatal(file, line, kernel_name, cuda_error_text(err));
 }
 

@@ -1,7 +1,6 @@
 // CudaBackend (bf16 activations and parameters, fp32 gradients and optimizer state): memory,
 // the compute stream and argument checks; each op calls its family's entry point (encoder.cu, ...).
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -11,7 +10,7 @@
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "cross_entropy.cuh"
-#include "device_sampler.hpp"
+#include "nvml_telemetry.hpp"
 #include "elementwise.cuh"
 #include "encoder.cuh"
 #include "layernorm.cuh"
@@ -55,7 +54,7 @@ size_t rows_x_cols(int rows, int cols) { return static_cast<size_t>(rows) * stat
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device), sampler_(device) {
+  CudaBackend(int device, const CudaOptions& options) : device_(device), telemetry_(device) {
     const int count = cuda_device_count();
     TRIDENT_CHECK(device >= 0 && device < count,
                   str("cuda backend: device ", device, " requested, ", count, " visible"));
@@ -65,11 +64,10 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     stream_ = main_stream_;
-    // TRIDENT_SIDE_STREAM=0 queues side ops on the main stream, in order (for comparisons).
-    const char* side = std::getenv("TRIDENT_SIDE_STREAM");
-    side_enabled_ = !(side && *side == '0');
-    matmul_ = std::make_unique<gpu::Matmul>();
-    gpu::choose_attention_engine();   // its probe at set-up, not inside the first step
+    side_enabled_ = options.side_stream;
+    gpu::set_sync_after_launch(options.sync_launches);
+    matmul_ = std::make_unique<gpu::Matmul>(options.gemm_autotune, options.gemm_log);
+    gpu::choose_attention_engine(options.attention_kernels);   // its probe at set-up, not inside the first step
   }
 
   ~CudaBackend() override {
@@ -256,8 +254,8 @@ class CudaBackend final : public Backend {
     side_used_ = false;
   }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
-  void start_device_sampling() override { sampler_.start(); }
-  DeviceSamples stop_device_sampling() override { return sampler_.stop(); }
+  void start_telemetry() override { telemetry_.start(); }
+  GpuTelemetry stop_telemetry() override { return telemetry_.stop(); }
   std::vector<OpTime> take_profile() override { return gpu::Profiler::instance().take(); }
   void synchronize() override { wait_for_stream(); }
   BackendCounters counters() const override {
@@ -539,7 +537,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
-  gpu::DeviceSampler sampler_;
+  gpu::NvmlTelemetry telemetry_;
   cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
   cudaStream_t stream_ = nullptr;   // where ops go: main_stream_, or side_stream_ inside side_begin/end
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
@@ -578,7 +576,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(device, options);
+}
 
 int cuda_device_count() {
   int count = 0;

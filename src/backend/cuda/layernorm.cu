@@ -194,11 +194,11 @@ struct Raw8 {
 // floats per lane and halve the occupancy). The warps' rows are then added in warp order into
 // the chunk's partials, so every result is a fixed function of N and C. With kSum the block also
 // writes the column sums of the din rows it stored, read back after the barrier (from L2): a
-// third shared-memory sum updated per row cost more (run R). With kPeer, dout is this TP rank's
+// third shared-memory sum updated per row cost about what it saved. With kPeer, dout is this TP rank's
 // partial and dout_peer the other's: the row's gradient is bf16(dout + dout_peer), as the
 // all-reduce it replaces would leave it. Up to 4 groups (C <= 1,024) it is
 // compiled for two blocks per multiprocessor (128 registers at C = 768; three blocks would
-// spill, run P: 0.075 against 0.039 ms at N = 16384); wider rows get one block of 8 warps, whose
+// spill: 0.075 against 0.039 ms at N = 16384 on H200); wider rows get one block of 8 warps, whose
 // 8 rows of 3 x C bf16 in flight still cover the memory latency.
 template <int kGroups, bool kSum, bool kPeer>
 __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)

@@ -3,7 +3,6 @@
 // bit); the bias gradient is our own deterministic column sum.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <type_traits>
 
 #include "elementwise.cuh"
@@ -44,13 +43,7 @@ size_t Matmul::KeyHash::operator()(const Key& k) const {
   return h;
 }
 
-Matmul::Matmul() {
-  // Autotuning is on unless TRIDENT_GEMM_AUTOTUNE=0 (then the heuristic's first algorithm);
-  // TRIDENT_GEMM_LOG=1 prints each shape's candidates, their times and the choice.
-  const char* tune = std::getenv("TRIDENT_GEMM_AUTOTUNE");
-  autotune_ = !(tune && *tune == '0');
-  const char* log = std::getenv("TRIDENT_GEMM_LOG");
-  log_ = log && *log && *log != '0';
+Matmul::Matmul(bool autotune, bool log) : autotune_(autotune), log_(log) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   int device = 0;
@@ -292,7 +285,8 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
     float ms = 0;
     if (weight_grad) fill_pattern(static_cast<float*>(d), d_elems, stream);   // C of the accumulation
     // With the log on, the candidates that cannot be used (another K split, other result bits)
-    // are timed too, so that the log shows what keeping the results bitwise costs (run BW).
+    // are timed too, so that the log shows what keeping the results bitwise costs (for GPT-2
+    // 124M's weight-gradient shapes at most 0.33 ms per step on H200).
     if (results[i].state != CUBLAS_STATUS_SUCCESS) {
       verdict = "not usable";
     } else if (!splits_alike(algo, results[0].algo)) {

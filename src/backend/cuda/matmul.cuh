@@ -10,7 +10,9 @@ namespace trident::gpu {
 
 class Matmul {
  public:
-  Matmul();  // on the current device
+  // On the current device. autotune: time cuBLASLt's candidates per shape (keeping only those
+  // that give the heuristic's first choice's bits); log: print them and the choice.
+  Matmul(bool autotune, bool log);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;

@@ -1,0 +1,174 @@
+// ParamLayout, GradSync and Optimizer on their own, on CPU ranks: the layout's sizes and offsets
+// against the model's formulas, the data-parallel gradient sums against the sums of the ranks'
+// known gradients, and one AdamW step against a hand computation.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "test_support.hpp"
+#include "trident/backend/cpu_backend.hpp"
+#include "trident/model/layout.hpp"
+#include "trident/train/grad_sync.hpp"
+#include "trident/train/optimizer.hpp"
+
+namespace trident {
+namespace {
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+std::vector<float> to_host(Backend& be, TensorView v) {
+  std::vector<float> out(v.numel);
+  be.copy_to_host(out.data(), v);
+  return out;
+}
+
+// ---------------------------------------------------------------- ParamLayout
+
+// One stage, one TP rank: every tensor of GPT-2 once, 12C^2 + 13C per block, aligned offsets in
+// unit order, and buckets tiling the buffer.
+TEST(ParamLayout, SizesAndOffsetsOfOneRank) {
+  const ModelConfig m = test::tiny_config().model;   // L 2, C 64, V 100, T 16
+  const int64_t C = m.n_embd, L = m.n_layer, V = m.padded_vocab(1), T = m.positions();
+  const ParamLayout layout(m, StageInfo::of(m, 0, 1), 1, 0, 1, 4096);
+  EXPECT_EQ(V, 128);   // padded to a multiple of 128
+  size_t elements = 0;
+  for (const ParamInfo& p : layout.params()) elements += p.numel;
+  EXPECT_EQ(elements, static_cast<size_t>(L * (12 * C * C + 13 * C) + V * C + T * C + 2 * C));
+  EXPECT_EQ(layout.get("blocks.1.attn.qkv.weight").numel, static_cast<size_t>(3 * C * C));
+  EXPECT_EQ(layout.get("blocks.0.mlp.fc.weight").local_shape(), (std::vector<int64_t>{4 * C, C}));
+  EXPECT_EQ(layout.get("wte").local_shape(), (std::vector<int64_t>{V, C}));
+  EXPECT_EQ(layout.n_units(), 1 + 2 + 1 + 1);   // head, two blocks, wpe, tied wte
+
+  size_t end = 0;
+  int unit = 0;
+  for (const ParamInfo& p : layout.params()) {
+    EXPECT_EQ(p.offset % ParamLayout::kAlign, 0u) << p.name;
+    EXPECT_GE(p.offset, end) << p.name << " overlaps the tensor before it";
+    EXPECT_GE(p.unit, unit) << p.name << ": offsets must follow the units' completion order";
+    end = p.offset + p.numel;
+    unit = p.unit;
+  }
+  EXPECT_LE(end, layout.total());
+  size_t next = 0;
+  for (const Bucket& bk : layout.buckets()) {
+    EXPECT_EQ(bk.offset, next);
+    EXPECT_EQ(bk.size % ParamLayout::kAlign, 0u);
+    next = bk.offset + bk.size;
+  }
+  EXPECT_EQ(next, layout.total());
+  // The tied embedding is alone in the last bucket.
+  const Bucket& last = layout.buckets().back();
+  EXPECT_EQ(last.unit_begin, layout.tied_unit());
+  EXPECT_EQ(last.unit_end, layout.tied_unit() + 1);
+}
+
+// TP 2, two pipeline stages: each rank holds half of every split tensor, the stages split the
+// layers, and only the first stage counts the tied embedding in the norm.
+TEST(ParamLayout, ShardsOfTensorAndPipelineParallelism) {
+  ModelConfig m = test::tiny_config().model;
+  m.n_layer = 4;
+  const int64_t C = m.n_embd;
+  const StageInfo first = StageInfo::of(m, 0, 2), last = StageInfo::of(m, 1, 2);
+  EXPECT_EQ(first.layer_begin, 0);
+  EXPECT_EQ(first.layer_end, 2);
+  EXPECT_EQ(last.layer_begin, 2);
+  EXPECT_EQ(last.layer_end, 4);
+  const ParamLayout a(m, first, 2, 1, 2, 1 << 20), b(m, last, 2, 0, 2, 1 << 20);
+  const ParamInfo& qkv = a.get("blocks.1.attn.qkv.weight");
+  EXPECT_EQ(qkv.numel, static_cast<size_t>(3 * C * C / 2));
+  EXPECT_EQ(qkv.split_begin, m.n_head / 2);
+  EXPECT_EQ(a.get("blocks.0.ln1.weight").numel, static_cast<size_t>(C));
+  EXPECT_FALSE(a.get("blocks.0.ln1.weight").count_in_norm);   // a TP replica on tp rank 1
+  EXPECT_EQ(a.find("blocks.2.ln1.weight"), nullptr);
+  EXPECT_EQ(a.find("lnf.weight"), nullptr);
+  EXPECT_NE(b.find("lnf.weight"), nullptr);
+  EXPECT_EQ(b.find("wpe"), nullptr);
+  EXPECT_EQ(a.get("wte").numel, static_cast<size_t>(m.padded_vocab(2) / 2 * C));
+  EXPECT_TRUE(a.get("wte").count_in_norm);
+  EXPECT_FALSE(b.get("wte").count_in_norm);
+  for (const Bucket& bk : a.buckets()) EXPECT_EQ(bk.size % (2 * ParamLayout::kAlign), 0u);   // dp 2 shards
+}
+
+// ---------------------------------------------------------------- GradSync
+
+// Every DP rank's gradient element i is (rank + 1) * (i % 97 + 1); after finish() the reduced
+// elements hold the sum over ranks: all of them, or with ZeRO-1 this rank's slice of each bucket.
+void check_grad_sync(bool zero) {
+  const int dp = world_size();
+  RunConfig cfg = test::tiny_config();
+  cfg.train.global_batch_size = cfg.train.micro_batch_size * dp;
+  cfg.parallel.zero = zero;
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, 0, 1), 1, 0, dp, 2048);
+  ASSERT_GT(layout.buckets().size(), 2u);   // several buckets, so their order matters
+  std::vector<float> mine(layout.total());
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>((g.coord.dp + 1) * (i % 97 + 1));
+  Buffer grads(*be, mine.size() * sizeof(float));
+  be->copy_from_host(grads.view(DType::F32), mine.data());
+  GradSync sync(layout, grads.view(DType::F32), g, *be, zero);
+  for (int u = 0; u < layout.n_units(); ++u) sync.unit_done(u);
+  sync.finish();
+  const std::vector<float> got = to_host(*be, grads.view(DType::F32));
+  const double rank_sum = dp * (dp + 1) / 2.0;
+  for (const Bucket& bk : layout.buckets()) {
+    auto [begin, end] = zero ? GradSync::dp_slice(bk, dp, g.coord.dp) : std::make_pair(bk.offset, bk.offset + bk.size);
+    for (size_t i = begin; i < end; ++i)
+      ASSERT_EQ(got[i], static_cast<float>(rank_sum * (i % 97 + 1))) << "element " << i;
+  }
+}
+
+TEST(GradSync, AllReduceSumsEveryBucket) { check_grad_sync(false); }
+TEST(GradSync, ReduceScatterSumsEachRanksSlice) { check_grad_sync(true); }
+
+TEST(GradSync, DpSlicesTileTheBucket) {
+  const Bucket bk{1024, 512, 0, 1};
+  EXPECT_EQ(GradSync::dp_slice(bk, 4, 0), std::make_pair(size_t(1024), size_t(1152)));
+  EXPECT_EQ(GradSync::dp_slice(bk, 4, 3), std::make_pair(size_t(1408), size_t(1536)));
+}
+
+// ---------------------------------------------------------------- Optimizer
+
+// One AdamW step (t = 1, no clipping) on one rank against the update written out by hand:
+// m = (1-b1) g, v = (1-b2) g^2, w = w (1 - lr wd) - lr m/(1-b1) / (sqrt(v/(1-b2)) + eps), with
+// weight decay on the matrices only; padding between tensors stays untouched.
+TEST(Optimizer, AdamWStepMatchesAHandComputation) {
+  if (world_size() != 1) GTEST_SKIP() << "one rank";
+  RunConfig cfg = test::tiny_config();
+  cfg.train.weight_decay = 0.1;
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, 0, 1), 1, 0, 1, 4096);
+  const std::vector<float> w0 = test::random_vector(layout.total(), 11), grad = test::random_vector(layout.total(), 12);
+  Buffer params(*be, w0.size() * sizeof(float)), grads(*be, w0.size() * sizeof(float));
+  be->copy_from_host(params.view(DType::F32), w0.data());
+  be->copy_from_host(grads.view(DType::F32), grad.data());
+  Optimizer opt(layout, params.view(DType::F32), grads.view(DType::F32), g, *be, cfg.train, false);
+  opt.init_master();
+  const double lr = 1e-2;
+  opt.step(lr, TensorView(), 0.0, 1);
+  const std::vector<float> got = to_host(*be, params.view(DType::F32));
+
+  const TrainConfig& t = cfg.train;
+  std::vector<float> want = w0;
+  for (const ParamInfo& p : layout.params()) {
+    const double decay = p.decay ? t.weight_decay : 0.0;
+    for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+      const double gi = grad[i], m = (1 - t.beta1) * gi, v = (1 - t.beta2) * gi * gi;
+      const double update = (m / (1 - t.beta1)) / (std::sqrt(v / (1 - t.beta2)) + t.eps);
+      want[i] = static_cast<float>(w0[i] * (1 - lr * decay) - lr * update);
+    }
+  }
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+  EXPECT_NE(got, w0);
+}
+
+}  // namespace
+}  // namespace trident

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The one entry point of trident's measurement tools (docs/PERFORMANCE.md says which command gives
+# which number):
+#   tools/perf/run.sh checks BUNDLE OUT CHECK...   GPU checks and measurements from a bundle
+#                                                   (tools/bundle.sh --with-tests) on a GPU node
+#   tools/perf/run.sh sweep [options] LAYOUT...    `trident train` tokens/s over layouts (sweep.sh)
+#   tools/perf/run.sh pytorch [ARGS...]            the PyTorch baseline (bench_pytorch.py)
+#   tools/perf/run.sh trace TRACE.csv [...]        summary of a kernel timeline (kernel_trace.py)
+# `checks` writes OUT/summary.txt (one line per run), OUT/gpus.txt and OUT/logs.tgz, and exits 1
+# if any run failed. Its checks:
+#   correctness: ops (CUDA ops against the CPU backend), ops_mma (the same with the mma.sync
+#     attention kernels that sm_90a machines skip), layouts (one step against CPU, 2-GPU layouts
+#     against 1 GPU), torch (50-step loss trace against PyTorch), launch (bad launches, stalled
+#     rank), train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text),
+#     doctor, ckpt (save/load GB/s), 3d (4+ GPUs: GPT-2 774M in tp2 x pp2 against dp2 x tp2, and
+#     a tp2 x pp2 checkpoint resumed as dp4 and tp4)
+#   measurements: vs_pytorch (124M on 1 GPU twice around PyTorch's run), dp2 (124M on each GPU
+#     alone, then dp2 ZeRO-1 twice, and PyTorch DDP), dp_scaling (124M ZeRO-1 on 1, 2, 4, 8 GPUs
+#     up to the node's count: OUT/dp_scaling.csv), tp2 and pp2 (the 1.44B model on 1 GPU, then
+#     tp2 or pp2 1F1B at the same global batch), attention (trident's kernels and PyTorch SDPA on
+#     the same shapes), kernels, kernels_mma, profile (the per-op table of the 124M step), trace
+#     (its kernel timeline), ncu (Nsight Compute sections of the attention, LayerNorm backward
+#     and cross-entropy kernels; needs ncu and counter access)
+# Default checks: the correctness checks that run on 2 GPUs.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+usage() { sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(( $# )) || usage
+command=$1
+shift
+case $command in
+  sweep) exec "$here/sweep.sh" "$@" ;;
+  pytorch) exec python3 "$here/bench_pytorch.py" "$@" ;;
+  trace) exec python3 "$here/kernel_trace/kernel_trace.py" "$@" ;;
+  checks) ;;
+  -h | --help) usage ;;
+  *) echo "run.sh: unknown command '$command' (checks, sweep, pytorch or trace)" >&2; exit 2 ;;
+esac
+(( $# >= 2 )) || { echo "run.sh checks: give BUNDLE_DIR OUT_DIR [CHECK...]" >&2; exit 2; }
+[[ -x $1/bin/trident ]] || { echo "run.sh checks: $1/bin/trident not found; build one with make bundle" >&2; exit 2; }
+source "$here/lib.sh" "$1" "$2"
+shift 2
+checks=("$@")
+(( ${#checks[@]} )) || checks=(ops layouts torch launch train124m generate doctor)
+bin=$b/bin/trident
+gpus=$(nvidia-smi -L | wc -l)
+g124=("${m124[@]}" --train.global_batch_size 32)
+data=(--data.train "$root/data/fortunes_gpt2")
+
+need_gpus() {  # check name, GPUs it needs
+  (( gpus >= $2 )) && return 0
+  echo "$1: needs $2 GPUs, the node has $gpus" | tee -a "$dest/summary.txt"
+  status=1
+  return 1
+}
+
+for c in "${checks[@]}"; do
+  case $c in
+    ops) check cuda_ops 300 "$b/bin/cuda_tests" ;;
+    ops_mma) check cuda_ops_mma 300 "$b/bin/cuda_tests" --attention-kernels mma ;;
+    layouts) need_gpus layouts 2 && check cuda_layouts 300 "${mp[@]}" -np 2 "$b/bin/cuda_layouts" ;;
+    torch)
+      mkdir -p "$dest/dump"
+      check torch_dump 120 "$b/bin/dump_reference" "$dest/dump" cuda 50
+      check torch_check 300 python3 "$root/tests/reference/check_vs_torch.py" "$dest/dump" ;;
+    launch) check launch_checks 300 "$root/tests/cuda/launch_checks.sh" "$bin" "$b/bin/trident_test" "$root" "${mp[@]}" ;;
+    train124m)
+      need_gpus train124m 2 && check train124m_dp2 400 "${mp[@]}" -np 2 "$bin" train \
+        --config "$root/inputs/models/gpt2-124m.cfg" "${data[@]}" --parallel.dp 2 --train.steps 60 \
+        --train.micro_batch_size 16 --train.global_batch_size 32 --train.warmup_steps 10 --log.every 5 ;;
+    generate)
+      need_gpus generate 2 || continue
+      check generate_train 300 "${mp[@]}" -np 2 "$bin" train --config "$root/inputs/models/gpt2-124m.cfg" \
+        "${data[@]}" --parallel.dp 2 --train.steps 30 --train.micro_batch_size 8 --train.global_batch_size 16 \
+        --train.warmup_steps 5 --log.every 10 --checkpoint.dir "$dest/gen_ck"
+      tok=(--vocab "$root/data/gpt2/encoder.json" --merges "$root/data/gpt2/vocab.bpe" --max-new-tokens 40)
+      check generate_greedy 120 "${mp[@]}" -np 2 "$bin" generate --checkpoint "$dest/gen_ck/step_30.h5" \
+        --parallel.tp 2 --prompt "The meaning of life is" --temperature 0 "${tok[@]}"
+      check generate_sampled 120 "${mp[@]}" -np 1 "$bin" generate --checkpoint "$dest/gen_ck/step_30.h5" \
+        --prompt "Q: Why" --temperature 0.8 --top-k 40 "${tok[@]}" ;;
+    doctor)
+      need_gpus doctor 2 && check doctor 120 "${mp[@]}" -np 2 "$bin" doctor \
+        --config "$root/inputs/models/gpt2-124m.cfg" "${data[@]}" --parallel.tp 2 --checkpoint.dir "$dest/doctor_ck" ;;
+    ckpt)
+      need_gpus ckpt 2 || continue
+      for m in gpt2-124m gpt2-350m; do
+        for steps in 1 2; do   # the second run loads the first run's checkpoint, then saves its own
+          check "ckpt_${m}_$steps" 300 "${mp[@]}" -np 2 "$bin" train --config "$root/inputs/models/$m.cfg" \
+            "${data[@]}" --parallel.dp 2 --train.steps "$steps" --train.micro_batch_size 4 \
+            --train.global_batch_size 8 --checkpoint.dir "$dest/ckpt_$m"
+        done
+      done ;;
+    3d)
+      need_gpus 3d 4 || continue
+      m774=(--config "$root/inputs/models/gpt2-774m.cfg" "${data[@]}" --train.steps 20 --train.micro_batch_size 4
+            --train.global_batch_size 16 --train.warmup_steps 5 --log.every 5)
+      check 3d_doctor 120 "${mp[@]}" -np 4 "$bin" doctor --config "$root/inputs/models/gpt2-774m.cfg" "${data[@]}" \
+        --parallel.tp 2 --parallel.pp 2 --checkpoint.dir "$dest/3d_doctor_ck"
+      check 3d_tp2pp2 400 "${mp[@]}" -np 4 "$bin" train "${m774[@]}" --parallel.tp 2 --parallel.pp 2 \
+        --checkpoint.dir "$dest/3d_ck" --checkpoint.every 10 --checkpoint.keep 2 --log.metrics "$out/3d_tp2pp2.jsonl"
+      check 3d_dp2tp2 400 "${mp[@]}" -np 4 "$bin" train "${m774[@]}" --parallel.tp 2 --parallel.zero 1 \
+        --log.metrics "$out/3d_dp2tp2.jsonl"
+      check 3d_resume_dp4 400 "${mp[@]}" -np 4 "$bin" train "${m774[@]}" --parallel.zero 1 \
+        --checkpoint.resume "$dest/3d_ck/step_10.h5" --log.metrics "$out/3d_resume_dp4.jsonl"
+      check 3d_resume_tp4 400 "${mp[@]}" -np 4 "$bin" train "${m774[@]}" --parallel.tp 4 \
+        --checkpoint.resume "$dest/3d_ck/step_10.h5" --log.metrics "$out/3d_resume_tp4.jsonl"
+      python3 - "$out" <<'PY' | tee -a "$dest/summary.txt"
+import json, sys
+d = sys.argv[1]
+def losses(name):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/{name}.jsonl"))}
+ref = losses("3d_tp2pp2")
+for other in ("3d_dp2tp2", "3d_resume_dp4", "3d_resume_tp4"):
+    o = losses(other)
+    worst = max(abs(o[s] - ref[s]) / ref[s] for s in o)
+    print(f"{other}: steps {min(o) + 1}-{max(o) + 1} worst loss rel diff to tp2 x pp2: {worst:.2e}")
+PY
+      ;;
+    vs_pytorch)
+      one 124m_1gpu_a 1 "$bin" "${g124[@]}"
+      pytorch pytorch124m_1gpu 1 --batch 32 --seq 1024 --steps 20
+      one 124m_1gpu_b 1 "$bin" "${g124[@]}" ;;
+    dp2)
+      need_gpus dp2 2 || continue
+      each_gpu 124m_1gpu "$bin" "${g124[@]}"
+      for r in a b; do one "124m_dp2_$r" 2 "$bin" "${m124[@]}" "${z1[@]}"; done
+      pytorch pytorch124m_ddp2 2 --batch 32 --seq 1024 --steps 20 ;;
+    dp_scaling)
+      echo "gpus,tokens_per_s,step_ms,scaling" >"$dest/dp_scaling.csv"
+      base=""
+      for n in 1 2 4 8; do
+        (( n > gpus )) && break
+        one "124m_dp$n" "$n" "$bin" "${m124[@]}" --train.global_batch_size $((32 * n)) --parallel.zero $((n > 1))
+        read -r tok ms _ < <(row "$out/124m_dp$n.log")
+        [[ -n $tok ]] || continue
+        base=${base:-$tok}
+        echo "$n,$tok,$ms,$(awk -v t="$tok" -v n="$n" -v b="$base" 'BEGIN {printf "%.4f", t / (n * b)}')" \
+          >>"$dest/dp_scaling.csv"
+      done
+      pytorch "pytorch124m_ddp$gpus" "$gpus" --batch 32 --seq 1024 --steps 20
+      cat "$dest/dp_scaling.csv" ;;
+    tp2)
+      need_gpus tp2 2 || continue
+      one 1.5b_1gpu 1 "$bin" "${m15[@]}"
+      one 1.5b_tp2 2 "$bin" "${m15[@]}" "${split[@]}" ;;
+    pp2)
+      need_gpus pp2 2 || continue
+      one 1.5b_1gpu 1 "$bin" "${m15[@]}"
+      one 1.5b_pp2 2 "$bin" "${m15[@]}" --parallel.pp 2 --parallel.schedule 1f1b ;;
+    attention)
+      check kernels 300 "$bin" bench --bench.kernels
+      pytorch sdpa 1 --attention
+      grep -hE '^(attention|sdpa)' "$out/kernels.log" "$out/sdpa.log" | tee -a "$dest/summary.txt" ;;
+    kernels) check kernels 300 "$bin" bench --bench.kernels ;;
+    kernels_mma) check kernels_mma 300 "$bin" bench --bench.kernels --cuda.attention_kernels mma ;;
+    profile)
+      one 124m_profile 1 "$bin" "${g124[@]}" --bench.profile --bench.profile_steps 10
+      sed -n '/GPU time per step by op/,$p' "$out/124m_profile.log" >>"$dest/summary.txt" ;;
+    trace) traced 124m_trace 1 "$bin" "${g124[@]}" ;;
+    ncu)
+      ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+                --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis)
+      # The first attention launches are HS 64, T 1024: forward, backward preprocessing, dK/dV, dQ.
+      check ncu_attention 300 "$ncu_bin" --clock-control none -k regex:attention --launch-count 4 "${sections[@]}" \
+        "$bin" bench --bench.kernels
+      check ncu_memory 300 "$ncu_bin" --clock-control none -k "regex:layernorm_bwd_fused|xent_fused" --launch-count 2 \
+        "${sections[@]}" "$bin" bench --bench.kernels ;;
+    *) echo "run.sh checks: unknown check '$c' (the list is at the top of tools/perf/run.sh)" | tee -a "$dest/summary.txt"
+       status=1 ;;
+  esac
+done
+finish
+exit $status

@@ -1,6 +1,6 @@
 # Shared by the job scripts in jobs/ (sourced, not run): the trident command line built from the
 # job variables, the environment every rank gets, and a launcher wrapper that passes the
-# scheduler's stop signals on to trident, which saves a checkpoint and exits 0.
+# scheduler's stop signals on to trident as SIGUSR1, on which it saves a checkpoint and exits 0.
 # shellcheck shell=bash
 #
 # Job variables read here (each script lists them all at its top):
@@ -59,16 +59,24 @@ cores_per_rank() {
   echo $((cores / $1 > 0 ? cores / $1 : 1))
 }
 
-# run_forwarding_signals CMD...: runs the launcher CMD in the background and passes SIGUSR1 and
-# SIGTERM on to it (srun and mpirun forward them to every rank). Sets STOP_SIGNAL to the signal
-# that arrived, if any, and returns the launcher's exit status.
+# run_forwarding_signals CMD...: runs the launcher CMD in the background and, when this shell gets
+# SIGUSR1 or SIGTERM, sends SIGUSR1 to the launcher; mpirun and srun forward it to every rank,
+# where trident saves a checkpoint at the next step boundary and exits 0. SIGTERM itself must not
+# reach mpirun: Open MPI answers it by killing the ranks odls_base_sigkill_timeout (1 s) after
+# passing it on, before a step longer than that ends, and exits 1 even when they finished in time.
+# So the launcher starts with SIGTERM blocked (perl's POSIX sets the mask, exec keeps it, mpirun
+# leaves it, and the ranks start with a clear one): a scheduler that signals every process of the
+# job (PBS at the walltime, SLURM at a time limit or preemption) reaches the ranks and this shell,
+# not mpirun. Its final SIGKILL cannot be blocked. Sets STOP_SIGNAL to the signal that arrived, if
+# any, and returns the launcher's exit status.
 STOP_SIGNAL=
 run_forwarding_signals() {
   local pid status
-  "$@" &
+  perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)); exec {$ARGV[0]} @ARGV or die "$ARGV[0]: $!\n"' \
+    -- "$@" &
   pid=$!
   trap 'STOP_SIGNAL=USR1; kill -USR1 "$pid" 2>/dev/null || true' USR1
-  trap 'STOP_SIGNAL=TERM; kill -TERM "$pid" 2>/dev/null || true' TERM
+  trap 'STOP_SIGNAL=TERM; kill -USR1 "$pid" 2>/dev/null || true' TERM
   # `wait` returns early (status 128+n) when a trapped signal arrives: wait until the launcher
   # is gone, then once more for its own status, which bash keeps for an exited child.
   while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs trident on this node under Open MPI's mpirun: one rank per GPU, ranks filled socket by
-# socket and bound to their cores, NCCL_NVLS_ENABLE=0 exported to every rank.
+# socket and bound to their cores, NCCL_NVLS_ENABLE=0 exported to every rank. SIGTERM or SIGUSR1
+# to this script (kill <pid>) stops the run cleanly: trident saves a checkpoint and the script exits 0.
 #
 #   CONFIG=inputs/models/gpt2-124m.cfg TP=2 jobs/local.sh [--section.key value]...
 #   CONFIG=inputs/models/gpt2-124m.cfg COMMAND=doctor jobs/local.sh     # check the setup first
@@ -47,6 +48,10 @@ rank_environment "$pe"
 mpirun_exports
 trident_command "$root" "$@"
 read -r -a launcher_args <<<"${MPIRUN_ARGS:-}"
-set -x
-exec "${MPIRUN:-mpirun}" -np "$GPUS_PER_NODE" --map-by "$map_by" --bind-to "${BIND_TO:-core}" --report-bindings \
-  "${MPIRUN_EXPORTS[@]}" "${launcher_args[@]}" "${TRIDENT_CMD[@]}"
+launch=("${MPIRUN:-mpirun}" -np "$GPUS_PER_NODE" --map-by "$map_by" --bind-to "${BIND_TO:-core}" --report-bindings
+        "${MPIRUN_EXPORTS[@]}" "${launcher_args[@]}" "${TRIDENT_CMD[@]}")
+echo "+ ${launch[*]}" >&2
+status=0
+run_forwarding_signals "${launch[@]}" || status=$?
+[[ -z $STOP_SIGNAL ]] || echo "trident job: stopped on SIG$STOP_SIGNAL with status $status" >&2
+exit "$status"

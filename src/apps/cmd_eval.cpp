@@ -62,7 +62,11 @@ int cmd_eval(const Args& args) {
   // the parameters).
   Trainer trainer(cfg, rt.groups, *rt.backend, *source, Trainer::Mode::Evaluate);
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(checkpoint, trainer.model(), nullptr, rt.groups); });
-  const double loss = trainer.evaluate(*source, cfg.train.eval_steps);
+  double loss = 0;
+  abort_job_on_error("eval", [&] {
+    loss = trainer.evaluate(*source, cfg.train.eval_steps);
+    return 0;
+  });
   log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", on_validation ? "validation" : "training",
                " data, ", cfg.train.eval_steps, " batches of ", cfg.train.global_batch_size, " x ", cfg.model.seq_len,
                " tokens: loss ", loss, ", perplexity ", std::exp(loss)));

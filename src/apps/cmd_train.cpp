@@ -40,10 +40,8 @@ std::string layout_string(const RunConfig& c) {
 }
 
 // A signal may reach some ranks only, or at different steps: all ranks stop at the same step.
-bool any_rank_stopping(MPI_Comm world) {
-  int mine = g_stop_signal != 0, any = 0;
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, world);
-  return any != 0;
+bool any_rank_stopping(ControlComm& control) {
+  return control.max(g_stop_signal != 0, "stop-signal check") != 0;
 }
 
 // A data spec as comparable text: each dataset's reduced weight and its prefix made absolute
@@ -100,6 +98,67 @@ void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64
                r.bytes / 1e9 / r.seconds, " GB/s)"));
 }
 
+// Resumes and trains; errors here are one rank's (see abort_job_on_error).
+int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, MetricsWriter& metrics,
+          const ResumePlan& resume) {
+  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
+  int first_step = 0;
+  if (!resume.file.empty()) {
+    CheckpointInfo info;
+    auto t0 = std::chrono::steady_clock::now();
+    collective_check(MPI_COMM_WORLD, [&] {
+      info = load_checkpoint(resume.file, trainer.model(), &trainer.optimizer(), rt.groups);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double gb = static_cast<double>(std::filesystem::file_size(resume.file)) / 1e9;
+    log_info(str("checkpoint: loaded ", resume.file, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
+    first_step = static_cast<int>(info.step);
+    trainer.set_position(info.step, info.consumed_samples);
+    log_info(str("resumed from ", resume.file, " at step ", info.step, " (", info.consumed_samples,
+                 " samples consumed; saved with ", info.layout, ")"));
+    const std::string changed = data_changes(cfg, info.config, resume.file + " (stored config)");
+    if (!changed.empty())
+      log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
+               str(info.consumed_samples) + "): " + changed);
+  }
+
+  const bool checkpoints = !cfg.checkpoint.dir.empty();
+  const auto evaluates = [&](int step) { return cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0; };
+  const auto saves_after = [&](int step) {
+    return checkpoints && cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
+  };
+  bool stopping = false;
+  // Reports a finished step and checks for a stop signal (every rank, in step order).
+  const auto report = [&](StepStats s) {
+    if (evaluates(s.step)) {
+      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      log_info(str("eval  ", s.step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+    }
+    metrics.write(s);
+    if ((s.step + 1) % cfg.log.every == 0 || s.step == first_step || s.step + 1 == cfg.train.steps)
+      log_info(format_step(s, cfg.train.steps));
+    stopping = any_rank_stopping(*rt.groups.control) || stopping;
+  };
+  // Each step is queued before the previous one is reported, so the device need not wait for the
+  // host between steps; a step after which the model is read (evaluation, checkpoint, the last
+  // step, a stop signal) is finished at once, so that nothing else is queued behind it.
+  for (int step = first_step; step < cfg.train.steps; ++step) {
+    trainer.queue_step(step);
+    if (trainer.queued_steps() > 1) report(trainer.finish_step());
+    const bool last = step + 1 == cfg.train.steps;
+    if (!(evaluates(step) || saves_after(step) || last || stopping)) continue;
+    while (trainer.queued_steps() > 0) report(trainer.finish_step());
+    if (checkpoints && (saves_after(step) || stopping || last)) save(cfg, trainer, rt.groups, step + 1);
+    if (stopping) {
+      log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
+                   "exiting after step ", step + 1));
+      return 0;
+    }
+  }
+  if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_train(const Args& args) {
@@ -108,6 +167,10 @@ int cmd_train(const Args& args) {
     log_info("usage: trident train [--config FILE]... [--section.key VALUE]...\n\n" + run_options_help());
     return 0;
   }
+  // From here on a stop signal is a request to save at the next step boundary: one that arrives
+  // while the run starts up or resumes must not end the rank (their default action).
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
   RunConfig cfg = parsed.cfg;
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -139,64 +202,7 @@ int cmd_train(const Args& args) {
   log_info("data:\n" + data.description);
   if (!resume.note.empty()) log_info(resume.note);
 
-  Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
-  int first_step = 0;
-  if (!resume.file.empty()) {
-    CheckpointInfo info;
-    auto t0 = std::chrono::steady_clock::now();
-    collective_check(MPI_COMM_WORLD, [&] {
-      info = load_checkpoint(resume.file, trainer.model(), &trainer.optimizer(), rt.groups);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double gb = static_cast<double>(std::filesystem::file_size(resume.file)) / 1e9;
-    log_info(str("checkpoint: loaded ", resume.file, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
-    first_step = static_cast<int>(info.step);
-    trainer.set_position(info.step, info.consumed_samples);
-    log_info(str("resumed from ", resume.file, " at step ", info.step, " (", info.consumed_samples,
-                 " samples consumed; saved with ", info.layout, ")"));
-    const std::string changed = data_changes(cfg, info.config, resume.file + " (stored config)");
-    if (!changed.empty())
-      log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
-               str(info.consumed_samples) + "): " + changed);
-  }
-
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
-  const bool checkpoints = !cfg.checkpoint.dir.empty();
-  const auto evaluates = [&](int step) { return cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0; };
-  const auto saves_after = [&](int step) {
-    return checkpoints && cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
-  };
-  bool stopping = false;
-  // Reports a finished step and checks for a stop signal (every rank, in step order).
-  const auto report = [&](StepStats s) {
-    if (evaluates(s.step)) {
-      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
-      log_info(str("eval  ", s.step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
-    }
-    metrics->write(s);
-    if ((s.step + 1) % cfg.log.every == 0 || s.step == first_step || s.step + 1 == cfg.train.steps)
-      log_info(format_step(s, cfg.train.steps));
-    stopping = any_rank_stopping(rt.groups.mpi.world) || stopping;
-  };
-  // Each step is queued before the previous one is reported, so the device need not wait for the
-  // host between steps; a step after which the model is read (evaluation, checkpoint, the last
-  // step, a stop signal) is finished at once, so that nothing else is queued behind it.
-  for (int step = first_step; step < cfg.train.steps; ++step) {
-    trainer.queue_step(step);
-    if (trainer.queued_steps() > 1) report(trainer.finish_step());
-    const bool last = step + 1 == cfg.train.steps;
-    if (!(evaluates(step) || saves_after(step) || last || stopping)) continue;
-    while (trainer.queued_steps() > 0) report(trainer.finish_step());
-    if (checkpoints && (saves_after(step) || stopping || last)) save(cfg, trainer, rt.groups, step + 1);
-    if (stopping) {
-      log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
-                   "exiting after step ", step + 1));
-      return 0;
-    }
-  }
-  if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
-  return 0;
+  return abort_job_on_error("train", [&] { return train(cfg, rt, data, *metrics, resume); });
 }
 
 }  // namespace trident

@@ -82,7 +82,10 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
   // between instead of writing through it.
   if (g.rank == 0 && ::unlink(tmp.c_str()) != 0 && errno != ENOENT)
     h5_require(false, str("removing the stale file (", std::strerror(errno), ")"), tmp);
-  MPI_Barrier(g.mpi.world);
+  // Every rank meets under parallel.timeout_s before each collective HDF5 call, so that a rank
+  // that stalls makes the others abort naming it instead of waiting inside HDF5 for ever.
+  const std::string saving = "checkpoint save of " + res.path;
+  g.control->barrier(saving + " (start)");
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
@@ -112,24 +115,25 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
       const float* base = host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
         if (written++ == total / 2) fault_point(FaultPoint::CheckpointWrite, g.rank, info.step);
+        const std::string name = str("/", ckpt_group(kind), "/", t.name);
+        auto it = owned.find(t.name);
+        // Summing the checksum is this dataset's meeting point, ahead of its collective creation.
+        const uint64_t total_sum = g.control->sum(it != owned.end() ? range_checksum(it->second, base) : 0,
+                                                  saving + " (checksum of " + name + ")");
         std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
         h5::Handle fspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-        const std::string name = str("/", ckpt_group(kind), "/", t.name);
         h5::Handle dset(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), dcpl.get(),
                                    H5P_DEFAULT));
         h5_require(dset.valid(), "creating dataset " + name, tmp);
         packed.clear();
-        uint64_t sum = 0;
         hsize_t n_mem = 1;
         h5::Handle mspace(H5Screate_simple(1, &n_mem, nullptr));
         H5Sselect_none(fspace.get());
         H5Sselect_none(mspace.get());
-        auto it = owned.find(t.name);
         if (it != owned.end()) {
           const HostRange& range = it->second;
           ShardBoxes sb = shard_boxes(*range.param, range.lo, range.hi);
           pack_range(range, sb, base, packed);
-          sum = range_checksum(range, base);
           for (const Box& b : sb.global) {
             std::vector<hsize_t> start(b.start.begin(), b.start.end()), count(b.count.begin(), b.count.end());
             H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
@@ -143,14 +147,12 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
         h5_require(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(),
                             packed.empty() ? &dummy : packed.data()) >= 0,
                    "writing " + name, tmp);
-        uint64_t total_sum = 0;
-        MPI_Allreduce(&sum, &total_sum, 1, MPI_UINT64_T, MPI_SUM, g.mpi.world);
         h5::write_attr(dset.get(), "checksum", total_sum);
       }
     }
     h5_require(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "flushing", tmp);
   }
-  MPI_Barrier(g.mpi.world);
+  g.control->barrier(saving + " (file closed)");
   if (g.rank == 0) {
     h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
@@ -162,7 +164,8 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
     std::error_code ec;
     res.bytes = static_cast<double>(fs::file_size(res.path, ec));
   }
-  MPI_Bcast(&res.bytes, 1, MPI_DOUBLE, 0, g.mpi.world);
+  res.bytes = static_cast<double>(
+      g.control->broadcast_from_0(static_cast<uint64_t>(res.bytes), saving + " (renamed into place)"));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

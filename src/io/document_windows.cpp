@@ -12,6 +12,17 @@ size_t range_tokens(const IndexedDataset& ds, size_t first_doc, size_t end_doc) 
   return ds.document_offset(end_doc) - ds.document_offset(first_doc);
 }
 
+// The document of range [first_doc, end_doc) that holds token `offset` of the dataset.
+size_t document_holding(const IndexedDataset& ds, size_t first_doc, size_t end_doc, size_t offset) {
+  size_t lo = first_doc, hi = end_doc;   // the document is in [lo, hi)
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (ds.document_offset(mid) <= offset) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 }  // namespace
 
 uint64_t DocumentWindows::count(const IndexedDataset& ds, size_t first_doc, size_t end_doc, int seq_len) {
@@ -32,11 +43,15 @@ DocumentWindows::DocumentWindows(std::shared_ptr<const IndexedDataset> ds, size_
 
 void DocumentWindows::sample(uint64_t k, int32_t* out) const {
   const size_t len = static_cast<size_t>(seq_len_) + 1;
-  ds_->read_tokens(first_token_ + sampler_.window(k) * seq_len_, len, out);
+  const size_t start = first_token_ + sampler_.window(k) * seq_len_;
+  ds_->read_tokens(start, len, out);
   for (size_t i = 0; i < len; ++i)
-    if (out[i] < 0 || out[i] >= vocab_size_)
-      throw InputError(str(ds_->prefix(), ": token id ", out[i], " is outside model.vocab_size = ", vocab_size_,
+    if (out[i] < 0 || out[i] >= vocab_size_) {
+      const size_t doc = document_holding(*ds_, first_doc_, end_doc_, start + i);
+      throw InputError(str(ds_->prefix(), ".bin: token id ", out[i], " (document ", doc, ", token ",
+                           start + i - ds_->document_offset(doc), ") is outside model.vocab_size = ", vocab_size_,
                            "; the data was tokenized for another vocabulary"));
+    }
 }
 
 }  // namespace trident

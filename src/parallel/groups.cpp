@@ -39,6 +39,7 @@ void ParallelGroups::swap(ParallelGroups& o) noexcept {
   std::swap(pp, o.pp);
   std::swap(dp, o.dp);
   std::swap(embed, o.embed);
+  std::swap(control, o.control);
 }
 
 ParallelGroups::~ParallelGroups() {
@@ -48,6 +49,7 @@ ParallelGroups::~ParallelGroups() {
   pp.reset();
   dp.reset();
   embed.reset();
+  control.reset();
   for (MPI_Comm* c : {&mpi.world, &mpi.tp, &mpi.pp, &mpi.dp, &mpi.embed})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
@@ -63,6 +65,7 @@ ParallelGroups make_mpi_groups(const AxisMpiComms& axes, const Topology& topo, d
   g.pp = std::make_unique<MpiComm>(axes.pp, "pp", timeout_s);
   g.dp = std::make_unique<MpiComm>(axes.dp, "dp", timeout_s);
   if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<MpiComm>(axes.embed, "embed", timeout_s);
+  g.control = std::make_unique<ControlComm>(axes.world, timeout_s);
   return g;
 }
 

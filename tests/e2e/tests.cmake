@@ -35,3 +35,5 @@ set_tests_properties(e2e_checkpoint_dirs PROPERTIES LABELS e2e ENVIRONMENT "OMP_
 add_test(NAME mpi_checkpoint_kill_loop COMMAND ${e2e_dir}/checkpoint_kill_loop.sh $<TARGET_FILE:trident> ${repo_root}
          ${mpirun})
 set_tests_properties(mpi_checkpoint_kill_loop PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_bad_token_one_rank COMMAND ${e2e_dir}/bad_token_rank.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(mpi_bad_token_one_rank PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")

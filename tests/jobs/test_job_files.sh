@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The job files in jobs/ launched with stub srun/mpirun/sbatch/qsub/nvidia-smi/scontrol first on
 # PATH: each stub records its argv, and the launched command (rank count, binary, configs, layout
-# flags, NCCL_NVLS_ENABLE=0) is checked; a stop signal reaches the launcher and requeues the job.
+# flags, NCCL_NVLS_ENABLE=0) is checked; a stop signal reaches the launcher and requeues the job
+# (tests/jobs/job_signals.sh runs the same stops under the real mpirun).
 # Also bash -n and shellcheck on every job file.
 #   test_job_files.sh REPO_ROOT
 set -uo pipefail
@@ -115,7 +116,8 @@ check "train.sbatch: no requeue after a normal end" test ! -e "$log/scontrol.log
 check "train.sbatch: USR1 120 s before the limit, to the batch shell" grep -q "^#SBATCH --signal=B:USR1@120" jobs/slurm/train.sbatch
 check "train.sbatch: requeueable" grep -q "^#SBATCH --requeue" jobs/slurm/train.sbatch
 
-# A stop signal to the batch shell reaches srun, and the job requeues itself after trident's clean exit.
+# A stop signal to the batch shell reaches srun as SIGUSR1 (SIGTERM would make mpirun kill the
+# ranks), and the job requeues itself after trident's clean exit.
 stop_test() {   # job file, signal, launcher name
   rm -f "$log"/*
   STUB_WAIT=1 CONFIG=$configs sbatch "$1" >"$work/out" 2>&1 &
@@ -124,7 +126,7 @@ stop_test() {   # job file, signal, launcher name
   kill -"$2" "$job"
   wait "$job"
   check "$(basename "$1"): SIG$2 exits 0" test $? -eq 0
-  check "$(basename "$1"): SIG$2 reaches $3" has "$log/$3.log" "signal $2"
+  check "$(basename "$1"): SIG$2 reaches $3 as SIGUSR1" has "$log/$3.log" "signal USR1"
   check "$(basename "$1"): SIG$2 requeues the job" has "$log/scontrol.log" "requeue 4242"
 }
 stop_test jobs/slurm/train.sbatch USR1 srun
@@ -156,7 +158,7 @@ wait_for "$log/mpirun.waiting"
 kill -TERM "$job"
 wait "$job"
 check "train.pbs: SIGTERM exits 0" test $? -eq 0
-check "train.pbs: SIGTERM reaches mpirun" has "$log/mpirun.log" "signal TERM"
+check "train.pbs: SIGTERM reaches mpirun as SIGUSR1" has "$log/mpirun.log" "signal USR1"
 check "train.pbs: resubmits itself" has "$log/qsub.log" "-V $root/jobs/pbs/train.pbs"
 
 # ---- syntax and lint of every job file.

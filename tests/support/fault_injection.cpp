@@ -4,6 +4,11 @@
 //                                       peers must time out instead of hanging
 //   TRIDENT_TEST_DIE_IN_SAVE=RANK:STEP  world rank RANK dies like kill -9 halfway through writing
 //                                       the step-STEP checkpoint, which must leave the previous one
+//   TRIDENT_TEST_STALL_IN_SAVE=RANK:STEP  world rank RANK stops answering at the same point, so
+//                                       that rank 0 must abort the job naming it
+//   TRIDENT_TEST_SLOW_STEP_MS=MS        every step of every rank takes MS milliseconds longer, so
+//                                       that a stop signal lands in a step longer than mpirun's
+//                                       1 s kill timeout
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,17 +28,21 @@ bool selected(const char* name, int world_rank, int64_t step) {
   return v && std::sscanf(v, "%d:%lld", &rank, &at) == 2 && rank == world_rank && at == step;
 }
 
+void stall(const char* hook, int64_t step) {
+  std::fprintf(stderr, "%s %s: stalling at step %lld\n", error_context().c_str(), hook, static_cast<long long>(step));
+  std::this_thread::sleep_for(std::chrono::hours(24));
+}
+
 void inject(FaultPoint point, int world_rank, int64_t step) {
   switch (point) {
     case FaultPoint::TrainStep:
-      if (selected("TRIDENT_TEST_STALL", world_rank, step)) {
-        std::fprintf(stderr, "%s TRIDENT_TEST_STALL: stalling at step %lld\n", error_context().c_str(),
-                     static_cast<long long>(step));
-        std::this_thread::sleep_for(std::chrono::hours(24));
-      }
+      if (selected("TRIDENT_TEST_STALL", world_rank, step)) stall("TRIDENT_TEST_STALL", step);
+      if (const char* ms = std::getenv("TRIDENT_TEST_SLOW_STEP_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
       break;
     case FaultPoint::CheckpointWrite:
       if (selected("TRIDENT_TEST_DIE_IN_SAVE", world_rank, step)) std::_Exit(9);
+      if (selected("TRIDENT_TEST_STALL_IN_SAVE", world_rank, step)) stall("TRIDENT_TEST_STALL_IN_SAVE", step);
       break;
   }
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trident/parallel/comm.hpp"
+#include "trident/parallel/control_comm.hpp"
 #include "trident/parallel/topology.hpp"
 
 namespace trident {
@@ -37,6 +38,8 @@ struct ParallelGroups {
   Coord coord;
   std::unique_ptr<Comm> world, tp, pp, dp;
   std::unique_ptr<Comm> embed;   // null on middle stages and when pp = 1
+  // Host-side decisions over the world (stop signals, checkpoint saves) under parallel.timeout_s.
+  std::unique_ptr<ControlComm> control;
 
   bool first_stage() const { return coord.pp == 0; }
   bool last_stage() const { return coord.pp == topo.pp() - 1; }

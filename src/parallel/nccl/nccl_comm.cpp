@@ -445,6 +445,7 @@ ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, 
   g.dp = std::make_unique<NcclComm>(axes.dp, "dp", dp_max_ctas);
   g.pp = std::make_unique<NcclComm>(axes.pp, "pp");
   if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<NcclComm>(axes.embed, "embed");
+  g.control = std::make_unique<ControlComm>(axes.world, timeout_s);
   return g;
 }
 

@@ -58,6 +58,17 @@ inline const TensorPiece* pieces_in(TensorView table, const char* op) {
 // LlamaRotaryEmbedding computes them. HS must be even.
 void rope_table(float* cos_sin, int T, int HS, float theta);
 
+// The argument checks every backend's rope_fwd/rope_bwd makes (`op` names the caller): an even
+// head size, heads to rotate, and table rows for positions pos0 .. pos0 + T - 1.
+inline void check_rope_args(TensorView rope, int T, int NH, int NKV, int HS, int pos0, const char* op) {
+  TRIDENT_CHECK(HS > 0 && HS % 2 == 0 && NH > 0 && NKV > 0,
+                str(op, ": needs an even head size and NH, NKV > 0 (HS ", HS, ", NH ", NH, ", NKV ", NKV, ")"));
+  TRIDENT_CHECK(rope.dtype == DType::F32, str(op, ": the rope table is ", dtype_name(rope.dtype), ", expected f32"));
+  TRIDENT_CHECK(pos0 >= 0 && rope.numel % HS == 0 && rope.numel / HS >= static_cast<size_t>(pos0) + T,
+                str(op, ": the rope table (", rope.numel, " floats) has no ", HS, "-wide rows for positions ", pos0,
+                    "..", pos0 + T - 1));
+}
+
 // GPU time of one op (or named region) summed over a profile: `trident bench --bench.profile`.
 struct OpTime {
   std::string name;   // "matmul_fwd 32768x768x2304" (op and sizes), "wait dp reduce-scatter"

@@ -30,11 +30,7 @@ namespace {
 // backward: the transpose of the rotation).
 void rotate(TensorView x_view, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0, float sign,
             const char* op) {
-  TRIDENT_CHECK(HS > 0 && HS % 2 == 0 && NH > 0 && NKV > 0,
-                str(op, ": needs an even head size and NH, NKV > 0 (HS ", HS, ", NH ", NH, ", NKV ", NKV, ")"));
-  TRIDENT_CHECK(pos0 >= 0 && rope.numel % HS == 0 && rope.numel / HS >= static_cast<size_t>(pos0) + T,
-                str(op, ": the rope table (", rope.numel, " floats) has no (", HS, "-wide) rows for positions ", pos0,
-                    "..", pos0 + T - 1));
+  check_rope_args(rope, T, NH, NKV, HS, pos0, op);
   const int H3 = NH + 2 * NKV, half = HS / 2;
   const size_t n = static_cast<size_t>(B) * T * H3 * HS;
   float* x = f32_data(x_view, n, str(op, ": qkv").c_str());                                  // (B, T, NH + 2 NKV, HS)

@@ -3,7 +3,8 @@
 with Hugging Face LlamaForCausalLM semantics (RMSNorm in fp32: x * rsqrt(mean(x^2) + eps) * w;
 rotate_half RoPE with LlamaRotaryEmbedding's fp32 table; grouped-query attention by repeat_kv;
 down(silu(gate(x)) * up(x))), computed in float64 on the weights and inputs dump_llama_ops wrote:
-every intermediate output and every gradient within 1e-5 relative (L2)."""
+every intermediate output and every gradient within 1e-5 relative (L2); and the rotary table at
+long positions against LlamaRotaryEmbedding's."""
 import math
 import os
 import sys
@@ -81,7 +82,8 @@ def block(p, cfg, keep):
 
 
 def main():
-    blocks, a = load(sys.argv[1])  # config: one entry per block shape
+    blocks, a = load(sys.argv[1])  # config: one entry per block shape, and the rotary table's
+    table_cfg = blocks.pop("rope_table")
     failures = []
 
     def check(what, mine, ref):
@@ -108,6 +110,19 @@ def main():
         check("grad gate_up", a[f"{name}.grad.gate_up"], torch.cat([t.grad for t in keep["gate_up"]], dim=-1))
         for k in ("x", "w1", "wqkv", "wo", "w2", "wgu", "wd"):
             check(f"grad {k}", a[f"{name}.grad.{k}"], p[k].grad)
+    # The table at long positions against LlamaRotaryEmbedding's fp32 cos and sin. The angles must
+    # be the same fp32 products t * inv_freq (angles in double would differ by up to half an ulp
+    # of t, 2.4e-4 here); then only the last bit of cos and sin may differ. (fp32 pow is not
+    # correctly rounded on either side: for other head sizes and thetas a few inv_freq differ
+    # from PyTorch's by one ulp, which would move an angle near t by up to t * 2^-24.)
+    T, HS = table_cfg["T"], table_cfg["head_size"]
+    cos, sin = rope_cos_sin(T, HS, table_cfg["rope_theta"])
+    ref = torch.cat([cos[:, : HS // 2], sin[:, : HS // 2]], dim=-1)
+    err = float((torch.tensor(a["rope_table"], dtype=torch.float64) - ref).abs().max())
+    tol = 2e-7
+    print(f"  rope table T={T} HS={HS}: max abs diff {err:.3e}  (tol {tol:.1e})  {'ok' if err <= tol else 'FAIL'}")
+    if err > tol:
+        failures.append("rope table")
     if failures:
         print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
         sys.exit(1)

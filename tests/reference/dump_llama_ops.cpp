@@ -1,7 +1,8 @@
 // Runs one Llama decoder block built from the CPU backend's Llama ops (RMSNorm, fused qkv GEMM,
 // RoPE, grouped-query attention, fused residual add + RMSNorm, fused gate/up GEMM, SwiGLU) forward
 // and backward on random inputs, and writes inputs, weights, intermediate results and every
-// gradient for check_llama_ops.py. Output: DIR/manifest.json + DIR/data.bin.
+// gradient for check_llama_ops.py, and a rotary table at long positions.
+// Output: DIR/manifest.json + DIR/data.bin.
 //   dump_llama_ops DIR
 #include <cstdio>
 #include <string>
@@ -113,6 +114,13 @@ int main(int argc, char** argv) {
   // NH * HS (as in models whose attention width is not the hidden size) and uses Llama 3's theta.
   run_block(dump, BlockShape{"hs8", 2, 7, 32, 4, 2, 8, 48, 10000.0f, 1e-5f}, 100);
   run_block(dump, BlockShape{"hs16", 1, 7, 48, 4, 2, 16, 40, 500000.0f, 1e-6f}, 200);
+  // The rotary table at Llama 3's head size, theta and long positions.
+  const int T = 8192, HS = 128;
+  const float theta = 500000.0f;
+  std::vector<float> table(static_cast<size_t>(T) * HS);
+  rope_table(table.data(), T, HS, theta);
+  dump.manifest()["config"]["rope_table"] = {{"T", T}, {"head_size", HS}, {"rope_theta", theta}};
+  dump.add("rope_table", table, {T, HS});
   dump.finish();
   std::printf("dump_llama_ops: wrote %s\n", argv[1]);
   return 0;

@@ -147,7 +147,7 @@ struct KernelRow {
   }
 };
 
-// The hot kernels at GPT-2 shapes (smaller on a CPU, named in each row). The ceilings are
+// The hot kernels at GPT-2 and Llama shapes (smaller on a CPU, named in each row). The ceilings are
 // measured first on the same backend: a device-to-device copy (bytes read + written) and a
 // square GEMM in the compute dtype (2 n^3 FLOPs).
 void kernel_bench(Backend& be) {
@@ -229,6 +229,45 @@ void kernel_bench(Backend& be) {
     // Reads dout, in and the residual gradient; writes the residual gradient.
     std::snprintf(name, sizeof name, "layernorm bwd N=%d C=%d", N, C);
     memory_row(s, 4.0 * N * C * dtype_size(act)).print(name);
+  }
+  // The Llama ops at Llama-3.2-1B's widths (C 2048, FFN 8192, NH 32, NKV 8, HS 64), 4096 rows
+  // on a GPU (B 2 at T 2048), 256 on a CPU.
+  {
+    const int N = dev ? 4096 : 256, C = 2048, F = 8192, NH = 32, NKV = 8, HS = 64;
+    const size_t NC = size_t(N) * C, NF = size_t(N) * F, n_qkv = size_t(N) * (NH + 2 * NKV) * HS;
+    Buffer x = buf(act, NC), y = buf(act, NC), dy = buf(act, NC), dx = buf(act, NC), w = buf(act, C),
+           rstd = buf(DType::F32, N), dw = buf(DType::F32, C);
+    double s = time_op(be, reps, [&] {
+      be.rmsnorm_fwd(view(y, act, NC), view(rstd, DType::F32, N), view(x, act, NC), view(w, act, C), N, C, 1e-5f);
+    });
+    std::snprintf(name, sizeof name, "rmsnorm fwd N=%d C=%d", N, C);
+    memory_row(s, 2.0 * NC * dtype_size(act)).print(name);
+    s = time_op(be, reps, [&] {
+      be.rmsnorm_bwd(view(dx, act, NC), view(dw, DType::F32, C), view(dy, act, NC), view(x, act, NC), view(w, act, C),
+                     view(rstd, DType::F32, N), N, C);
+    });
+    // Reads dout, in and the residual gradient; writes the residual gradient.
+    std::snprintf(name, sizeof name, "rmsnorm bwd N=%d C=%d", N, C);
+    memory_row(s, 4.0 * NC * dtype_size(act)).print(name);
+    Buffer gu = buf(act, 2 * NF), h = buf(act, NF), dgu = buf(act, 2 * NF);
+    s = time_op(be, reps, [&] {
+      be.swiglu_fwd(view(h, act, NF), view(gu, act, 2 * NF), N, F);
+      be.swiglu_bwd(view(dgu, act, 2 * NF), view(h, act, NF), view(gu, act, 2 * NF), N, F);
+    });
+    // Forward: reads 2 NF, writes NF; backward: reads 3 NF, writes 2 NF.
+    std::snprintf(name, sizeof name, "swiglu fwd+bwd N=%d F=%d", N, F);
+    memory_row(s, 8.0 * NF * dtype_size(act)).print(name);
+    std::vector<float> host(size_t(N) * HS);
+    rope_table(host.data(), N, HS, 500000.0f);
+    Buffer table = buf(DType::F32, host.size()), qkv = buf(act, n_qkv);
+    be.copy_from_host(view(table, DType::F32, host.size()), host.data());
+    s = time_op(be, reps, [&] {
+      be.rope_fwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0);
+      be.rope_bwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0);
+    });
+    // Each pass reads and writes the q and k heads (the table is small and cached).
+    std::snprintf(name, sizeof name, "rope fwd+bwd T=%d NH=%d NKV=%d", N, NH, NKV);
+    memory_row(s, 4.0 * N * (NH + NKV) * HS * dtype_size(act)).print(name);
   }
   {
     const int R = dev ? 4096 : 64, V = 50304;

@@ -922,6 +922,150 @@ TEST_F(CudaOps, MisalignedViews) {
   expect_close(param_m.view(), param.cpu.view(), kOneRounding, "adamw param");
 }
 
+// ---------------------------------------------------------------- Llama ops
+
+// C % 8 == 0 takes the 16-byte path (C = 2048: 8 pieces per lane), C = 37 the scalar one.
+const RowsCase kRmsNormCases[] = {{37, 96}, {64, 768}, {5, 37}, {16, 2048}};
+
+TEST_F(CudaOps, RmsNormFwd) {
+  for (const RowsCase& k : kRmsNormCases) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both in = act(residual_stream(NC, 301)), w = act(near_one(k.C, 302));
+    Both out = act(Vec(NC)), rstd = f32(Vec(k.N));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->rmsnorm_fwd(v(out), v(rstd), v(in), v(w), k.N, k.C, 1e-5f);
+    }
+    expect_close(out, kOneRounding, "rmsnorm_fwd out");  // fp32 math, one rounding
+    expect_close(rstd, kFp32Order, "rmsnorm_fwd rstd");  // fp32 vs double sums over C
+  }
+}
+
+TEST_F(CudaOps, AddRmsNormFwd) {
+  // sum = a + residual in place over a, as a model calls it; the CPU composes add and rmsnorm_fwd.
+  for (const RowsCase& k : kRmsNormCases) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both a = act(residual_stream(NC, 303)), residual = act(residual_stream(NC, 304)), w = act(near_one(k.C, 305));
+    Both out = act(Vec(NC)), rstd = f32(Vec(k.N));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->add_rmsnorm_fwd(v(a), v(out), v(rstd), v(a), v(residual), v(w), k.N, k.C, 1e-5f);
+    }
+    expect_close(a, kOneRounding, "add_rmsnorm_fwd sum");          // one rounding of the sum
+    expect_close(out, 2 * kOneRounding, "add_rmsnorm_fwd out");    // the rounded sum, then one more rounding
+    expect_close(rstd, kOneRounding, "add_rmsnorm_fwd rstd");      // statistics of the bf16-rounded sum
+  }
+}
+
+TEST_F(CudaOps, RmsNormBwd) {
+  // N = 1100 gives the dw column sums several chunks of rows, the last one partly filled.
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{21, 37}, RowsCase{1100, 48}, RowsCase{200, 768},
+                            RowsCase{45, 2048}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const size_t NC = static_cast<size_t>(k.N) * k.C;
+    Both in = act(residual_stream(NC, 311)), w = act(near_one(k.C, 312));
+    // rstd from the CPU forward, given to both.
+    Tensor cpu_out = upload(cpu(), Vec(NC), DType::F32), cpu_rstd = upload(cpu(), Vec(k.N), DType::F32);
+    cpu().rmsnorm_fwd(cpu_out.view(), cpu_rstd.view(), in.cpu.view(), w.cpu.view(), k.N, k.C, 1e-5f);
+    Both rstd = f32(download(cpu(), cpu_rstd.view()));
+    Both dout = act(random_vector(NC, 313));
+    Both din = act(random_vector(NC, 314));  // din_accum: the residual gradient already there
+    Both dw = f32(random_vector(k.C, 315));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->rmsnorm_bwd(v(din), v(dw), v(dout), v(in), v(w), v(rstd), k.N, k.C);
+    }
+    expect_close(din, kOneRounding, "rmsnorm_bwd din_accum");  // fp32 sum, one rounding
+    expect_close(dw, 1e-4, "rmsnorm_bwd dw");                  // fp32 vs double column sums over N rows
+  }
+}
+
+TEST_F(CudaOps, Swiglu) {
+  // F % 8 == 0 takes the 16-byte path, F = 37 the scalar one.
+  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 344}, RowsCase{9, 37}}) {
+    const int N = k.N, F = k.C;
+    SCOPED_TRACE(announce(str("N=", N, " F=", F)));
+    const size_t NF = static_cast<size_t>(N) * F;
+    Both in = act(random_vector(2 * NF, 321, 4.0f)), dout = act(random_vector(NF, 322));
+    Both out = act(Vec(NF)), din = act(Vec(2 * NF));
+    Both in_place = act(download(cpu(), in.cpu.view()));   // swiglu_bwd over its own input
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->swiglu_fwd(v(out), v(in), N, F);
+      be->swiglu_bwd(v(din), v(dout), v(in), N, F);
+      be->swiglu_bwd(v(in_place), v(dout), v(in_place), N, F);
+    }
+    // fp32 math (expf ulps), one rounding of each output.
+    expect_close(out, kOneRounding, "swiglu_fwd");
+    expect_close(din, kOneRounding, "swiglu_bwd");
+    expect_close(in_place, kOneRounding, "swiglu_bwd in place");
+  }
+}
+
+TEST_F(CudaOps, Rope) {
+  // HS 64 and 128 take the 16-byte path, 8 and 6 the scalar one; pos0 = 5 reads later table rows.
+  struct RopeCase {
+    int B, T, NH, NKV, HS, pos0;
+  };
+  for (const RopeCase& k : {RopeCase{2, 37, 4, 2, 64, 0}, RopeCase{1, 33, 8, 2, 128, 0}, RopeCase{2, 7, 4, 1, 8, 0},
+                            RopeCase{1, 9, 3, 3, 6, 0}, RopeCase{2, 11, 4, 2, 64, 5}}) {
+    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " NKV=", k.NKV, " HS=", k.HS, " pos0=", k.pos0)));
+    const size_t n = static_cast<size_t>(k.B) * k.T * (k.NH + 2 * k.NKV) * k.HS;
+    const int rows = k.pos0 + k.T;
+    Vec table_host(static_cast<size_t>(rows) * k.HS);
+    rope_table(table_host.data(), rows, k.HS, 10000.0f);
+    Both table = f32(table_host), x = act(random_vector(n, 331, 2.0f)), dx = act(random_vector(n, 332));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->rope_fwd(v(x), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
+      be->rope_bwd(v(dx), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
+    }
+    // fp32 math on the same table, one rounding; the value heads are copied through unchanged.
+    expect_close(x, kOneRounding, "rope_fwd");
+    expect_close(dx, kOneRounding, "rope_bwd");
+  }
+}
+
+// Views off a 16-byte boundary take the scalar paths of the Llama ops and give the same results.
+TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
+  const int N = 9, C = 96, F = 96;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const Vec x = residual_stream(NC, 341), w = near_one(C, 342), gu = random_vector(2 * N * F, 343, 4.0f);
+  Both xb = act(x), wb = act(w), gub = act(gu);
+  Misaligned x_m = misaligned(x, DType::BF16), w_m = misaligned(w, DType::BF16), gu_m = misaligned(gu, DType::BF16);
+
+  Both out = act(Vec(NC)), rstd = f32(Vec(N));
+  Misaligned out_m = misaligned(Vec(NC), DType::BF16);
+  cpu().rmsnorm_fwd(out.cpu.view(), rstd.cpu.view(), xb.cpu.view(), wb.cpu.view(), N, C, 1e-5f);
+  gpu().rmsnorm_fwd(out_m.view(), rstd.gpu.view(), x_m.view(), w_m.view(), N, C, 1e-5f);
+  expect_close(out_m.view(), out.cpu.view(), kOneRounding, "rmsnorm_fwd out");
+  expect_close(rstd, kFp32Order, "rmsnorm_fwd rstd");
+
+  Both swi = act(Vec(static_cast<size_t>(N) * F));
+  Misaligned swi_m = misaligned(Vec(static_cast<size_t>(N) * F), DType::BF16);
+  cpu().swiglu_fwd(swi.cpu.view(), gub.cpu.view(), N, F);
+  gpu().swiglu_fwd(swi_m.view(), gu_m.view(), N, F);
+  expect_close(swi_m.view(), swi.cpu.view(), kOneRounding, "swiglu_fwd");
+
+  const int B = 1, T = 5, NH = 2, NKV = 1, HS = 64;
+  const size_t n = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
+  Vec table_host(static_cast<size_t>(T) * HS);
+  rope_table(table_host.data(), T, HS, 10000.0f);
+  const Vec q = random_vector(n, 344);
+  Both table = f32(table_host), qb = act(q);
+  Misaligned q_m = misaligned(q, DType::BF16);
+  cpu().rope_fwd(qb.cpu.view(), table.cpu.view(), B, T, NH, NKV, HS, 0);
+  gpu().rope_fwd(q_m.view(), table.gpu.view(), B, T, NH, NKV, HS, 0);
+  expect_close(q_m.view(), qb.cpu.view(), kOneRounding, "rope_fwd");
+}
+
 // ---------------------------------------------------------------- determinism
 
 // Tensor-core (HS 64, 128) and generic (HS 37) kernels.
@@ -978,6 +1122,29 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
                                                   download_bits(gpu(), dw.view()), download_bits(gpu(), db.view()),
                                                   download_bits(gpu(), dsum.view())};
       for (int i = 0; i < 5; ++i) {
+        if (run == 0) first[i] = bits[i];
+        EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
+      }
+    }
+  }
+}
+
+// C = 96 and 4096 on the 16-byte path, 37 on the scalar one; N = 1024 rows: 16 partial chunks.
+TEST_F(CudaOps, RmsNormBwdIsDeterministic) {
+  for (const int C : {96, 4096, 37}) {
+    SCOPED_TRACE(announce(str("C=", C)));
+    const int N = 1024;
+    const size_t NC = static_cast<size_t>(N) * C;
+    Tensor in = upload(gpu(), residual_stream(NC, 351), DType::BF16), w = upload(gpu(), near_one(C, 352), DType::BF16);
+    Tensor dout = upload(gpu(), random_vector(NC, 353), DType::BF16);
+    Tensor out = upload(gpu(), Vec(NC), DType::BF16), rstd = upload(gpu(), Vec(N), DType::F32);
+    gpu().rmsnorm_fwd(out.view(), rstd.view(), in.view(), w.view(), N, C, 1e-5f);
+    std::vector<unsigned char> first[2];
+    for (int run = 0; run < 3; ++run) {
+      Tensor din = upload(gpu(), Vec(NC), DType::BF16), dw = upload(gpu(), Vec(C), DType::F32);
+      gpu().rmsnorm_bwd(din.view(), dw.view(), dout.view(), in.view(), w.view(), rstd.view(), N, C);
+      const std::vector<unsigned char> bits[2] = {download_bits(gpu(), din.view()), download_bits(gpu(), dw.view())};
+      for (int i = 0; i < 2; ++i) {
         if (run == 0) first[i] = bits[i];
         EXPECT_TRUE(bits[i] == first[i]) << "output " << i << " of run " << run << " differs from run 0";
       }

@@ -30,7 +30,8 @@ for ceiling in "ceiling: copy" "ceiling: GEMM"; do
   awk -v r="$rate" 'BEGIN {exit !(r > 0)}' || { echo "FAIL: no positive '$ceiling' rate ('$line')"; fail=1; }
 done
 for kernel in "attention fwd+bwd HS=64" "attention fwd+bwd HS=128" "layernorm fwd" "layernorm bwd" \
-              "cross-entropy R=" "cross-entropy fused" "adamw"; do
+              "cross-entropy R=" "cross-entropy fused" "adamw" "rmsnorm fwd" "rmsnorm bwd" "swiglu fwd+bwd" \
+              "rope fwd+bwd"; do
   awk -v k="$kernel" 'index($0, k) == 1 && $NF ~ /^[0-9]+%$/ {found = 1} END {exit !found}' "$out/kernels" ||
     { echo "FAIL: no '$kernel' row with a share of its ceiling"; fail=1; }
 done

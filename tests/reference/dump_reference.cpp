@@ -6,10 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "learnable_source.hpp"
+#include "reference_dump.hpp"
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
 #if TRIDENT_HAVE_CUDA
@@ -22,24 +21,6 @@
 using namespace trident;
 
 namespace {
-
-class Dump {
- public:
-  explicit Dump(const std::string& dir) : dir_(dir), bin_(dir + "/data.bin", std::ios::binary) {}
-  void add(const std::string& name, const std::vector<float>& v, std::vector<int64_t> shape) {
-    manifest_["arrays"][name] = {{"offset", offset_}, {"shape", shape}};
-    bin_.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-    offset_ += v.size();
-  }
-  nlohmann::json& manifest() { return manifest_; }
-  void finish() { std::ofstream(dir_ + "/manifest.json") << manifest_.dump(1); }
-
- private:
-  std::string dir_;
-  std::ofstream bin_;
-  nlohmann::json manifest_;
-  size_t offset_ = 0;   // in floats
-};
 
 std::unique_ptr<Backend> make_backend(const std::string& kind) {
 #if TRIDENT_HAVE_CUDA
@@ -76,7 +57,7 @@ void run(const std::string& dir, const std::string& backend, int steps) {
   std::unique_ptr<Backend> be = make_backend(backend);
   test::LearnableSource data(T, V, 2024);
   Trainer trainer(c, g, *be, data);
-  Dump dump(dir);
+  test::ReferenceDump dump(dir);
   dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
                                {"vocab_size", V}, {"seq_len", T}, {"n_positions", c.model.n_positions},
                                {"micro_batch_size", B}, {"global_batch_size", G}, {"steps", c.train.steps},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest driver: dump trident's CPU reference run, then check it with PyTorch.
+# ctest driver: run a reference dumper (DUMP DIR), then check its output with a PyTorch script.
 set -euo pipefail
 dump=$1
 script=$2

@@ -1,5 +1,5 @@
-// CPU backend ops: every backward against central finite differences, forwards against
-// double-precision references, AdamW against a scalar reference, bit-determinism across threads.
+// CPU backend ops (GPT-2's and Llama's): every backward against central finite differences, forwards
+// against double-precision references, AdamW against a scalar reference, bit-determinism across threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -206,6 +206,55 @@ TEST(CpuOps, LayerNormForwardAndGradients) {
   EXPECT_LT(max_abs_diff(minus(db, db0), db_z), 1e-6);
 }
 
+// ---------------------------------------------------------------- RMSNorm
+
+TEST(CpuOps, RmsNormForwardAndGradients) {
+  auto be = make_cpu_backend();
+  const int N = 5, C = 37;
+  const float eps = 1e-5f;
+  Vec in = random_vector(N * C, 201, 2.0f);
+  for (float& x : in) x += 1.5f;  // a mean far from 0, as in a residual stream
+  Vec w = random_vector(C, 202);
+  const Vec r = random_vector(N * C, 203);
+  Vec out(N * C), rstd(N);
+
+  auto loss = [&] {
+    be->rmsnorm_fwd(view(out), view(rstd), view(in), view(w), N, C, eps);
+    return weighted_sum(out, r);
+  };
+  loss();
+  for (int n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int c = 0; c < C; ++c) ss += static_cast<double>(in[n * C + c]) * in[n * C + c];
+    const double rs = 1.0 / std::sqrt(ss / C + eps);
+    EXPECT_NEAR(rstd[n], rs, 1e-6 * rs);
+    for (int c = 0; c < C; ++c) EXPECT_NEAR(out[n * C + c], in[n * C + c] * rs * w[c], 1e-5);
+  }
+
+  // din_accum and dw accumulate: start them from random values and subtract those.
+  const Vec din0 = random_vector(N * C, 204), dw0 = random_vector(C, 205);
+  Vec din = din0, dw = dw0;
+  be->rmsnorm_bwd(view(din), view(dw), view(r), view(in), view(w), view(rstd), N, C);
+  expect_grad("in", in, minus(din, din0), loss);
+  expect_grad("w", w, minus(dw, dw0), loss);
+}
+
+// The fused residual add: sum = a + residual (in place over a, as a model calls it), then the
+// RMSNorm of the sum.
+TEST(CpuOps, AddRmsNormIsAddThenRmsNorm) {
+  auto be = make_cpu_backend();
+  const int N = 4, C = 24;
+  const Vec a0 = random_vector(N * C, 211), residual = random_vector(N * C, 212), w = random_vector(C, 213);
+  Vec a = a0, out(N * C), rstd(N);
+  be->add_rmsnorm_fwd(view(a), view(out), view(rstd), view(a), view(residual), view(w), N, C, 1e-6f);
+  Vec sum(N * C), out_ref(N * C), rstd_ref(N);
+  for (int i = 0; i < N * C; ++i) sum[i] = a0[i] + residual[i];
+  be->rmsnorm_fwd(view(out_ref), view(rstd_ref), view(sum), view(w), N, C, 1e-6f);
+  EXPECT_EQ(a, sum);
+  EXPECT_EQ(out, out_ref);
+  EXPECT_EQ(rstd, rstd_ref);
+}
+
 // ---------------------------------------------------------------- matmul
 
 void check_matmul_gradients(bool with_bias) {
@@ -311,6 +360,32 @@ TEST(CpuOps, GeluForwardAndGradient) {
   expect_grad("x", x, din, loss);
 }
 
+// SwiGLU over rows [gate (F) | up (F)]: out = silu(gate) * up.
+TEST(CpuOps, SwigluForwardAndGradient) {
+  auto be = make_cpu_backend();
+  const int N = 3, F = 13;
+  Vec in = random_vector(2 * N * F, 221, 4.0f);
+  const Vec r = random_vector(N * F, 222);
+  Vec out(N * F), din(2 * N * F, 7.0f);  // din is written, not accumulated: the 7s must vanish
+  auto loss = [&] {
+    be->swiglu_fwd(view(out), view(in), N, F);
+    return weighted_sum(out, r);
+  };
+  loss();
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < F; ++j) {
+      const double g = in[2 * n * F + j], u = in[2 * n * F + F + j];
+      const double ref = g / (1 + std::exp(-g)) * u;
+      EXPECT_NEAR(out[n * F + j], ref, 1e-6 * (1 + std::fabs(ref))) << n << "," << j;
+    }
+  be->swiglu_bwd(view(din), view(r), view(in), N, F);
+  expect_grad("in", in, din, loss);
+  // In place over its input gives the same gradient.
+  Vec in_place = in;
+  be->swiglu_bwd(view(in_place), view(r), view(in_place), N, F);
+  EXPECT_EQ(in_place, din);
+}
+
 TEST(CpuOps, Add) {
   auto be = make_cpu_backend();
   Vec a = random_vector(10, 53), b = random_vector(10, 54), out(10);
@@ -390,6 +465,148 @@ INSTANTIATE_TEST_SUITE_P(Cpu, CpuAttention,
                          ::testing::Values(AttnShape{1, 7, 2, 4}, AttnShape{2, 13, 3, 32},
                                            AttnShape{2, 5, 1, 8}, AttnShape{1, 1, 1, 4}),
                          [](const ::testing::TestParamInfo<AttnShape>& info) { return ::testing::PrintToString(info.param); });
+
+// ---------------------------------------------------------------- rotary embedding
+
+// x rotated at positions pos0.. in double, the rotate_half convention written out: the halves
+// (x1, x2) of each q and k head become (x1 cos - x2 sin, x2 cos + x1 sin), angle t theta^(-2i/HS).
+Vec rope_reference(const Vec& x, int B, int T, int NH, int NKV, int HS, int pos0, double theta) {
+  Vec y = x;
+  const int H3 = NH + 2 * NKV, half = HS / 2;
+  for (int bt = 0; bt < B * T; ++bt)
+    for (int h = 0; h < NH + NKV; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double angle = (pos0 + bt % T) * std::pow(theta, -2.0 * i / HS);
+        const size_t a = (static_cast<size_t>(bt) * H3 + h) * HS + i, b = a + half;
+        y[a] = static_cast<float>(x[a] * std::cos(angle) - x[b] * std::sin(angle));
+        y[b] = static_cast<float>(x[b] * std::cos(angle) + x[a] * std::sin(angle));
+      }
+  return y;
+}
+
+TEST(CpuOps, RopeTableForwardAndGradient) {
+  auto be = make_cpu_backend();
+  const int B = 2, T = 5, NH = 4, NKV = 2, HS = 8, T_table = 9;
+  const float theta = 10000.0f;
+  Vec table(T_table * HS);
+  rope_table(table.data(), T_table, HS, theta);
+  for (int t = 0; t < T_table; ++t)
+    for (int i = 0; i < HS / 2; ++i) {
+      const double angle = t * std::pow(10000.0, -2.0 * i / HS);
+      EXPECT_NEAR(table[t * HS + i], std::cos(angle), 1e-6) << t << "," << i;
+      EXPECT_NEAR(table[t * HS + HS / 2 + i], std::sin(angle), 1e-6) << t << "," << i;
+    }
+
+  const size_t n = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
+  Vec x = random_vector(n, 231);
+  const Vec r = random_vector(n, 232);
+  Vec y(n);
+  auto loss = [&] {
+    y = x;
+    be->rope_fwd(view(y), view(table), B, T, NH, NKV, HS, 0);
+    return weighted_sum(y, r);
+  };
+  loss();
+  EXPECT_LT(max_abs_diff(y, rope_reference(x, B, T, NH, NKV, HS, 0, theta)), 1e-5);
+  // The value heads are not rotated.
+  for (int bt = 0; bt < B * T; ++bt)
+    for (int e = (NH + NKV) * HS; e < (NH + 2 * NKV) * HS; ++e) {
+      const size_t i = static_cast<size_t>(bt) * (NH + 2 * NKV) * HS + e;
+      EXPECT_EQ(y[i], x[i]);
+    }
+  Vec grad = r;
+  be->rope_bwd(view(grad), view(table), B, T, NH, NKV, HS, 0);
+  expect_grad("qkv", x, grad, loss);
+
+  // The backward undoes the forward (a rotation's inverse is its transpose).
+  loss();  // y of the unperturbed x again
+  Vec back = y;
+  be->rope_bwd(view(back), view(table), B, T, NH, NKV, HS, 0);
+  EXPECT_LT(max_abs_diff(back, x), 1e-6);
+
+  // Generation: T = 3 new positions after 4 earlier ones read table rows 4..6.
+  const int Tn = 3, pos0 = 4;
+  Vec z = random_vector(static_cast<size_t>(B) * Tn * (NH + 2 * NKV) * HS, 233), z_rot = z;
+  be->rope_fwd(view(z_rot), view(table), B, Tn, NH, NKV, HS, pos0);
+  EXPECT_LT(max_abs_diff(z_rot, rope_reference(z, B, Tn, NH, NKV, HS, pos0, theta)), 1e-5);
+}
+
+// ---------------------------------------------------------------- grouped-query attention
+
+struct GqaShape {
+  int B, T, NH, NKV, HS;
+};
+
+void PrintTo(const GqaShape& s, std::ostream* os) {
+  *os << "B" << s.B << "_T" << s.T << "_NH" << s.NH << "_NKV" << s.NKV << "_HS" << s.HS;
+}
+
+// qkv (B, T, NH + 2 NKV, HS) with each key/value head repeated for its NH / NKV query heads
+// (Hugging Face's repeat_kv): the multi-head layout (B, T, 3, NH, HS) of the same attention.
+Vec repeat_kv(const Vec& qkv, const GqaShape& s) {
+  const int group = s.NH / s.NKV, H3 = s.NH + 2 * s.NKV;
+  Vec full(static_cast<size_t>(s.B) * s.T * 3 * s.NH * s.HS);
+  for (int bt = 0; bt < s.B * s.T; ++bt)
+    for (int which = 0; which < 3; ++which)
+      for (int h = 0; h < s.NH; ++h) {
+        const int src = which == 0 ? h : (which == 1 ? s.NH : s.NH + s.NKV) + h / group;
+        std::copy_n(&qkv[(static_cast<size_t>(bt) * H3 + src) * s.HS], s.HS,
+                    &full[((static_cast<size_t>(bt) * 3 + which) * s.NH + h) * s.HS]);
+      }
+  return full;
+}
+
+class CpuGqaAttention : public ::testing::TestWithParam<GqaShape> {};
+
+TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
+  const GqaShape s = GetParam();
+  auto be = make_cpu_backend();
+  const size_t n_act = static_cast<size_t>(s.B) * s.T * s.NH * s.HS;
+  const size_t n_qkv = static_cast<size_t>(s.B) * s.T * (s.NH + 2 * s.NKV) * s.HS;
+  Vec qkv = random_vector(n_qkv, 241, 1.5f);
+  const Vec r = random_vector(n_act, 242);
+  Vec out(n_act), lse(s.B * s.NH * s.T);
+  auto loss = [&] {
+    cpu_gqa_attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
+    return weighted_sum(out, r);
+  };
+  loss();
+  const AttnShape full_shape{s.B, s.T, s.NH, s.HS};
+  const Vec full = repeat_kv(qkv, s);
+  Vec out_ref(n_act), lse_ref(lse.size());
+  attention_reference(out_ref, lse_ref, full, full_shape);
+  EXPECT_LT(max_abs_diff(out, out_ref), 1e-5);
+  EXPECT_LT(max_abs_diff(lse, lse_ref), 1e-5);
+
+  Vec dqkv(n_qkv, 7.0f);  // written, not accumulated
+  cpu_gqa_attention_bwd(view(dqkv), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
+  expect_grad("qkv", qkv, dqkv, loss, 243);
+
+  // Against the multi-head backward on the repeated heads: the same dq, and dk, dv of a key/value
+  // head the sums over its group's query heads.
+  Vec full_out(n_act), full_lse(lse.size()), dfull(full.size());
+  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.HS);
+  be->attention_bwd(view(dfull), TensorView{}, view(r), view(full), view(full_out), view(full_lse), s.B, s.T, s.NH,
+                    s.HS);
+  Vec summed(n_qkv, 0.0f);
+  const int group = s.NH / s.NKV, H3 = s.NH + 2 * s.NKV;
+  for (int bt = 0; bt < s.B * s.T; ++bt)
+    for (int which = 0; which < 3; ++which)
+      for (int h = 0; h < s.NH; ++h) {
+        const int dst = which == 0 ? h : (which == 1 ? s.NH : s.NH + s.NKV) + h / group;
+        for (int d = 0; d < s.HS; ++d)
+          summed[(static_cast<size_t>(bt) * H3 + dst) * s.HS + d] +=
+              dfull[((static_cast<size_t>(bt) * 3 + which) * s.NH + h) * s.HS + d];
+      }
+  EXPECT_LT(max_abs_diff(dqkv, summed), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, CpuGqaAttention,
+                         ::testing::Values(GqaShape{1, 7, 4, 2, 8}, GqaShape{2, 13, 6, 2, 16}, GqaShape{2, 5, 4, 1, 4},
+                                           GqaShape{1, 6, 3, 3, 4}),
+                         [](const ::testing::TestParamInfo<GqaShape>& info) {
+                           return ::testing::PrintToString(info.param);
+                         });
 
 // ---------------------------------------------------------------- cross-entropy
 
@@ -614,6 +831,33 @@ TEST(CpuDeterminism, NormEmbeddingAndSumsSameBitsForAnyThreadCount) {
     be->sum_squares(view(acc), view(big));
     Vec all = out;
     for (const Vec* v : {&din, &dw, &db, &dwte, &dwpe, &acc}) all.insert(all.end(), v->begin(), v->end());
+    return all;
+  });
+}
+
+TEST(CpuDeterminism, LlamaOpsSameBitsForAnyThreadCount) {
+  auto be = make_cpu_backend();
+  const int N = 260, C = 130, F = 130;            // enough work to use the threads
+  const int B = 2, T = 37, NH = 4, NKV = 2, HS = 16;
+  const size_t n_qkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS, n_act = static_cast<size_t>(B) * T * NH * HS;
+  Vec in = random_vector(N * C, 251), w = random_vector(C, 252), dout = random_vector(N * C, 253);
+  Vec gate_up = random_vector(2 * N * F, 254), dswi = random_vector(N * F, 255);
+  Vec qkv = random_vector(n_qkv, 256), datt = random_vector(n_act, 257), table(T * HS);
+  rope_table(table.data(), T, HS, 10000.0f);
+  expect_same_bits_across_threads([&] {
+    Vec out(N * C), rstd(N), din(N * C), dw(C), swi(N * F), dgate_up(2 * N * F);
+    be->rmsnorm_fwd(view(out), view(rstd), view(in), view(w), N, C, 1e-5f);
+    be->rmsnorm_bwd(view(din), view(dw), view(dout), view(in), view(w), view(rstd), N, C);
+    be->swiglu_fwd(view(swi), view(gate_up), N, F);
+    be->swiglu_bwd(view(dgate_up), view(dswi), view(gate_up), N, F);
+    Vec rotated = qkv, att(n_act), lse(B * NH * T), dqkv(n_qkv);
+    be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0);
+    cpu_gqa_attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS);
+    cpu_gqa_attention_bwd(view(dqkv), view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS);
+    be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0);
+    Vec all = out;
+    for (const Vec* v : {&rstd, &din, &dw, &swi, &dgate_up, &rotated, &att, &lse, &dqkv})
+      all.insert(all.end(), v->begin(), v->end());
     return all;
   });
 }

@@ -4,7 +4,8 @@
 //
 // Conventions (llm.c style):
 //  - destination first; shapes as explicit ints: B batch, T time, C channels, NH heads,
-//    HS head size, N = B*T rows, V vocabulary; K/M the inner/outer GEMM sizes.
+//    HS head size, NKV key/value heads (grouped-query attention), F the SwiGLU width,
+//    N = B*T rows, V vocabulary; K/M the inner/outer GEMM sizes.
 //  - "act" tensors use compute_dtype(); "f32" tensors are always fp32.
 //  - gradient contract: parameter gradients (f32) accumulate (+=) across micro-batches;
 //    activation gradients are written (=), except arguments named *_accum, which accumulate.
@@ -51,6 +52,23 @@ inline const TensorPiece* pieces_in(TensorView table, const char* op) {
   TRIDENT_CHECK(table.dtype == DType::I32 && table.numel % kPieceWords == 0,
                 str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
   return table.as<TensorPiece>();
+}
+
+// The rotary table of rope_fwd/rope_bwd, built once on the host and uploaded (so every backend
+// reads the same values): cos_sin (T, HS) f32, row t = [cos(t f_i) for i < HS/2 | sin(t f_i)],
+// f_i = 1 / theta^(2i / HS), with f_i and the angle t f_i rounded to fp32 as Hugging Face's
+// LlamaRotaryEmbedding computes them. HS must be even.
+void rope_table(float* cos_sin, int T, int HS, float theta);
+
+// The argument checks every backend's rope_fwd/rope_bwd makes (`op` names the caller): an even
+// head size, heads to rotate, and table rows for positions pos0 .. pos0 + T - 1.
+inline void check_rope_args(TensorView rope, int T, int NH, int NKV, int HS, int pos0, const char* op) {
+  TRIDENT_CHECK(HS > 0 && HS % 2 == 0 && NH > 0 && NKV > 0,
+                str(op, ": needs an even head size and NH, NKV > 0 (HS ", HS, ", NH ", NH, ", NKV ", NKV, ")"));
+  TRIDENT_CHECK(rope.dtype == DType::F32, str(op, ": the rope table is ", dtype_name(rope.dtype), ", expected f32"));
+  TRIDENT_CHECK(pos0 >= 0 && rope.numel % HS == 0 && rope.numel / HS >= static_cast<size_t>(pos0) + T,
+                str(op, ": the rope table (", rope.numel, " floats) has no ", HS, "-wide rows for positions ", pos0,
+                    "..", pos0 + T - 1));
 }
 
 // What a steady-state training step must not do, counted since the backend was made: device
@@ -128,10 +146,34 @@ class Backend {
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                              TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) = 0;
 
+  // ---- RMSNorm (Llama): out = in * rstd * w, rstd = 1 / sqrt(mean(in^2) + eps) in fp32 (Hugging
+  // Face's LlamaRMSNorm, computed in fp32 and rounded to act once).
+  // out (N,C) act; rstd (N) f32; in (N,C) act; w (C) act.
+  virtual void rmsnorm_fwd(TensorView out, TensorView rstd, TensorView in, TensorView w, int N, int C,
+                           float eps) = 0;
+  // The residual add fused with the RMSNorm that follows it: sum (N,C) act = a + residual (sum may
+  // alias a), then out = RMSNorm(sum). Backends may fuse; the default composes.
+  virtual void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView residual,
+                               TensorView w, int N, int C, float eps) {
+    add(sum, a, residual);
+    rmsnorm_fwd(out, rstd, sum, w, N, C, eps);
+  }
+  // din_accum (N,C) act += dL/din (the residual stream's gradient); dw (C) f32 +=. in is the
+  // forward's input (add_rmsnorm_fwd's sum), rstd its saved statistics.
+  virtual void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w,
+                           TensorView rstd, int N, int C) = 0;
+
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)
   virtual void gelu_fwd(TensorView out, TensorView in) = 0;              // tanh approximation
   virtual void gelu_bwd(TensorView din, TensorView dout, TensorView pre) = 0;  // din = dout*gelu'(pre)
+
+  // SwiGLU over the fused gate/up projection: in (N, 2F) act holds each row as [gate (F) | up (F)]
+  // (the fused GEMM's weight stacks W_gate over W_up; under TP each rank's shard stacks its own
+  // slices the same way), out (N,F) act = silu(gate) * up.
+  virtual void swiglu_fwd(TensorView out, TensorView in, int N, int F) = 0;
+  // din (N, 2F) act = [dgate | dup] from dout (N,F) and the forward's in; din may alias in.
+  virtual void swiglu_bwd(TensorView din, TensorView dout, TensorView in, int N, int F) = 0;
 
   // ---- GEMMs (nn.Linear convention: w is (out_features, in_features))
   // out (N,M) act = in (N,K) @ w (M,K)^T + bias (M) if given.
@@ -162,6 +204,15 @@ class Backend {
   // added to qkv, which a backend can sum while dqkv is still on chip.
   virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                              TensorView lse, int B, int T, int NH, int HS) = 0;
+
+  // ---- rotary position embedding (Hugging Face rotate_half convention: the two halves of a head
+  // are rotated against each other, element d with d + HS/2, not interleaved pairs).
+  // In place on the q and k heads of qkv (B, T, NH + 2 NKV, HS) act (NH query heads, then NKV
+  // key heads, then NKV value heads per position; value heads are untouched), at positions
+  // pos0 .. pos0 + T - 1. rope (T_table, HS) f32 is a table from rope_table(), T_table >= pos0 + T.
+  virtual void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
+  // The inverse rotation, in place on the q and k parts of the gradient dqkv (same layout).
+  virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
 
   // ---- incremental decoding with a KV cache (generation)
   // qkv (B, Tn, 3, NH, HS) act holds Tn new positions [past, past + Tn). Their keys and values are

@@ -1,5 +1,6 @@
-// CpuBackend causal self-attention. The forward keeps only the logsumexp of each score row;
-// the backward recomputes probabilities from q, k and lse (no T x T matrix is ever stored).
+// CpuBackend causal self-attention, multi-head (GPT-2) and grouped-query (Llama). The forward keeps
+// only the logsumexp of each score row; the backward recomputes probabilities from q, k and lse
+// (no T x T matrix is ever stored).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -14,12 +15,15 @@ using cpu::f32_data;
 
 namespace {
 
-// Offsets into qkv (B, T, 3, NH, HS), out/dout (B, T, NH, HS) and lse (B, NH, T).
+// Offsets into qkv (B, T, NH + 2 NKV, HS) (NH query heads, then NKV key heads, then NKV value
+// heads; GPT-2's (B, T, 3, NH, HS) is the case NKV = NH), out/dout (B, T, NH, HS) and lse
+// (B, NH, T). Query head h reads key/value head h / (NH / NKV).
 struct AttnLayout {
-  int T, NH, HS;
-  size_t qkv(int b, int t, int which, int h) const {
-    return ((static_cast<size_t>(b) * T + t) * 3 + which) * NH * HS + static_cast<size_t>(h) * HS;
-  }
+  int T, NH, NKV, HS;
+  size_t row(int b, int t) const { return (static_cast<size_t>(b) * T + t) * (NH + 2 * NKV) * HS; }
+  size_t q(int b, int t, int h) const { return row(b, t) + static_cast<size_t>(h) * HS; }
+  size_t k(int b, int t, int h) const { return row(b, t) + static_cast<size_t>(NH + h / (NH / NKV)) * HS; }
+  size_t v(int b, int t, int h) const { return row(b, t) + static_cast<size_t>(NH + NKV + h / (NH / NKV)) * HS; }
   size_t act(int b, int t, int h) const {
     return (static_cast<size_t>(b) * T + t) * NH * HS + static_cast<size_t>(h) * HS;
   }
@@ -58,14 +62,18 @@ float attend_row(float* orow, const float* q, int last, const KeyAt& key, const 
   return static_cast<float>(mx + std::log(s));
 }
 
-}  // namespace
+void check_heads(int NH, int NKV, const char* op) {
+  TRIDENT_CHECK(NH > 0 && NKV > 0 && NH % NKV == 0,
+                str(op, ": ", NKV, " key/value heads do not divide ", NH, " query heads"));
+}
 
-void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) {
-  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
-  float* o = f32_data(out, BTC, "attention_fwd: out");                               // (B, T, NH, HS)
-  float* ls = f32_data(lse, static_cast<size_t>(B) * NH * T, "attention_fwd: lse");  // (B, NH, T)
-  const float* x = f32_data(qkv, 3 * BTC, "attention_fwd: qkv");                     // (B, T, 3, NH, HS)
-  const AttnLayout L{T, NH, HS};
+void attention_forward(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) {
+  check_heads(NH, NKV, "attention_fwd");
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS, BT = static_cast<size_t>(B) * T;
+  float* o = f32_data(out, BTC, "attention_fwd: out");                                       // (B, T, NH, HS)
+  float* ls = f32_data(lse, static_cast<size_t>(B) * NH * T, "attention_fwd: lse");          // (B, NH, T)
+  const float* x = f32_data(qkv, BT * (NH + 2 * NKV) * HS, "attention_fwd: qkv");            // (B, T, NH + 2 NKV, HS)
+  const AttnLayout L{T, NH, NKV, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
 #pragma omp parallel if (cpu::worth_threads(BTC * T))
   {
@@ -73,11 +81,111 @@ void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, i
 #pragma omp for schedule(dynamic, 16)
     for (int idx = 0; idx < B * NH * T; ++idx) {
       const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
-      auto key = [&](int j) { return x + L.qkv(b, j, 1, h); };
-      auto value = [&](int j) { return x + L.qkv(b, j, 2, h); };
-      ls[idx] = attend_row(o + L.act(b, t, h), x + L.qkv(b, t, 0, h), t, key, value, scale, HS, p.data());
+      auto key = [&](int j) { return x + L.k(b, j, h); };
+      auto value = [&](int j) { return x + L.v(b, j, h); };
+      ls[idx] = attend_row(o + L.act(b, t, h), x + L.q(b, t, h), t, key, value, scale, HS, p.data());
     }
   }
+}
+
+void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
+                        TensorView lse, int B, int T, int NH, int NKV, int HS) {
+  check_heads(NH, NKV, "attention_bwd");
+  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
+  const size_t n_qkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
+  const int rows = B * NH * T, group = NH / NKV;
+  float* dx = f32_data(dqkv, n_qkv, "attention_bwd: dqkv");       // (B, T, NH + 2 NKV, HS)
+  const float* g = f32_data(dout, BTC, "attention_bwd: dout");     // (B, T, NH, HS)
+  const float* x = f32_data(qkv, n_qkv, "attention_bwd: qkv");     // (B, T, NH + 2 NKV, HS)
+  const float* o = f32_data(out, BTC, "attention_bwd: out");       // (B, T, NH, HS)
+  const float* ls = f32_data(lse, rows, "attention_bwd: lse");     // (B, NH, T)
+  TRIDENT_CHECK(dx != x, "attention_bwd: dqkv and qkv must not alias");
+  const AttnLayout L{T, NH, NKV, HS};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+
+  // D_i = dout_i . out_i = sum_j p_ij (dout_i . v_j): the softmax-backward row term.
+  std::vector<float> D(rows);  // (B, NH, T)
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(BTC))
+  for (int idx = 0; idx < rows; ++idx) {
+    const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+    D[idx] = dot(g + L.act(b, t, h), o + L.act(b, t, h), HS);
+  }
+
+  // dS_ij = p_ij (dout_i . v_j - D_i). Rows own dq_i = scale sum_j dS_ij k_j (this region);
+  // columns own dk_j = scale sum_i dS_ij q_i and dv_j = sum_i p_ij dout_i, summed over the query
+  // heads of the key/value head's group in head order (the next one). Splitting by owner keeps
+  // every sum in one thread, in a fixed order, without atomics.
+#pragma omp parallel if (cpu::worth_threads(BTC * T))
+  {
+    std::vector<float> ds(T);  // (T) one row of dS
+#pragma omp for schedule(dynamic, 16)
+    for (int idx = 0; idx < rows; ++idx) {
+      const int i = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
+      const float* q = x + L.q(b, i, h);
+      const float* gi = g + L.act(b, i, h);
+      for (int j = 0; j <= i; ++j) {
+        const float p = prob(q, x + L.k(b, j, h), ls[idx], scale, HS);
+        ds[j] = p * (dot(gi, x + L.v(b, j, h), HS) - D[idx]);
+      }
+      float* dq = dx + L.q(b, i, h);
+      std::fill(dq, dq + HS, 0.0f);
+      for (int j = 0; j <= i; ++j) axpy(dq, ds[j], x + L.k(b, j, h), HS);
+      for (int d = 0; d < HS; ++d) dq[d] *= scale;
+    }
+  }
+  const int kv_rows = B * NKV * T;
+#pragma omp parallel for schedule(dynamic, 16) if (cpu::worth_threads(BTC * T))
+  for (int idx = 0; idx < kv_rows; ++idx) {
+    const int j = idx % T, kvh = (idx / T) % NKV, b = idx / (T * NKV);
+    const int h0 = kvh * group;   // the group's first query head
+    const float* k = x + L.k(b, j, h0);
+    const float* v = x + L.v(b, j, h0);
+    float* dk = dx + L.k(b, j, h0);
+    float* dv = dx + L.v(b, j, h0);
+    std::fill(dk, dk + HS, 0.0f);
+    std::fill(dv, dv + HS, 0.0f);
+    for (int h = h0; h < h0 + group; ++h) {
+      const int row0 = (b * NH + h) * T;  // lse/D index of (b, h, i = 0)
+      for (int i = j; i < T; ++i) {
+        const float* q = x + L.q(b, i, h);
+        const float* gi = g + L.act(b, i, h);
+        const float p = prob(q, k, ls[row0 + i], scale, HS);
+        const float ds = p * (dot(gi, v, HS) - D[row0 + i]);
+        axpy(dv, p, gi, HS);
+        axpy(dk, ds, q, HS);
+      }
+    }
+    for (int d = 0; d < HS; ++d) dk[d] *= scale;
+  }
+  const int cols = (NH + 2 * NKV) * HS, n = B * T;
+  float* db = cpu::f32_optional(dbias, cols, "attention_bwd: dbias");  // (NH + 2 NKV, HS)
+  if (!db) return;
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n) * cols))
+  for (int c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int r = 0; r < n; ++r) s += dx[static_cast<size_t>(r) * cols + c];
+    db[c] += static_cast<float>(s);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) {
+  attention_forward(out, lse, qkv, B, T, NH, NH, HS);
+}
+
+void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
+                               TensorView lse, int B, int T, int NH, int HS) {
+  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NH, HS);
+}
+
+void cpu_gqa_attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) {
+  attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
+}
+
+void cpu_gqa_attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int B,
+                           int T, int NH, int NKV, int HS) {
+  attention_backward(dqkv, TensorView{}, dout, qkv, out, lse, B, T, NH, NKV, HS);
 }
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
@@ -91,13 +199,13 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
   float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (B, NH, Tmax, HS)
   float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (B, NH, Tmax, HS)
   const float* x = f32_data(qkv, 3 * BTC, "attention_decode: qkv");    // (B, Tn, 3, NH, HS)
-  const AttnLayout L{Tn, NH, HS};
+  const AttnLayout L{Tn, NH, NH, HS};
   auto at = [&](int b, int h, int t) { return ((static_cast<size_t>(b) * NH + h) * Tmax + t) * HS; };
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < Tn; ++t)
       for (int h = 0; h < NH; ++h) {
-        std::copy_n(x + L.qkv(b, t, 1, h), HS, kc + at(b, h, past + t));
-        std::copy_n(x + L.qkv(b, t, 2, h), HS, vc + at(b, h, past + t));
+        std::copy_n(x + L.k(b, t, h), HS, kc + at(b, h, past + t));
+        std::copy_n(x + L.v(b, t, h), HS, vc + at(b, h, past + t));
       }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   std::vector<float> p(Tmax);
@@ -106,81 +214,8 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
       for (int t = 0; t < Tn; ++t) {
         auto key = [&](int j) { return kc + at(b, h, j); };
         auto value = [&](int j) { return vc + at(b, h, j); };
-        attend_row(o + L.act(b, t, h), x + L.qkv(b, t, 0, h), past + t, key, value, scale, HS, p.data());
+        attend_row(o + L.act(b, t, h), x + L.q(b, t, h), past + t, key, value, scale, HS, p.data());
       }
-}
-
-void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                               TensorView lse, int B, int T, int NH, int HS) {
-  const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
-  const int rows = B * NH * T;
-  float* dx = f32_data(dqkv, 3 * BTC, "attention_bwd: dqkv");     // (B, T, 3, NH, HS)
-  const float* g = f32_data(dout, BTC, "attention_bwd: dout");    // (B, T, NH, HS)
-  const float* x = f32_data(qkv, 3 * BTC, "attention_bwd: qkv");  // (B, T, 3, NH, HS)
-  const float* o = f32_data(out, BTC, "attention_bwd: out");      // (B, T, NH, HS)
-  const float* ls = f32_data(lse, rows, "attention_bwd: lse");    // (B, NH, T)
-  TRIDENT_CHECK(dx != x, "attention_bwd: dqkv and qkv must not alias");
-  const AttnLayout L{T, NH, HS};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-
-  // D_i = dout_i . out_i = sum_j p_ij (dout_i . v_j): the softmax-backward row term.
-  std::vector<float> D(rows);  // (B, NH, T)
-#pragma omp parallel for schedule(static) if (cpu::worth_threads(BTC))
-  for (int idx = 0; idx < rows; ++idx) {
-    const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
-    D[idx] = dot(g + L.act(b, t, h), o + L.act(b, t, h), HS);
-  }
-
-  // dS_ij = p_ij (dout_i . v_j - D_i). Rows own dq_i = scale sum_j dS_ij k_j (this region);
-  // columns own dk_j = scale sum_i dS_ij q_i and dv_j = sum_i p_ij dout_i (the next one).
-  // Splitting by owner keeps every sum in one thread, in a fixed order, without atomics.
-#pragma omp parallel if (cpu::worth_threads(BTC * T))
-  {
-    std::vector<float> ds(T);  // (T) one row of dS
-#pragma omp for schedule(dynamic, 16)
-    for (int idx = 0; idx < rows; ++idx) {
-      const int i = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
-      const float* q = x + L.qkv(b, i, 0, h);
-      const float* gi = g + L.act(b, i, h);
-      for (int j = 0; j <= i; ++j) {
-        const float p = prob(q, x + L.qkv(b, j, 1, h), ls[idx], scale, HS);
-        ds[j] = p * (dot(gi, x + L.qkv(b, j, 2, h), HS) - D[idx]);
-      }
-      float* dq = dx + L.qkv(b, i, 0, h);
-      std::fill(dq, dq + HS, 0.0f);
-      for (int j = 0; j <= i; ++j) axpy(dq, ds[j], x + L.qkv(b, j, 1, h), HS);
-      for (int d = 0; d < HS; ++d) dq[d] *= scale;
-    }
-  }
-#pragma omp parallel for schedule(dynamic, 16) if (cpu::worth_threads(BTC * T))
-  for (int idx = 0; idx < rows; ++idx) {
-    const int j = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
-    const float* k = x + L.qkv(b, j, 1, h);
-    const float* v = x + L.qkv(b, j, 2, h);
-    float* dk = dx + L.qkv(b, j, 1, h);
-    float* dv = dx + L.qkv(b, j, 2, h);
-    std::fill(dk, dk + HS, 0.0f);
-    std::fill(dv, dv + HS, 0.0f);
-    const int row0 = idx - j;  // lse/D index of (b, h, i = 0)
-    for (int i = j; i < T; ++i) {
-      const float* q = x + L.qkv(b, i, 0, h);
-      const float* gi = g + L.act(b, i, h);
-      const float p = prob(q, k, ls[row0 + i], scale, HS);
-      const float ds = p * (dot(gi, v, HS) - D[row0 + i]);
-      axpy(dv, p, gi, HS);
-      axpy(dk, ds, q, HS);
-    }
-    for (int d = 0; d < HS; ++d) dk[d] *= scale;
-  }
-  float* db = cpu::f32_optional(dbias, 3 * static_cast<size_t>(NH) * HS, "attention_bwd: dbias");  // (3, NH, HS)
-  if (!db) return;
-  const int cols = 3 * NH * HS, n = B * T;
-#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n) * cols))
-  for (int c = 0; c < cols; ++c) {
-    double s = 0;
-    for (int r = 0; r < n; ++r) s += dx[static_cast<size_t>(r) * cols + c];
-    db[c] += static_cast<float>(s);
-  }
 }
 
 }  // namespace trident

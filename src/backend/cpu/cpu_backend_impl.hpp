@@ -44,9 +44,15 @@ class CpuBackend final : public Backend, public PeerOps {
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
                      int C, PeerRelease release) override;
 
+  void rmsnorm_fwd(TensorView out, TensorView rstd, TensorView in, TensorView w, int N, int C, float eps) override;
+  void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
+                   int N, int C) override;
+
   void add(TensorView out, TensorView a, TensorView b) override;
   void gelu_fwd(TensorView out, TensorView in) override;
   void gelu_bwd(TensorView din, TensorView dout, TensorView pre) override;
+  void swiglu_fwd(TensorView out, TensorView in, int N, int F) override;
+  void swiglu_bwd(TensorView din, TensorView dout, TensorView in, int N, int F) override;
 
   void matmul_fwd(TensorView out, TensorView in, TensorView w, TensorView bias,
                   int N, int K, int M) override;
@@ -58,6 +64,8 @@ class CpuBackend final : public Backend, public PeerOps {
                         int past, int Tmax, int NH, int HS) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                      TensorView lse, int B, int T, int NH, int HS) override;
+  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
+  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
 
   void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override;
   void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets,

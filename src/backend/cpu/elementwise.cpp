@@ -1,4 +1,4 @@
-// CpuBackend elementwise ops: residual add and GELU (tanh approximation) forward/backward.
+// CpuBackend elementwise ops: residual add, GELU (tanh approximation) and SwiGLU forward/backward.
 #include <cmath>
 
 #include "cpu_backend_impl.hpp"
@@ -19,6 +19,8 @@ float gelu_gate(float x) {
   const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
   return 1.0f / (1.0f + std::exp(-2.0f * u));
 }
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
@@ -52,6 +54,38 @@ void CpuBackend::gelu_bwd(TensorView din, TensorView dout, TensorView pre) {
     const float v = x[i], s = gelu_gate(v);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
     d[i] = g[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+  }
+}
+
+// Rows of in are [gate (F) | up (F)]; element j of a row pairs gate j with up j.
+void CpuBackend::swiglu_fwd(TensorView out, TensorView in, int N, int F) {
+  const size_t NF = static_cast<size_t>(N) * F;
+  float* o = f32_data(out, NF, "swiglu_fwd: out");           // (N, F)
+  const float* x = f32_data(in, 2 * NF, "swiglu_fwd: in");   // (N, 2F)
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(NF))
+  for (int n = 0; n < N; ++n) {
+    const float* gate = x + 2 * static_cast<size_t>(n) * F;
+    const float* up = gate + F;
+    float* orow = o + static_cast<size_t>(n) * F;
+    for (int j = 0; j < F; ++j) orow[j] = gate[j] * sigmoid(gate[j]) * up[j];
+  }
+}
+
+void CpuBackend::swiglu_bwd(TensorView din, TensorView dout, TensorView in, int N, int F) {
+  const size_t NF = static_cast<size_t>(N) * F;
+  float* d = f32_data(din, 2 * NF, "swiglu_bwd: din");       // (N, 2F)
+  const float* g = f32_data(dout, NF, "swiglu_bwd: dout");   // (N, F)
+  const float* x = f32_data(in, 2 * NF, "swiglu_bwd: in");   // (N, 2F)
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(NF))
+  for (int n = 0; n < N; ++n) {
+    const size_t row = 2 * static_cast<size_t>(n) * F;
+    const float* gr = g + static_cast<size_t>(n) * F;
+    for (int j = 0; j < F; ++j) {
+      // Both inputs of the pair are read before either gradient is written: din may alias in.
+      const float gate = x[row + j], up = x[row + F + j], s = sigmoid(gate);
+      d[row + j] = gr[j] * up * s * (1.0f + gate * (1.0f - s));   // silu'(gate) = s (1 + gate (1 - s))
+      d[row + F + j] = gr[j] * gate * s;
+    }
   }
 }
 

@@ -16,6 +16,9 @@
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "reduce.cuh"
+#include "rmsnorm.cuh"
+#include "rope.cuh"
+#include "swiglu.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/backend/peer_ops.hpp"
 #include "trident/core/log.hpp"
@@ -334,6 +337,33 @@ class CudaBackend final : public Backend, public PeerOps {
                        *scratch_, stream_);
   }
 
+  // ---- RMSNorm
+  void rmsnorm_fwd(TensorView out, TensorView rstd, TensorView in, TensorView w, int N, int C, float eps) override {
+    gpu::ProfileScope prof(stream_, "rmsnorm_fwd", N, C);
+    const size_t NC = rows_x_cols(N, C);
+    gpu::rmsnorm_fwd(act(out, NC, "rmsnorm_fwd: out"), f32(rstd, N, "rmsnorm_fwd: rstd"),
+                     act(in, NC, "rmsnorm_fwd: in"), act(w, C, "rmsnorm_fwd: w"), N, C, eps, stream_);
+  }
+
+  void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView residual, TensorView w,
+                       int N, int C, float eps) override {
+    gpu::ProfileScope prof(stream_, "add_rmsnorm_fwd", N, C);
+    const size_t NC = rows_x_cols(N, C);
+    gpu::add_rmsnorm_fwd(act(sum, NC, "add_rmsnorm_fwd: sum"), act(out, NC, "add_rmsnorm_fwd: out"),
+                         f32(rstd, N, "add_rmsnorm_fwd: rstd"), act(a, NC, "add_rmsnorm_fwd: a"),
+                         act(residual, NC, "add_rmsnorm_fwd: residual"), act(w, C, "add_rmsnorm_fwd: w"), N, C, eps,
+                         stream_);
+  }
+
+  void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
+                   int N, int C) override {
+    gpu::ProfileScope prof(stream_, "rmsnorm_bwd", N, C);
+    const size_t NC = rows_x_cols(N, C);
+    gpu::rmsnorm_bwd(act(din_accum, NC, "rmsnorm_bwd: din_accum"), f32(dw, C, "rmsnorm_bwd: dw"),
+                     act(dout, NC, "rmsnorm_bwd: dout"), act(in, NC, "rmsnorm_bwd: in"), act(w, C, "rmsnorm_bwd: w"),
+                     f32(rstd, N, "rmsnorm_bwd: rstd"), N, C, *scratch_, stream_);
+  }
+
   // ---- elementwise
   void add(TensorView out, TensorView a, TensorView b) override {
     gpu::ProfileScope prof(stream_, "add", out.numel);
@@ -352,6 +382,19 @@ class CudaBackend final : public Backend, public PeerOps {
     const size_t n = din.numel;
     gpu::gelu_bwd(act(din, n, "gelu_bwd: din"), act(dout, n, "gelu_bwd: dout"), act(pre, n, "gelu_bwd: pre"), n,
                   stream_);
+  }
+
+  void swiglu_fwd(TensorView out, TensorView in, int N, int F) override {
+    gpu::ProfileScope prof(stream_, "swiglu_fwd", N, F);
+    const size_t NF = rows_x_cols(N, F);
+    gpu::swiglu_fwd(act(out, NF, "swiglu_fwd: out"), act(in, 2 * NF, "swiglu_fwd: in"), N, F, stream_);
+  }
+
+  void swiglu_bwd(TensorView din, TensorView dout, TensorView in, int N, int F) override {
+    gpu::ProfileScope prof(stream_, "swiglu_bwd", N, F);
+    const size_t NF = rows_x_cols(N, F);
+    gpu::swiglu_bwd(act(din, 2 * NF, "swiglu_bwd: din"), act(dout, NF, "swiglu_bwd: dout"),
+                    act(in, 2 * NF, "swiglu_bwd: in"), N, F, stream_);
   }
 
   // ---- GEMMs
@@ -421,6 +464,23 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
                           act(qkv, 3 * BT * C, "attention_decode: qkv"), B, Tn, past, Tmax, NH, HS, stream_);
+  }
+
+  // ---- rotary position embedding
+  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override {
+    gpu::ProfileScope prof(stream_, "rope_fwd", B * T, NH + NKV, HS);
+    check_rope_args(rope, T, NH, NKV, HS, pos0, "rope_fwd");
+    const size_t n = rows_x_cols(B, T) * rows_x_cols(NH + 2 * NKV, HS);
+    gpu::rope_rotate(act(qkv, n, "rope_fwd: qkv"), f32(rope, rope.numel, "rope_fwd: rope"), B, T, NH, NKV, HS, pos0,
+                     1.0f, stream_);
+  }
+
+  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override {
+    gpu::ProfileScope prof(stream_, "rope_bwd", B * T, NH + NKV, HS);
+    check_rope_args(rope, T, NH, NKV, HS, pos0, "rope_bwd");
+    const size_t n = rows_x_cols(B, T) * rows_x_cols(NH + 2 * NKV, HS);
+    gpu::rope_rotate(act(dqkv, n, "rope_bwd: dqkv"), f32(rope, rope.numel, "rope_bwd: rope"), B, T, NH, NKV, HS, pos0,
+                     -1.0f, stream_);
   }
 
   // ---- cross-entropy

@@ -1,0 +1,139 @@
+// RMSNorm kernels: one warp per row for the row-wise work, as the LayerNorm kernels; the dw column
+// sums go through per-chunk partials added in a fixed order, so the backward pass is deterministic.
+#include "reduce.cuh"
+#include "rmsnorm.cuh"
+
+namespace trident::gpu {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kThreads = 32 * kWarpsPerBlock;
+
+// One row per warp, in pieces of kWidth elements per lane (kVec when the row length and the
+// addresses allow 16-byte accesses, else 1); the second pass over a row hits the L1 cache. With
+// kResidual the row is first summed: sum = bf16(in + residual) is stored (it may overwrite `in`:
+// each lane rewrites only what it read) and normalised, saving the separate add's pass.
+template <int kWidth, bool kResidual>
+__global__ void rmsnorm_fwd_kernel(bf16* out, float* rstd, const bf16* in, const bf16* residual, bf16* sum,
+                                   const bf16* w, int N, int C, float eps) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const size_t off = static_cast<size_t>(row) * C;
+  const bf16* x = kResidual ? sum + off : in + off;
+  float ss = 0.0f;
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float v[kWidth];
+    load_vec(v, in + off + c);
+    if (kResidual) {
+      float r[kWidth];
+      load_vec(r, residual + off + c);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));   // the stored, rounded sum
+      store_vec(sum + off + c, v);
+    }
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) ss += v[k] * v[k];
+  }
+  const float r = 1.0f / sqrtf(warp_sum(ss) / C + eps);
+  if (lane == 0) rstd[row] = r;
+  bf16* o = out + off;
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float v[kWidth], wv[kWidth];
+    load_vec(v, x + c);
+    load_vec(wv, w + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) v[k] = v[k] * r * wv[k];
+    store_vec(o + c, v);
+  }
+}
+
+// din += rstd * (dnorm - norm * mean(dnorm * norm)), dnorm = dout * w, norm = in * rstd: one warp
+// per row, the row sum first.
+template <int kWidth>
+__global__ void rmsnorm_din_kernel(bf16* din_accum, const bf16* dout, const bf16* in, const bf16* w,
+                                   const float* rstd, int N, int C) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const size_t off = static_cast<size_t>(row) * C;
+  const float r = rstd[row];
+  float s = 0.0f;
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float g[kWidth], x[kWidth], wv[kWidth];
+    load_vec(g, dout + off + c);
+    load_vec(x, in + off + c);
+    load_vec(wv, w + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) s += g[k] * wv[k] * (x[k] * r);
+  }
+  const float mean_dnorm_norm = warp_sum(s) / C;
+  for (int c = lane * kWidth; c < C; c += 32 * kWidth) {
+    float g[kWidth], x[kWidth], wv[kWidth], d[kWidth];
+    load_vec(g, dout + off + c);
+    load_vec(x, in + off + c);
+    load_vec(wv, w + c);
+    load_vec(d, din_accum + off + c);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) d[k] += r * (g[k] * wv[k] - x[k] * r * mean_dnorm_norm);
+    store_vec(din_accum + off + c, d);
+  }
+}
+
+// Partial column sums of dout * norm over the rows of one chunk (blockIdx.y); each thread owns
+// kWidth adjacent columns.
+template <int kWidth>
+__global__ void rmsnorm_dw_partials_kernel(float* partial_dw, const bf16* dout, const bf16* in, const float* rstd,
+                                           int N, int C) {
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kWidth;
+  if (c >= C) return;
+  const int r0 = blockIdx.y * kRowsPerPartial, r1 = min(N, r0 + kRowsPerPartial);
+  float sw[kWidth] = {};
+  for (int row = r0; row < r1; ++row) {
+    const size_t i = static_cast<size_t>(row) * C + c;
+    float g[kWidth], x[kWidth];
+    load_vec(g, dout + i);
+    load_vec(x, in + i);
+    const float r = rstd[row];
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) sw[k] += g[k] * (x[k] * r);
+  }
+  store_vec(partial_dw + static_cast<size_t>(blockIdx.y) * C + c, sw);
+}
+
+}  // namespace
+
+void rmsnorm_fwd(bf16* out, float* rstd, const bf16* in, const bf16* w, int N, int C, float eps, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const bool vec = C % kVec == 0 && aligned16(out, in, w);
+  const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, false> : rmsnorm_fwd_kernel<1, false>;
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, w, N, C, eps);
+  CUDA_CHECK_LAUNCH("rmsnorm_fwd");
+}
+
+void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* residual, const bf16* w, int N,
+                     int C, float eps, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w);
+  const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, true> : rmsnorm_fwd_kernel<1, true>;
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, a, residual, sum, w, N, C, eps);
+  CUDA_CHECK_LAUNCH("add_rmsnorm_fwd");
+}
+
+void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
+                 int N, int C, Scratch& scratch, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
+  const int n_chunks = column_chunks(N, "rmsnorm_bwd");
+  // (n_chunks, C): each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
+  float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
+  const auto din_kernel = vec ? rmsnorm_din_kernel<kVec> : rmsnorm_din_kernel<1>;
+  din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, rstd, N, C);
+  CUDA_CHECK_LAUNCH("rmsnorm_din_kernel");
+  const int per_thread = vec ? kVec : 1;
+  const auto partials_kernel = vec ? rmsnorm_dw_partials_kernel<kVec> : rmsnorm_dw_partials_kernel<1>;
+  partials_kernel<<<dim3(ceil_div(C, kThreads * per_thread), n_chunks), kThreads, 0, stream>>>(partial_dw, dout, in,
+                                                                                               rstd, N, C);
+  CUDA_CHECK_LAUNCH("rmsnorm_dw_partials_kernel");
+  add_column_partials(dw, partial_dw, n_chunks, C, stream);
+}
+
+}  // namespace trident::gpu

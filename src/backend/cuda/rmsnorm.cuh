@@ -1,0 +1,20 @@
+// RMSNorm over the last dimension (Llama; forward with an optional fused residual add, and
+// backward), fp32 statistics.
+#pragma once
+
+#include "common.cuh"
+
+namespace trident::gpu {
+
+// out (N,C) = in * rstd * w, rstd (N) fp32 = 1 / sqrt(mean(in^2) + eps).
+void rmsnorm_fwd(bf16* out, float* rstd, const bf16* in, const bf16* w, int N, int C, float eps, cudaStream_t stream);
+
+// sum (N,C) = a + residual (may alias a), then out = RMSNorm(sum), in one pass over the rows.
+void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* residual, const bf16* w, int N,
+                     int C, float eps, cudaStream_t stream);
+
+// din_accum (N,C) += dL/din; dw (C) += (deterministic: partial column sums in scratch).
+void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
+                 int N, int C, Scratch& scratch, cudaStream_t stream);
+
+}  // namespace trident::gpu

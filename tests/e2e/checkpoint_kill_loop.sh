@@ -36,8 +36,12 @@ for run in 1 2 3 4 5 6; do
       compgen -G "$ck/step_*.h5.tmp" >/dev/null && break
     sleep 0.005
   done
-  pkill -KILL -P "$launcher"
+  # SIGKILL to mpirun alone leaves its ranks running (saving) for a while into the next run: kill
+  # every process of this run (each has the checkpoint directory on its command line) and wait
+  # until all are gone.
+  pkill -KILL -f -- "--checkpoint.dir $ck "
   wait "$launcher"
+  for _ in $(seq 1 500); do pgrep -f -- "--checkpoint.dir $ck " >/dev/null || break; sleep 0.01; done
   compgen -G "$ck/step_*.h5.tmp" >/dev/null && killed_in_save=$((killed_in_save + 1))
   if (( had_checkpoint )); then
     grep -q "resumed from $ck/step_" "$work/run$run.log" || { cat "$work/run$run.log"; fail "run $run did not resume"; }

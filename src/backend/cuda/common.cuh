@@ -29,7 +29,7 @@
   } while (0)
 
 // After every kernel launch: a bad launch configuration is reported at its launch site, and
-// with TRIDENT_CUDA_SYNC=1 a fault inside the kernel is too (the device is drained after it).
+// with cuda.sync_launches = true a fault inside the kernel is too (the device is drained after it).
 #define CUDA_CHECK_LAUNCH(kernel_name) ::trident::gpu::check_launch(__FILE__, __LINE__, kernel_name)
 
 namespace trident::gpu {

@@ -63,7 +63,7 @@ def main():
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     for path, label in zip(args.metrics, labels(args.metrics)):
         rows = read_metrics(path)
-        steps = [r["step"] + 1 for r in rows]  # the training log counts steps from 1
+        steps = [r["step"] for r in rows]  # updates done, as in the training log
         for ax, (key, _, _) in zip(axes.flat, PANELS):
             ax.plot(steps, [r[key] for r in rows], label=label, linewidth=1.2)
     for ax, (_, title, log) in zip(axes.flat, PANELS):

@@ -30,7 +30,7 @@ void on_stop_signal(int sig) { g_stop_signal = sig; }
 std::string format_step(const StepStats& s, int steps) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | %.1f ms",
-                s.step + 1, steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.step_ms);
+                s.step, steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.step_ms);
   return buf;
 }
 
@@ -160,19 +160,19 @@ int cmd_train(const Args& args) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
   const bool checkpoints = !cfg.checkpoint.dir.empty();
-  const auto evaluates = [&](int step) { return cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0; };
-  const auto saves_after = [&](int step) {
-    return checkpoints && cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
-  };
+  // Steps are numbered by the optimizer updates done: step n is the n-th update, its checkpoint
+  // step_<n>.h5, in the log, the metrics and the checkpoint names alike.
+  const auto evaluates = [&](int n) { return cfg.train.eval_every > 0 && n % cfg.train.eval_every == 0; };
+  const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
   bool stopping = false;
   // Reports a finished step and checks for a stop signal (every rank, in step order).
   const auto report = [&](StepStats s) {
     if (evaluates(s.step)) {
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
-      log_info(str("eval  ", s.step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     metrics->write(s);
-    if ((s.step + 1) % cfg.log.every == 0 || s.step == first_step || s.step + 1 == cfg.train.steps)
+    if (s.step % cfg.log.every == 0 || s.step == first_step + 1 || s.step == cfg.train.steps)
       log_info(format_step(s, cfg.train.steps));
     stopping = any_rank_stopping(rt.groups.mpi.world) || stopping;
   };
@@ -182,13 +182,14 @@ int cmd_train(const Args& args) {
   for (int step = first_step; step < cfg.train.steps; ++step) {
     trainer.queue_step(step);
     if (trainer.queued_steps() > 1) report(trainer.finish_step());
-    const bool last = step + 1 == cfg.train.steps;
-    if (!(evaluates(step) || saves_after(step) || last || stopping)) continue;
+    const int done = step + 1;
+    const bool last = done == cfg.train.steps;
+    if (!(evaluates(done) || saves_after(done) || last || stopping)) continue;
     while (trainer.queued_steps() > 0) report(trainer.finish_step());
-    if (checkpoints && (saves_after(step) || stopping || last)) save(cfg, trainer, rt.groups, step + 1);
+    if (checkpoints && (saves_after(done) || stopping || last)) save(cfg, trainer, rt.groups, done);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
-                   "exiting after step ", step + 1));
+                   "exiting after step ", done));
       return 0;
     }
   }

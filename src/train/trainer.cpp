@@ -170,6 +170,8 @@ void Trainer::queue_step(int step) {
   // The host prepares the next batch while the device works through this step.
   read_batch(data_, consumed_samples(step + 1));
   read_step_ = step + 1;
+  // A host backend has done the step's work by now; a device's end is seen in finish_step.
+  if (!be_.is_device()) queued_.back().done = std::chrono::steady_clock::now();
 }
 
 std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
@@ -190,18 +192,15 @@ StepStats Trainer::finish_step() {
   TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
   QueuedStep& q = queued_.front();
   be_.wait_readback(q.readback);
-  const auto now = std::chrono::steady_clock::now();
+  if (be_.is_device()) q.done = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   StepStats s;
-  s.step = q.step;
+  s.step = q.step + 1;
   s.lr = q.lr;
   s.loss = q.stats[0] / tokens;
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
-  // From the step's start, or the previous step's end where they overlapped (queued ahead).
-  const auto start = std::max(q.t0, last_finish_);
-  s.step_ms = std::chrono::duration<double, std::milli>(now - start).count();
+  s.step_ms = timer_.step_ms(q.t0, q.done);
   s.tokens_per_s = tokens / (s.step_ms / 1000.0);
-  last_finish_ = now;
   queued_.pop_front();
   return s;
 }

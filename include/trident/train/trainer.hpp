@@ -14,15 +14,16 @@
 #include "trident/train/executor.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/step_timer.hpp"
 
 namespace trident {
 
 struct StepStats {
-  int step = 0;
+  int step = 0;             // optimizer updates done with this one: the first step is step 1
   double loss = 0;          // mean token loss over the global batch
   double grad_norm = 0;     // before clipping
   double lr = 0;
-  double step_ms = 0;
+  double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
 };
@@ -95,12 +96,12 @@ class Trainer {
   struct QueuedStep {
     int step = 0;
     double lr = 0;
-    std::chrono::steady_clock::time_point t0;
+    std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
     uint64_t readback = 0;
     float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm]
   };
   std::deque<QueuedStep> queued_;
-  std::chrono::steady_clock::time_point last_finish_;
+  StepTimer timer_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# e2e: every step is numbered by the updates done (console, metrics and checkpoint names agree)
+# and timed by itself: no step next to an evaluation or a checkpoint reports a near-zero time.
+#   step_reports.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
+set -euo pipefail
+trident=$1 root=$2
+shift 2
+data=$root/data/fortunes_byte
+[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$@" "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" \
+  --data.split 0.9 --model.seq_len 32 --train.micro_batch_size 2 --train.global_batch_size 4 --train.steps 20 \
+  --train.eval_every 5 --train.eval_steps 1 --checkpoint.dir "$out/ckpt" --checkpoint.every 7 --checkpoint.keep 5 \
+  --log.every 1 --log.metrics "$out/m.jsonl" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+/usr/bin/python3 - "$out" <<'PY'
+import json, os, re, statistics, sys
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{out}/m.jsonl")]
+log = open(f"{out}/log").read()
+steps = [r["step"] for r in rows]
+assert steps == list(range(1, 21)), f"metrics steps should be 1..20, got {steps}"
+console = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step +(\d+)/20 \| loss ([0-9.]+)", log, re.M)}
+assert sorted(console) == steps, f"console steps {sorted(console)} differ from the metrics' {steps}"
+for r in rows:
+    assert abs(console[r["step"]] - r["loss"]) < 1e-3, f"step {r['step']}: console loss {console[r['step']]} != {r['loss']}"
+evals = [int(m.group(1)) for m in re.finditer(r"^eval +(\d+) \|", log, re.M)]
+with_val = [r["step"] for r in rows if "val_loss" in r]
+assert evals == with_val == [5, 10, 15, 20], f"evaluations: console {evals}, metrics {with_val}"
+saved = sorted(int(m.group(1)) for m in re.finditer(r"step_(\d+)\.h5", " ".join(os.listdir(f"{out}/ckpt"))))
+assert saved == [7, 14, 20], f"checkpoints {saved}, expected step_7, step_14, step_20 (after updates 7, 14, 20)"
+ms = [r["step_ms"] for r in rows]
+median = statistics.median(ms)
+short = [(r["step"], round(r["step_ms"], 3)) for r in rows if r["step_ms"] < 0.1 * median]
+assert not short, f"steps reported under 10% of the median step {median:.3f} ms: {short}"
+print(f"ok: steps 1..20 agree in console, metrics and checkpoints; step times {min(ms):.2f}..{max(ms):.2f} ms, "
+      f"median {median:.2f}")
+PY

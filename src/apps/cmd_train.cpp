@@ -8,6 +8,7 @@
 
 #include "auto_layout.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 #include "runtime.hpp"
 #include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
@@ -26,13 +27,6 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-std::string format_step(const StepStats& s, int steps) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | %.1f ms",
-                s.step, steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.step_ms);
-  return buf;
-}
 
 std::string layout_string(const RunConfig& c) {
   return str("dp=", c.parallel.dp, " tp=", c.parallel.tp, " pp=", c.parallel.pp, " zero=", c.parallel.zero,
@@ -164,6 +158,7 @@ int cmd_train(const Args& args) {
   // step_<n>.h5, in the log, the metrics and the checkpoint names alike.
   const auto evaluates = [&](int n) { return cfg.train.eval_every > 0 && n % cfg.train.eval_every == 0; };
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
+  Progress progress(cfg, *rt.backend, rt.groups.mpi.world, first_step);
   bool stopping = false;
   // Reports a finished step and checks for a stop signal (every rank, in step order).
   const auto report = [&](StepStats s) {
@@ -171,16 +166,18 @@ int cmd_train(const Args& args) {
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
       log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
+    progress.complete(s);
     metrics->write(s);
-    if (s.step % cfg.log.every == 0 || s.step == first_step + 1 || s.step == cfg.train.steps)
-      log_info(format_step(s, cfg.train.steps));
+    if (progress.printed(s.step)) log_info(progress.line(s));
     stopping = any_rank_stopping(rt.groups.mpi.world) || stopping;
   };
   // Each step is queued before the previous one is reported, so the device need not wait for the
   // host between steps; a step after which the model is read (evaluation, checkpoint, the last
   // step, a stop signal) is finished at once, so that nothing else is queued behind it.
   for (int step = first_step; step < cfg.train.steps; ++step) {
+    progress.before_queue(step + 1);
     trainer.queue_step(step);
+    progress.after_queue(step + 1);
     if (trainer.queued_steps() > 1) report(trainer.finish_step());
     const int done = step + 1;
     const bool last = done == cfg.train.steps;

@@ -90,7 +90,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("checkpoint.resume", c.checkpoint.resume, "auto (latest in checkpoint.dir if present), none, or a checkpoint file");
 
   v.section("log", "Logging [log]");
-  v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");
+  v("log.every", c.log.every,
+    "print the progress line (loss, lr, grad norm, tokens/s, MFU, memory, comm wait, elapsed, ETA) every N steps");
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
 }
 

@@ -14,10 +14,26 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (!out_) throw InputError(str("log.metrics = ", path, ": cannot open for appending (check the directory exists)"));
 }
 
+namespace {
+
+// A value not measured (NaN) is written as null, so that every row has the same keys.
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
 void MetricsWriter::write(const StepStats& s) {
   if (!out_.is_open()) return;
-  nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"lr", s.lr},
-                      {"grad_norm", s.grad_norm}, {"tokens_per_s", s.tokens_per_s}, {"step_ms", s.step_ms}};
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"lr", s.lr},
+                      {"grad_norm", s.grad_norm},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"step_ms", s.step_ms},
+                      {"mfu", number_or_null(s.mfu)},
+                      {"peak_mem_gib", number_or_null(s.peak_mem_bytes / double(1 << 30))},
+                      {"comm_wait", number_or_null(s.comm_wait)},
+                      {"elapsed_s", number_or_null(s.elapsed_s)},
+                      {"eta_s", number_or_null(s.eta_s)}};
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;
     j["val_ppl"] = std::exp(s.val_loss);

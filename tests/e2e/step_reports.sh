@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# e2e: every step is numbered by the updates done (console, metrics and checkpoint names agree)
-# and timed by itself: no step next to an evaluation or a checkpoint reports a near-zero time.
+# e2e: every step is numbered by the updates done (console, metrics and checkpoint names agree),
+# timed by itself (no step next to an evaluation or a checkpoint reports a near-zero time), and
+# reported with every progress field in both the console line and the metrics row.
 #   step_reports.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
 trident=$1 root=$2
@@ -29,6 +30,20 @@ with_val = [r["step"] for r in rows if "val_loss" in r]
 assert evals == with_val == [5, 10, 15, 20], f"evaluations: console {evals}, metrics {with_val}"
 saved = sorted(int(m.group(1)) for m in re.finditer(r"step_(\d+)\.h5", " ".join(os.listdir(f"{out}/ckpt"))))
 assert saved == [7, 14, 20], f"checkpoints {saved}, expected step_7, step_14, step_20 (after updates 7, 14, 20)"
+keys = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "mfu", "peak_mem_gib", "comm_wait",
+        "elapsed_s", "eta_s")
+for r in rows:
+    missing = [k for k in keys + (("val_loss", "val_ppl") if r["step"] % 5 == 0 else ()) if k not in r]
+    assert not missing, f"metrics row of step {r['step']} lacks {missing}"
+    assert r["peak_mem_gib"] > 0 and r["elapsed_s"] > 0 and r["eta_s"] >= 0, f"step {r['step']}: {r}"
+    assert r["mfu"] is None and r["comm_wait"] is None, "the CPU backend measures no MFU or comm wait: null"
+assert rows[-1]["eta_s"] == 0, f"ETA at the last step: {rows[-1]['eta_s']}"
+fields = r"^step +\d+/20 \| loss \S+ \| lr \S+ \| grad norm \S+ \| \d+ tok/s \| MFU - \| mem [0-9.]+ GiB \| " \
+         r"comm wait - \| [0-9.]+ ms \| elapsed \w+ \| ETA \w+$"
+lines = re.findall(r"^step +\d+/20 .*$", log, re.M)
+bad = [l for l in lines if not re.match(fields, l)]
+assert not bad, f"console lines without every field (step, loss, lr, grad norm, tok/s, MFU, mem, comm wait, ms, " \
+                f"elapsed, ETA): {bad[:2]}"
 ms = [r["step_ms"] for r in rows]
 median = statistics.median(ms)
 short = [(r["step"], round(r["step_ms"], 3)) for r in rows if r["step_ms"] < 0.1 * median]

@@ -26,6 +26,12 @@ struct StepStats {
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
+  // Filled by the training command's progress report (NaN where not measured):
+  double mfu = std::nan("");              // model FLOPs utilisation (device backends)
+  double peak_mem_bytes = std::nan("");   // the highest peak memory of any rank so far
+  double comm_wait = std::nan("");        // share of the step a compute stream waited on communication
+  double elapsed_s = std::nan("");        // since the run's first step was queued
+  double eta_s = std::nan("");            // to the last step, at the run's mean rate so far
 };
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.

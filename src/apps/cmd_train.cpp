@@ -160,8 +160,11 @@ int cmd_train(const Args& args) {
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
   Progress progress(cfg, *rt.backend, rt.groups.mpi.world, first_step);
   bool stopping = false;
+  int skipped_in_row = 0;   // consecutive skipped updates: train.max_skipped of them stop the run
   // Reports a finished step and checks for a stop signal (every rank, in step order).
   const auto report = [&](StepStats s) {
+    if (!s.skipped.empty()) log_info(str("step ", s.step, ": update skipped: ", s.skipped));
+    skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
       log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
@@ -181,8 +184,18 @@ int cmd_train(const Args& args) {
     if (trainer.queued_steps() > 1) report(trainer.finish_step());
     const int done = step + 1;
     const bool last = done == cfg.train.steps;
-    if (!(evaluates(done) || saves_after(done) || last || stopping)) continue;
+    if (!(evaluates(done) || saves_after(done) || last || stopping || skipped_in_row > 0)) continue;
     while (trainer.queued_steps() > 0) report(trainer.finish_step());
+    if (skipped_in_row >= cfg.train.max_skipped) {
+      // The skipped updates left the parameters and the optimizer state as the last applied step
+      // made them; the checkpoint keeps them with the data position after the skipped batches.
+      if (checkpoints) save(cfg, trainer, rt.groups, done);
+      log_info(str("stopping: ", skipped_in_row, " updates in a row were skipped (train.max_skipped = ",
+                    cfg.train.max_skipped, "); ", checkpoints ? str("the last good state is saved as step ", done)
+                                                               : std::string("no checkpoint.dir, nothing saved"),
+                    ". Lower train.lr, raise train.warmup_steps or check the data before resuming"));
+      return 1;
+    }
     if (checkpoints && (saves_after(done) || stopping || last)) save(cfg, trainer, rt.groups, done);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",

@@ -73,6 +73,12 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("train.seed", c.train.seed, "seed of the initialisation and the data order");
   v("train.eval_every", c.train.eval_every, "validation loss and perplexity every N steps; 0 = never");
   v("train.eval_steps", c.train.eval_steps, "global batches of validation data per evaluation");
+  v("train.max_skipped", c.train.max_skipped,
+    "a step whose loss or gradient norm is not finite (or a loss spike) is not applied; this many such steps in a "
+    "row stop the run with a checkpoint of the last good state");
+  v("train.spike_zscore", c.train.spike_zscore,
+    "skip a step whose loss is more than this many standard deviations above the mean of the last 100 applied "
+    "steps (after 20); 0 = off");
 
   v.section("data", "Data [data]");
   v("data.train", c.data.train,

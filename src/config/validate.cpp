@@ -97,6 +97,9 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.grad_clip >= 0, "train.grad_clip", t.grad_clip, "must be >= 0 (0 = no clipping)");
   require(t.eval_every >= 0, "train.eval_every", t.eval_every, "must be >= 0 (0 = no evaluation)");
   require(t.eval_steps >= 1, "train.eval_steps", t.eval_steps, "must be at least 1");
+  require(t.max_skipped >= 1, "train.max_skipped", t.max_skipped, "must be at least 1");
+  require(t.spike_zscore >= 0 && std::isfinite(t.spike_zscore), "train.spike_zscore", t.spike_zscore,
+          "must be >= 0 (0 = no spike detection)");
 }
 
 // The files themselves are opened later (open_data); an empty data.train is allowed here so that

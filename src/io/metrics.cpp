@@ -33,7 +33,10 @@ void MetricsWriter::write(const StepStats& s) {
                       {"peak_mem_gib", number_or_null(s.peak_mem_bytes / double(1 << 30))},
                       {"comm_wait", number_or_null(s.comm_wait)},
                       {"elapsed_s", number_or_null(s.elapsed_s)},
-                      {"eta_s", number_or_null(s.eta_s)}};
+                      {"eta_s", number_or_null(s.eta_s)},
+                      {"skipped", !s.skipped.empty()},
+                      {"skipped_steps", s.skipped_steps}};
+  if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;
     j["val_ppl"] = std::exp(s.val_loss);

@@ -16,7 +16,7 @@ size_t bucket_elements(const ParallelConfig& p) {
 }
 
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
-    : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()) {
+    : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()), guard_(cfg.train.spike_zscore) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   const bool train = mode == Mode::Train;
   std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
@@ -51,6 +51,13 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   if (const char* stall = std::getenv("TRIDENT_TEST_STALL")) {
     int rank = -1, at = -1;
     if (std::sscanf(stall, "%d:%d", &rank, &at) == 2 && rank == g.rank) stall_step_ = at;
+  }
+  // TRIDENT_TEST_NAN_GRAD="rank:step[:count]" (tests only): world rank `rank` turns its gradients
+  // into NaN in `count` (default 1) updates from update `step` (1-based), before the global norm.
+  if (const char* nan_grad = std::getenv("TRIDENT_TEST_NAN_GRAD")) {
+    int rank = -1, at = -1, count = 1;
+    if (std::sscanf(nan_grad, "%d:%d:%d", &rank, &at, &count) >= 2 && rank == g.rank)
+      nan_grad_steps_ = {at, at + count};
   }
 }
 
@@ -153,6 +160,8 @@ void Trainer::queue_step(int step) {
   executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
                  unit_done);
   sync_->finish();
+  if (step + 1 >= nan_grad_steps_.first && step + 1 < nan_grad_steps_.second)
+    be_.scale(model_->grads(), std::nanf(""));   // test hook: NaN * g = NaN
 
   // [sum of token losses, squared gradient norm] in one world all-reduce.
   TensorView stats = stats_buf_.view(DType::F32).slice(0, 2);
@@ -163,7 +172,12 @@ void Trainer::queue_step(int step) {
   g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
-  optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  // Every rank reads the same reduced values, so all make the same decision. The read waits for
+  // the device once more per step; the update is then queued behind it, the next step after.
+  float seen[2];
+  be_.copy_to_host(seen, stats);
+  q.skipped = guard_.check(seen[0] / tokens, std::sqrt(static_cast<double>(seen[1])));
+  if (q.skipped.empty()) optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
   queued_.push_back(q);
   // stats_buf_ is next written by the next step's ops, queued after this copy.
   queued_.back().readback = be_.readback_async(queued_.back().stats, stats);
@@ -199,6 +213,9 @@ StepStats Trainer::finish_step() {
   s.lr = q.lr;
   s.loss = q.stats[0] / tokens;
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
+  s.skipped = q.skipped;
+  if (!q.skipped.empty()) ++skipped_steps_;
+  s.skipped_steps = skipped_steps_;
   s.step_ms = timer_.step_ms(q.t0, q.done);
   s.tokens_per_s = tokens / (s.step_ms / 1000.0);
   queued_.pop_front();

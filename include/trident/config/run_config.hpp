@@ -60,6 +60,8 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int eval_every = 0;     // validation loss every N steps (0: never)
   int eval_steps = 10;    // global batches of validation data per evaluation
+  int max_skipped = 10;        // consecutive skipped updates (non-finite, spikes) that stop the run
+  double spike_zscore = 0;     // skip a step whose loss is this many standard deviations high (0: off)
 };
 
 struct DataConfig {

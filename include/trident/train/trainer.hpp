@@ -6,6 +6,8 @@
 #include <cmath>
 #include <deque>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "trident/config/run_config.hpp"
@@ -14,6 +16,7 @@
 #include "trident/train/executor.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/step_guard.hpp"
 #include "trident/train/step_timer.hpp"
 
 namespace trident {
@@ -26,6 +29,8 @@ struct StepStats {
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
+  std::string skipped;              // why the update was not applied (StepGuard); empty: applied
+  int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
   double mfu = std::nan("");              // model FLOPs utilisation (device backends)
   double peak_mem_bytes = std::nan("");   // the highest peak memory of any rank so far
@@ -105,6 +110,7 @@ class Trainer {
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
     uint64_t readback = 0;
     float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm]
+    std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;
   StepTimer timer_;
@@ -115,7 +121,10 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
+  StepGuard guard_;
+  int skipped_steps_ = 0;
   int stall_step_ = -1;
+  std::pair<int, int> nan_grad_steps_{-1, -1};   // [first, end) updates the NaN test hook spoils
   int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at
                                                // base_samples_ + (s - base_step_) * global batch
 };

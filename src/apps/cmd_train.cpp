@@ -9,6 +9,7 @@
 #include "auto_layout.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
+#include "run_length.hpp"
 #include "runtime.hpp"
 #include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
@@ -111,7 +112,7 @@ int cmd_train(const Args& args) {
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;
   std::unique_ptr<MetricsWriter> metrics;
-  std::string resume;
+  std::string resume, length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
     data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
@@ -120,6 +121,8 @@ int cmd_train(const Args& args) {
     metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
+    length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
+    if (!resume.empty()) lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume).config, resume);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
@@ -129,6 +132,8 @@ int cmd_train(const Args& args) {
   if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
     log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
   log_info("data:\n" + data.description);
+  for (const std::string& note : {length_note, lr_note})
+    if (!note.empty()) log_info(note);
 
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   int first_step = 0;

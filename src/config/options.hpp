@@ -59,12 +59,26 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 
   v.section("train", "Training [train]");
-  v("train.steps", c.train.steps, "optimizer steps to run");
+  v("train.steps", c.train.steps, "optimizer steps to run (or give train.epochs or train.tokens instead)");
+  v("train.epochs", c.train.epochs,
+    "in place of train.steps: passes over the training data (steps = ceil(epochs * training sequences / "
+    "global_batch_size)); 0 = use train.steps");
+  v("train.tokens", c.train.tokens,
+    "in place of train.steps: training tokens (steps = ceil(tokens / (global_batch_size * seq_len))); 0 = use "
+    "train.steps");
   v("train.micro_batch_size", c.train.micro_batch_size, "sequences per micro-batch per DP rank (B)");
   v("train.global_batch_size", c.train.global_batch_size, "sequences per optimizer step over all DP ranks");
   v("train.lr", c.train.lr, "peak learning rate");
-  v("train.min_lr", c.train.min_lr, "learning rate at the end of the cosine decay");
+  v("train.min_lr", c.train.min_lr, "learning rate at the end of the decay");
   v("train.warmup_steps", c.train.warmup_steps, "steps of linear warm-up from 0 to train.lr");
+  v("train.lr_schedule", c.train.lr_schedule,
+    "after the warm-up: cosine (to min_lr), linear (to min_lr), wsd (warm-up, stable at lr, then a linear decay "
+    "to min_lr over the last lr_wsd_decay_fraction of lr_decay_steps) or constant");
+  v("train.lr_decay_steps", c.train.lr_decay_steps,
+    "the update at which the decay reaches min_lr (min_lr after it); 0 = train.steps. A resumed run whose "
+    "train.steps differs from its checkpoint's keeps the checkpoint's length unless this is set");
+  v("train.lr_wsd_decay_fraction", c.train.lr_wsd_decay_fraction,
+    "wsd: the share of lr_decay_steps at its end in which the learning rate decays");
   v("train.weight_decay", c.train.weight_decay, "AdamW decoupled weight decay (matrices only)");
   v("train.beta1", c.train.beta1, "AdamW beta1");
   v("train.beta2", c.train.beta2, "AdamW beta2");

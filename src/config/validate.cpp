@@ -90,6 +90,15 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.lr > 0 && std::isfinite(t.lr), "train.lr", t.lr, "must be > 0");
   require(t.min_lr >= 0 && t.min_lr <= t.lr, "train.min_lr", t.min_lr, "must be between 0 and train.lr");
   require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "must be >= 0");
+  require(t.lr_schedule == "cosine" || t.lr_schedule == "linear" || t.lr_schedule == "wsd" ||
+              t.lr_schedule == "constant",
+          "train.lr_schedule", t.lr_schedule, "must be cosine, linear, wsd or constant");
+  require(t.lr_decay_steps >= 0, "train.lr_decay_steps", t.lr_decay_steps, "must be >= 0 (0 = train.steps)");
+  require(t.lr_wsd_decay_fraction > 0 && t.lr_wsd_decay_fraction <= 1, "train.lr_wsd_decay_fraction",
+          t.lr_wsd_decay_fraction, "must be in (0, 1]");
+  require(t.epochs >= 0 && std::isfinite(t.epochs), "train.epochs", t.epochs, "must be >= 0 (0 = use train.steps)");
+  require(t.epochs == 0 || t.tokens == 0, "train.epochs", t.epochs,
+          "and train.tokens both set the length of training; give one of them");
   require(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "must be >= 0");
   require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", t.beta1, "must be in [0, 1)");
   require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", t.beta2, "must be in [0, 1)");

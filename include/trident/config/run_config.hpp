@@ -47,11 +47,16 @@ struct ParallelConfig {
 
 struct TrainConfig {
   int steps = 100;
+  double epochs = 0;       // > 0: steps from passes over the training data instead of train.steps
+  uint64_t tokens = 0;     // > 0: steps from training tokens instead of train.steps
   int micro_batch_size = 4;
   int global_batch_size = 8;
   double lr = 6e-4;
   double min_lr = 6e-5;
   int warmup_steps = 10;
+  std::string lr_schedule = "cosine";   // cosine | linear | wsd | constant (after the warm-up)
+  int lr_decay_steps = 0;               // update at which the decay reaches min_lr; 0: train.steps
+  double lr_wsd_decay_fraction = 0.2;   // wsd: share of lr_decay_steps spent decaying, at the end
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;

@@ -5,7 +5,9 @@
 # correctness: ops (CUDA ops vs CPU), ops_mma (the same with the mma.sync attention kernels that
 #   sm_90a machines skip), layouts (one step vs CPU, 2-GPU layouts vs 1 GPU), torch
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
-#   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor
+#   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor,
+#   tensorboard (log.tensorboard of a GPU run read back by TensorBoard's EventAccumulator; needs python3
+#   with tensorboard)
 # measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs, the latter with ZeRO 0
 #   and 1), pytorch (the same
 #   with tools/bench_pytorch.py; pytorch_ab: its 1-GPU run twice through this script's wrapper and
@@ -70,6 +72,13 @@ for c in "${checks[@]}"; do
       run generate_sampled 120 "${mpirun[@]}" -np 1 "$bin/trident" generate --checkpoint "$out/gen_ck/step_30.h5" \
         --prompt "Q: Why" --temperature 0.8 --top-k 40 --max-new-tokens 40 \
         --vocab "$root/data/gpt2/encoder.json" --merges "$root/data/gpt2/vocab.bpe" ;;
+    tensorboard)
+      run tensorboard_train 300 "${mpirun[@]}" -np "${counts[-1]}" "$bin/trident" train \
+        --config "$root/inputs/models/gpt2-124m.cfg" --data.train "$root/data/fortunes_gpt2" --data.split 0.95 \
+        --train.steps 20 --train.micro_batch_size 8 --train.global_batch_size $((8 * counts[-1])) --train.eval_every 10 \
+        --train.eval_steps 2 --log.every 5 --log.metrics "$out/tensorboard.jsonl" --log.tensorboard "$out/tensorboard"
+      run tensorboard_read 120 python3 "$root/tests/cuda/tensorboard_accumulator.py" "$out/tensorboard" \
+        "$out/tensorboard.jsonl" ;;
     doctor)
       run doctor 120 "${mpirun[@]}" -np 2 "$bin/trident" doctor --config "$root/inputs/models/gpt2-124m.cfg" \
         --data.train "$root/data/fortunes_gpt2" --parallel.tp 2 --checkpoint.dir "$out/doctor_ck" ;;

@@ -17,6 +17,7 @@
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/metrics.hpp"
+#include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
 #include "trident/train/trainer.hpp"
@@ -112,6 +113,7 @@ int cmd_train(const Args& args) {
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;
   std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
   std::string resume, length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
     data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
@@ -119,6 +121,7 @@ int cmd_train(const Args& args) {
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));
     metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
+    tensorboard = std::make_unique<TensorBoardWriter>(rank == 0 ? cfg.log.tensorboard : std::string());
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
@@ -176,6 +179,7 @@ int cmd_train(const Args& args) {
     }
     progress.complete(s);
     metrics->write(s);
+    tensorboard->write(s);
     if (progress.printed(s.step)) log_info(progress.line(s));
     stopping = any_rank_stopping(rt.groups.mpi.world) || stopping;
   };
@@ -209,6 +213,7 @@ int cmd_train(const Args& args) {
     }
   }
   if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
+  if (!tensorboard->path().empty()) log_info("tensorboard: " + tensorboard->path());
   return 0;
 }
 

@@ -113,6 +113,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("log.every", c.log.every,
     "print the progress line (loss, lr, grad norm, tokens/s, MFU, memory, comm wait, elapsed, ETA) every N steps");
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
+  v("log.tensorboard", c.log.tensorboard,
+    "write the step metrics as TensorBoard scalars to a new event file in this directory; empty = off");
 }
 
 }  // namespace trident

@@ -84,6 +84,7 @@ struct CheckpointConfig {
 
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
+  std::string tensorboard;   // directory of TensorBoard event files; empty = none
   int every = 10;
 };
 

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "run_length.hpp"
+#include "run_summary.hpp"
 #include "runtime.hpp"
 #include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
@@ -83,7 +84,7 @@ std::string data_changes(const RunConfig& now, const std::string& stored_ini, co
   return out;
 }
 
-void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
+SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
   CheckpointInfo info;
   info.step = steps_done;
   info.consumed_samples = trainer.consumed_samples(steps_done);
@@ -93,6 +94,7 @@ void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64
   SaveResult r = save_checkpoint(cfg.checkpoint.dir, cfg.checkpoint.keep, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
                r.bytes / 1e9 / r.seconds, " GB/s)"));
+  return r;
 }
 
 }  // namespace
@@ -122,6 +124,7 @@ int cmd_train(const Args& args) {
                            " but there is no validation data: set data.val, or data.split below 1"));
     metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
     tensorboard = std::make_unique<TensorBoardWriter>(rank == 0 ? cfg.log.tensorboard : std::string());
+    if (rank == 0) check_writable("log.summary", cfg.log.summary);
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
@@ -139,6 +142,7 @@ int cmd_train(const Args& args) {
     if (!note.empty()) log_info(note);
 
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
+  RunSummary summary(cfg, *rt.backend, rt.groups.mpi.world);
   int first_step = 0;
   if (!resume.empty()) {
     CheckpointInfo info;
@@ -148,6 +152,7 @@ int cmd_train(const Args& args) {
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double gb = static_cast<double>(std::filesystem::file_size(resume)) / 1e9;
+    summary.checkpoint_loaded(gb * 1e9, seconds);
     log_info(str("checkpoint: loaded ", resume, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
     first_step = static_cast<int>(info.step);
     trainer.set_position(info.step, info.consumed_samples);
@@ -167,6 +172,10 @@ int cmd_train(const Args& args) {
   const auto evaluates = [&](int n) { return cfg.train.eval_every > 0 && n % cfg.train.eval_every == 0; };
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
   Progress progress(cfg, *rt.backend, rt.groups.mpi.world, first_step);
+  const auto save_and_count = [&](int done) {
+    const SaveResult r = save(cfg, trainer, rt.groups, done);
+    summary.checkpoint_saved(r.bytes, r.seconds);
+  };
   bool stopping = false;
   int skipped_in_row = 0;   // consecutive skipped updates: train.max_skipped of them stop the run
   // Reports a finished step and checks for a stop signal (every rank, in step order).
@@ -174,10 +183,13 @@ int cmd_train(const Args& args) {
     if (!s.skipped.empty()) log_info(str("step ", s.step, ": update skipped: ", s.skipped));
     skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
+      const auto t0 = std::chrono::steady_clock::now();
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
+    summary.step(s);
     metrics->write(s);
     tensorboard->write(s);
     if (progress.printed(s.step)) log_info(progress.line(s));
@@ -198,20 +210,23 @@ int cmd_train(const Args& args) {
     if (skipped_in_row >= cfg.train.max_skipped) {
       // The skipped updates left the parameters and the optimizer state as the last applied step
       // made them; the checkpoint keeps them with the data position after the skipped batches.
-      if (checkpoints) save(cfg, trainer, rt.groups, done);
+      if (checkpoints) save_and_count(done);
       log_info(str("stopping: ", skipped_in_row, " updates in a row were skipped (train.max_skipped = ",
                     cfg.train.max_skipped, "); ", checkpoints ? str("the last good state is saved as step ", done)
                                                                : std::string("no checkpoint.dir, nothing saved"),
                     ". Lower train.lr, raise train.warmup_steps or check the data before resuming"));
+      summary.finish(trainer.data_seconds());
       return 1;
     }
-    if (checkpoints && (saves_after(done) || stopping || last)) save(cfg, trainer, rt.groups, done);
+    if (checkpoints && (saves_after(done) || stopping || last)) save_and_count(done);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
                    "exiting after step ", done));
+      summary.finish(trainer.data_seconds());
       return 0;
     }
   }
+  summary.finish(trainer.data_seconds());
   if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
   if (!tensorboard->path().empty()) log_info("tensorboard: " + tensorboard->path());
   return 0;

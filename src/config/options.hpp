@@ -115,6 +115,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
   v("log.tensorboard", c.log.tensorboard,
     "write the step metrics as TensorBoard scalars to a new event file in this directory; empty = off");
+  v("log.summary", c.log.summary,
+    "write the end-of-run performance summary (printed always) as JSON to this file; empty = off");
 }
 
 }  // namespace trident

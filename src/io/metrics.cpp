@@ -14,6 +14,12 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (!out_) throw InputError(str("log.metrics = ", path, ": cannot open for appending (check the directory exists)"));
 }
 
+void check_writable(const char* option, const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::app);   // appends nothing: an existing file is left as it is
+  if (!probe) throw InputError(str(option, " = ", path, ": cannot open for writing (check the directory exists)"));
+}
+
 namespace {
 
 // A value not measured (NaN) is written as null, so that every row has the same keys.

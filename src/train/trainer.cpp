@@ -81,6 +81,7 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const int64_t G = cfg_.train.global_batch_size;
   if (!model_->stage().first() && !model_->stage().last()) return;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int micro = 0; micro < n_micro_; ++micro) {
     const int64_t first = step_first_sample + g_.coord.dp * (G / g_.topo.dp()) + static_cast<int64_t>(micro) * B;
     source.samples(first, B, host_tokens_.data());
@@ -91,6 +92,7 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
         host_batch_[n + base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
       }
   }
+  if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Trainer::upload_batch() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: every step is numbered by the updates done (console, metrics and checkpoint names agree),
 # timed by itself (no step next to an evaluation or a checkpoint reports a near-zero time), and
-# reported with every progress field in both the console line and the metrics row.
+# reported with every progress field in both the console line and the metrics row; the run ends
+# with a performance summary, printed and in log.summary.
 #   step_reports.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
 trident=$1 root=$2
@@ -13,7 +14,7 @@ trap 'rm -rf "$out"' EXIT
 "$@" "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" \
   --data.split 0.9 --model.seq_len 32 --train.micro_batch_size 2 --train.global_batch_size 4 --train.steps 20 \
   --train.eval_every 5 --train.eval_steps 1 --checkpoint.dir "$out/ckpt" --checkpoint.every 7 --checkpoint.keep 5 \
-  --log.every 1 --log.metrics "$out/m.jsonl" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  --log.every 1 --log.metrics "$out/m.jsonl" --log.summary "$out/summary.json" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
 /usr/bin/python3 - "$out" <<'PY'
 import json, os, re, statistics, sys
 out = sys.argv[1]
@@ -48,6 +49,24 @@ ms = [r["step_ms"] for r in rows]
 median = statistics.median(ms)
 short = [(r["step"], round(r["step_ms"], 3)) for r in rows if r["step_ms"] < 0.1 * median]
 assert not short, f"steps reported under 10% of the median step {median:.3f} ms: {short}"
+summary = json.load(open(f"{out}/summary.json"))
+for key in ("steps", "wall_s", "tokens", "tokens_per_s_mean", "tokens_per_s_median", "mfu", "time_s",
+            "peak_mem_gib_per_rank", "checkpoint_save_gb_per_s", "checkpoint_load_gb_per_s", "checkpoints_saved"):
+    assert key in summary, f"summary lacks {key}"
+for key in ("steps", "compute", "exposed_comm", "pipeline_bubble_estimate", "data_loading", "checkpoints",
+            "evaluation", "other"):
+    assert key in summary["time_s"], f"summary time split lacks {key}"
+assert summary["steps"] == 20 and summary["tokens"] == 20 * 4 * 32, summary
+assert abs(summary["time_s"]["steps"] - sum(ms) / 1e3) < 1e-6 * summary["wall_s"] + 1e-9
+assert summary["time_s"]["evaluation"] > 0 and summary["time_s"]["checkpoints"] > 0, summary["time_s"]
+assert summary["time_s"]["data_loading"] > 0 and summary["time_s"]["pipeline_bubble_estimate"] == 0
+assert summary["checkpoints_saved"] == 3 and summary["checkpoint_save_gb_per_s"] > 0, summary
+assert summary["checkpoint_load_gb_per_s"] is None, "nothing was loaded"
+m = summary["peak_mem_gib_per_rank"]
+assert 0 < m["min"] <= m["median"] <= m["max"], m
+for line in ("performance summary: 20 steps", "tokens/s mean", "time: steps", "peak memory per rank: min",
+             "checkpoints: save"):
+    assert line in log, f"no '{line}' in the printed summary"
 print(f"ok: steps 1..20 agree in console, metrics and checkpoints; step times {min(ms):.2f}..{max(ms):.2f} ms, "
       f"median {median:.2f}")
 PY

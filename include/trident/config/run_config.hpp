@@ -85,6 +85,7 @@ struct CheckpointConfig {
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   std::string tensorboard;   // directory of TensorBoard event files; empty = none
+  std::string summary;       // JSON file of the end-of-run performance summary; empty = none
   int every = 10;
 };
 

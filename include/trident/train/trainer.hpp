@@ -88,6 +88,8 @@ class Trainer {
     return *optimizer_;
   }
   const RunConfig& config() const { return cfg_; }
+  // Host seconds spent reading training batches (on a device, mostly beside its work).
+  double data_seconds() const { return data_s_; }
 
  private:
   // The step's micro-batches of this rank into the host buffers, then into batch_buf_.
@@ -123,6 +125,7 @@ class Trainer {
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
   StepGuard guard_;
   int skipped_steps_ = 0;
+  double data_s_ = 0;
   int stall_step_ = -1;
   std::pair<int, int> nan_grad_steps_{-1, -1};   // [first, end) updates the NaN test hook spoils
   int64_t base_step_ = 0, base_samples_ = 0;   // data position: sample index of step s starts at

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
 #include "trident/parallel/mpi_check.hpp"
 #include "trident/train/planner.hpp"
 
@@ -79,6 +81,26 @@ void Progress::complete(StepStats& s) {
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int done = s.step - first_step_;
   s.eta_s = done > 0 ? s.elapsed_s / done * (cfg_.train.steps - s.step) : std::nan("");
+  if (printed(s.step)) sample_memory(s);
+}
+
+void Progress::sample_memory(StepStats& s) {
+  const MemoryUse m = memory_use(be_);
+  const bool high = m.total > 0 && m.used > cfg_.log.memory_warning * m.total;
+  if (high && !memory_high_)
+    log_warn(str("warning: memory at step ", s.step, ": ", m.used / double(1 << 30), " of ", m.total / double(1 << 30),
+                 " GiB in use (over log.memory_warning = ",
+                 cfg_.log.memory_warning, ")"));
+  memory_high_ = high;
+  const double mine[2] = {m.used, m.total};
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world_, &rank));
+  std::vector<double> all(rank == 0 ? 2 * static_cast<size_t>(world_size_) : 0);
+  MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, world_));
+  for (size_t r = 0; r < all.size() / 2; ++r) {
+    s.mem_used_bytes.push_back(all[2 * r]);
+    s.mem_total_bytes.push_back(all[2 * r + 1]);
+  }
 }
 
 std::string Progress::line(const StepStats& s) const {

@@ -33,18 +33,22 @@ class Progress {
   void before_queue(int step);
   void after_queue(int step);
   // Every rank, for every finished step in order: fills s's MFU, peak memory (max over ranks),
-  // comm wait (max over ranks, where timed), elapsed time and ETA.
+  // comm wait (max over ranks, where timed), elapsed time and ETA; on printed steps, each rank's
+  // memory in use and capacity (at rank 0), with a warning from a rank that passes
+  // log.memory_warning of its memory.
   void complete(StepStats& s);
-  bool printed(int step) const;   // the step's line goes to the console
+  bool printed(int step) const;   // the step's line goes to the console, its memory is sampled
   std::string line(const StepStats& s) const;
 
  private:
+  void sample_memory(StepStats& s);
   const RunConfig& cfg_;
   Backend& be_;
   MPI_Comm world_;
   int world_size_ = 1, first_step_ = 0;
   std::chrono::steady_clock::time_point start_;
   int profiled_step_ = -1;   // the step whose ops are being timed (-1: none)
+  bool memory_high_ = false;  // above log.memory_warning at the last sample (warn once per crossing)
 };
 
 }  // namespace trident

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -55,6 +56,27 @@ size_t gpu_memory_bytes() {
   }
 #endif
   return smallest;
+}
+
+MemoryUse memory_use(const Backend& be) {
+  MemoryUse m;
+#if TRIDENT_HAVE_CUDA
+  if (be.is_device()) {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) m = {static_cast<double>(total - free), static_cast<double>(total)};
+    return m;
+  }
+#endif
+  (void)be;
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  m.used = static_cast<double>(resident) * page;
+  m.total = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * page;
+  return m;
 }
 
 namespace {

@@ -117,6 +117,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "write the step metrics as TensorBoard scalars to a new event file in this directory; empty = off");
   v("log.summary", c.log.summary,
     "write the end-of-run performance summary (printed always) as JSON to this file; empty = off");
+  v("log.memory_warning", c.log.memory_warning,
+    "a rank whose memory in use (GPU: cudaMemGetInfo; CPU: resident set of the node's memory) passes this share "
+    "of its capacity at a printed step prints a warning");
 }
 
 }  // namespace trident

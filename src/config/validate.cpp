@@ -139,6 +139,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
           str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch in two halves; make it even"));
   validate_data(cfg.data);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
+  require(cfg.log.memory_warning > 0 && cfg.log.memory_warning <= 1, "log.memory_warning", cfg.log.memory_warning,
+          "must be in (0, 1]");
   require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");
   require(cfg.checkpoint.keep >= 1, "checkpoint.keep", cfg.checkpoint.keep, "must be at least 1");
   require(!cfg.checkpoint.resume.empty(), "checkpoint.resume", "''", "must be auto, none or a checkpoint file");

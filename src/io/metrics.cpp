@@ -25,6 +25,14 @@ namespace {
 // A value not measured (NaN) is written as null, so that every row has the same keys.
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+// One value per rank, or null on steps the memory monitor did not sample.
+nlohmann::json gib_per_rank(const std::vector<double>& bytes) {
+  if (bytes.empty()) return nullptr;
+  nlohmann::json a = nlohmann::json::array();
+  for (double b : bytes) a.push_back(b / double(1 << 30));
+  return a;
+}
+
 }  // namespace
 
 void MetricsWriter::write(const StepStats& s) {
@@ -40,6 +48,8 @@ void MetricsWriter::write(const StepStats& s) {
                       {"comm_wait", number_or_null(s.comm_wait)},
                       {"elapsed_s", number_or_null(s.elapsed_s)},
                       {"eta_s", number_or_null(s.eta_s)},
+                      {"mem_used_gib", gib_per_rank(s.mem_used_bytes)},
+                      {"mem_total_gib", gib_per_rank(s.mem_total_bytes)},
                       {"skipped", !s.skipped.empty()},
                       {"skipped_steps", s.skipped_steps}};
   if (!s.skipped.empty()) j["skip_reason"] = s.skipped;

@@ -32,12 +32,15 @@ assert evals == with_val == [5, 10, 15, 20], f"evaluations: console {evals}, met
 saved = sorted(int(m.group(1)) for m in re.finditer(r"step_(\d+)\.h5", " ".join(os.listdir(f"{out}/ckpt"))))
 assert saved == [7, 14, 20], f"checkpoints {saved}, expected step_7, step_14, step_20 (after updates 7, 14, 20)"
 keys = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "mfu", "peak_mem_gib", "comm_wait",
-        "elapsed_s", "eta_s")
+        "elapsed_s", "eta_s", "mem_used_gib", "mem_total_gib", "skipped", "skipped_steps")
 for r in rows:
     missing = [k for k in keys + (("val_loss", "val_ppl") if r["step"] % 5 == 0 else ()) if k not in r]
     assert not missing, f"metrics row of step {r['step']} lacks {missing}"
     assert r["peak_mem_gib"] > 0 and r["elapsed_s"] > 0 and r["eta_s"] >= 0, f"step {r['step']}: {r}"
     assert r["mfu"] is None and r["comm_wait"] is None, "the CPU backend measures no MFU or comm wait: null"
+for r in rows:
+    used, total = r["mem_used_gib"], r["mem_total_gib"]
+    assert len(used) == len(total) == 1 and 0 < used[0] < total[0], f"step {r['step']}: memory {used} of {total}"
 assert rows[-1]["eta_s"] == 0, f"ETA at the last step: {rows[-1]['eta_s']}"
 fields = r"^step +\d+/20 \| loss \S+ \| lr \S+ \| grad norm \S+ \| \d+ tok/s \| MFU - \| mem [0-9.]+ GiB \| " \
          r"comm wait - \| [0-9.]+ ms \| elapsed \w+ \| ETA \w+$"

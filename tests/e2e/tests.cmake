@@ -13,6 +13,8 @@ add_test(NAME e2e_run_length COMMAND ${e2e_dir}/run_length.sh $<TARGET_FILE:trid
 set_tests_properties(e2e_run_length PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_tensorboard COMMAND ${e2e_dir}/tensorboard.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_tensorboard PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_memory_monitor COMMAND ${e2e_dir}/memory_monitor.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(mpi_memory_monitor PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_bad_input COMMAND ${e2e_dir}/bad_input.sh $<TARGET_FILE:trident> ${repo_root})
 add_test(NAME e2e_bench_cpu COMMAND ${e2e_dir}/bench_cpu.sh $<TARGET_FILE:trident> ${repo_root})
 add_test(NAME mpi_stalled_rank_times_out COMMAND ${e2e_dir}/stalled_rank.sh $<TARGET_FILE:trident> ${repo_root}

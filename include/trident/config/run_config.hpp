@@ -86,6 +86,7 @@ struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   std::string tensorboard;   // directory of TensorBoard event files; empty = none
   std::string summary;       // JSON file of the end-of-run performance summary; empty = none
+  double memory_warning = 0.95;   // warn when a rank's memory in use passes this share of its capacity
   int every = 10;
 };
 

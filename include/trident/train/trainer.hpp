@@ -37,6 +37,7 @@ struct StepStats {
   double comm_wait = std::nan("");        // share of the step a compute stream waited on communication
   double elapsed_s = std::nan("");        // since the run's first step was queued
   double eta_s = std::nan("");            // to the last step, at the run's mean rate so far
+  std::vector<double> mem_used_bytes, mem_total_bytes;   // per rank, on printed steps (memory monitor)
 };
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.

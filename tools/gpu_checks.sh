@@ -7,7 +7,8 @@
 #   (50-step loss trace vs PyTorch; needs python3 with torch), launch (bad launches, stalled rank),
 #   train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text), doctor,
 #   tensorboard (log.tensorboard of a GPU run read back by TensorBoard's EventAccumulator; needs python3
-#   with tensorboard)
+#   with tensorboard), nvtx (ncu --nvtx --nvtx-include selects kernels by the NVTX range names of a
+#   training step: optimizer, forward, and on 2 GPUs the dp all-reduce; needs ncu)
 # measurements: bench (trident bench, GPT-2 124M B=32 T=1024 on 1 and 2 GPUs, the latter with ZeRO 0
 #   and 1), pytorch (the same
 #   with tools/bench_pytorch.py; pytorch_ab: its 1-GPU run twice through this script's wrapper and
@@ -79,6 +80,24 @@ for c in "${checks[@]}"; do
         --train.eval_steps 2 --log.every 5 --log.metrics "$out/tensorboard.jsonl" --log.tensorboard "$out/tensorboard"
       run tensorboard_read 120 python3 "$root/tests/cuda/tensorboard_accumulator.py" "$out/tensorboard" \
         "$out/tensorboard.jsonl" ;;
+    nvtx)
+      # Each range must select at least one kernel of its own: AdamW in optimizer, the embedding or a
+      # LayerNorm in forward, NCCL's all-reduce kernel in "dp all-reduce".
+      ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      tiny=(train --config "$root/inputs/models/gpt2-124m.cfg" --data.train "$root/data/fortunes_gpt2" --model.n_layer 2
+            --train.steps 2 --train.micro_batch_size 2)
+      run nvtx_optimizer 300 "$ncu_bin" --nvtx --nvtx-include "optimizer/" --launch-count 1 --section LaunchStats \
+        "$bin/trident" "${tiny[@]}" --train.global_batch_size 2
+      run nvtx_forward 300 "$ncu_bin" --nvtx --nvtx-include "forward/" --launch-count 3 --section LaunchStats \
+        "$bin/trident" "${tiny[@]}" --train.global_batch_size 2
+      grep -qi adamw "$out/nvtx_optimizer.log" || { echo "nvtx: no AdamW kernel in range optimizer" | tee -a "$out/summary.txt"; status=1; }
+      grep -qi "encoder\|layernorm" "$out/nvtx_forward.log" ||
+        { echo "nvtx: no embedding or LayerNorm kernel in range forward" | tee -a "$out/summary.txt"; status=1; }
+      if (( gpus >= 2 )); then
+        run nvtx_dp 300 "${mpirun[@]}" -np 2 "$ncu_bin" --nvtx --nvtx-include "dp all-reduce/" --launch-count 1 \
+          --section LaunchStats "$bin/trident" "${tiny[@]}" --train.global_batch_size 4
+        grep -qi "nccl" "$out/nvtx_dp.log" || { echo "nvtx: no NCCL kernel in range dp all-reduce" | tee -a "$out/summary.txt"; status=1; }
+      fi ;;
     doctor)
       run doctor 120 "${mpirun[@]}" -np 2 "$bin/trident" doctor --config "$root/inputs/models/gpt2-124m.cfg" \
         --data.train "$root/data/fortunes_gpt2" --parallel.tp 2 --checkpoint.dir "$out/doctor_ck" ;;

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "trident/backend/cuda_backend.hpp"
+#include "trident/backend/nvtx_trace.hpp"
 #include "trident/parallel/nccl_comm.hpp"
 #endif
 
@@ -96,6 +97,7 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node
   if (node.local_size > gpus)
     throw InputError(str(node.local_size, " ranks on node ", node.host, " but only ", gpus,
                          " GPUs; launch at most one rank per GPU, or use backend = cpu"));
+  install_nvtx_trace();
   return make_cuda_backend(node.local_rank);
 #else
   throw InputError("backend = cuda but this trident was built without CUDA; rebuild where nvcc is found or use backend = cpu");

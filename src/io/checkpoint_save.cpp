@@ -14,6 +14,7 @@
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
 #include "trident/core/error.hpp"
+#include "trident/core/trace.hpp"
 #include "trident/io/checkpoint.hpp"
 
 namespace trident {
@@ -94,6 +95,7 @@ void prune(const std::string& dir, int keep) {
 
 SaveResult save_checkpoint(const std::string& dir, int keep, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g) {
+  TraceRange range("checkpoint save");
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   const HostState host = host_state(model, opt);

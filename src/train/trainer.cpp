@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "trident/core/trace.hpp"
 #include "trident/train/lr_schedule.hpp"
 
 namespace trident {
@@ -120,6 +121,7 @@ double Trainer::reduce_loss(double local_sum) {
 
 double Trainer::evaluate(BatchSource& source, int steps) {
   TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
+  TraceRange range("evaluation");
   const int64_t G = cfg_.train.global_batch_size;
   double sum = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
@@ -179,7 +181,10 @@ void Trainer::queue_step(int step) {
   float seen[2];
   be_.copy_to_host(seen, stats);
   q.skipped = guard_.check(seen[0] / tokens, std::sqrt(static_cast<double>(seen[1])));
-  if (q.skipped.empty()) optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  if (q.skipped.empty()) {
+    TraceRange range("optimizer");
+    optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  }
   queued_.push_back(q);
   // stats_buf_ is next written by the next step's ops, queued after this copy.
   queued_.back().readback = be_.readback_async(queued_.back().stats, stats);

@@ -96,7 +96,7 @@ for c in "${checks[@]}"; do
       if (( gpus >= 2 )); then
         run nvtx_dp 300 "${mpirun[@]}" -np 2 "$ncu_bin" --nvtx --nvtx-include "dp all-reduce/" --launch-count 1 \
           --section LaunchStats "$bin/trident" "${tiny[@]}" --train.global_batch_size 4
-        grep -qi "nccl" "$out/nvtx_dp.log" || { echo "nvtx: no NCCL kernel in range dp all-reduce" | tee -a "$out/summary.txt"; status=1; }
+        grep -q "ncclDevKernel_AllReduce" "$out/nvtx_dp.log" || { echo "nvtx: no NCCL kernel in range dp all-reduce" | tee -a "$out/summary.txt"; status=1; }
       fi ;;
     doctor)
       run doctor 120 "${mpirun[@]}" -np 2 "$bin/trident" doctor --config "$root/inputs/models/gpt2-124m.cfg" \

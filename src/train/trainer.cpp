@@ -180,6 +180,10 @@ void Trainer::queue_step(int step) {
   // the device once more per step; the update is then queued behind it, the next step after.
   float seen[2];
   be_.copy_to_host(seen, stats);
+  // A device step is timed to here: the previous step's update and this step's forward and
+  // backward are done. Timed to its own end instead, a step finished right after the next one
+  // was queued would show only what is left of it after this wait (near nothing).
+  if (be_.is_device()) q.done = std::chrono::steady_clock::now();
   q.skipped = guard_.check(seen[0] / tokens, std::sqrt(static_cast<double>(seen[1])));
   if (q.skipped.empty()) {
     TraceRange range("optimizer");
@@ -191,7 +195,7 @@ void Trainer::queue_step(int step) {
   // The host prepares the next batch while the device works through this step.
   read_batch(data_, consumed_samples(step + 1));
   read_step_ = step + 1;
-  // A host backend has done the step's work by now; a device's end is seen in finish_step.
+  // A host backend has done the step's work, its update included, by now.
   if (!be_.is_device()) queued_.back().done = std::chrono::steady_clock::now();
 }
 
@@ -213,7 +217,6 @@ StepStats Trainer::finish_step() {
   TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
   QueuedStep& q = queued_.front();
   be_.wait_readback(q.readback);
-  if (be_.is_device()) q.done = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   StepStats s;
   s.step = q.step + 1;

@@ -1,6 +1,6 @@
-# trident: `make run` (install, build, train the embedded default) and `make test` (install test
-# dependencies, build, run every test, then fuzz the parsers). Other targets: build (default), deps,
-# data, fuzz, bundle, clean.
+# trident: `make run` (install, build, train the embedded default, print a sample of what it
+# learned) and `make test` (install test dependencies, build, run every test, then fuzz the
+# parsers). Other targets: build (default), deps, data, fuzz, bundle, clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 4
@@ -52,6 +52,10 @@ run: deps
 	$(MAKE) data
 	mkdir -p runs/quickstart
 	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/trident train $(RUN_CONFIGS)
+	@echo "--- a sample from the trained model (runs/quickstart/ckpt/$$(cat runs/quickstart/ckpt/latest)):"
+	$(MPIRUN) -np 1 $(MPIRUN_FLAGS) $(BUILD)/trident generate --backend cpu \
+	  --checkpoint runs/quickstart/ckpt/$$(cat runs/quickstart/ckpt/latest) --prompt "Q: " --max-new-tokens 200 \
+	  --temperature 0.8 --top-k 40
 
 # The binary and the libraries a GPU node may lack, with a launcher (see tools/bundle.sh).
 bundle: build

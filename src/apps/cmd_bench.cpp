@@ -10,6 +10,7 @@
 
 #include "auto_layout.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
@@ -24,8 +25,6 @@ namespace po = boost::program_options;
 namespace trident {
 
 namespace {
-
-constexpr double kPeakBf16TFlops = 989.0;   // H100/H200 SXM dense bf16, the usual MFU denominator
 
 struct BenchOptions {
   int warmup = 3, steps = 10;
@@ -368,7 +367,7 @@ int cmd_bench(const Args& args) {
   MPI_CHECK(MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD));
   const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank, world);
   if (rank != 0) return 0;
-  const double mfu = rt.backend->is_device() ? flops_per_token(cfg.model) * tok_s / (kPeakBf16TFlops * 1e12 * world) : 0;
+  const double mfu = rt.backend->is_device() ? model_flops_utilisation(cfg.model, tok_s, world) : 0;
   const std::string wait =
       profiled ? str(static_cast<int>(std::lround(1000 * prof.wait_ms / prof.step_ms)) / 10.0, "%") : "n/a";
   std::printf("\n%-10s %-34s %6s %12s %10s %8s %12s %10s\n", "model", "layout", "ranks", "tokens/s", "step ms", "MFU",

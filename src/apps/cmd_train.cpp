@@ -8,6 +8,9 @@
 
 #include "auto_layout.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
+#include "run_length.hpp"
+#include "run_summary.hpp"
 #include "runtime.hpp"
 #include "trident/config/blend_spec.hpp"
 #include "trident/config/parse.hpp"
@@ -15,6 +18,7 @@
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/metrics.hpp"
+#include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
 #include "trident/train/trainer.hpp"
@@ -26,13 +30,6 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-std::string format_step(const StepStats& s, int steps) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | %.1f ms",
-                s.step + 1, steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.step_ms);
-  return buf;
-}
 
 std::string layout_string(const RunConfig& c) {
   return str("dp=", c.parallel.dp, " tp=", c.parallel.tp, " pp=", c.parallel.pp, " zero=", c.parallel.zero,
@@ -85,7 +82,7 @@ std::string data_changes(const RunConfig& now, const std::string& stored_ini, co
   return out;
 }
 
-void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
+SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
   CheckpointInfo info;
   info.step = steps_done;
   info.consumed_samples = trainer.consumed_samples(steps_done);
@@ -96,12 +93,20 @@ void save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64
   SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
                r.bytes / 1e9 / r.seconds, " GB/s)"));
+  return r;
 }
 
+// What a run writes besides the checkpoints: rank 0's metrics and TensorBoard files.
+struct RunOutputs {
+  std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+};
+
 // Resumes and trains; errors here are one rank's (see abort_job_on_error).
-int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, MetricsWriter& metrics,
+int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs& outputs,
           const ResumePlan& resume) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
+  RunSummary summary(cfg, *rt.backend, rt.groups.mpi.world);
   int first_step = 0;
   if (!resume.file.empty()) {
     CheckpointInfo info;
@@ -111,6 +116,7 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, MetricsWri
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double gb = static_cast<double>(std::filesystem::file_size(resume.file)) / 1e9;
+    summary.checkpoint_loaded(gb * 1e9, seconds);
     log_info(str("checkpoint: loaded ", resume.file, " (", gb, " GB in ", seconds, " s, ", gb / seconds, " GB/s)"));
     first_step = static_cast<int>(info.step);
     trainer.set_position(info.step, info.consumed_samples);
@@ -123,39 +129,68 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, MetricsWri
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
-  const auto evaluates = [&](int step) { return cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0; };
-  const auto saves_after = [&](int step) {
-    return checkpoints && cfg.checkpoint.every > 0 && (step + 1) % cfg.checkpoint.every == 0;
+  // Steps are numbered by the optimizer updates done: step n is the n-th update, its checkpoint
+  // step_<n>.h5, in the log, the metrics and the checkpoint names alike.
+  const auto evaluates = [&](int n) { return cfg.train.eval_every > 0 && n % cfg.train.eval_every == 0; };
+  const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
+  Progress progress(cfg, *rt.backend, rt.groups.mpi.world, first_step);
+  const auto save_and_count = [&](int done) {
+    const SaveResult r = save(cfg, trainer, rt.groups, done);
+    summary.checkpoint_saved(r.bytes, r.seconds);
   };
   bool stopping = false;
+  int skipped_in_row = 0;   // consecutive skipped updates: train.max_skipped of them stop the run
   // Reports a finished step and checks for a stop signal (every rank, in step order).
   const auto report = [&](StepStats s) {
+    if (!s.skipped.empty()) log_info(str("step ", s.step, ": update skipped: ", s.skipped));
+    skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
+      const auto t0 = std::chrono::steady_clock::now();
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
-      log_info(str("eval  ", s.step + 1, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
-    metrics.write(s);
-    if ((s.step + 1) % cfg.log.every == 0 || s.step == first_step || s.step + 1 == cfg.train.steps)
-      log_info(format_step(s, cfg.train.steps));
+    progress.complete(s);
+    summary.step(s);
+    outputs.metrics->write(s);
+    outputs.tensorboard->write(s);
+    if (progress.printed(s.step)) log_info(progress.line(s));
     stopping = any_rank_stopping(*rt.groups.control) || stopping;
   };
   // Each step is queued before the previous one is reported, so the device need not wait for the
   // host between steps; a step after which the model is read (evaluation, checkpoint, the last
   // step, a stop signal) is finished at once, so that nothing else is queued behind it.
   for (int step = first_step; step < cfg.train.steps; ++step) {
+    progress.before_queue(step + 1);
     trainer.queue_step(step);
+    progress.after_queue(step + 1);
     if (trainer.queued_steps() > 1) report(trainer.finish_step());
-    const bool last = step + 1 == cfg.train.steps;
-    if (!(evaluates(step) || saves_after(step) || last || stopping)) continue;
+    const int done = step + 1;
+    const bool last = done == cfg.train.steps;
+    if (!(evaluates(done) || saves_after(done) || last || stopping || skipped_in_row > 0)) continue;
     while (trainer.queued_steps() > 0) report(trainer.finish_step());
-    if (checkpoints && (saves_after(step) || stopping || last)) save(cfg, trainer, rt.groups, step + 1);
+    if (skipped_in_row >= cfg.train.max_skipped) {
+      // The skipped updates left the parameters and the optimizer state as the last applied step
+      // made them; the checkpoint keeps them with the data position after the skipped batches.
+      if (checkpoints) save_and_count(done);
+      log_info(str("stopping: ", skipped_in_row, " updates in a row were skipped (train.max_skipped = ",
+                    cfg.train.max_skipped, "); ", checkpoints ? str("the last good state is saved as step ", done)
+                                                               : std::string("no checkpoint.dir, nothing saved"),
+                    ". Lower train.lr, raise train.warmup_steps or check the data before resuming"));
+      summary.finish(trainer.data_seconds());
+      return 1;
+    }
+    if (checkpoints && (saves_after(done) || stopping || last)) save_and_count(done);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
-                   "exiting after step ", step + 1));
+                   "exiting after step ", done));
+      summary.finish(trainer.data_seconds());
       return 0;
     }
   }
+  summary.finish(trainer.data_seconds());
   if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
+  if (!outputs.tensorboard->path().empty()) log_info("tensorboard: " + outputs.tensorboard->path());
   return 0;
 }
 
@@ -181,16 +216,22 @@ int cmd_train(const Args& args) {
 
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;
-  std::unique_ptr<MetricsWriter> metrics;
+  RunOutputs outputs;
   ResumePlan resume;
+  std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
     data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));
-    metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
+    outputs.metrics = std::make_unique<MetricsWriter>(rank == 0 ? cfg.log.metrics : std::string());
+    outputs.tensorboard = std::make_unique<TensorBoardWriter>(rank == 0 ? cfg.log.tensorboard : std::string());
+    if (rank == 0) check_writable("log.summary", cfg.log.summary);
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
+    length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
+    if (!resume.file.empty())
+      lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
@@ -200,9 +241,10 @@ int cmd_train(const Args& args) {
   if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
     log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
   log_info("data:\n" + data.description);
-  if (!resume.note.empty()) log_info(resume.note);
+  for (const std::string& note : {resume.note, length_note, lr_note})
+    if (!note.empty()) log_info(note);
 
-  return abort_job_on_error("train", [&] { return train(cfg, rt, data, *metrics, resume); });
+  return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume); });
 }
 
 }  // namespace trident

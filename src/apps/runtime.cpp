@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "trident/parallel/mpi_comm.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"
+#include "trident/backend/nvtx_trace.hpp"
 #include "trident/parallel/nccl/nccl_comm.hpp"
 #endif
 
@@ -53,6 +55,27 @@ size_t gpu_memory_bytes() {
   return smallest;
 }
 
+MemoryUse memory_use(const Backend& be) {
+  MemoryUse m;
+#if TRIDENT_HAVE_CUDA
+  if (be.is_device()) {
+    size_t used = 0, total = 0;
+    if (cuda_memory_in_use(&used, &total)) m = {static_cast<double>(used), static_cast<double>(total)};
+    return m;
+  }
+#endif
+  (void)be;
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  m.used = static_cast<double>(resident) * page;
+  m.total = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * page;
+  return m;
+}
+
 namespace {
 
 #if TRIDENT_HAVE_CUDA
@@ -85,6 +108,7 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const NodeInfo& node
   if (node.local_size > gpus)
     throw InputError(str(node.local_size, " ranks on node ", node.host, " but only ", gpus,
                          " GPUs; launch at most one rank per GPU, or use backend = cpu"));
+  install_nvtx_trace();
   return make_cuda_backend(node.local_rank, cuda_options(cfg.cuda));
 #else
   throw InputError("backend = cuda but this trident was built without CUDA; rebuild where nvcc is found or use backend = cpu");

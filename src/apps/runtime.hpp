@@ -34,6 +34,14 @@ bool uses_cuda(const RunConfig& cfg);
 // Memory of the smallest visible GPU in bytes; 0 when there is none or CUDA was not built.
 size_t gpu_memory_bytes();
 
+// This rank's memory in use and what it has: on a device backend its GPU's (cudaMemGetInfo:
+// everything allocated on the GPU, the CUDA context and other processes included), on the CPU
+// backend the process's resident set and the node's physical memory.
+struct MemoryUse {
+  double used = 0, total = 0;
+};
+MemoryUse memory_use(const Backend& be);
+
 // Picks the backend (cfg.backend: auto, cpu, cuda), binds the GPU (local rank), builds the
 // groups of the validated layout over `world` and registers the rank context for errors.
 // Throws InputError for launches that cannot work (cuda without GPUs, more ranks than GPUs).

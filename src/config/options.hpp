@@ -59,12 +59,26 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 
   v.section("train", "Training [train]");
-  v("train.steps", c.train.steps, "optimizer steps to run");
+  v("train.steps", c.train.steps, "optimizer steps to run (or give train.epochs or train.tokens instead)");
+  v("train.epochs", c.train.epochs,
+    "in place of train.steps: passes over the training data (steps = ceil(epochs * training sequences / "
+    "global_batch_size)); 0 = use train.steps");
+  v("train.tokens", c.train.tokens,
+    "in place of train.steps: training tokens (steps = ceil(tokens / (global_batch_size * seq_len))); 0 = use "
+    "train.steps");
   v("train.micro_batch_size", c.train.micro_batch_size, "sequences per micro-batch per DP rank (B)");
   v("train.global_batch_size", c.train.global_batch_size, "sequences per optimizer step over all DP ranks");
   v("train.lr", c.train.lr, "peak learning rate");
-  v("train.min_lr", c.train.min_lr, "learning rate at the end of the cosine decay");
+  v("train.min_lr", c.train.min_lr, "learning rate at the end of the decay");
   v("train.warmup_steps", c.train.warmup_steps, "steps of linear warm-up from 0 to train.lr");
+  v("train.lr_schedule", c.train.lr_schedule,
+    "after the warm-up: cosine (to min_lr), linear (to min_lr), wsd (warm-up, stable at lr, then a linear decay "
+    "to min_lr over the last lr_wsd_decay_fraction of lr_decay_steps) or constant");
+  v("train.lr_decay_steps", c.train.lr_decay_steps,
+    "the update at which the decay reaches min_lr (min_lr after it); 0 = train.steps. A resumed run whose "
+    "train.steps differs from its checkpoint's keeps the checkpoint's length unless this is set");
+  v("train.lr_wsd_decay_fraction", c.train.lr_wsd_decay_fraction,
+    "wsd: the share of lr_decay_steps at its end in which the learning rate decays");
   v("train.weight_decay", c.train.weight_decay, "AdamW decoupled weight decay (matrices only)");
   v("train.beta1", c.train.beta1, "AdamW beta1");
   v("train.beta2", c.train.beta2, "AdamW beta2");
@@ -73,6 +87,12 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("train.seed", c.train.seed, "seed of the initialisation and the data order");
   v("train.eval_every", c.train.eval_every, "validation loss and perplexity every N steps; 0 = never");
   v("train.eval_steps", c.train.eval_steps, "global batches of validation data per evaluation");
+  v("train.max_skipped", c.train.max_skipped,
+    "a step whose loss or gradient norm is not finite (or a loss spike) is not applied; this many such steps in a "
+    "row stop the run with a checkpoint of the last good state");
+  v("train.spike_zscore", c.train.spike_zscore,
+    "skip a step whose loss is more than this many standard deviations above the mean of the last 100 applied "
+    "steps (after 20); 0 = off");
 
   v.section("data", "Data [data]");
   v("data.train", c.data.train,
@@ -93,8 +113,16 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "steps than the one resumed); without it such a directory is refused");
 
   v.section("log", "Logging [log]");
-  v("log.every", c.log.every, "print loss, lr, grad norm and tokens/s every N steps");
+  v("log.every", c.log.every,
+    "print the progress line (loss, lr, grad norm, tokens/s, MFU, memory, comm wait, elapsed, ETA) every N steps");
   v("log.metrics", c.log.metrics, "append one JSON object per optimizer step to this file; empty = off");
+  v("log.tensorboard", c.log.tensorboard,
+    "write the step metrics as TensorBoard scalars to a new event file in this directory; empty = off");
+  v("log.summary", c.log.summary,
+    "write the end-of-run performance summary (printed always) as JSON to this file; empty = off");
+  v("log.memory_warning", c.log.memory_warning,
+    "a rank whose memory in use (GPU: cudaMemGetInfo; CPU: resident set of the node's memory) passes this share "
+    "of its capacity at a printed step prints a warning");
 
   v.section("cuda", "CUDA backend [cuda] (comparisons and debugging; the defaults are the fast path)");
   v("cuda.attention_kernels", c.cuda.attention_kernels,

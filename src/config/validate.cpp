@@ -111,6 +111,15 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.lr > 0 && std::isfinite(t.lr), "train.lr", t.lr, "must be > 0");
   require(t.min_lr >= 0 && t.min_lr <= t.lr, "train.min_lr", t.min_lr, "must be between 0 and train.lr");
   require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "must be >= 0");
+  require(t.lr_schedule == "cosine" || t.lr_schedule == "linear" || t.lr_schedule == "wsd" ||
+              t.lr_schedule == "constant",
+          "train.lr_schedule", t.lr_schedule, "must be cosine, linear, wsd or constant");
+  require(t.lr_decay_steps >= 0, "train.lr_decay_steps", t.lr_decay_steps, "must be >= 0 (0 = train.steps)");
+  require(t.lr_wsd_decay_fraction > 0 && t.lr_wsd_decay_fraction <= 1, "train.lr_wsd_decay_fraction",
+          t.lr_wsd_decay_fraction, "must be in (0, 1]");
+  require(t.epochs >= 0 && std::isfinite(t.epochs), "train.epochs", t.epochs, "must be >= 0 (0 = use train.steps)");
+  require(t.epochs == 0 || t.tokens == 0, "train.epochs", t.epochs,
+          "and train.tokens both set the length of training; give one of them");
   require(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "must be >= 0");
   require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", t.beta1, "must be in [0, 1)");
   require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", t.beta2, "must be in [0, 1)");
@@ -118,6 +127,9 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(t.grad_clip >= 0, "train.grad_clip", t.grad_clip, "must be >= 0 (0 = no clipping)");
   require(t.eval_every >= 0, "train.eval_every", t.eval_every, "must be >= 0 (0 = no evaluation)");
   require(t.eval_steps >= 1, "train.eval_steps", t.eval_steps, "must be at least 1");
+  require(t.max_skipped >= 1, "train.max_skipped", t.max_skipped, "must be at least 1");
+  require(t.spike_zscore >= 0 && std::isfinite(t.spike_zscore), "train.spike_zscore", t.spike_zscore,
+          "must be >= 0 (0 = no spike detection)");
 }
 
 // The files themselves are opened later (open_data); an empty data.train is allowed here so that
@@ -155,6 +167,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
           str("splits the micro_batch_size*seq_len = ", rows, " rows of a micro-batch in two halves; make it even"));
   validate_data(cfg.data);
   require(cfg.log.every >= 1, "log.every", cfg.log.every, "must be at least 1");
+  require(cfg.log.memory_warning > 0 && cfg.log.memory_warning <= 1, "log.memory_warning", cfg.log.memory_warning,
+          "must be in (0, 1]");
   require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = only at the end)");
   require(cfg.checkpoint.keep >= 1, "checkpoint.keep", cfg.checkpoint.keep, "must be at least 1");
   require(!cfg.checkpoint.resume.empty(), "checkpoint.resume", "''", "must be auto, none or a checkpoint file");

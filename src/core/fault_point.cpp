@@ -8,8 +8,8 @@ FaultHandler g_handler = nullptr;
 
 void set_fault_handler(FaultHandler handler) { g_handler = handler; }
 
-void fault_point(FaultPoint point, int world_rank, int64_t step) {
-  if (g_handler) g_handler(point, world_rank, step);
+bool fault_point(FaultPoint point, int world_rank, int64_t step) {
+  return g_handler && g_handler(point, world_rank, step);
 }
 
 }  // namespace trident

@@ -13,6 +13,7 @@
 #include "h5.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/fault_point.hpp"
+#include "trident/core/trace.hpp"
 #include "trident/io/checkpoint.hpp"
 
 namespace trident {
@@ -69,6 +70,7 @@ bool fsync_path(const std::string& path) {
 
 SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g) {
+  TraceRange range("checkpoint save");
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   const HostState host = host_state(model, opt);

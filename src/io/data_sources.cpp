@@ -118,6 +118,7 @@ DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64
       train, split ? split_ranges(train, cfg.split, seq_len, true) : whole(train, seq_len), seq_len, vocab_size, seed);
   std::unique_ptr<BlendedSource> val_source = validation_source(cfg, train, seq_len, vocab_size, seed);
   DataSources out;
+  for (const DocumentWindows& p : train_source->parts()) out.train_sequences += p.windows();
   out.description = describe("train", *train_source);
   if (val_source) out.description += "\n" + describe("validation", *val_source);
   out.train = std::move(train_source);

@@ -21,10 +21,45 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (!out_) throw InputError(str("log.metrics = ", path, ": cannot open for appending (a directory, or not writable?)"));
 }
 
+void check_writable(const char* option, const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::app);   // appends nothing: an existing file is left as it is
+  if (!probe) throw InputError(str(option, " = ", path, ": cannot open for writing (check the directory exists)"));
+}
+
+namespace {
+
+// A value not measured (NaN) is written as null, so that every row has the same keys.
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// One value per rank, or null on steps the memory monitor did not sample.
+nlohmann::json gib_per_rank(const std::vector<double>& bytes) {
+  if (bytes.empty()) return nullptr;
+  nlohmann::json a = nlohmann::json::array();
+  for (double b : bytes) a.push_back(b / double(1 << 30));
+  return a;
+}
+
+}  // namespace
+
 void MetricsWriter::write(const StepStats& s) {
   if (!out_.is_open()) return;
-  nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"lr", s.lr},
-                      {"grad_norm", s.grad_norm}, {"tokens_per_s", s.tokens_per_s}, {"step_ms", s.step_ms}};
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"lr", s.lr},
+                      {"grad_norm", s.grad_norm},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"step_ms", s.step_ms},
+                      {"mfu", number_or_null(s.mfu)},
+                      {"peak_mem_gib", number_or_null(s.peak_mem_bytes / double(1 << 30))},
+                      {"comm_wait", number_or_null(s.comm_wait)},
+                      {"elapsed_s", number_or_null(s.elapsed_s)},
+                      {"eta_s", number_or_null(s.eta_s)},
+                      {"mem_used_gib", gib_per_rank(s.mem_used_bytes)},
+                      {"mem_total_gib", gib_per_rank(s.mem_total_bytes)},
+                      {"skipped", !s.skipped.empty()},
+                      {"skipped_steps", s.skipped_steps}};
+  if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;
     j["val_ppl"] = std::exp(s.val_loss);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "trident/core/error.hpp"
+#include "trident/core/trace.hpp"
 #include "trident/parallel/mpi_check.hpp"
 
 namespace trident {
@@ -109,6 +110,7 @@ MpiComm::MpiComm(MPI_Comm comm, std::string name, double timeout_s)
 }
 
 Request MpiComm::all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream) {
+  TraceRange range(name_, "all-reduce");
   MPI_Request r;
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t),
                            op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, &r));
@@ -116,6 +118,7 @@ Request MpiComm::all_reduce_async(void* buf, size_t count, DType t, ReduceOp op,
 }
 
 Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) {
+  TraceRange range(name_, "reduce-scatter");
   MPI_Request r;
   MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), MPI_SUM, comm_, &r));
   // MPI leaves the reduced block at the start of the buffer; our contract puts it at rank*count.
@@ -130,18 +133,21 @@ Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) 
 }
 
 Request MpiComm::all_gather_async(void* buf, size_t count, DType t, Stream) {
+  TraceRange range(name_, "all-gather");
   MPI_Request r;
   MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, mpi_count(count), mpi_type(t), comm_, &r));
   return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " all-gather"), timeout_s_);
 }
 
 Request MpiComm::broadcast_async(void* buf, size_t count, DType t, int root, Stream) {
+  TraceRange range(name_, "broadcast");
   MPI_Request r;
   MPI_CHECK(MPI_Ibcast(buf, mpi_count(count), mpi_type(t), root, comm_, &r));
   return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " broadcast"), timeout_s_);
 }
 
 Request MpiComm::exchange_async(const std::vector<P2POp>& ops, Stream) {
+  TraceRange range(name_, "send/recv");
   std::vector<MPI_Request> reqs(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& o = ops[i];

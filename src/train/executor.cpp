@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "trident/core/trace.hpp"
+
 namespace trident {
 
 PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan)
@@ -42,9 +44,11 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
         group.clear();
       }
     } else if (a.kind == Action::Fwd) {
+      TraceRange range("forward");
       load(a.micro, slot);
       model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone);
     } else {
+      TraceRange range("backward");
       model_.backward(slot, last_micro ? unit_done : kNone);
     }
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trident/core/fault_point.hpp"
+#include "trident/core/trace.hpp"
 #include "trident/train/lr_schedule.hpp"
 
 namespace trident {
@@ -15,7 +16,8 @@ size_t bucket_elements(const ParallelConfig& p) {
 
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()),
-      sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()} {
+      sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()},
+      guard_(cfg.train.spike_zscore) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   const bool train = mode == Mode::Train;
   std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
@@ -71,6 +73,7 @@ void Trainer::sync_parameters() {
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   if (!model_->stage().first() && !model_->stage().last()) return;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int micro = 0; micro < n_micro_; ++micro) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
     source.samples(first, B, host_tokens_.data());
@@ -81,6 +84,7 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
         host_batch_[n + base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
       }
   }
+  if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Trainer::upload_batch() {
@@ -108,6 +112,7 @@ double Trainer::reduce_loss(double local_sum) {
 
 double Trainer::evaluate(BatchSource& source, int steps) {
   TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
+  TraceRange range("evaluation");
   const int64_t G = cfg_.train.global_batch_size;
   double sum = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
@@ -146,6 +151,8 @@ void Trainer::queue_step(int step) {
   executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
                  unit_done);
   sync_->finish();
+  if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
+    be_.scale(model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
   // [sum of token losses, squared gradient norm] in one world all-reduce.
   TensorView stats = stats_buf_.view(DType::F32).slice(0, 2);
@@ -156,13 +163,27 @@ void Trainer::queue_step(int step) {
   g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
-  optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  // Every rank reads the same reduced values, so all make the same decision. The read waits for
+  // the device once more per step; the update is then queued behind it, the next step after.
+  float seen[2];
+  be_.copy_to_host(seen, stats);
+  // A device step is timed to here: the previous step's update and this step's forward and
+  // backward are done. Timed to its own end instead, a step finished right after the next one
+  // was queued would show only what is left of it after this wait (near nothing).
+  if (be_.is_device()) q.done = std::chrono::steady_clock::now();
+  q.skipped = guard_.check(seen[0] / tokens, std::sqrt(static_cast<double>(seen[1])));
+  if (q.skipped.empty()) {
+    TraceRange range("optimizer");
+    optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+  }
   queued_.push_back(q);
   // stats_buf_ is next written by the next step's ops, queued after this copy.
   queued_.back().readback = be_.readback_async(queued_.back().stats, stats);
   // The host prepares the next batch while the device works through this step.
   read_batch(data_, consumed_samples(step + 1));
   read_step_ = step + 1;
+  // A host backend has done the step's work, its update included, by now.
+  if (!be_.is_device()) queued_.back().done = std::chrono::steady_clock::now();
 }
 
 std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
@@ -183,18 +204,17 @@ StepStats Trainer::finish_step() {
   TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
   QueuedStep& q = queued_.front();
   be_.wait_readback(q.readback);
-  const auto now = std::chrono::steady_clock::now();
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   StepStats s;
-  s.step = q.step;
+  s.step = q.step + 1;
   s.lr = q.lr;
   s.loss = q.stats[0] / tokens;
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
-  // From the step's start, or the previous step's end where they overlapped (queued ahead).
-  const auto start = std::max(q.t0, last_finish_);
-  s.step_ms = std::chrono::duration<double, std::milli>(now - start).count();
+  s.skipped = q.skipped;
+  if (!q.skipped.empty()) ++skipped_steps_;
+  s.skipped_steps = skipped_steps_;
+  s.step_ms = timer_.step_ms(q.t0, q.done);
   s.tokens_per_s = tokens / (s.step_ms / 1000.0);
-  last_finish_ = now;
   queued_.pop_front();
   return s;
 }

@@ -5,6 +5,14 @@ set(mpirun ${MPIEXEC_EXECUTABLE} ${TRIDENT_MPIEXEC_FLAGS})
 
 add_test(NAME e2e_tiny_trains COMMAND ${e2e_dir}/train_tiny.sh $<TARGET_FILE:trident> ${repo_root}
          ${mpirun} -np 1)
+add_test(NAME e2e_step_reports COMMAND ${e2e_dir}/step_reports.sh $<TARGET_FILE:trident> ${repo_root}
+         ${mpirun} -np 1)
+add_test(NAME e2e_run_length COMMAND ${e2e_dir}/run_length.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
+set_tests_properties(e2e_run_length PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_tensorboard COMMAND ${e2e_dir}/tensorboard.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
+set_tests_properties(e2e_tensorboard PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME mpi_memory_monitor COMMAND ${e2e_dir}/memory_monitor.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(mpi_memory_monitor PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_bad_input COMMAND ${e2e_dir}/bad_input.sh $<TARGET_FILE:trident> ${repo_root})
 add_test(NAME e2e_command_help COMMAND ${e2e_dir}/help.sh $<TARGET_FILE:trident>)
 add_test(NAME e2e_bench_cpu COMMAND ${e2e_dir}/bench_cpu.sh $<TARGET_FILE:trident> ${repo_root})
@@ -12,9 +20,10 @@ add_test(NAME mpi_train_tp2_pp2_dp2 COMMAND ${MPIEXEC_EXECUTABLE} -np 8 ${TRIDEN
          $<TARGET_FILE:trident> train --config ${repo_root}/inputs/models/tiny.cfg --backend cpu
          --data.train ${repo_root}/data/fortunes_byte --parallel.tp 2 --parallel.pp 2 --train.steps 20
          --model.seq_len 32 --train.micro_batch_size 2 --train.global_batch_size 8)
-set_tests_properties(e2e_tiny_trains e2e_bad_input e2e_command_help e2e_bench_cpu PROPERTIES LABELS e2e)
+set_tests_properties(e2e_tiny_trains e2e_step_reports e2e_bad_input e2e_command_help e2e_bench_cpu PROPERTIES LABELS e2e)
 set_tests_properties(mpi_train_tp2_pp2_dp2 PROPERTIES LABELS mpi)
-set_tests_properties(e2e_tiny_trains e2e_bench_cpu mpi_train_tp2_pp2_dp2 PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+set_tests_properties(e2e_tiny_trains e2e_step_reports e2e_bench_cpu mpi_train_tp2_pp2_dp2
+                     PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_generate_eval COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 set_tests_properties(e2e_generate_eval PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 
@@ -27,7 +36,9 @@ if(TRIDENT_TEST_HOOKS)
            ${repo_root} ${mpirun} -np 2)
   add_test(NAME mpi_checkpoint_faults COMMAND ${e2e_dir}/checkpoint_faults.sh $<TARGET_FILE:trident_test>
            ${repo_root} ${mpirun})
-  set_tests_properties(mpi_stalled_rank_times_out mpi_checkpoint_faults PROPERTIES LABELS mpi
+  add_test(NAME mpi_skipped_steps COMMAND ${e2e_dir}/skipped_steps.sh $<TARGET_FILE:trident_test> ${repo_root}
+           ${mpirun})
+  set_tests_properties(mpi_stalled_rank_times_out mpi_checkpoint_faults mpi_skipped_steps PROPERTIES LABELS mpi
                        ENVIRONMENT "OMP_NUM_THREADS=1")
 endif()
 add_test(NAME e2e_checkpoint_dirs COMMAND ${e2e_dir}/checkpoint_dirs.sh $<TARGET_FILE:trident> ${repo_root})

@@ -9,6 +9,9 @@
 //   TRIDENT_TEST_SLOW_STEP_MS=MS        every step of every rank takes MS milliseconds longer, so
 //                                       that a stop signal lands in a step longer than mpirun's
 //                                       1 s kill timeout
+//   TRIDENT_TEST_NAN_GRAD=RANK:STEP[:COUNT]  world rank RANK turns its reduced gradients into NaN
+//                                       in COUNT (default 1) updates from update STEP (1-based),
+//                                       before the global norm, so that the updates are skipped
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +36,16 @@ void stall(const char* hook, int64_t step) {
   std::this_thread::sleep_for(std::chrono::hours(24));
 }
 
-void inject(FaultPoint point, int world_rank, int64_t step) {
+// Whether TRIDENT_TEST_NAN_GRAD ("RANK:STEP[:COUNT]") spoils this rank's update `step`.
+bool spoiled(int world_rank, int64_t step) {
+  const char* v = std::getenv("TRIDENT_TEST_NAN_GRAD");
+  int rank = -1;
+  long long at = -1, count = 1;
+  return v && std::sscanf(v, "%d:%lld:%lld", &rank, &at, &count) >= 2 && rank == world_rank && step >= at &&
+         step < at + count;
+}
+
+bool inject(FaultPoint point, int world_rank, int64_t step) {
   switch (point) {
     case FaultPoint::TrainStep:
       if (selected("TRIDENT_TEST_STALL", world_rank, step)) stall("TRIDENT_TEST_STALL", step);
@@ -44,7 +56,10 @@ void inject(FaultPoint point, int world_rank, int64_t step) {
       if (selected("TRIDENT_TEST_DIE_IN_SAVE", world_rank, step)) std::_Exit(9);
       if (selected("TRIDENT_TEST_STALL_IN_SAVE", world_rank, step)) stall("TRIDENT_TEST_STALL_IN_SAVE", step);
       break;
+    case FaultPoint::GradientsReduced:
+      return spoiled(world_rank, step);
   }
+  return false;
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 #     attention kernels that sm_90a machines skip), layouts (one step against CPU, 2-GPU layouts
 #     against 1 GPU), torch (50-step loss trace against PyTorch), launch (bad launches, stalled
 #     rank), train124m (GPT-2 124M on 2 GPUs, loss falling), generate (checkpoint -> text),
-#     doctor, ckpt (save/load GB/s), 3d (4+ GPUs: GPT-2 774M in tp2 x pp2 against dp2 x tp2, and
+#     tensorboard (a GPU run's log.tensorboard read back by TensorBoard's EventAccumulator), nvtx
+#     (ncu --nvtx --nvtx-include selects kernels by the NVTX range names), doctor, ckpt (save/load GB/s), 3d (4+ GPUs: GPT-2 774M in tp2 x pp2 against dp2 x tp2, and
 #     a tp2 x pp2 checkpoint resumed as dp4 and tp4)
 #   measurements: vs_pytorch (124M on 1 GPU twice around PyTorch's run), dp2 (124M on each GPU
 #     alone, then dp2 ZeRO-1 twice, and PyTorch DDP), dp_scaling (124M ZeRO-1 on 1, 2, 4, 8 GPUs
@@ -79,6 +80,32 @@ for c in "${checks[@]}"; do
         --parallel.tp 2 --prompt "The meaning of life is" --temperature 0 "${tok[@]}"
       check generate_sampled 120 "${mp[@]}" -np 1 "$bin" generate --checkpoint "$dest/gen_ck/step_30.h5" \
         --prompt "Q: Why" --temperature 0.8 --top-k 40 "${tok[@]}" ;;
+    tensorboard)
+      check tensorboard_train 300 "${mp[@]}" -np 1 "$bin" train --config "$root/inputs/models/gpt2-124m.cfg" \
+        "${data[@]}" --data.split 0.95 --train.steps 20 --train.micro_batch_size 8 --train.global_batch_size 8 \
+        --train.eval_every 10 --train.eval_steps 2 --log.every 5 --log.metrics "$out/tensorboard.jsonl" \
+        --log.tensorboard "$out/tensorboard"
+      check tensorboard_read 120 python3 "$root/tests/cuda/tensorboard_accumulator.py" "$out/tensorboard" \
+        "$out/tensorboard.jsonl" ;;
+    nvtx)
+      # Each range must select at least one kernel of its own: AdamW in optimizer, the embedding or a
+      # LayerNorm in forward, NCCL's all-reduce kernel in "dp all-reduce".
+      ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      tiny=(train --config "$root/inputs/models/gpt2-124m.cfg" "${data[@]}" --model.n_layer 2 --train.steps 2
+            --train.micro_batch_size 2)
+      check nvtx_optimizer 300 "$ncu_bin" --nvtx --nvtx-include "optimizer/" --launch-count 1 --section LaunchStats \
+        "$bin" "${tiny[@]}" --train.global_batch_size 2
+      check nvtx_forward 300 "$ncu_bin" --nvtx --nvtx-include "forward/" --launch-count 3 --section LaunchStats \
+        "$bin" "${tiny[@]}" --train.global_batch_size 2
+      grep -qi adamw "$out/nvtx_optimizer.log" || { echo "nvtx: no AdamW kernel in range optimizer" | tee -a "$dest/summary.txt"; status=1; }
+      grep -qi "encoder\|layernorm" "$out/nvtx_forward.log" ||
+        { echo "nvtx: no embedding or LayerNorm kernel in range forward" | tee -a "$dest/summary.txt"; status=1; }
+      if (( gpus >= 2 )); then
+        check nvtx_dp 300 "${mp[@]}" -np 2 "$ncu_bin" --nvtx --nvtx-include "dp all-reduce/" --launch-count 1 \
+          --section LaunchStats "$bin" "${tiny[@]}" --train.global_batch_size 4
+        grep -q "ncclDevKernel_AllReduce" "$out/nvtx_dp.log" ||
+          { echo "nvtx: no NCCL kernel in range dp all-reduce" | tee -a "$dest/summary.txt"; status=1; }
+      fi ;;
     doctor)
       need_gpus doctor 2 && check doctor 120 "${mp[@]}" -np 2 "$bin" doctor \
         --config "$root/inputs/models/gpt2-124m.cfg" "${data[@]}" --parallel.tp 2 --checkpoint.dir "$dest/doctor_ck" ;;

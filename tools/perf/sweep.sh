@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `trident train` for a few steps in each of several layouts and world sizes, then writes
 # OUT/summary.csv (layout, ranks, tokens/s, step ms: means over the steps after the first, which
-# pays for warm-up) and OUT/sweep.png (plot_sweep.py). A benchmark, not a test; started as
+# pays for warm-up; efficiency: tokens/s per rank over that of the first layout with the fewest
+# ranks) and OUT/sweep.png (plot_sweep.py). A benchmark, not a test; started as
 # `tools/perf/run.sh sweep ...`.
 #
 #   tools/perf/run.sh sweep [options] LAYOUT... [-- TRIDENT FLAGS...]
@@ -63,6 +64,20 @@ mean = lambda key: sum(r[key] for r in timed) / len(timed)
 print(f"{sys.argv[2]},{sys.argv[3]},{mean('tokens_per_s'):.1f},{mean('step_ms'):.3f}")
 PY
 done
+# Scaling efficiency: tokens/s per rank against the first layout with the fewest ranks.
+/usr/bin/python3 - "$summary" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+if rows:
+    base = min(rows, key=lambda r: int(r["ranks"]))
+    per_rank = float(base["tokens_per_s"]) / int(base["ranks"])
+    with open(sys.argv[1], "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) + ["efficiency"])
+        w.writeheader()
+        for r in rows:
+            r["efficiency"] = f"{float(r['tokens_per_s']) / int(r['ranks']) / per_rank:.3f}"
+            w.writerow(r)
+PY
 column -s, -t "$summary" 2>/dev/null || cat "$summary"
 /usr/bin/python3 "$root/tools/perf/plot_sweep.py" "$summary" -o "$out/sweep.png"
 exit $failed

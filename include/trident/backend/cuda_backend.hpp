@@ -34,4 +34,8 @@ int cuda_device_count();
 // properties, which unlike cudaMemGetInfo create no context on the device.
 size_t cuda_device_memory_bytes(int device);
 
+// Memory in use and in all on the current device (cudaMemGetInfo: the CUDA context, NCCL's buffers
+// and every allocation included); false where it cannot be read.
+bool cuda_memory_in_use(size_t* used, size_t* total);
+
 }  // namespace trident

@@ -47,11 +47,16 @@ struct ParallelConfig {
 
 struct TrainConfig {
   int steps = 100;
+  double epochs = 0;       // > 0: steps from passes over the training data instead of train.steps
+  uint64_t tokens = 0;     // > 0: steps from training tokens instead of train.steps
   int micro_batch_size = 4;
   int global_batch_size = 8;
   double lr = 6e-4;
   double min_lr = 6e-5;
   int warmup_steps = 10;
+  std::string lr_schedule = "cosine";   // cosine | linear | wsd | constant (after the warm-up)
+  int lr_decay_steps = 0;               // update at which the decay reaches min_lr; 0: train.steps
+  double lr_wsd_decay_fraction = 0.2;   // wsd: share of lr_decay_steps spent decaying, at the end
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -60,6 +65,8 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int eval_every = 0;     // validation loss every N steps (0: never)
   int eval_steps = 10;    // global batches of validation data per evaluation
+  int max_skipped = 10;        // consecutive skipped updates (non-finite, spikes) that stop the run
+  double spike_zscore = 0;     // skip a step whose loss is this many standard deviations high (0: off)
 };
 
 struct DataConfig {
@@ -78,6 +85,9 @@ struct CheckpointConfig {
 
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
+  std::string tensorboard;   // directory of TensorBoard event files; empty = none
+  std::string summary;       // JSON file of the end-of-run performance summary; empty = none
+  double memory_warning = 0.95;   // warn when a rank's memory in use passes this share of its capacity
   int every = 10;
 };
 

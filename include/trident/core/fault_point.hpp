@@ -9,16 +9,18 @@
 namespace trident {
 
 enum class FaultPoint {
-  TrainStep,        // a rank is about to run optimizer step `step`
-  CheckpointWrite,  // a rank is halfway through writing the step-`step` checkpoint
+  TrainStep,         // a rank is about to run optimizer step `step`
+  CheckpointWrite,   // a rank is halfway through writing the step-`step` checkpoint
+  GradientsReduced,  // a rank holds update `step`'s reduced gradients: true spoils them (NaN)
 };
 
-using FaultHandler = void (*)(FaultPoint point, int world_rank, int64_t step);
+// Returns whether the point's fault applies where the caller acts on it (GradientsReduced).
+using FaultHandler = bool (*)(FaultPoint point, int world_rank, int64_t step);
 
 // Installs the handler every fault point calls (nullptr: none, the default).
 void set_fault_handler(FaultHandler handler);
 
-// Calls the installed handler, if any.
-void fault_point(FaultPoint point, int world_rank, int64_t step);
+// Calls the installed handler, if any; false without one.
+bool fault_point(FaultPoint point, int world_rank, int64_t step);
 
 }  // namespace trident

@@ -15,6 +15,7 @@ struct DataSources {
   std::unique_ptr<BatchSource> train;
   std::unique_ptr<BatchSource> val;   // null when there is no validation data
   std::string description;            // one line per dataset part, for the log
+  uint64_t train_sequences = 0;       // sequences in one pass over every training part (an epoch)
 };
 
 // Opens every dataset of data.train (and data.val, or the documents data.split holds out). Throws

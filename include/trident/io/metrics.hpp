@@ -8,6 +8,10 @@
 
 namespace trident {
 
+// Throws InputError naming `option` when `path` (non-empty) cannot be opened for writing; does not
+// change an existing file.
+void check_writable(const char* option, const std::string& path);
+
 class MetricsWriter {
  public:
   // Empty path: writes nothing. Throws InputError when the file cannot be opened for appending.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <deque>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "trident/config/run_config.hpp"
@@ -14,17 +16,28 @@
 #include "trident/train/executor.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/step_guard.hpp"
+#include "trident/train/step_timer.hpp"
 
 namespace trident {
 
 struct StepStats {
-  int step = 0;
+  int step = 0;             // optimizer updates done with this one: the first step is step 1
   double loss = 0;          // mean token loss over the global batch
   double grad_norm = 0;     // before clipping
   double lr = 0;
-  double step_ms = 0;
+  double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
+  std::string skipped;              // why the update was not applied (StepGuard); empty: applied
+  int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
+  // Filled by the training command's progress report (NaN where not measured):
+  double mfu = std::nan("");              // model FLOPs utilisation (device backends)
+  double peak_mem_bytes = std::nan("");   // the highest peak memory of any rank so far
+  double comm_wait = std::nan("");        // share of the step a compute stream waited on communication
+  double elapsed_s = std::nan("");        // since the run's first step was queued
+  double eta_s = std::nan("");            // to the last step, at the run's mean rate so far
+  std::vector<double> mem_used_bytes, mem_total_bytes;   // per rank, on printed steps (memory monitor)
 };
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
@@ -77,6 +90,8 @@ class Trainer {
     return *optimizer_;
   }
   const RunConfig& config() const { return cfg_; }
+  // Host seconds spent reading training batches (on a device, mostly beside its work).
+  double data_seconds() const { return data_s_; }
 
  private:
   // The step's micro-batches of this rank into the host buffers, then into batch_buf_.
@@ -97,12 +112,13 @@ class Trainer {
   struct QueuedStep {
     int step = 0;
     double lr = 0;
-    std::chrono::steady_clock::time_point t0;
+    std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
     uint64_t readback = 0;
     float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm]
+    std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;
-  std::chrono::steady_clock::time_point last_finish_;
+  StepTimer timer_;
   std::unique_ptr<ZeroShards> shards_;   // before sync_ and optimizer_, which use it
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -111,6 +127,9 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
+  StepGuard guard_;
+  int skipped_steps_ = 0;
+  double data_s_ = 0;
   int64_t base_step_ = 0, base_samples_ = 0;   // data position (SampleOrder::step_first)
 };
 

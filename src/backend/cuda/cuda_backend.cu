@@ -680,4 +680,14 @@ size_t cuda_device_memory_bytes(int device) {
   return prop.totalGlobalMem;
 }
 
+bool cuda_memory_in_use(size_t* used, size_t* total) {
+  size_t free = 0;
+  if (cudaMemGetInfo(&free, total) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return false;
+  }
+  *used = *total - free;
+  return true;
+}
+
 }  // namespace trident

@@ -19,6 +19,7 @@
 
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/core/trace.hpp"
 #include "trident/parallel/pair_exchange.hpp"
 #include "host_checks.hpp"
 #include "peer_link.hpp"
@@ -411,6 +412,7 @@ class NcclComm : public Comm, public PairExchange {
     CUDA_HOST_CHECK(cudaEventRecord(ready_, static_cast<cudaStream_t>(s.handle)));
     CUDA_HOST_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
     std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " ", op));
+    TraceRange range(name_, op);
     fn();
     CUDA_HOST_CHECK(cudaEventRecord(p->done, stream_));
     Watchdog::instance().watch(p);

@@ -1,0 +1,117 @@
+// Progress: MFU, peak memory, communication wait, elapsed time and ETA of each finished step.
+#include "progress.hpp"
+
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime.hpp"
+#include "trident/core/error.hpp"
+#include "trident/core/log.hpp"
+#include "trident/parallel/mpi_check.hpp"
+#include "trident/train/planner.hpp"
+
+namespace trident {
+
+namespace {
+
+// "42s", "3m07s", "2h05m" for the console.
+std::string duration(double seconds) {
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%lds", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  return buf;
+}
+
+std::string percent_or_dash(double fraction) {
+  return std::isfinite(fraction) ? str(std::lround(1000 * fraction) / 10.0, "%") : "-";
+}
+
+}  // namespace
+
+double model_flops_utilisation(const ModelConfig& m, double tokens_per_s, int ranks) {
+  return flops_per_token(m) * tokens_per_s / (kPeakBf16TFlops * 1e12 * ranks);
+}
+
+double peak_memory_bytes(const Backend& be) {
+  if (be.is_device()) return static_cast<double>(be.peak_bytes());
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024;   // Linux reports KiB
+}
+
+Progress::Progress(const RunConfig& cfg, Backend& be, MPI_Comm world, int first_step)
+    : cfg_(cfg), be_(be), world_(world), first_step_(first_step), start_(std::chrono::steady_clock::now()) {
+  MPI_CHECK(MPI_Comm_size(world, &world_size_));
+}
+
+bool Progress::printed(int step) const {
+  return step % cfg_.log.every == 0 || step == first_step_ + 1 || step == cfg_.train.steps;
+}
+
+void Progress::before_queue(int step) {
+  if (!be_.is_device() || !printed(step)) return;
+  be_.set_profiling(true);
+  profiled_step_ = step;
+}
+
+void Progress::after_queue(int step) {
+  if (step == profiled_step_) be_.set_profiling(false);
+}
+
+void Progress::complete(StepStats& s) {
+  double wait = std::nan("");
+  if (s.step == profiled_step_) {
+    double wait_ms = 0;
+    for (const OpTime& t : be_.take_profile())
+      if (t.name.rfind("wait ", 0) == 0) wait_ms += t.ms;
+    wait = wait_ms / s.step_ms;
+    profiled_step_ = -1;
+  }
+  // Ranks that did not time their waits send -1, so the maximum is a measurement where any has one.
+  const double mine[2] = {peak_memory_bytes(be_), std::isfinite(wait) ? wait : -1.0};
+  double most[2] = {0, 0};
+  MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, world_));
+  s.peak_mem_bytes = most[0];
+  s.comm_wait = most[1] >= 0 ? most[1] : std::nan("");
+  s.mfu = be_.is_device() ? model_flops_utilisation(cfg_.model, s.tokens_per_s, world_size_) : std::nan("");
+  s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const int done = s.step - first_step_;
+  s.eta_s = done > 0 ? s.elapsed_s / done * (cfg_.train.steps - s.step) : std::nan("");
+  if (printed(s.step)) sample_memory(s);
+}
+
+void Progress::sample_memory(StepStats& s) {
+  const MemoryUse m = memory_use(be_);
+  const bool high = m.total > 0 && m.used > cfg_.log.memory_warning * m.total;
+  if (high && !memory_high_)
+    log_warn(str("warning: memory at step ", s.step, ": ", m.used / double(1 << 30), " of ", m.total / double(1 << 30),
+                 " GiB in use (over log.memory_warning = ",
+                 cfg_.log.memory_warning, ")"));
+  memory_high_ = high;
+  const double mine[2] = {m.used, m.total};
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world_, &rank));
+  std::vector<double> all(rank == 0 ? 2 * static_cast<size_t>(world_size_) : 0);
+  MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, world_));
+  for (size_t r = 0; r < all.size() / 2; ++r) {
+    s.mem_used_bytes.push_back(all[2 * r]);
+    s.mem_total_bytes.push_back(all[2 * r + 1]);
+  }
+}
+
+std::string Progress::line(const StepStats& s) const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
+                "comm wait %s | %.1f ms | elapsed %s | ETA %s",
+                s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, percent_or_dash(s.mfu).c_str(),
+                s.peak_mem_bytes / double(1 << 30), percent_or_dash(s.comm_wait).c_str(), s.step_ms,
+                duration(s.elapsed_s).c_str(), std::isfinite(s.eta_s) ? duration(s.eta_s).c_str() : "-");
+  return buf;
+}
+
+}  // namespace trident

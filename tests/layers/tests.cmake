@@ -1,20 +1,21 @@
 # layers: every layer target preprocesses one header of every layer with the include directories
 # its own sources get; a header of a layer it may use must be found, any other must not be.
 # The table is the layers' "may include" rule; the build's links must give exactly it.
-set(layer_headers core/error.hpp config/run_config.hpp parallel/comm.hpp backend/backend.hpp
-    model/gpt.hpp train/trainer.hpp io/checkpoint.hpp)
+# peer: the pair-exchange extension's shared type, seen by parallel and backend (and what uses them).
+set(layer_headers core/error.hpp config/run_config.hpp peer/peer_release.hpp parallel/comm.hpp
+    backend/backend.hpp model/gpt.hpp train/trainer.hpp io/checkpoint.hpp)
 set(layer_rules
     "trident_core:core"
     "trident_config:core,config"
-    "trident_parallel:core,parallel"
-    "trident_backend:core,backend"
-    "trident_model:core,config,parallel,backend,model"
-    "trident_train:core,config,parallel,backend,model,train"
-    "trident_io:core,config,parallel,backend,model,train,io")
+    "trident_parallel:core,peer,parallel"
+    "trident_backend:core,peer,backend"
+    "trident_model:core,config,peer,parallel,backend,model"
+    "trident_train:core,config,peer,parallel,backend,model,train"
+    "trident_io:core,config,peer,parallel,backend,model,train,io")
 if(TRIDENT_HAVE_CUDA)
   list(APPEND layer_headers gpu/profiler.hpp)
-  list(APPEND layer_rules "trident_gpu:core,gpu" "trident_cuda:core,backend,gpu"
-       "trident_parallel_nccl:core,parallel,gpu")
+  list(APPEND layer_rules "trident_gpu:core,gpu" "trident_cuda:core,peer,backend,gpu"
+       "trident_parallel_nccl:core,peer,parallel,gpu")
 endif()
 
 set(layer_cases "")

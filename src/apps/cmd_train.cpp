@@ -17,6 +17,7 @@
 #include "trident/io/metrics.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident {
@@ -172,9 +173,7 @@ int cmd_train(const Args& args) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
   RunConfig cfg = parsed.cfg;
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);

@@ -50,9 +50,9 @@ add_test(NAME layers COMMAND ${CMAKE_COMMAND} -DCXX=${CMAKE_CXX_COMPILER}
          -DDIR=${CMAKE_CURRENT_BINARY_DIR}/layers -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_layers.cmake)
 set_tests_properties(layers PROPERTIES LABELS unit)
 
-# layers_mpi: MPI is called only through the parallel layer's checked helpers below io (io and
-# apps still make their own MPI calls): no MPI_ function call in core, config, backend, model or
-# train, sources or headers.
+# layers_mpi: MPI is called only through the parallel layer's checked helpers: no MPI_ function
+# call and no ParallelGroups::mpi in core, config, backend, model, train, io or apps, sources or
+# headers; parallel_io_comm (HDF5's MPI-IO driver) in io alone.
 add_test(NAME layers_mpi COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_SOURCE_DIR}
          -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_no_mpi.cmake)
 set_tests_properties(layers_mpi PROPERTIES LABELS unit)

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "runtime.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
 
 namespace trident {
@@ -49,8 +51,7 @@ void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
   // A GPU is the rank's own; host memory is shared by the ranks of the node.
   const double mine = cuda ? static_cast<double>(gpu_memory_bytes())
                            : host_available_bytes() / node_info(world).local_size;
-  double budget = 0;
-  MPI_Allreduce(&mine, &budget, 1, MPI_DOUBLE, MPI_MIN, world);
+  const double budget = all_reduce(mine, HostReduce::Min, world);
   if (budget <= 0) return;   // unknown (no GPU visible): make_runtime reports what is wrong
   Hardware hw;
   if (!cuda) {
@@ -73,14 +74,11 @@ void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
 
 void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
   if (!cfg.parallel.auto_layout) return;
-  int size = 1;
-  MPI_Comm_size(world, &size);
+  const int size = comm_size(world);
   const bool cuda = uses_cuda(cfg);
   // The smallest node and the smallest GPU bound what every rank can be given.
-  unsigned long long memory = cuda ? gpu_memory_bytes() : 0, smallest_memory = 0;
-  int per_node = node_info(world).local_size, smallest_node = 0;
-  MPI_Allreduce(&memory, &smallest_memory, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
-  MPI_Allreduce(&per_node, &smallest_node, 1, MPI_INT, MPI_MIN, world);
+  const uint64_t smallest_memory = all_reduce<uint64_t>(cuda ? gpu_memory_bytes() : 0, HostReduce::Min, world);
+  const int smallest_node = all_reduce(node_info(world).local_size, HostReduce::Min, world);
 
   Hardware hw;
   hw.gpus = size;

@@ -2,6 +2,7 @@
 // timed steps; one table), or with --kernels, achieved TFLOP/s and GB/s of the hot kernels.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +17,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/io/random_tokens.hpp"
-#include "trident/parallel/mpi_check.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
 #include "trident/train/trainer.hpp"
 
@@ -50,14 +51,14 @@ std::vector<double> run_steps(Trainer& trainer, int first, int n, bool sync) {
 
 // Every rank's GpuTelemetry at rank 0 (others get an empty vector); rank 0's note stands for all
 // (print_telemetry prints it only where rank 0 has no sample).
-std::vector<GpuTelemetry> gather_telemetry(const GpuTelemetry& mine, int rank, int world) {
-  const double sent[5] = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min, mine.power_w_median,
-                          mine.temp_c_max};
-  std::vector<double> all(rank == 0 ? 5 * static_cast<size_t>(world) : 0);
-  MPI_CHECK(MPI_Gather(sent, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+std::vector<GpuTelemetry> gather_telemetry(const GpuTelemetry& mine, int rank) {
+  const std::array<double, 5> sent = {static_cast<double>(mine.count), mine.sm_mhz_median, mine.sm_mhz_min,
+                                      mine.power_w_median, mine.temp_c_max};
+  const std::vector<std::array<double, 5>> all = all_gather(sent, MPI_COMM_WORLD);
   std::vector<GpuTelemetry> out;
-  for (size_t r = 0; r < all.size() / 5; ++r) {
-    const double* v = &all[5 * r];
+  if (rank != 0) return out;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::array<double, 5>& v = all[r];
     out.push_back(GpuTelemetry{static_cast<int>(v[0]), v[1], v[2], v[3], v[4], r == 0 ? mine.note : ""});
   }
   return out;
@@ -333,9 +334,7 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   RunConfig cfg = parsed.cfg;
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   if (o.kernels) {   // one process times the kernels; the layout only has to be valid
     cfg.parallel = ParallelConfig{};
     cfg.train.global_batch_size = cfg.train.micro_batch_size * world;
@@ -363,9 +362,8 @@ int cmd_bench(const Args& args) {
   const double median = ms[ms.size() / 2];
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double tok_s = tokens / (median / 1e3);
-  unsigned long long peak = rt.backend->peak_bytes(), max_peak = 0;
-  MPI_CHECK(MPI_Reduce(&peak, &max_peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD));
-  const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank, world);
+  const uint64_t max_peak = all_reduce<uint64_t>(rt.backend->peak_bytes(), HostReduce::Max, MPI_COMM_WORLD);
+  const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? model_flops_utilisation(cfg.model, tok_s, world) : 0;
   const std::string wait =

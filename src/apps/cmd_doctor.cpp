@@ -22,6 +22,7 @@
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/io_probe.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
 
 extern char** environ;
@@ -54,46 +55,24 @@ class Problems {
 
   // Collective: the number of distinct problems over all ranks (the same on every rank).
   int report(MPI_Comm world) const {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(world, &rank);
-    MPI_Comm_size(world, &size);
-    int len = static_cast<int>(lines_.size());
-    std::vector<int> lens(size), offsets(size);
-    MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      offsets[r] = total;
-      total += lens[r];
-    }
-    std::string all(rank == 0 ? total : 0, '\0');
-    MPI_Gatherv(lines_.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, world);
+    const std::string all = gather_text_at_0(lines_, world);
     int distinct = 0;
-    if (rank == 0) {
+    if (comm_rank(world) == 0) {
       std::set<std::string> seen;
       std::istringstream in(all);
       for (std::string line; std::getline(in, line);)
         if (seen.insert(line).second) log_info("trident doctor: problem: " + line);
       distinct = static_cast<int>(seen.size());
     }
-    MPI_Bcast(&distinct, 1, MPI_INT, 0, world);
-    return distinct;
+    return broadcast_from_0(distinct, world);
   }
 
  private:
   std::string lines_;
 };
 
-bool all_ranks(bool ok, MPI_Comm world) {
-  int mine = ok, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world);
-  return all == 1;
-}
-
 std::string mpi_library() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  std::string v(version, static_cast<size_t>(len));
+  const std::string v = mpi_library_version();
   return v.substr(0, v.find_first_of("\n,"));
 }
 
@@ -107,16 +86,12 @@ std::string relevant_environment() {
 }
 
 std::vector<Placement> gather_placement(const NodeInfo& node, MPI_Comm world) {
-  int size = 1;
-  MPI_Comm_size(world, &size);
   Placement mine{};
   std::snprintf(mine.host, sizeof mine.host, "%s", node.host.c_str());
   mine.local_rank = node.local_rank;
   mine.local_size = node.local_size;
   mine.gpus = visible_gpus();
-  std::vector<Placement> all(size);
-  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, world);
-  return all;
+  return all_gather(mine, world);
 }
 
 void print_placement(const std::vector<Placement>& ranks, const RunConfig& cfg, bool layout_ok, bool cuda) {
@@ -165,13 +140,13 @@ void check_all_reduce(Comm& c, Backend& be, size_t count, int iters, MPI_Comm wo
   for (size_t i = 0; i < count; ++i) wrong += host[i] != static_cast<float>(base + n * static_cast<int>(i % 5));
 
   be.synchronize();
-  MPI_Barrier(world);
+  barrier(world);
   auto t0 = std::chrono::steady_clock::now();
   for (int it = 0; it < iters; ++it) c.all_reduce(v.data, count, DType::F32, ReduceOp::Sum, be.stream());
   be.synchronize();
-  double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters, slowest = 0;
-  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
-  const bool ok = all_ranks(wrong == 0, world);
+  const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  const double slowest = all_reduce(mine, HostReduce::Max, world);
+  const bool ok = all_true(wrong == 0, world);
   if (wrong)
     problems.add(str("all-reduce over the ", c.name(), " communicator gave ", wrong, " wrong values of ", count, " (", n,
                      " ranks)"));
@@ -211,7 +186,7 @@ void check_checkpoint_dir(const RunConfig& cfg, bool config_ok, double io_mib, c
     problems.add(str(e.what(), " (on ", host, ")"));
     writable = false;
   }
-  if (!all_ranks(writable, world)) {
+  if (!all_true(writable, world)) {
     log_info(str("checkpoint.dir ", dir, ": not writable everywhere; parallel HDF5 check skipped"));
     return;
   }
@@ -266,8 +241,7 @@ int cmd_doctor(const Args& args) {
 
   RunConfig cfg = parsed.cfg;
   MPI_Comm world = MPI_COMM_WORLD;
-  int size = 1;
-  MPI_Comm_size(world, &size);
+  const int size = comm_size(world);
   Problems problems;
   const NodeInfo node = node_info(world);
   const bool cuda = uses_cuda(cfg);
@@ -304,7 +278,7 @@ int cmd_doctor(const Args& args) {
                      ":node) or use --backend cpu"));
     placement_ok = false;
   }
-  if (all_ranks(layout_ok && placement_ok, world)) {
+  if (all_true(layout_ok && placement_ok, world)) {
     try {
       check_communicators(cfg, world, mib, iters, problems);
     } catch (const InputError& e) {   // thrown on every rank alike by make_runtime

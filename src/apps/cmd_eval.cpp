@@ -13,6 +13,7 @@
 #include "trident/core/log.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -33,8 +34,7 @@ int cmd_eval(const Args& args) {
     return 0;
   }
   if (checkpoint.empty()) throw InputError("--checkpoint is required (a step_<n>.h5 file)");
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int world = comm_size(MPI_COMM_WORLD);
   CheckpointInfo info;
   RunConfig cfg = config_for_checkpoint(checkpoint, parsed.cfg, &info);
   // No data on the command line: the data the checkpoint was trained with, whose validation part

@@ -15,6 +15,7 @@
 #include "trident/io/tokenizer.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 
 namespace po = boost::program_options;
 
@@ -81,8 +82,7 @@ int cmd_generate(const Args& args) {
   if (o.checkpoint.empty()) throw InputError("--checkpoint is required (a step_<n>.h5 file)");
   if (o.max_new_tokens < 1) throw InputError(str("--max-new-tokens = ", o.max_new_tokens, ": must be at least 1"));
   if (o.sampling.top_p <= 0 || o.sampling.top_p > 1) throw InputError(str("--top-p = ", o.sampling.top_p, ": must be in (0, 1]"));
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int world = comm_size(MPI_COMM_WORLD);
 
   if (parsed.cfg.parallel.pp != 1)
     throw InputError("parallel.pp: generation runs on one pipeline stage; use parallel.tp to split the model");

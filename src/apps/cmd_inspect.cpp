@@ -8,6 +8,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
+#include "trident/parallel/host_collectives.hpp"
 
 namespace po = boost::program_options;
 
@@ -36,9 +37,7 @@ int cmd_inspect(const Args& args) {
     return 0;
   }
   if (checkpoint.empty()) throw InputError("usage: trident inspect CHECKPOINT.h5");
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) log_info(describe_checkpoint(checkpoint));
+  if (comm_rank(MPI_COMM_WORLD) == 0) log_info(describe_checkpoint(checkpoint));
   return 0;
 }
 

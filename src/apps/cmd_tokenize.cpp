@@ -18,6 +18,7 @@
 #include "trident/io/document_reader.hpp"
 #include "trident/io/indexed_dataset.hpp"
 #include "trident/io/tokenizer.hpp"
+#include "trident/parallel/host_collectives.hpp"
 
 namespace po = boost::program_options;
 
@@ -103,9 +104,7 @@ std::string fixed(double v, int digits) {
 
 int cmd_tokenize(const Args& args) {
   // Tokenizing is a one-process job; extra ranks of an mpirun have nothing to do.
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) return 0;
+  if (comm_rank(MPI_COMM_WORLD) != 0) return 0;
 
   const TokenizeOptions o = parse(args);
   if (o.help) return 0;

@@ -21,6 +21,7 @@
 #include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident {
@@ -106,7 +107,7 @@ struct RunOutputs {
 int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs& outputs,
           const ResumePlan& resume) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
-  RunSummary summary(cfg, *rt.backend, rt.groups.mpi.world);
+  RunSummary summary(cfg, *rt.backend, MPI_COMM_WORLD);
   int first_step = 0;
   if (!resume.file.empty()) {
     CheckpointInfo info;
@@ -133,7 +134,7 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
   // step_<n>.h5, in the log, the metrics and the checkpoint names alike.
   const auto evaluates = [&](int n) { return cfg.train.eval_every > 0 && n % cfg.train.eval_every == 0; };
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
-  Progress progress(cfg, *rt.backend, rt.groups.mpi.world, first_step);
+  Progress progress(cfg, *rt.backend, MPI_COMM_WORLD, first_step);
   const auto save_and_count = [&](int done) {
     const SaveResult r = save(cfg, trainer, rt.groups, done);
     summary.checkpoint_saved(r.bytes, r.seconds);
@@ -207,9 +208,7 @@ int cmd_train(const Args& args) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
   RunConfig cfg = parsed.cfg;
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/parallel/mpi_comm.hpp"
 
 #if TRIDENT_TEST_HOOKS
@@ -43,9 +44,7 @@ const std::map<std::string, Command>& commands() {
 int fail_on_this_rank(const char* command, const std::string& what) {
   std::fprintf(stderr, "trident %s: error %s: %s\n", command, trident::error_context().c_str(), what.c_str());
   std::fflush(stderr);
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (trident::comm_size(MPI_COMM_WORLD) > 1) trident::mpi_abort(1);
   return 1;
 }
 
@@ -60,10 +59,8 @@ int main(int argc, char** argv) {
 #if TRIDENT_TEST_HOOKS
   trident::install_test_fault_handler();
 #endif
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const trident::MpiSession mpi(argc, argv);   // MPI_Finalize when main returns
+  const int rank = trident::comm_rank(MPI_COMM_WORLD);
   trident::set_log_rank(rank == 0);
   trident::set_error_context(trident::str("[rank ", rank, "]"), trident::mpi_abort);
 
@@ -92,6 +89,5 @@ int main(int argc, char** argv) {
       status = fail_on_this_rank(argv[1], "unknown exception");
     }
   }
-  MPI_Finalize();
   return status;
 }

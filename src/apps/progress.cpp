@@ -9,7 +9,7 @@
 #include "runtime.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
-#include "trident/parallel/mpi_check.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
 
 namespace trident {
@@ -45,7 +45,7 @@ double peak_memory_bytes(const Backend& be) {
 
 Progress::Progress(const RunConfig& cfg, Backend& be, MPI_Comm world, int first_step)
     : cfg_(cfg), be_(be), world_(world), first_step_(first_step), start_(std::chrono::steady_clock::now()) {
-  MPI_CHECK(MPI_Comm_size(world, &world_size_));
+  world_size_ = comm_size(world);
 }
 
 bool Progress::printed(int step) const {
@@ -72,11 +72,9 @@ void Progress::complete(StepStats& s) {
     profiled_step_ = -1;
   }
   // Ranks that did not time their waits send -1, so the maximum is a measurement where any has one.
-  const double mine[2] = {peak_memory_bytes(be_), std::isfinite(wait) ? wait : -1.0};
-  double most[2] = {0, 0};
-  MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, world_));
-  s.peak_mem_bytes = most[0];
-  s.comm_wait = most[1] >= 0 ? most[1] : std::nan("");
+  s.peak_mem_bytes = all_reduce(peak_memory_bytes(be_), HostReduce::Max, world_);
+  const double most_wait = all_reduce(std::isfinite(wait) ? wait : -1.0, HostReduce::Max, world_);
+  s.comm_wait = most_wait >= 0 ? most_wait : std::nan("");
   s.mfu = be_.is_device() ? model_flops_utilisation(cfg_.model, s.tokens_per_s, world_size_) : std::nan("");
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int done = s.step - first_step_;
@@ -92,14 +90,11 @@ void Progress::sample_memory(StepStats& s) {
                  " GiB in use (over log.memory_warning = ",
                  cfg_.log.memory_warning, ")"));
   memory_high_ = high;
-  const double mine[2] = {m.used, m.total};
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(world_, &rank));
-  std::vector<double> all(rank == 0 ? 2 * static_cast<size_t>(world_size_) : 0);
-  MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, world_));
-  for (size_t r = 0; r < all.size() / 2; ++r) {
-    s.mem_used_bytes.push_back(all[2 * r]);
-    s.mem_total_bytes.push_back(all[2 * r + 1]);
+  const std::vector<MemoryUse> all = all_gather(m, world_);
+  if (comm_rank(world_) != 0) return;   // rank 0 writes the metrics
+  for (const MemoryUse& r : all) {
+    s.mem_used_bytes.push_back(r.used);
+    s.mem_total_bytes.push_back(r.total);
   }
 }
 

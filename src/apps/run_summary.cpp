@@ -9,7 +9,7 @@
 #include "progress.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
-#include "trident/parallel/mpi_check.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
 
 namespace trident {
@@ -54,13 +54,9 @@ void RunSummary::checkpoint_loaded(double bytes, double seconds) {
 }
 
 void RunSummary::finish(double data_s) {
-  int world = 1, rank = 0;
-  MPI_CHECK(MPI_Comm_size(world_, &world));
-  MPI_CHECK(MPI_Comm_rank(world_, &rank));
-  const double peak = peak_memory_bytes(be_);
-  std::vector<double> peaks(rank == 0 ? world : 0);
-  MPI_CHECK(MPI_Gather(&peak, 1, MPI_DOUBLE, peaks.data(), 1, MPI_DOUBLE, 0, world_));
-  if (rank != 0) return;
+  std::vector<double> peaks = all_gather(peak_memory_bytes(be_), world_);
+  if (comm_rank(world_) != 0) return;
+  const int world = static_cast<int>(peaks.size());
   std::sort(peaks.begin(), peaks.end());
 
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -12,6 +12,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/parallel/collective_error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/parallel/mpi_comm.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"
@@ -26,11 +27,9 @@ NodeInfo node_info(MPI_Comm world) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   n.host = host;
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &n.local_rank);
-  MPI_Comm_size(node, &n.local_size);
-  MPI_Comm_free(&node);
+  const NodeRanks ranks = node_ranks(world);
+  n.local_rank = ranks.local_rank;
+  n.local_size = ranks.local_size;
   return n;
 }
 
@@ -121,8 +120,6 @@ Runtime make_runtime(const RunConfig& cfg, MPI_Comm world) {
   Runtime rt;
   rt.node = node_info(world);
   Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
-  int rank = 0;
-  MPI_Comm_rank(world, &rank);
   collective_check(world, [&] { rt.backend = make_backend(cfg, rt.node); });
   AxisMpiComms axes = split_axes(world, topo);
 #if TRIDENT_HAVE_CUDA

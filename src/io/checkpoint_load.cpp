@@ -9,6 +9,7 @@
 #include "h5.hpp"
 #include "trident/core/error.hpp"
 #include "trident/io/checkpoint.hpp"
+#include "trident/parallel/host_collectives.hpp"
 
 namespace trident {
 namespace {
@@ -124,7 +125,7 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
 
   require_regular_file(file, bad);
   h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-  H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
+  H5Pset_fapl_mpio(fapl.get(), parallel_io_comm(g), MPI_INFO_NULL);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
 
@@ -170,11 +171,10 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
       local_sums.push_back(o == own.end() || read_failed ? 0 : range_checksum(o->second, base));
     }
   }
-  int failed = read_failed, any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, g.mpi.world);
+  const bool any_failed = !all_true(!read_failed, g);
   if (any_failed) throw bad(read_failed ? "reading " + first_failed + " failed (truncated file?)" : "a read failed on another rank (truncated file?)");
-  std::vector<uint64_t> sums(local_sums.size());
-  MPI_Allreduce(local_sums.data(), sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, g.mpi.world);
+  std::vector<uint64_t> sums = local_sums;
+  all_reduce(sums, HostReduce::Sum, g);
   for (size_t i = 0; i < sums.size(); ++i)
     if (sums[i] != stored[i]) throw bad("dataset " + names[i] + " does not match its checksum (corrupt file)");
 

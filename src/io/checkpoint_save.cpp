@@ -90,7 +90,7 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
   g.control->barrier(saving + " (start)");
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-    H5Pset_fapl_mpio(fapl.get(), g.mpi.world, MPI_INFO_NULL);
+    H5Pset_fapl_mpio(fapl.get(), parallel_io_comm(g), MPI_INFO_NULL);
     h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
     h5_require(file.valid(), "creating the file", tmp);
     h5::write_attr(file.get(), "format_version", static_cast<int64_t>(info.format_version));

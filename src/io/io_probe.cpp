@@ -10,6 +10,7 @@
 
 #include "h5.hpp"
 #include "trident/core/error.hpp"
+#include "trident/parallel/host_collectives.hpp"
 
 namespace trident {
 
@@ -19,19 +20,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// True on every rank when `ok` holds on every rank.
-bool all_ok(bool ok, MPI_Comm comm) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
-  return all == 1;
-}
-
 std::string probe_path(const std::string& dir, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
   char name[64] = {0};
-  if (rank == 0) std::snprintf(name, sizeof name, "/.trident_doctor_%ld.h5", static_cast<long>(getpid()));
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
+  if (comm_rank(comm) == 0) std::snprintf(name, sizeof name, "/.trident_doctor_%ld.h5", static_cast<long>(getpid()));
+  broadcast_bytes(name, sizeof name, comm);
   return dir + name;
 }
 
@@ -59,9 +51,7 @@ h5::Handle slab(hid_t dset, int owner, hsize_t n) {
 
 IoProbeResult probe_parallel_hdf5(const std::string& dir, MPI_Comm comm, size_t bytes_per_rank) {
   h5::silence_errors();
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = comm_rank(comm), size = comm_size(comm);
   const hsize_t n = std::max<size_t>(1, bytes_per_rank / sizeof(double)), total = n * size;
   const std::string path = probe_path(dir, comm);
   IoProbeResult r;
@@ -70,11 +60,11 @@ IoProbeResult probe_parallel_hdf5(const std::string& dir, MPI_Comm comm, size_t 
   std::vector<double> mine(n), theirs(n);
   for (hsize_t i = 0; i < n; ++i) mine[i] = static_cast<double>(rank * n + i);
 
-  MPI_Barrier(comm);
+  barrier(comm);
   auto t0 = std::chrono::steady_clock::now();
   {
     h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, mpio_access(comm).get()));
-    if (!all_ok(file.valid(), comm)) {
+    if (!all_true(file.valid(), comm)) {
       r.error = str("parallel HDF5 cannot create ", path, " through MPI-IO");
       return r;
     }
@@ -82,12 +72,12 @@ IoProbeResult probe_parallel_hdf5(const std::string& dir, MPI_Comm comm, size_t 
     h5::Handle dset(H5Dcreate2(file.get(), "probe", H5T_NATIVE_DOUBLE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
                                H5P_DEFAULT));
     h5::Handle mem(H5Screate_simple(1, &n, nullptr));
-    const bool wrote = all_ok(dset.valid(), comm) &&
+    const bool wrote = all_true(dset.valid(), comm) &&
                        H5Dwrite(dset.get(), H5T_NATIVE_DOUBLE, mem.get(), slab(dset.get(), rank, n).get(),
                                 collective_transfer().get(), mine.data()) >= 0;
-    if (!all_ok(wrote, comm)) r.error = str("parallel HDF5 collective write to ", path, " failed");
+    if (!all_true(wrote, comm)) r.error = str("parallel HDF5 collective write to ", path, " failed");
   }
-  MPI_Barrier(comm);
+  barrier(comm);
   r.write_s = seconds_since(t0);
 
   if (r.error.empty()) {
@@ -96,23 +86,23 @@ IoProbeResult probe_parallel_hdf5(const std::string& dir, MPI_Comm comm, size_t 
     h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, mpio_access(comm).get()));
     h5::Handle dset(file.valid() ? H5Dopen2(file.get(), "probe", H5P_DEFAULT) : H5I_INVALID_HID);
     h5::Handle mem(H5Screate_simple(1, &n, nullptr));
-    bool read = all_ok(dset.valid(), comm) &&
+    bool read = all_true(dset.valid(), comm) &&
                 H5Dread(dset.get(), H5T_NATIVE_DOUBLE, mem.get(), slab(dset.get(), other, n).get(),
                         collective_transfer().get(), theirs.data()) >= 0;
     bool same = read;
     for (hsize_t i = 0; same && i < n; ++i) same = theirs[i] == static_cast<double>(other * n + i);
-    if (!all_ok(read, comm))
+    if (!all_true(read, comm))
       r.error = str("parallel HDF5 cannot read back ", path);
-    else if (!all_ok(same, comm))
+    else if (!all_true(same, comm))
       r.error = str("parallel HDF5 read back other data than the ranks wrote to ", path,
                     " (is checkpoint.dir on a file system shared by every node?)");
-    MPI_Barrier(comm);
+    barrier(comm);
     r.read_s = seconds_since(t0);
   }
 
   int removed = 1;
   if (rank == 0) removed = std::remove(path.c_str()) == 0;
-  MPI_Bcast(&removed, 1, MPI_INT, 0, comm);
+  removed = broadcast_from_0(removed, comm);
   if (!removed && r.error.empty()) r.error = str("cannot remove the probe file ", path);
   return r;
 }

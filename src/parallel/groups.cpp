@@ -25,6 +25,8 @@ AxisMpiComms split_axes(MPI_Comm world, const Topology& topo) {
   return a;
 }
 
+MPI_Comm parallel_io_comm(const ParallelGroups& g) { return g.mpi.world; }
+
 std::string ParallelGroups::context(const std::string& host) const {
   return str("[rank ", rank, " ", host, " tp", coord.tp, "/pp", coord.pp, "/dp", coord.dp, "]");
 }

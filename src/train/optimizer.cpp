@@ -24,21 +24,21 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
 // A range as pieces of at most kPieceElements (one GPU block each), appended to `out`.
 constexpr size_t kPieceElements = size_t(1) << 16;
 
-void append_pieces(const Optimizer::ParamRange& s, std::vector<TensorPiece>& out) {
+void append_pieces(const Optimizer::ParamRange& s, std::vector<MultiTensorEntry>& out) {
   for (size_t k = 0; k < s.n; k += kPieceElements)
-    out.push_back(TensorPiece{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
+    out.push_back(MultiTensorEntry{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
                               static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
 }
 
-std::vector<TensorPiece> pieces_of(const std::vector<Optimizer::ParamRange>& ranges) {
-  std::vector<TensorPiece> pieces;
+std::vector<MultiTensorEntry> pieces_of(const std::vector<Optimizer::ParamRange>& ranges) {
+  std::vector<MultiTensorEntry> pieces;
   for (const Optimizer::ParamRange& s : ranges) append_pieces(s, pieces);
   return pieces;
 }
 
 // The pieces in backend memory, as the multi-tensor ops take them.
-Buffer piece_table(Backend& be, const std::vector<TensorPiece>& pieces) {
-  Buffer table(be, pieces.size() * sizeof(TensorPiece));
+Buffer piece_table(Backend& be, const std::vector<MultiTensorEntry>& pieces) {
+  Buffer table(be, pieces.size() * sizeof(MultiTensorEntry));
   if (!pieces.empty()) be.copy_from_host(table.view(DType::I32), pieces.data());
   return table;
 }
@@ -56,7 +56,7 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
   // Ranges come in bucket order, so each bucket's pieces are one run of the update table.
-  std::vector<TensorPiece> update_pieces;
+  std::vector<MultiTensorEntry> update_pieces;
   bucket_pieces_.assign(layout.buckets().size(), {0, 0});
   for (const ParamRange& r : update_) {
     auto& run = bucket_pieces_[r.bucket];
@@ -103,7 +103,7 @@ size_t Optimizer::make_param_ranges(const ParamLayout& layout, int dp, int dp_ra
 size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero) {
   std::vector<ParamRange> update, norm;
   make_param_ranges(layout, dp, dp_rank, zero, update, norm);
-  return (pieces_of(update).size() + pieces_of(norm).size()) * sizeof(TensorPiece);
+  return (pieces_of(update).size() + pieces_of(norm).size()) * sizeof(MultiTensorEntry);
 }
 
 void Optimizer::init_master() {

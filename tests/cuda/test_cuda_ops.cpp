@@ -832,7 +832,7 @@ TEST_F(CudaOps, AdamW) {
 // piece longer than a block's stride, decay on and off; against per-piece CPU updates.
 TEST_F(CudaOps, MultiTensorNormAndAdamW) {
   const size_t flat_n = 200003, state_n = 150000;
-  const std::vector<TensorPiece> pieces = {
+  const std::vector<MultiTensorEntry> pieces = {
       {0, 0, 65536, 1}, {65536, 65536, 1000, 0}, {70001, 66536, 4099, 1}, {100000, 70635, 77, 0},
       {120003, 70712, 65536, 1}, {199999, 136248, 4, 0}};
   Vec v0 = random_vector(state_n, 133, 0.1f);
@@ -840,7 +840,7 @@ TEST_F(CudaOps, MultiTensorNormAndAdamW) {
   Both master = f32(random_vector(state_n, 131)), m = f32(random_vector(state_n, 132, 0.1f)), v = f32(v0),
        grad = f32(random_vector(flat_n, 134)), param = act(Vec(flat_n));
   Ints words(pieces.size() * kPieceWords);
-  std::memcpy(words.data(), pieces.data(), pieces.size() * sizeof(TensorPiece));
+  std::memcpy(words.data(), pieces.data(), pieces.size() * sizeof(MultiTensorEntry));
   Both table = ints(words);
   Both norm_sq = f32({0.0f});
   for (auto* be : {&cpu(), &gpu()}) {
@@ -851,7 +851,7 @@ TEST_F(CudaOps, MultiTensorNormAndAdamW) {
   expect_close(norm_sq, kFp32Order, "sum_squares_multi");
   double expect = 0;
   const Vec gh = download(cpu(), grad.cpu.view());
-  for (const TensorPiece& p : pieces)
+  for (const MultiTensorEntry& p : pieces)
     for (int64_t i = 0; i < p.n; ++i) expect += double(gh[p.flat + i]) * gh[p.flat + i];
   EXPECT_NEAR(download(cpu(), norm_sq.cpu.view())[0], expect, 1e-5 * expect);
 

@@ -1,20 +1,21 @@
 # layers: every layer target preprocesses one header of every layer with the include directories
 # its own sources get; a header of a layer it may use must be found, any other must not be.
 # The table is the layers' "may include" rule; the build's links must give exactly it.
-set(layer_headers core/error.hpp config/run_config.hpp parallel/comm.hpp backend/backend.hpp
-    model/gpt.hpp train/trainer.hpp io/checkpoint.hpp)
+# peer: the pair-exchange extension's shared type, seen by parallel and backend (and what uses them).
+set(layer_headers core/error.hpp config/run_config.hpp peer/peer_release.hpp parallel/comm.hpp
+    backend/backend.hpp model/gpt.hpp train/trainer.hpp io/checkpoint.hpp)
 set(layer_rules
     "trident_core:core"
     "trident_config:core,config"
-    "trident_parallel:core,parallel"
-    "trident_backend:core,backend"
-    "trident_model:core,config,parallel,backend,model"
-    "trident_train:core,config,parallel,backend,model,train"
-    "trident_io:core,config,parallel,backend,model,train,io")
+    "trident_parallel:core,peer,parallel"
+    "trident_backend:core,peer,backend"
+    "trident_model:core,config,peer,parallel,backend,model"
+    "trident_train:core,config,peer,parallel,backend,model,train"
+    "trident_io:core,config,peer,parallel,backend,model,train,io")
 if(TRIDENT_HAVE_CUDA)
   list(APPEND layer_headers gpu/profiler.hpp)
-  list(APPEND layer_rules "trident_gpu:core,gpu" "trident_cuda:core,backend,gpu"
-       "trident_parallel_nccl:core,parallel,gpu")
+  list(APPEND layer_rules "trident_gpu:core,gpu" "trident_cuda:core,peer,backend,gpu"
+       "trident_parallel_nccl:core,peer,parallel,gpu")
 endif()
 
 set(layer_cases "")
@@ -49,9 +50,9 @@ add_test(NAME layers COMMAND ${CMAKE_COMMAND} -DCXX=${CMAKE_CXX_COMPILER}
          -DDIR=${CMAKE_CURRENT_BINARY_DIR}/layers -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_layers.cmake)
 set_tests_properties(layers PROPERTIES LABELS unit)
 
-# layers_mpi: MPI is called only through the parallel layer's checked helpers below io (io and
-# apps still make their own MPI calls): no MPI_ function call in core, config, backend, model or
-# train, sources or headers.
+# layers_mpi: MPI is called only through the parallel layer's checked helpers: no MPI_ function
+# call and no ParallelGroups::mpi in core, config, backend, model, train, io or apps, sources or
+# headers; parallel_io_comm (HDF5's MPI-IO driver) in io alone.
 add_test(NAME layers_mpi COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_SOURCE_DIR}
          -P ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_no_mpi.cmake)
 set_tests_properties(layers_mpi PROPERTIES LABELS unit)

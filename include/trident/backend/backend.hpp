@@ -37,21 +37,21 @@ struct AdamWArgs {
   float bias_correction2 = 1; // 1 - beta2^t
 };
 
-// One piece of a multi-tensor op (sum_squares_multi, adamw_multi): n elements at offset `flat`
-// of the parameter and gradient buffers and at offset `state` of the optimizer state; decay != 0
-// when weight decay applies. Tables of pieces live in backend memory as I32 tensors of
+// One entry of a multi-tensor op's table (sum_squares_multi, adamw_multi), a piece of a tensor:
+// n elements at offset `flat` of the parameter and gradient buffers and at offset `state` of the
+// optimizer state; decay != 0 when weight decay applies. Tables of pieces live in backend memory as I32 tensors of
 // kPieceWords words per piece (written once with copy_from_host).
-struct TensorPiece {
+struct MultiTensorEntry {
   int64_t flat, state, n, decay;
 };
-constexpr size_t kPieceWords = sizeof(TensorPiece) / sizeof(int32_t);
+constexpr size_t kPieceWords = sizeof(MultiTensorEntry) / sizeof(int32_t);
 
 // The pieces of such a table, checked to be I32 words in whole pieces; their number is
 // table.numel / kPieceWords. `op` names the caller in the error.
-inline const TensorPiece* pieces_in(TensorView table, const char* op) {
+inline const MultiTensorEntry* pieces_in(TensorView table, const char* op) {
   TRIDENT_CHECK(table.dtype == DType::I32 && table.numel % kPieceWords == 0,
                 str(op, ": pieces must be an I32 table of ", kPieceWords, " words per piece"));
-  return table.as<TensorPiece>();
+  return table.as<MultiTensorEntry>();
 }
 
 // The rotary table of rope_fwd/rope_bwd, built once on the host and uploaded (so every backend
@@ -254,7 +254,7 @@ class Backend {
   virtual void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                      const AdamWArgs& a) = 0;
 
-  // Multi-tensor forms (one pass over many tensors; `pieces` as described at TensorPiece):
+  // Multi-tensor forms (one pass over many tensors; `pieces` as described at MultiTensorEntry):
   // acc (1) f32 += sum of squares of x (f32) over every piece at its flat offset.
   virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) = 0;
   // AdamW over every piece: param, grad at the flat offset, master, m, v at the state offset;

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "trident/backend/backend.hpp"
-#include "trident/core/peer_release.hpp"
+#include "trident/peer/peer_release.hpp"
 
 namespace trident {
 

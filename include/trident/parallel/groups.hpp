@@ -33,7 +33,9 @@ struct ParallelGroups {
   void swap(ParallelGroups& o) noexcept;
 
   Topology topo{1, 1, 1};
-  AxisMpiComms mpi;   // host-side communicators (bootstrap, checkpoint I/O, gathers)
+  // Host-side communicators, for the parallel layer only (bootstrap, host_collectives, gathers):
+  // the layers above reach MPI through its functions, HDF5 through parallel_io_comm.
+  AxisMpiComms mpi;
   int rank = 0;    // in `world`
   Coord coord;
   std::unique_ptr<Comm> world, tp, pp, dp;
@@ -46,6 +48,11 @@ struct ParallelGroups {
   // "[rank r host tp/pp/dp]" prefix of errors and warnings.
   std::string context(const std::string& host) const;
 };
+
+// The world communicator for HDF5's MPI-IO driver (H5Pset_fapl_mpio: checkpoints and the I/O
+// probe in io/), which takes nothing but an MPI_Comm: the one raw communicator the parallel layer
+// hands to a layer above.
+MPI_Comm parallel_io_comm(const ParallelGroups& g);
 
 // Groups whose comms are MpiComms (host memory, the CPU backend). Takes ownership of `axes`.
 ParallelGroups make_mpi_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s);

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "trident/core/peer_release.hpp"
+#include "trident/peer/peer_release.hpp"
 #include "trident/parallel/comm.hpp"
 
 namespace trident {

@@ -36,7 +36,7 @@ double chunked_sum(const float* x, long n, Term term) {
 // A piece's gradient as the multi-tensor ops read it: x at the piece's flat offset, or, where
 // peer is given, x + peer at its state offset (the sum a reduce-scatter would have made, rounded
 // to f32 alike) in `sum`.
-TensorView piece_gradient(TensorView x, TensorView peer, const TensorPiece& p, std::vector<float>& sum,
+TensorView piece_gradient(TensorView x, TensorView peer, const MultiTensorEntry& p, std::vector<float>& sum,
                           const char* op) {
   const TensorView g = x.slice(p.flat, p.n);
   if (peer.empty()) return g;
@@ -91,7 +91,7 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
 
 void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) {
   float* a = f32_data(acc, 1, "sum_squares_multi: acc");
-  const TensorPiece* table = pieces_in(pieces, "sum_squares_multi");
+  const MultiTensorEntry* table = pieces_in(pieces, "sum_squares_multi");
   const size_t count = pieces.numel / kPieceWords;
   double total = 0;
   std::vector<float> sum;
@@ -105,7 +105,7 @@ void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView piec
 
 void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                              TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) {
-  const TensorPiece* table = pieces_in(pieces, "adamw_multi");
+  const MultiTensorEntry* table = pieces_in(pieces, "adamw_multi");
   const size_t count = pieces.numel / kPieceWords;
   AdamWArgs args = a;
   if (!norm_sq.empty() && clip > 0) {
@@ -114,7 +114,7 @@ void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, 
   }
   std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
-    const TensorPiece& p = table[i];
+    const MultiTensorEntry& p = table[i];
     args.weight_decay = p.decay ? a.weight_decay : 0.0f;
     adamw(param.empty() ? TensorView{} : param.slice(p.flat, p.n), master.slice(p.state, p.n), m.slice(p.state, p.n),
           v.slice(p.state, p.n), piece_gradient(grad, peer, p, sum, "adamw_multi: grad"), args);

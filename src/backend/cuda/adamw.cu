@@ -69,9 +69,9 @@ __global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, con
 // One block per piece; the piece's own alignment picks 16-byte or scalar accesses. The clipping
 // factor is computed from the device-side squared norm by every thread.
 __global__ void adamw_multi_kernel(bf16* param, float* master, float* m, float* v, const float* grad,
-                                   const float* peer, const TensorPiece* pieces, AdamWStep s, float lr_x_decay,
+                                   const float* peer, const MultiTensorEntry* pieces, AdamWStep s, float lr_x_decay,
                                    const float* norm_sq, float clip) {
-  const TensorPiece piece = pieces[blockIdx.x];
+  const MultiTensorEntry piece = pieces[blockIdx.x];
   if (norm_sq && clip > 0) s.grad_scale *= fminf(1.0f, clip / (sqrtf(*norm_sq) + 1e-6f));
   s.decay = piece.decay ? 1.0f - lr_x_decay : 1.0f;
   bf16* p = param ? param + piece.flat : nullptr;
@@ -109,7 +109,7 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
 }
 
 void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const float* peer,
-                 const TensorPiece* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
+                 const MultiTensorEntry* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
                  cudaStream_t stream) {
   if (count == 0) return;
   adamw_multi_kernel<<<count, kThreads, 0, stream>>>(param, master, m, v, grad, peer, pieces, step_constants(a),

@@ -13,7 +13,7 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
 // AdamW over `count` pieces (device table), one block per piece: see Backend::adamw_multi and,
 // for peer, PeerOps::adamw_multi. norm_sq may be null (no clipping), peer too (the gradient is grad alone).
 void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const float* peer,
-                 const TensorPiece* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
+                 const MultiTensorEntry* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
                  cudaStream_t stream);
 
 }  // namespace trident::gpu

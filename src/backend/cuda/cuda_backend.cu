@@ -592,8 +592,8 @@ class CudaBackend final : public Backend, public PeerOps {
 
   // The caller guarantees that every piece lies inside its buffers (the optimizer builds them);
   // one block per piece, so their number must fit the grid.
-  static const TensorPiece* piece_table(TensorView pieces, const char* op) {
-    const TensorPiece* table = pieces_in(pieces, op);
+  static const MultiTensorEntry* piece_table(TensorView pieces, const char* op) {
+    const MultiTensorEntry* table = pieces_in(pieces, op);
     TRIDENT_CHECK(pieces.numel / kPieceWords < (1u << 31), str(op, ": too many pieces"));
     return table;
   }

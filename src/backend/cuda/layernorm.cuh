@@ -2,7 +2,7 @@
 #pragma once
 
 #include "common.cuh"
-#include "trident/core/peer_release.hpp"
+#include "trident/peer/peer_release.hpp"
 
 namespace trident::gpu {
 

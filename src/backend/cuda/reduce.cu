@@ -42,9 +42,9 @@ __global__ void add_partials_kernel(float* acc, const float* partials, int n_par
 
 // One block per piece; the piece's alignment picks 16-byte or scalar loads.
 // With peer, the squares are of p[i] + o[i] (the sum a reduce-scatter would have made).
-__global__ void piece_squares_kernel(float* partials, const float* x, const float* peer, const TensorPiece* pieces) {
+__global__ void piece_squares_kernel(float* partials, const float* x, const float* peer, const MultiTensorEntry* pieces) {
   __shared__ float shared[32];
-  const TensorPiece piece = pieces[blockIdx.x];
+  const MultiTensorEntry piece = pieces[blockIdx.x];
   const float* p = x + piece.flat;
   const float* o = peer ? peer + piece.state : nullptr;
   const size_t n = static_cast<size_t>(piece.n);
@@ -180,7 +180,7 @@ void add_column_partials(float* dst, const float* partials, int n_chunks, int C,
   add_column_partials({dst}, partials, n_chunks, C, stream);
 }
 
-void sum_squares_multi(float* acc, const float* x, const float* peer, const TensorPiece* pieces, int count,
+void sum_squares_multi(float* acc, const float* x, const float* peer, const MultiTensorEntry* pieces, int count,
                        Scratch& scratch, cudaStream_t stream) {
   if (count == 0) return;
   float* partials = static_cast<float*>(scratch.get(static_cast<size_t>(count) * sizeof(float), stream));

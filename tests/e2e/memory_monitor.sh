@@ -3,12 +3,8 @@
 # metrics rows (null elsewhere), and a rank above log.memory_warning warns once per crossing.
 #   memory_monitor.sh TRIDENT REPO_ROOT MPIRUN [MPIRUN ARGS...]
 set -euo pipefail
-trident=$1 root=$2
-shift 2
-data=$root/data/fortunes_byte
-[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$@" -np 2 "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" \
   --model.n_layer 1 --model.seq_len 16 --train.micro_batch_size 2 --train.global_batch_size 4 --train.steps 6 \
   --log.every 3 --log.memory_warning 1e-9 --log.metrics "$out/m.jsonl" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }

@@ -4,12 +4,8 @@
 # clear message and a checkpoint whose weights are those after update 4 (the last applied).
 #   skipped_steps.sh TRIDENT REPO_ROOT MPIRUN [MPIRUN ARGS...]
 set -euo pipefail
-trident=$1 root=$2
-shift 2
-data=$root/data/fortunes_byte
-[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 args=(--config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" --model.n_layer 2
       --model.seq_len 16 --train.micro_batch_size 2 --train.global_batch_size 4 --log.every 1)
 status=0

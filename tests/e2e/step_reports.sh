@@ -5,12 +5,8 @@
 # with a performance summary, printed and in log.summary.
 #   step_reports.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
-trident=$1 root=$2
-shift 2
-data=$root/data/fortunes_byte
-[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$@" "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" \
   --data.split 0.9 --model.seq_len 32 --train.micro_batch_size 2 --train.global_batch_size 4 --train.steps 20 \
   --train.eval_every 5 --train.eval_steps 1 --checkpoint.dir "$out/ckpt" --checkpoint.every 7 --checkpoint.keep 5 \

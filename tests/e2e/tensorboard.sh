@@ -3,12 +3,8 @@
 # both CRCs, protocol buffers by hand) reads back with every metric of log.metrics at its step.
 #   tensorboard.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
-trident=$1 root=$2
-shift 2
-data=$root/data/fortunes_byte
-[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$@" "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" --data.split 0.9 \
   --model.n_layer 1 --model.seq_len 16 --train.micro_batch_size 2 --train.global_batch_size 4 --train.steps 8 \
   --train.eval_every 4 --train.eval_steps 1 --log.metrics "$out/m.jsonl" --log.tensorboard "$out/tb" >"$out/log" 2>&1 ||

@@ -2,12 +2,8 @@
 # e2e: the tiny model trains on the byte-level fortunes corpus and its loss falls clearly.
 #   train_tiny.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
-trident=$1 root=$2
-shift 2
-data=$root/data/fortunes_byte
-[[ -f $data.bin ]] || { echo "missing $data.bin: run 'make data' first" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$@" "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$data" \
   --model.seq_len 64 --train.micro_batch_size 4 --train.global_batch_size 8 --train.steps 200 \
   --log.every 50 --log.metrics "$out/m.jsonl"

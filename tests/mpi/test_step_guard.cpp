@@ -19,14 +19,12 @@ void install_test_fault_handler();
 namespace {
 
 RunConfig config(int zero) {
-  RunConfig c;
-  c.model.n_layer = 2;
+  RunConfig c = test::tiny_config();
   c.model.n_head = 2;
   c.model.n_embd = 16;
   c.model.vocab_size = 64;
   c.model.seq_len = 8;
   c.train.steps = 5;
-  c.train.micro_batch_size = 2;
   c.train.global_batch_size = 4;
   c.train.warmup_steps = 1;
   c.parallel.zero = zero;

@@ -23,8 +23,7 @@ std::map<std::string, int> g_opened;
 int g_depth = 0;
 
 RunConfig config(int dp, int pp) {
-  RunConfig c;
-  c.model.n_layer = 2;
+  RunConfig c = test::tiny_config();
   c.model.n_head = 2;
   c.model.n_embd = 16;
   c.model.vocab_size = 64;

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_vs_torch import load, rel  # noqa: E402
+from check_vs_torch import finish, load, rel  # noqa: E402
 
 TOL = 1e-5  # fp32 (trident) against float64 (here): only rounding differs
 
@@ -123,10 +123,7 @@ def main():
     print(f"  rope table T={T} HS={HS}: max abs diff {err:.3e}  (tol {tol:.1e})  {'ok' if err <= tol else 'FAIL'}")
     if err > tol:
         failures.append("rope table")
-    if failures:
-        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
-        sys.exit(1)
-    print("all checks passed")
+    finish(failures)
 
 
 if __name__ == "__main__":

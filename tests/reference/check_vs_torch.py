@@ -60,6 +60,14 @@ def rel(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-30))
 
 
+def finish(failures):
+    """Prints the verdict of a checker and exits 1 when any check failed."""
+    if failures:
+        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+        sys.exit(1)
+    print("all checks passed")
+
+
 def lr_at(cfg, step):
     if step < cfg["warmup_steps"]:
         return cfg["lr"] * (step + 1) / cfg["warmup_steps"]
@@ -119,10 +127,7 @@ def main():
     for step, (mine, ref) in enumerate(zip(a["losses"], losses)):
         check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, tol["steps"])
     print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
-    if failures:
-        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
-        sys.exit(1)
-    print("all checks passed")
+    finish(failures)
 
 
 if __name__ == "__main__":

@@ -131,13 +131,13 @@ StepStats Trainer::train_step(int step) {
   return finish_step();
 }
 
-// The steady state waits for the device once per step (to report loss and norm), and with
-// queue_step/finish_step one step late: the batch goes up in one copy, the loss and the squared
-// gradient norm are reduced together and read back without a wait, the clipping factor is
-// applied on the device, and the next step's batch is read on the host while this step runs.
+// The steady state waits for the device once per step: the batch goes up in one copy, the loss
+// and the squared gradient norm are reduced together and read before the update (StepGuard), the
+// clipping factor is applied on the device, and the next step's batch is read on the host while
+// the update runs; finish_step reports the step one step late without waiting again.
 void Trainer::queue_step(int step) {
   TRIDENT_CHECK(optimizer_ != nullptr, "train_step: this trainer was built for evaluation only");
-  TRIDENT_CHECK(queued_.size() < static_cast<size_t>(Backend::kReadbacks), "queue_step: too many steps queued");
+  TRIDENT_CHECK(queued_.size() < static_cast<size_t>(kMaxQueuedSteps), "queue_step: too many steps queued");
   set_current_step(step);
   fault_point(FaultPoint::TrainStep, g_.rank, step);
   QueuedStep q;
@@ -165,20 +165,17 @@ void Trainer::queue_step(int step) {
   q.lr = lr_at(cfg_.train, step);
   // Every rank reads the same reduced values, so all make the same decision. The read waits for
   // the device once more per step; the update is then queued behind it, the next step after.
-  float seen[2];
-  be_.copy_to_host(seen, stats);
+  be_.copy_to_host(q.stats, stats);
   // A device step is timed to here: the previous step's update and this step's forward and
   // backward are done. Timed to its own end instead, a step finished right after the next one
   // was queued would show only what is left of it after this wait (near nothing).
   if (be_.is_device()) q.done = std::chrono::steady_clock::now();
-  q.skipped = guard_.check(seen[0] / tokens, std::sqrt(static_cast<double>(seen[1])));
+  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[1])));
   if (q.skipped.empty()) {
     TraceRange range("optimizer");
     optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
   }
   queued_.push_back(q);
-  // stats_buf_ is next written by the next step's ops, queued after this copy.
-  queued_.back().readback = be_.readback_async(queued_.back().stats, stats);
   // The host prepares the next batch while the device works through this step.
   read_batch(data_, consumed_samples(step + 1));
   read_step_ = step + 1;
@@ -203,7 +200,6 @@ std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
 StepStats Trainer::finish_step() {
   TRIDENT_CHECK(!queued_.empty(), "finish_step: no step queued");
   QueuedStep& q = queued_.front();
-  be_.wait_readback(q.readback);
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   StepStats s;
   s.step = q.step + 1;

@@ -102,16 +102,6 @@ class Backend {
   virtual void release(void* p) = 0;
   virtual void zero(TensorView t) = 0;
   virtual void copy_to_host(void* dst, TensorView src) = 0;       // waits for queued work
-  // copy_to_host without waiting now: the copy of src (at most kReadbackBytes) is queued after
-  // the work so far, and wait_readback(ticket) writes dst once it (and so everything queued
-  // before it) is done. At most kReadbacks may be pending. Backends without a queue copy at once.
-  static constexpr size_t kReadbackBytes = 256;
-  static constexpr int kReadbacks = 4;
-  virtual uint64_t readback_async(void* dst, TensorView src) {
-    copy_to_host(dst, src);
-    return 0;
-  }
-  virtual void wait_readback(uint64_t ticket) { (void)ticket; }
   // src may be reused or freed as soon as this returns (the device copy is ordered on the stream).
   virtual void copy_from_host(TensorView dst, const void* src) = 0;
   // dst = src elementwise (same numel); converts when dtypes differ (fp32 <-> bf16).

@@ -56,11 +56,12 @@ class Trainer {
 
   // One optimizer step, waiting for its loss and gradient norm.
   StepStats train_step(int step);
-  // The same in two halves, so that the device need never wait for the host between steps:
-  // queue_step() queues a step and returns without waiting; finish_step() waits for the oldest
-  // queued step and returns its stats. Queue the next step before finishing this one (at most
-  // Backend::kReadbacks queued), and finish every queued step before reading the model
-  // (evaluation, checkpoints).
+  // The same in two halves, so that the host reads the next batch while the update runs:
+  // queue_step() runs a step up to its update, which it queues after reading the loss and norm
+  // (they decide whether the update is applied); finish_step() returns the oldest queued step's
+  // stats. Queue the next step before finishing this one (at most kMaxQueuedSteps queued), and
+  // finish every queued step before reading the model (evaluation, checkpoints).
+  static constexpr int kMaxQueuedSteps = 4;
   void queue_step(int step);
   StepStats finish_step();
   int queued_steps() const { return static_cast<int>(queued_.size()); }
@@ -113,8 +114,7 @@ class Trainer {
     int step = 0;
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
-    uint64_t readback = 0;
-    float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm]
+    float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm], read before the update
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;

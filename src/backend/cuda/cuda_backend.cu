@@ -79,9 +79,6 @@ class CudaBackend final : public Backend, public PeerOps {
     warn_if(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
     warn_if(cudaStreamSynchronize(main_stream_), "cudaStreamSynchronize");
     matmul_.reset();
-    for (Readback& r : readbacks_)
-      if (r.done) warn_if(cudaEventDestroy(r.done), "cudaEventDestroy");
-    if (readback_host_) warn_if(cudaFreeHost(readback_host_), "cudaFreeHost");
     for (Upload& u : uploads_) {
       if (u.done) warn_if(cudaEventDestroy(u.done), "cudaEventDestroy");
       if (u.host) warn_if(cudaFreeHost(u.host), "cudaFreeHost");
@@ -147,35 +144,6 @@ class CudaBackend final : public Backend, public PeerOps {
     if (!src.numel) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
     wait_for_stream();
-  }
-
-  uint64_t readback_async(void* dst, TensorView src) override {
-    TRIDENT_CHECK(src.bytes() <= kReadbackBytes,
-                  str("readback_async of ", src.bytes(), " bytes (at most ", kReadbackBytes, ")"));
-    TRIDENT_CHECK(!on_side(), "cuda backend: readback_async between side_begin() and side_end()");
-    const uint64_t ticket = ++readback_seq_;
-    Readback& r = readbacks_[ticket % kReadbacks];
-    TRIDENT_CHECK(r.ticket == 0, str("more than ", kReadbacks, " readbacks pending"));
-    if (!readback_host_) {   // pinned, so that the copy runs in stream order without the host
-      CUDA_CHECK(cudaMallocHost(&readback_host_, kReadbacks * kReadbackBytes));
-      for (Readback& q : readbacks_) CUDA_CHECK(cudaEventCreateWithFlags(&q.done, cudaEventDisableTiming));
-    }
-    side_join();   // the copy follows the side stream's work too, as a host wait would
-    char* staged = static_cast<char*>(readback_host_) + (ticket % kReadbacks) * kReadbackBytes;
-    if (src.numel) CUDA_CHECK(cudaMemcpyAsync(staged, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaEventRecord(r.done, stream_));
-    r = Readback{ticket, dst, src.bytes(), r.done};
-    return ticket;
-  }
-
-  void wait_readback(uint64_t ticket) override {
-    Readback& r = readbacks_[ticket % kReadbacks];
-    TRIDENT_CHECK(ticket != 0 && r.ticket == ticket, str("wait_readback(", ticket, "): not pending"));
-    CUDA_CHECK(cudaEventSynchronize(r.done));
-    std::memcpy(r.dst, static_cast<char*>(readback_host_) + (ticket % kReadbacks) * kReadbackBytes, r.bytes);
-    r.ticket = 0;
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++host_waits_;
   }
 
   void copy_from_host(TensorView dst, const void* src) override {
@@ -635,14 +603,6 @@ class CudaBackend final : public Backend, public PeerOps {
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
   long allocations_ = 0, host_waits_ = 0;
-  // readback_async: pinned staging and a completion event per pending readback.
-  struct Readback {
-    uint64_t ticket = 0;   // 0: free
-    void* dst = nullptr;
-    size_t bytes = 0;
-    cudaEvent_t done = nullptr;
-  };
-  Readback readbacks_[kReadbacks];
   // copy_from_host's pinned staging for small pageable sources, two in turn.
   static constexpr size_t kStagedUploadBytes = size_t(64) << 20;
   struct Upload {
@@ -652,8 +612,6 @@ class CudaBackend final : public Backend, public PeerOps {
   };
   Upload uploads_[2];
   uint64_t upload_seq_ = 0;
-  void* readback_host_ = nullptr;
-  uint64_t readback_seq_ = 0;
 };
 
 }  // namespace

@@ -71,10 +71,14 @@ void Progress::complete(StepStats& s) {
     wait = wait_ms / s.step_ms;
     profiled_step_ = -1;
   }
-  // Ranks that did not time their waits send -1, so the maximum is a measurement where any has one.
   s.peak_mem_bytes = all_reduce(peak_memory_bytes(be_), HostReduce::Max, world_);
-  const double most_wait = all_reduce(std::isfinite(wait) ? wait : -1.0, HostReduce::Max, world_);
-  s.comm_wait = most_wait >= 0 ? most_wait : std::nan("");
+  // Waits are timed only on the printed steps of a device run (before_queue), the same steps on
+  // every rank, so only those reduce them. Ranks that did not time theirs send -1, so the
+  // maximum is a measurement where any has one.
+  if (be_.is_device() && printed(s.step)) {
+    const double most_wait = all_reduce(std::isfinite(wait) ? wait : -1.0, HostReduce::Max, world_);
+    s.comm_wait = most_wait >= 0 ? most_wait : std::nan("");
+  }
   s.mfu = be_.is_device() ? model_flops_utilisation(cfg_.model, s.tokens_per_s, world_size_) : std::nan("");
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int done = s.step - first_step_;

@@ -9,11 +9,6 @@
 namespace trident {
 namespace {
 
-int mpi_count(size_t n) {
-  TRIDENT_CHECK(n <= static_cast<size_t>(INT_MAX), str("a host collective of ", n, " elements exceeds INT_MAX"));
-  return static_cast<int>(n);
-}
-
 MPI_Op mpi_op(HostReduce op) {
   switch (op) {
     case HostReduce::Sum: return MPI_SUM;
@@ -66,7 +61,8 @@ template double all_reduce<double>(double, HostReduce, MPI_Comm);
 template uint64_t all_reduce<uint64_t>(uint64_t, HostReduce, MPI_Comm);
 
 void all_reduce(std::vector<uint64_t>& v, HostReduce op, MPI_Comm comm) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), mpi_count(v.size()), MPI_UINT64_T, mpi_op(op), comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), mpi_count(v.size(), "a host collective"), MPI_UINT64_T,
+                          mpi_op(op), comm));
 }
 
 bool all_true(bool ok, MPI_Comm comm) { return all_reduce(ok ? 1 : 0, HostReduce::Min, comm) == 1; }
@@ -76,11 +72,11 @@ void all_reduce(std::vector<uint64_t>& v, HostReduce op, const ParallelGroups& g
 bool all_true(bool ok, const ParallelGroups& g) { return all_true(ok, g.mpi.world); }
 
 void broadcast_bytes(void* data, size_t bytes, MPI_Comm comm) {
-  MPI_CHECK(MPI_Bcast(data, mpi_count(bytes), MPI_BYTE, 0, comm));
+  MPI_CHECK(MPI_Bcast(data, mpi_count(bytes, "a host collective"), MPI_BYTE, 0, comm));
 }
 
 std::vector<char> all_gather_bytes(const void* data, size_t bytes, MPI_Comm comm) {
-  const int n = mpi_count(bytes);
+  const int n = mpi_count(bytes, "a host collective");
   std::vector<char> all(bytes * static_cast<size_t>(comm_size(comm)));
   MPI_CHECK(MPI_Allgather(data, n, MPI_BYTE, all.data(), n, MPI_BYTE, comm));
   return all;
@@ -88,12 +84,12 @@ std::vector<char> all_gather_bytes(const void* data, size_t bytes, MPI_Comm comm
 
 std::string gather_text_at_0(const std::string& mine, MPI_Comm comm) {
   const int rank = comm_rank(comm), size = comm_size(comm);
-  int len = mpi_count(mine.size());
+  int len = mpi_count(mine.size(), "a host collective");
   std::vector<int> lens(size), offsets(size);
   MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
   size_t total = 0;
   for (int r = 0; r < size; ++r) {
-    offsets[r] = mpi_count(total);
+    offsets[r] = mpi_count(total, "a host collective");
     total += static_cast<size_t>(lens[r]);
   }
   std::string all(rank == 0 ? total : 0, '\0');

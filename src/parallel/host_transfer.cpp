@@ -11,20 +11,16 @@ namespace {
 
 constexpr int kHostTransferTag = 0;
 
-int float_count(size_t n) {
-  TRIDENT_CHECK(n <= static_cast<size_t>(INT_MAX), str("a host transfer of ", n, " floats exceeds INT_MAX"));
-  return static_cast<int>(n);
-}
-
 }  // namespace
 
 void send_floats(const ParallelGroups& g, int to, const std::vector<float>& data) {
-  MPI_CHECK(MPI_Send(data.data(), float_count(data.size()), MPI_FLOAT, to, kHostTransferTag, g.mpi.world));
+  MPI_CHECK(MPI_Send(data.data(), mpi_count(data.size(), "a host transfer"), MPI_FLOAT, to, kHostTransferTag,
+                     g.mpi.world));
 }
 
 void recv_floats(const ParallelGroups& g, int from, std::vector<float>& data) {
-  MPI_CHECK(MPI_Recv(data.data(), float_count(data.size()), MPI_FLOAT, from, kHostTransferTag, g.mpi.world,
-                     MPI_STATUS_IGNORE));
+  MPI_CHECK(MPI_Recv(data.data(), mpi_count(data.size(), "a host transfer"), MPI_FLOAT, from, kHostTransferTag,
+                     g.mpi.world, MPI_STATUS_IGNORE));
 }
 
 }  // namespace trident

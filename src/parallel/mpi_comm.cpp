@@ -23,11 +23,6 @@ MPI_Datatype mpi_type(DType t) {
   }
 }
 
-int mpi_count(size_t n) {
-  TRIDENT_CHECK(n <= static_cast<size_t>(INT_MAX), str("message of ", n, " elements exceeds INT_MAX"));
-  return static_cast<int>(n);
-}
-
 class MpiWork : public CommWork {
  public:
   MpiWork(std::vector<MPI_Request> reqs, std::string what, double timeout_s, std::function<void()> after = {})
@@ -95,7 +90,7 @@ PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType 
   (*slot_held_)[k] = 1;
   char* slot = partial_slots_[k].data();
   std::vector<MPI_Request> reqs(2);
-  const int n = mpi_count(bytes), peer = 1 - rank_;
+  const int n = mpi_count(bytes, "a message"), peer = 1 - rank_;
   MPI_CHECK(MPI_Irecv(slot, n, MPI_BYTE, peer, 1, comm_, &reqs[0]));
   MPI_CHECK(MPI_Isend(buf, n, MPI_BYTE, peer, 1, comm_, &reqs[1]));
   return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, slot_held_, k);
@@ -112,7 +107,7 @@ MpiComm::MpiComm(MPI_Comm comm, std::string name, double timeout_s)
 Request MpiComm::all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream) {
   TraceRange range(name_, "all-reduce");
   MPI_Request r;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t),
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count, "a message"), mpi_type(t),
                            op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, &r));
   return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " all-reduce"), timeout_s_);
 }
@@ -120,7 +115,8 @@ Request MpiComm::all_reduce_async(void* buf, size_t count, DType t, ReduceOp op,
 Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) {
   TraceRange range(name_, "reduce-scatter");
   MPI_Request r;
-  MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(t), MPI_SUM, comm_, &r));
+  MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, mpi_count(count, "a message"), mpi_type(t), MPI_SUM,
+                                      comm_, &r));
   // MPI leaves the reduced block at the start of the buffer; our contract puts it at rank*count.
   size_t bytes = count * dtype_size(t);
   char* base = static_cast<char*>(buf);
@@ -135,14 +131,15 @@ Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) 
 Request MpiComm::all_gather_async(void* buf, size_t count, DType t, Stream) {
   TraceRange range(name_, "all-gather");
   MPI_Request r;
-  MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, mpi_count(count), mpi_type(t), comm_, &r));
+  MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, mpi_count(count, "a message"), mpi_type(t),
+                           comm_, &r));
   return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " all-gather"), timeout_s_);
 }
 
 Request MpiComm::broadcast_async(void* buf, size_t count, DType t, int root, Stream) {
   TraceRange range(name_, "broadcast");
   MPI_Request r;
-  MPI_CHECK(MPI_Ibcast(buf, mpi_count(count), mpi_type(t), root, comm_, &r));
+  MPI_CHECK(MPI_Ibcast(buf, mpi_count(count, "a message"), mpi_type(t), root, comm_, &r));
   return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " broadcast"), timeout_s_);
 }
 
@@ -152,7 +149,7 @@ Request MpiComm::exchange_async(const std::vector<P2POp>& ops, Stream) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& o = ops[i];
     // Raw bytes: point-to-point needs no reduction, so any dtype travels.
-    int n = mpi_count(o.count * dtype_size(o.dtype));
+    int n = mpi_count(o.count * dtype_size(o.dtype), "a message");
     if (o.kind == P2POp::Send)
       MPI_CHECK(MPI_Isend(o.buf, n, MPI_BYTE, o.peer, 0, comm_, &reqs[i]));
     else

@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <climits>
+#include <cstddef>
 #include <string>
 
 #include "trident/core/error.hpp"
@@ -17,3 +19,13 @@
       ::trident::fatal(__FILE__, __LINE__, #call, std::string(mpi_msg_, mpi_len_)); \
     }                                                                               \
   } while (0)
+
+namespace trident {
+
+// n as MPI's int count; `what` names the message ("a host transfer") where n exceeds INT_MAX.
+inline int mpi_count(size_t n, const char* what) {
+  TRIDENT_CHECK(n <= static_cast<size_t>(INT_MAX), str(what, " of ", n, " elements exceeds INT_MAX"));
+  return static_cast<int>(n);
+}
+
+}  // namespace trident

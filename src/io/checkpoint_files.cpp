@@ -34,14 +34,6 @@ int64_t step_of_name(const std::string& name) {
   return std::stoll(digits);
 }
 
-// Text from a file shown in a message: at most 60 characters, non-printable bytes as '?'.
-std::string excerpt(const std::string& s) {
-  std::string out = s.substr(0, 60);
-  for (char& ch : out)
-    if (ch < 0x20 || ch > 0x7e) ch = '?';
-  return "'" + out + (s.size() > 60 ? "...'" : "'");
-}
-
 // The checkpoint name in <dir>/latest; "" when latest is missing or holds only white space.
 std::string read_latest(const std::string& dir) {
   const std::string latest = dir + "/latest";
@@ -62,7 +54,7 @@ std::string read_latest(const std::string& dir) {
   const bool plain = text.find_first_of("/\\ \t\r\n") == std::string::npos && text != "." && text != ".." &&
                      std::all_of(text.begin(), text.end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; });
   if (!plain)
-    throw InputError(str("checkpoint.resume = auto: ", latest, " holds ", excerpt(text),
+    throw InputError(str("checkpoint.resume = auto: ", latest, " holds ", quoted_text(text, 60),
                          ", not the file name of a checkpoint in ", dir, " (like step_2.h5); fix or remove it"));
   return text;
 }
@@ -182,7 +174,8 @@ std::string write_latest(const std::string& dir, const std::string& name) {
   if (!error.empty()) return error;
   std::ifstream back(latest, std::ios::binary);
   const std::string got((std::istreambuf_iterator<char>(back)), {});
-  if (got != text) return str("reading back ", latest, ": it holds ", excerpt(got), ", not ", excerpt(text));
+  if (got != text)
+    return str("reading back ", latest, ": it holds ", quoted_text(got, 60), ", not ", quoted_text(text, 60));
   return "";
 }
 

@@ -144,6 +144,14 @@ void prepare_checkpoint_dir(const std::string& dir) {
     throw InputError(str("checkpoint.dir = ", dir, ": not writable by this user"));
 }
 
+bool fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
 std::string write_latest(const std::string& dir, const std::string& name) {
   const std::string latest = dir + "/latest", tmp = latest + ".tmp", text = name + "\n";
   auto failed = [](const std::string& what, const std::string& path) {
@@ -168,10 +176,7 @@ std::string write_latest(const std::string& dir, const std::string& name) {
     ::unlink(tmp.c_str());
     return error;
   }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0 || ::fsync(dfd) != 0) error = failed("syncing the directory", dir);
-  if (dfd >= 0) ::close(dfd);
-  if (!error.empty()) return error;
+  if (!fsync_path(dir)) return failed("syncing the directory", dir);
   std::ifstream back(latest, std::ios::binary);
   const std::string got((std::istreambuf_iterator<char>(back)), {});
   if (got != text)

@@ -49,4 +49,8 @@ uint64_t range_checksum(const HostRange& p, const float* host_base);
 void pack_range(const HostRange& p, const ShardBoxes& sb, const float* host_base, std::vector<float>& packed);
 void unpack_range(const HostRange& p, const ShardBoxes& sb, const std::vector<float>& packed, float* host_base);
 
+// fsync of a file or directory (checkpoint_files.cpp); false (errno set) when it cannot be opened
+// or synced. The save syncs its file and the directory, write_latest the directory.
+bool fsync_path(const std::string& path);
+
 }  // namespace trident

@@ -1,6 +1,5 @@
 // Collective checkpoint save: temporary file, one dataset per logical tensor and kind, each
 // rank writing its owned hyperslabs; then rename, `latest`, pruning (checkpoint_files.cpp).
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,15 +54,6 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
     h.data[k] = h.copies[k].data();
   }
   return h;
-}
-
-// fsync of a file or directory; false (errno set) when it cannot be opened or synced.
-bool fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 }  // namespace

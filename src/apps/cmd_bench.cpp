@@ -196,10 +196,10 @@ void kernel_bench(Backend& be) {
            dbias = buf(DType::F32, 3 * size_t(NH) * HS);
     // With the qkv bias gradient, as the model runs it.
     double s = time_op(be, reps, [&] {
-      be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, HS);
+      be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, 3 * n), B, T, NH, NH, HS);
       be.attention_bwd(view(dqkv, act, 3 * n), view(dbias, DType::F32, 3 * size_t(NH) * HS), view(out, act, n),
                        view(qkv, act, 3 * n), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
-                       HS);
+                       NH, HS);
     });
     // Causal: half of the T x T scores. Forward 2 GEMMs, backward 5 (2.5x the forward).
     const double flops = 3.5 * 4.0 * B * NH * double(T) * T * HS * 0.5;

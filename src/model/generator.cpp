@@ -91,7 +91,7 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, NHl, HS);
+      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, NHl, NHl, HS);
     };
     block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, model_.block_shape(n), attention);
   }

@@ -266,7 +266,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
     need(layout_.block_unit(stage_.layer_begin + i));
     auto attention = [&](const BlockActs& a) {
       prefetch_after_block(i);
-      be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
+      be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, NHl, HS);
     };
     x_sum = block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, std::move(x_sum), shape, attention, pending, last);
     x = s.layers[i].x3;
@@ -304,7 +304,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
       TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
       auto attention = [&](const BlockActs& part) {
         prefetch_after_block(i);
-        be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, HS);
+        be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, NHl, HS);
       };
       attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
@@ -344,7 +344,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     gather_rows(a.ln1);
     be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
     prefetch_after_block(i);
-    be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, HS);
+    be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, NHl, HS);
     be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
     sum_over_tp(a.x2)->wait(st);
     be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
@@ -641,7 +641,7 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
   be_.side_end();
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
-  be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, HS);
+  be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, NHl, HS);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
   ln_part(
       [&] {

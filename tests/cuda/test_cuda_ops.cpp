@@ -166,7 +166,7 @@ class CudaOps : public ::testing::Test {
     Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
     // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
     Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, HS);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NH, HS);
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(3 * BTC));
@@ -174,7 +174,7 @@ class CudaOps : public ::testing::Test {
     for (Backend* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, HS);
+      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NH, HS);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
@@ -563,8 +563,8 @@ TEST_F(CudaOps, AttentionFwd) {
     const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
     Both qkv = act(random_vector(3 * BTC, 71, 2.0f));  // large enough for peaked softmax rows
     Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
     // fp32 online softmax vs the CPU's two-pass one (expf/exp ulps), one rounding of out.
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
@@ -588,8 +588,8 @@ TEST_F(CudaOps, AttentionManyItemsPerBlock) {
     const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
     Both qkv = act(random_vector(3 * BTC, 72, 2.0f));
     Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
     attention_bwd_both(k.B, k.T, k.NH, k.HS, k.T == 448);
@@ -605,8 +605,8 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
   Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
   Both out = act(Vec(BTC)), lse = f32(Vec(rows));
   Misaligned out_m = misaligned(Vec(BTC), DType::BF16);
-  cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), B, T, NH, HS);
-  gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), B, T, NH, HS);
+  cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), B, T, NH, NH, HS);
+  gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), B, T, NH, NH, HS);
   expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
   expect_close(lse, kFp32Order, "attention_fwd lse");
 
@@ -618,9 +618,9 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
              dqkv_m = misaligned(Vec(3 * BTC), DType::BF16);
   Both dbias = f32(random_vector(3 * static_cast<size_t>(NH) * HS, 163));
   cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
-                      lse_r.cpu.view(), B, T, NH, HS);
+                      lse_r.cpu.view(), B, T, NH, NH, HS);
   gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(), lse_r.gpu.view(), B,
-                      T, NH, HS);
+                      T, NH, NH, HS);
   expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
   expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
 }
@@ -647,7 +647,7 @@ TEST_F(CudaOps, AttentionDecode) {
       for (auto* be : {&cpu(), &gpu()}) {
         const bool g = be == &gpu();
         auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.HS);
+        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.NH, k.HS);
       }
       expect_close(out, kOneRounding, step == 0 ? "attention_decode prefill" : "attention_decode step");
       past += Tn;
@@ -669,7 +669,7 @@ TEST_F(CudaOps, AttentionDecodeMatchesForward) {
       Tensor qkv = upload(gpu(), qkv_values, DType::BF16);
       Tensor full = upload(gpu(), Vec(BTC), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.HS);
+      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NH, k.HS);
 
       const size_t cache = static_cast<size_t>(k.B) * k.T * C;
       Tensor k_cache = upload(gpu(), Vec(cache), DType::BF16), v_cache = upload(gpu(), Vec(cache), DType::BF16);
@@ -684,7 +684,7 @@ TEST_F(CudaOps, AttentionDecodeMatchesForward) {
         Tensor step_in = upload(gpu(), step_qkv, DType::BF16);
         Tensor step_out = upload(gpu(), Vec(static_cast<size_t>(k.B) * Tn * C), DType::BF16);
         gpu().attention_decode(step_out.view(), k_cache.view(), v_cache.view(), step_in.view(), k.B, Tn, past, k.T,
-                               k.NH, k.HS);
+                               k.NH, k.NH, k.HS);
         const Vec o = download(gpu(), step_out.view());
         for (int b = 0; b < k.B; ++b)
           std::copy_n(o.begin() + static_cast<size_t>(b) * Tn * C, Tn * C,
@@ -1078,12 +1078,12 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
     Tensor dout = upload(gpu(), random_vector(BTC, 132), DType::BF16);
     Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
     Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
-    gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, HS);
+    gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, NH, HS);
     std::vector<unsigned char> first, first_bias;
     for (int run = 0; run < 3; ++run) {
       Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
       Tensor dbias = upload(gpu(), Vec(3 * static_cast<size_t>(NH) * HS), DType::F32);
-      gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, HS);
+      gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, NH, HS);
       const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
       if (run == 0) first = bits, first_bias = bias_bits;
       EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";

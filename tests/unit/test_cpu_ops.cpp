@@ -439,7 +439,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec out(n_act), lse(s.B * s.NH * s.T);
 
   auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NH, s.HS);
     return weighted_sum(out, r);
   };
   loss();
@@ -451,7 +451,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec dqkv(3 * n_act, 7.0f);  // written, not accumulated: the 7s must vanish
   const int C3 = 3 * s.NH * s.HS;
   Vec dbias(C3, 0.5f);         // accumulated: the bias gradient adds onto it
-  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.HS);
+  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NH, s.HS);
   expect_grad("qkv", qkv, dqkv, loss, 63);
   // A bias added to every row of qkv has the column sums of dqkv as its gradient.
   for (int c = 0; c < C3; ++c) {
@@ -567,7 +567,7 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   const Vec r = random_vector(n_act, 242);
   Vec out(n_act), lse(s.B * s.NH * s.T);
   auto loss = [&] {
-    cpu_gqa_attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
     return weighted_sum(out, r);
   };
   loss();
@@ -579,15 +579,15 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   EXPECT_LT(max_abs_diff(lse, lse_ref), 1e-5);
 
   Vec dqkv(n_qkv, 7.0f);  // written, not accumulated
-  cpu_gqa_attention_bwd(view(dqkv), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
+  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
   expect_grad("qkv", qkv, dqkv, loss, 243);
 
   // Against the multi-head backward on the repeated heads: the same dq, and dk, dv of a key/value
   // head the sums over its group's query heads.
   Vec full_out(n_act), full_lse(lse.size()), dfull(full.size());
-  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.HS);
+  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.NH, s.HS);
   be->attention_bwd(view(dfull), TensorView{}, view(r), view(full), view(full_out), view(full_lse), s.B, s.T, s.NH,
-                    s.HS);
+                    s.NH, s.HS);
   Vec summed(n_qkv, 0.0f);
   const int group = s.NH / s.NKV, H3 = s.NH + 2 * s.NKV;
   for (int bt = 0; bt < s.B * s.T; ++bt)
@@ -807,8 +807,8 @@ TEST(CpuDeterminism, AttentionSameBitsForAnyThreadCount) {
   Vec qkv = random_vector(3 * n_act, 131), dout = random_vector(n_act, 132);
   expect_same_bits_across_threads([&] {
     Vec out(n_act), lse(B * NH * T), dqkv(3 * n_act);
-    be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, HS);
-    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, NH, HS);
+    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, NH, HS);
     Vec all = out;
     for (const Vec* v : {&lse, &dqkv}) all.insert(all.end(), v->begin(), v->end());
     return all;
@@ -852,8 +852,8 @@ TEST(CpuDeterminism, LlamaOpsSameBitsForAnyThreadCount) {
     be->swiglu_bwd(view(dgate_up), view(dswi), view(gate_up), N, F);
     Vec rotated = qkv, att(n_act), lse(B * NH * T), dqkv(n_qkv);
     be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0);
-    cpu_gqa_attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS);
-    cpu_gqa_attention_bwd(view(dqkv), view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS);
+    be->attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS);
+    be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS);
     be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0);
     Vec all = out;
     for (const Vec* v : {&rstd, &din, &dw, &swi, &dgate_up, &rotated, &att, &lse, &dqkv})

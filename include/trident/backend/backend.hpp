@@ -186,14 +186,18 @@ class Backend {
     gelu_bwd(din, din, pre);
   }
 
-  // ---- causal self-attention, softmax scale 1/sqrt(HS)
-  // qkv (B,T,3,NH,HS) act; out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
-  virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) = 0;
-  // dqkv (B,T,3,NH,HS) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS); dbias
-  // (3 NH HS) f32, if given, += column sums of dqkv over the B T rows: the gradient of a bias
-  // added to qkv, which a backend can sum while dqkv is still on chip.
+  // ---- causal self-attention, softmax scale 1/sqrt(HS), multi-head (NKV = NH) or grouped-query
+  // qkv (B, T, NH + 2 NKV, HS) act: per position NH query heads, then NKV key heads, then NKV value
+  // heads (GPT-2's (B, T, 3, NH, HS) is the case NKV = NH); NKV divides NH and query head h reads
+  // key/value head h / (NH / NKV). out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
+  virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
+                             int HS) = 0;
+  // dqkv (same layout as qkv) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS), the
+  // key/value gradients summed over each group's query heads; dbias ((NH + 2 NKV) HS) f32, if
+  // given, += column sums of dqkv over the B T rows: the gradient of a bias added to qkv, which a
+  // backend can sum while dqkv is still on chip.
   virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                             TensorView lse, int B, int T, int NH, int HS) = 0;
+                             TensorView lse, int B, int T, int NH, int NKV, int HS) = 0;
 
   // ---- rotary position embedding (Hugging Face rotate_half convention: the two halves of a head
   // are rotated against each other, element d with d + HS/2, not interleaved pairs).
@@ -205,12 +209,12 @@ class Backend {
   virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
 
   // ---- incremental decoding with a KV cache (generation)
-  // qkv (B, Tn, 3, NH, HS) act holds Tn new positions [past, past + Tn). Their keys and values are
-  // stored into k_cache, v_cache (B, NH, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
+  // qkv (B, Tn, NH + 2 NKV, HS) act holds Tn new positions [past, past + Tn). Their keys and values
+  // are stored into k_cache, v_cache (B, NKV, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
   // is causal attention of each new query over cache positions [0, its own position]. The
   // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward.
   virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
-                                int Tn, int past, int Tmax, int NH, int HS) = 0;
+                                int Tn, int past, int Tmax, int NH, int NKV, int HS) = 0;
 
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).

@@ -170,50 +170,46 @@ void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, Tens
 
 }  // namespace
 
-void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) {
-  attention_forward(out, lse, qkv, B, T, NH, NH, HS);
-}
-
-void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                               TensorView lse, int B, int T, int NH, int HS) {
-  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NH, HS);
-}
-
-void cpu_gqa_attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) {
+void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
+                               int HS) {
   attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
 }
 
-void cpu_gqa_attention_bwd(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int B,
-                           int T, int NH, int NKV, int HS) {
-  attention_backward(dqkv, TensorView{}, dout, qkv, out, lse, B, T, NH, NKV, HS);
+void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
+                               TensorView lse, int B, int T, int NH, int NKV, int HS) {
+  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS);
 }
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
 // decoding reproduces the full forward bit for bit.
 void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
-                                  int Tn, int past, int Tmax, int NH, int HS) {
+                                  int Tn, int past, int Tmax, int NH, int NKV, int HS) {
+  check_heads(NH, NKV, "attention_decode");
   TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax, str("attention_decode: positions [", past, ", ", past + Tn,
                                                     ") outside the cache of ", Tmax));
-  const size_t BTC = static_cast<size_t>(B) * Tn * NH * HS, cache = static_cast<size_t>(B) * NH * Tmax * HS;
+  const size_t BTC = static_cast<size_t>(B) * Tn * NH * HS, cache = static_cast<size_t>(B) * NKV * Tmax * HS;
+  const int group = NH / NKV;
   float* o = f32_data(out, BTC, "attention_decode: out");              // (B, Tn, NH, HS)
-  float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (B, NH, Tmax, HS)
-  float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (B, NH, Tmax, HS)
-  const float* x = f32_data(qkv, 3 * BTC, "attention_decode: qkv");    // (B, Tn, 3, NH, HS)
-  const AttnLayout L{Tn, NH, NH, HS};
-  auto at = [&](int b, int h, int t) { return ((static_cast<size_t>(b) * NH + h) * Tmax + t) * HS; };
+  float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (B, NKV, Tmax, HS)
+  float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (B, NKV, Tmax, HS)
+  const float* x = f32_data(qkv, static_cast<size_t>(B) * Tn * (NH + 2 * NKV) * HS,
+                            "attention_decode: qkv");                  // (B, Tn, NH + 2 NKV, HS)
+  const AttnLayout L{Tn, NH, NKV, HS};
+  // Cache row of key/value head kvh.
+  auto at = [&](int b, int kvh, int t) { return ((static_cast<size_t>(b) * NKV + kvh) * Tmax + t) * HS; };
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < Tn; ++t)
-      for (int h = 0; h < NH; ++h) {
-        std::copy_n(x + L.k(b, t, h), HS, kc + at(b, h, past + t));
-        std::copy_n(x + L.v(b, t, h), HS, vc + at(b, h, past + t));
+      for (int kvh = 0; kvh < NKV; ++kvh) {
+        std::copy_n(x + L.k(b, t, kvh * group), HS, kc + at(b, kvh, past + t));
+        std::copy_n(x + L.v(b, t, kvh * group), HS, vc + at(b, kvh, past + t));
       }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   std::vector<float> p(Tmax);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < Tn; ++t) {
-        auto key = [&](int j) { return kc + at(b, h, j); };
-        auto value = [&](int j) { return vc + at(b, h, j); };
+        auto key = [&](int j) { return kc + at(b, h / group, j); };
+        auto value = [&](int j) { return vc + at(b, h / group, j); };
         attend_row(o + L.act(b, t, h), x + L.q(b, t, h), past + t, key, value, scale, HS, p.data());
       }
 }

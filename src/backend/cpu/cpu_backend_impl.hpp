@@ -59,11 +59,12 @@ class CpuBackend final : public Backend, public PeerOps {
   void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
                   TensorView in, TensorView w, int N, int K, int M) override;
 
-  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int HS) override;
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
+                     int HS) override;
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn,
-                        int past, int Tmax, int NH, int HS) override;
+                        int past, int Tmax, int NH, int NKV, int HS) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                     TensorView lse, int B, int T, int NH, int HS) override;
+                     TensorView lse, int B, int T, int NH, int NKV, int HS) override;
   void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
   void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
 

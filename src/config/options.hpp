@@ -11,6 +11,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
 
   v.section("model", "Model [model]");
+  v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
+    "SwiGLU MLP, rotary positions, grouped-query attention)");
   v("model.n_layer", c.model.n_layer, "transformer blocks (L)");
   v("model.n_head", c.model.n_head, "attention heads (NH); must divide n_embd and be divisible by parallel.tp");
   v("model.n_embd", c.model.n_embd, "channels (C)");
@@ -18,7 +20,14 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("model.seq_len", c.model.seq_len, "tokens per training sequence (T)");
   v("model.n_positions", c.model.n_positions, "rows of the learned position table; 0 = seq_len");
   v("model.init_std", c.model.init_std, "standard deviation of the N(0, std) weight initialisation");
-  v("model.ln_eps", c.model.ln_eps, "LayerNorm epsilon");
+  v("model.norm_eps", c.model.norm_eps, "LayerNorm (gpt2) or RMSNorm (llama) epsilon");
+  v("model.n_kv_head", c.model.n_kv_head,
+    "llama: key/value heads of grouped-query attention; must divide n_head; 0 = n_head");
+  v("model.ffn_hidden_size", c.model.ffn_hidden_size, "llama: SwiGLU width (F); 0 = 4*n_embd");
+  v("model.rope_theta", c.model.rope_theta, "llama: rotary position embedding base");
+  v("model.tie_embeddings", c.model.tie_embeddings,
+    "true: the LM head is the token embedding; false: its own matrix; auto: true for gpt2, false for llama");
+  v("model.qkv_bias", c.model.qkv_bias, "llama: biases on the q, k, v projections (Qwen2 style)");
 
   v.section("parallel", "Parallelism [parallel]");
   v("parallel.tp", c.parallel.tp, "tensor-parallel size (ranks per TP group, consecutive ranks)");

@@ -77,10 +77,15 @@ po::options_description all_options(RunConfig& cfg, po::options_description* ext
   return all;
 }
 
+// Options renamed since a release, still read under their old names from INI files (the
+// configs stored in older checkpoints among them).
+std::string current_name(const std::string& key) { return key == "model.ln_eps" ? "model.norm_eps" : key; }
+
 // Stores one option value; the first value stored for a key wins, so callers store the
 // highest-priority source first.
-void store_one(const po::options_description& desc, po::variables_map& vm, const std::string& key,
+void store_one(const po::options_description& desc, po::variables_map& vm, const std::string& old_key,
                const std::string& value, const std::string& where) {
+  const std::string key = current_name(old_key);
   if (!desc.find_nothrow(key, false))
     throw InputError(str(where, ": unknown option ", quoted_text(key), " (see 'trident train --help' for the list)"));
   po::parsed_options parsed(&desc);

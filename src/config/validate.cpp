@@ -40,7 +40,29 @@ void validate_model(const ModelConfig& m) {
           str("exceeds the position table model.n_positions = ", m.positions(),
               "; lower seq_len or raise n_positions"));
   require(m.init_std > 0, "model.init_std", m.init_std, "must be > 0");
-  require(m.ln_eps > 0, "model.ln_eps", m.ln_eps, "must be > 0");
+  require(m.norm_eps > 0, "model.norm_eps", m.norm_eps, "must be > 0");
+  require(m.arch == "gpt2" || m.arch == "llama", "model.arch", m.arch, "must be gpt2 or llama");
+  require(m.tie_embeddings == "auto" || m.tie_embeddings == "true" || m.tie_embeddings == "false",
+          "model.tie_embeddings", m.tie_embeddings, "must be true, false or auto");
+  require(m.n_kv_head >= 0, "model.n_kv_head", m.n_kv_head, "must be >= 0 (0 = model.n_head)");
+  require(m.ffn_hidden_size >= 0 && m.ffn_hidden_size <= 64 * kMaxEmbd, "model.ffn_hidden_size",
+          m.ffn_hidden_size, str("must be between 0 (= 4*n_embd) and ", 64 * kMaxEmbd));
+  if (!m.llama()) {
+    // GPT-2's block has no place for these: refuse them rather than ignore them.
+    require(m.kv_heads() == m.n_head, "model.n_kv_head", m.n_kv_head,
+            "needs model.arch = llama (gpt2 has one key/value head per query head); remove it or set arch");
+    require(m.ffn() == 4 * m.n_embd, "model.ffn_hidden_size", m.ffn_hidden_size,
+            "needs model.arch = llama (gpt2's MLP is 4*n_embd wide); remove it or set arch");
+    require(m.tied(), "model.tie_embeddings", m.tie_embeddings,
+            "= false needs model.arch = llama (gpt2's head is its token embedding)");
+    require(!m.qkv_bias, "model.qkv_bias", "true", "needs model.arch = llama (gpt2 has every bias already)");
+    return;
+  }
+  require(m.n_head % m.kv_heads() == 0, "model.n_kv_head", m.n_kv_head,
+          str("must divide model.n_head = ", m.n_head, " (each key/value head serves n_head/n_kv_head query heads)"));
+  require(m.head_size() % 2 == 0, "model.n_embd", m.n_embd,
+          str("/ model.n_head = ", m.head_size(), " must be even for rotary embeddings"));
+  require(m.rope_theta > 1 && std::isfinite(m.rope_theta), "model.rope_theta", m.rope_theta, "must be > 1");
 }
 
 // Products of layout sizes are taken in 64 bits: tp = pp = 65536 would wrap an int to 0.
@@ -61,6 +83,15 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
           str("must equal the number of ranks ", world, "; launch ", ranks, " ranks or change the layout"));
   require(m.n_head % p.tp == 0, "parallel.tp", p.tp,
           str("must divide model.n_head = ", m.n_head, " (heads are split across TP ranks)"));
+  // Key/value heads are split across TP ranks, or, with fewer of them than ranks, each is held
+  // by tp / n_kv_head ranks (Megatron's replication).
+  require(m.kv_heads() % p.tp == 0 || p.tp % m.kv_heads() == 0, "parallel.tp", p.tp,
+          str("must divide model.n_kv_head = ", m.kv_heads(), " or be a multiple of it (key/value heads are split "
+              "across TP ranks or replicated)"));
+  require(m.ffn() % p.tp == 0, "parallel.tp", p.tp,
+          str("must divide model.ffn_hidden_size = ", m.ffn(), " (the MLP is split across TP ranks)"));
+  require(!m.llama() || p.tp == 1 || !p.tp_fused_sum, "parallel.tp_fused_sum", "true",
+          "is for gpt2 (its LayerNorm kernels add the partials); set it to false for model.arch = llama");
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
   require(m.n_layer % p.pp == 0, "parallel.pp", p.pp,
           str("must divide model.n_layer = ", m.n_layer, " (each stage holds n_layer/pp blocks)"));

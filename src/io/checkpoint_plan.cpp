@@ -24,10 +24,9 @@ CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt,
   ParamLayout all(m, StageInfo::of(m, 0, 1), 1, 0, 1, model.layout().bucket_elems());
   for (const ParamInfo& p : all.params()) plan.tensors.push_back({p.name, p.global_shape});
 
-  const bool first_stage = model.stage().first();
-  auto owner_rules = [&](const ParamInfo& p) {
-    return (p.split_dim >= 0 || g.coord.tp == 0) && (p.name != "wte" || first_stage);
-  };
+  // One copy of each element is written: the one counted in the gradient norm (not a TP replica,
+  // not the last stage's copy of the tied embedding).
+  auto owner_rules = [](const ParamInfo& p) { return p.count_in_norm; };
   for (const ParamInfo& p : model.layout().params()) {
     HostRange whole{&p, 0, static_cast<int64_t>(p.numel), p.offset};
     plan.model_need[p.name] = whole;

@@ -3,21 +3,78 @@
 
 namespace trident {
 
-void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, size_t C, size_t Cl, size_t lse_elems,
+BlockDims block_dims(const ModelConfig& m, int tp) {
+  BlockDims d;
+  d.llama = m.llama();
+  d.NHl = m.n_head / tp;
+  d.NKVl = m.kv_heads() >= tp ? m.kv_heads() / tp : 1;   // see ParamLayout::kv_heads_local
+  d.HS = m.head_size();
+  d.C = static_cast<size_t>(m.n_embd);
+  d.qkv = static_cast<size_t>(d.NHl + 2 * d.NKVl) * d.HS;
+  d.att = static_cast<size_t>(d.NHl) * d.HS;
+  d.fc_act = static_cast<size_t>(m.ffn() / tp);
+  d.fc = d.llama ? 2 * d.fc_act : d.fc_act;
+  return d;
+}
+
+void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, const BlockDims& d, size_t lse_elems,
                      bool with_output) {
+  const size_t C = d.C;
   a.want(&l.ln1, act, N * C);
-  a.want(&l.ln1_mean, DType::F32, N);
+  if (!d.llama) a.want(&l.ln1_mean, DType::F32, N);
   a.want(&l.ln1_rstd, DType::F32, N);
-  a.want(&l.qkv, act, N * 3 * Cl);
-  a.want(&l.atty, act, N * Cl);
+  a.want(&l.qkv, act, N * d.qkv);
+  a.want(&l.atty, act, N * d.att);
   if (lse_elems) a.want(&l.lse, DType::F32, lse_elems);
   a.want(&l.x2, act, N * C);
   a.want(&l.ln2, act, N * C);
-  a.want(&l.ln2_mean, DType::F32, N);
+  if (!d.llama) a.want(&l.ln2_mean, DType::F32, N);
   a.want(&l.ln2_rstd, DType::F32, N);
-  a.want(&l.fch, act, N * 4 * Cl);
-  a.want(&l.fcg, act, N * 4 * Cl);
+  a.want(&l.fch, act, N * d.fc);
+  a.want(&l.fcg, act, N * d.fc_act);
   if (with_output) a.want(&l.x3, act, N * C);
+}
+
+void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
+              TensorView w, TensorView b, int rows) {
+  if (s.d.llama)
+    be.rmsnorm_fwd(out, rstd, in, w, rows, s.C, s.eps);
+  else
+    be.layernorm_fwd(out, mean, rstd, in, w, b, rows, s.C, s.eps);
+}
+
+void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
+                     TensorView rstd, TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
+                     int rows, PeerRelease release) {
+  if (!s.d.llama) {
+    add_layernorm_fwd_tp(be, sum, out, mean, rstd, a, a_peer, residual, w, b, rows, s.C, s.eps, release);
+    return;
+  }
+  TRIDENT_CHECK(a_peer.empty() && !release, "RMSNorm has no fused TP sum (parallel.tp_fused_sum is for gpt2)");
+  be.add_rmsnorm_fwd(sum, out, rstd, a, residual, w, rows, s.C, s.eps);
+}
+
+void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
+                 TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                 int rows, PeerRelease release) {
+  if (!s.d.llama) {
+    layernorm_bwd_tp(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release);
+    return;
+  }
+  TRIDENT_CHECK(dout_peer.empty() && !release && db.empty() && dsum.empty(),
+                "RMSNorm backward: no bias, no fused TP sum");
+  be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, rows, s.C);
+}
+
+void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
+                        int rows) {
+  const int fc = static_cast<int>(s.d.fc);
+  if (s.d.llama) {
+    be.matmul_fwd(a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
+    be.swiglu_fwd(a.fcg, a.fch, rows, static_cast<int>(s.d.fc_act));
+  } else {
+    be.matmul_gelu_fwd(a.fcg, a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
+  }
 }
 
 TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,
@@ -35,15 +92,15 @@ TpSum block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const Bl
   const TensorView x_peer = x_sum.wait(st);
   if (pending.empty()) {
     TRIDENT_CHECK(x_peer.empty(), "block_attention_fwd: a partial x needs its pending residual");
-    be.layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N, s.C, s.eps);
+    norm_fwd(be, s, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, s.N);
   } else {
-    add_layernorm_fwd_tp(be, x, a.ln1, a.ln1_mean, a.ln1_rstd, x, x_peer, pending, p.ln1_w, p.ln1_b, s.N, s.C,
-                         s.eps, x_sum.release_in_op());
+    add_norm_fwd_tp(be, s, x, a.ln1, a.ln1_mean, a.ln1_rstd, x, x_peer, pending, p.ln1_w, p.ln1_b, s.N,
+                    x_sum.release_in_op());
   }
   x_sum.done(st);
-  be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, 3 * s.Cl);
+  be.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, s.N, s.C, static_cast<int>(s.d.qkv));
   attention(a);
-  be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, s.Cl, s.C);
+  be.matmul_fwd(a.x2, a.atty, p.proj_w, s.bias_here ? p.proj_b : TensorView{}, s.N, static_cast<int>(s.d.att), s.C);
   return TpSum::start(tp, a.x2, s.fused_sum, st);
 }
 
@@ -51,11 +108,12 @@ TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
                     const BlockShape& s) {
   Stream st = be.stream();
   const TensorView x2_peer = x2_sum.wait(st);
-  add_layernorm_fwd_tp(be, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x2_peer, x, p.ln2_w, p.ln2_b, s.N, s.C,
-                       s.eps, x2_sum.release_in_op());
+  add_norm_fwd_tp(be, s, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x2_peer, x, p.ln2_w, p.ln2_b, s.N,
+                  x2_sum.release_in_op());
   x2_sum.done(st);
-  be.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, s.N, s.C, 4 * s.Cl);
-  be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, 4 * s.Cl, s.C);
+  mlp_activation_fwd(be, s, p, a, a.ln2, s.N);
+  be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, static_cast<int>(s.d.fc_act),
+                s.C);
   return TpSum::start(tp, a.x3, s.fused_sum, st);
 }
 
@@ -67,21 +125,22 @@ void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum) {
   be.add(a.x3, a.x3, a.x2);
 }
 
-BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, size_t C, size_t Cl, size_t lse_per_row) {
+BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, const BlockDims& d, size_t lse_per_row) {
+  const size_t C = d.C;
   auto part = [&](TensorView v, size_t per_row) { return v.empty() ? v : v.slice(row0 * per_row, rows * per_row); };
   BlockActs r;
   r.ln1 = part(a.ln1, C);
   r.ln1_mean = part(a.ln1_mean, 1);
   r.ln1_rstd = part(a.ln1_rstd, 1);
-  r.qkv = part(a.qkv, 3 * Cl);
-  r.atty = part(a.atty, Cl);
+  r.qkv = part(a.qkv, d.qkv);
+  r.atty = part(a.atty, d.att);
   r.lse = part(a.lse, lse_per_row);
   r.x2 = part(a.x2, C);
   r.ln2 = part(a.ln2, C);
   r.ln2_mean = part(a.ln2_mean, 1);
   r.ln2_rstd = part(a.ln2_rstd, 1);
-  r.fch = part(a.fch, 4 * Cl);
-  r.fcg = part(a.fcg, 4 * Cl);
+  r.fch = part(a.fch, d.fc);
+  r.fcg = part(a.fcg, d.fc_act);
   r.x3 = part(a.x3, C);
   return r;
 }

@@ -47,14 +47,16 @@ Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max
                                                               m.positions(), "]"));
   Backend& be = model.backend();
   const DType act = be.compute_dtype();
-  const size_t N = max_len, C = m.n_embd, Cl = C / g.topo.tp(), NHl = m.n_head / g.topo.tp(), HS = m.head_size();
+  const BlockDims d = block_dims(m, g.topo.tp());
+  const size_t N = max_len, C = m.n_embd, NKVl = d.NKVl, HS = d.HS;
 
+  // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
   ArenaLayout cache;
   k_cache_.resize(m.n_layer);
   v_cache_.resize(m.n_layer);
   for (int l = 0; l < m.n_layer; ++l) {
-    cache.want(&k_cache_[l], act, NHl * N * HS);
-    cache.want(&v_cache_[l], act, NHl * N * HS);
+    cache.want(&k_cache_[l], act, NKVl * N * HS);
+    cache.want(&v_cache_[l], act, NKVl * N * HS);
   }
   cache_buf_ = Buffer(be, cache.bytes());
   cache.bind(cache_buf_.get());
@@ -62,7 +64,7 @@ Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max
   ArenaLayout a;
   a.want(&x_, act, N * C);
   a.want(&tokens_, DType::I32, N);
-  plan_block_acts(a, acts_, act, N, C, Cl, 0, false);
+  plan_block_acts(a, acts_, act, N, d, 0, false);
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
@@ -79,21 +81,26 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
   const StageTensors& w = model_.weights();
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
-  const int C = m.n_embd, NHl = m.n_head / g.topo.tp(), HS = m.head_size();
-  const BlockActs acts = block_rows(acts_, 0, n, C, C / g.topo.tp(), 0);
+  const int C = m.n_embd;
+  const BlockShape shape = model_.block_shape(n);
+  const BlockDims& d = shape.d;
+  const BlockActs acts = block_rows(acts_, 0, n, d, 0);
 
   be.copy_from_host(tokens_.slice(0, n), tokens.data());
   TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
-  // Positions [pos_, pos_ + n): the position table is entered at row pos_.
+  // Positions [pos_, pos_ + n): the position table (gpt2) is entered at row pos_, the RoPE table
+  // (llama) read from there.
+  const bool wpe = g.coord.tp == 0 && !w.wpe.empty();
   be.encoder_fwd(x, tokens_.as<int32_t>(), w.wte,
-                 g.coord.tp == 0 ? w.wpe.slice(static_cast<size_t>(pos_) * C, static_cast<size_t>(n) * C) : TensorView{},
-                 1, n, C, layout.vocab_start(), layout.vocab_local());
+                 wpe ? w.wpe.slice(static_cast<size_t>(pos_) * C, static_cast<size_t>(n) * C) : TensorView{}, 1, n, C,
+                 layout.vocab_start(), layout.vocab_local());
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, NHl, NHl, HS);
+      if (d.llama) be.rope_fwd(a.qkv, model_.rope(), 1, n, d.NHl, d.NKVl, d.HS, pos_);
+      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, d.NHl, d.NKVl, d.HS);
     };
-    block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, model_.block_shape(n), attention);
+    block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);
   }
   pos_ += n;
   return model_.head_logits(x.slice(static_cast<size_t>(n - 1) * C, C), 1);

@@ -39,7 +39,7 @@ struct GptStage::Slot {
 };
 
 struct GptStage::Scratch {
-  TensorView dln, dqkv, datty, dfch;           // block backward: (N,C) (N,3Cl) (N,Cl) (N,4Cl)
+  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
   TensorView loss_acc;                         // (1) f32 sum of token losses
@@ -49,14 +49,15 @@ struct GptStage::Scratch {
 // estimates (trident plan) are the allocation itself.
 struct GptStage::Dims {
   DType act;
-  size_t N, C, Cl, NHl, B, T, Vl, logits_rows;
+  BlockDims bd;
+  size_t N, C, NHl, B, T, Vl, logits_rows;
   int n_layers;
   bool has_blocks, last;
   Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a)
       : act(a),
+        bd(block_dims(m, tp)),
         N(static_cast<size_t>(micro_batch) * m.seq_len),
         C(m.n_embd),
-        Cl(m.n_embd / tp),
         NHl(m.n_head / tp),
         B(micro_batch),
         T(m.seq_len),
@@ -69,27 +70,28 @@ struct GptStage::Dims {
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   const DType act = d.act;
-  const size_t N = d.N, C = d.C, Cl = d.Cl;
+  const size_t N = d.N, C = d.C;
   a.want(&s.input, act, N * C);
   a.want(&s.grad, act, N * C);
   a.want(&s.tokens, DType::I32, N);
   a.want(&s.targets, DType::I32, N);
   s.layers.resize(d.n_layers);
-  for (BlockActs& l : s.layers) plan_block_acts(a, l, act, N, C, Cl, d.B * d.NHl * d.T, true);
+  for (BlockActs& l : s.layers) plan_block_acts(a, l, act, N, d.bd, d.B * d.NHl * d.T, true);
 }
 
 void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
   const DType act = d.act;
-  const size_t N = d.N, C = d.C, Cl = d.Cl;
+  const size_t N = d.N, C = d.C;
   if (d.has_blocks) {
     a.want(&sc.dln, act, N * C);
-    a.want(&sc.dqkv, act, N * 3 * Cl);
-    a.want(&sc.datty, act, N * Cl);
-    a.want(&sc.dfch, act, N * 4 * Cl);
+    a.want(&sc.dqkv, act, N * d.bd.qkv);
+    a.want(&sc.datty, act, N * d.bd.att);
+    a.want(&sc.dfch, act, N * d.bd.fc);
+    if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
-    a.want(&sc.lnf_mean, DType::F32, N);
+    if (!d.bd.llama) a.want(&sc.lnf_mean, DType::F32, N);
     a.want(&sc.lnf_rstd, DType::F32, N);
     a.want(&sc.dlnf, act, N * C);
     a.want(&sc.logits, act, d.logits_rows * d.Vl);
@@ -129,6 +131,16 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   const DType act = be.compute_dtype();
   const Dims d(m, stage_, groups.topo.tp(), micro_batch, act);
   logits_rows_ = static_cast<int>(d.logits_rows);
+  bd_ = d.bd;
+  if (m.llama()) {
+    std::vector<float> table(static_cast<size_t>(m.positions()) * bd_.HS);
+    rope_table(table.data(), m.positions(), bd_.HS, static_cast<float>(m.rope_theta));
+    rope_buf_ = Buffer(be, table.size() * sizeof(float));
+    rope_ = rope_buf_.view(DType::F32).slice(0, table.size());
+    be.copy_from_host(rope_, table.data());
+  }
+  if (layout_.kv_replicas() > 1 && with_grads)
+    kv_sum_buf_ = Buffer(be, static_cast<size_t>(m.kv_heads()) * bd_.HS * C_ * sizeof(float));
 
   param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
   params_ = param_buf_.view(act).slice(0, layout_.total());
@@ -158,15 +170,35 @@ StageTensors GptStage::view_tensors(TensorView base) const {
     const ParamInfo& p = layout_.get(name);
     return base.slice(p.offset, p.numel);
   };
+  // Packed parameters (llama's q|k|v, gate|up): one view from the first's start over all of them.
+  auto span = [&](const std::string& first, const std::string& last) {
+    const ParamInfo& a = layout_.get(first);
+    const ParamInfo& b = layout_.get(last);
+    return base.slice(a.offset, b.offset + b.numel - a.offset);
+  };
   StageTensors t;
-  if (stage_.first() || stage_.last()) t.wte = v("wte");
-  if (stage_.first()) t.wpe = v("wpe");
+  const bool tied = m_.tied();
+  if (stage_.first() || (stage_.last() && tied)) t.wte = v("wte");
+  if (stage_.first() && !m_.llama()) t.wpe = v("wpe");
   if (stage_.last()) {
     t.lnf_w = v("lnf.weight");
-    t.lnf_b = v("lnf.bias");
+    if (!m_.llama()) t.lnf_b = v("lnf.bias");
+    t.lm_head = tied ? t.wte : v("lm_head");
   }
   for (int l = stage_.layer_begin; l < stage_.layer_end; ++l) {
     std::string b = str("blocks.", l, ".");
+    if (m_.llama()) {
+      BlockTensors bt;
+      bt.ln1_w = v(b + "ln1.weight");
+      bt.qkv_w = span(b + "attn.q.weight", b + "attn.v.weight");
+      if (m_.qkv_bias) bt.qkv_b = span(b + "attn.q.bias", b + "attn.v.bias");
+      bt.proj_w = v(b + "attn.proj.weight");
+      bt.ln2_w = v(b + "ln2.weight");
+      bt.fc_w = span(b + "mlp.gate.weight", b + "mlp.up.weight");
+      bt.fcproj_w = v(b + "mlp.down.weight");
+      t.blocks.push_back(bt);
+      continue;
+    }
     t.blocks.push_back({v(b + "ln1.weight"), v(b + "ln1.bias"), v(b + "attn.qkv.weight"), v(b + "attn.qkv.bias"),
                         v(b + "attn.proj.weight"), v(b + "attn.proj.bias"), v(b + "ln2.weight"),
                         v(b + "ln2.bias"), v(b + "mlp.fc.weight"), v(b + "mlp.fc.bias"),
@@ -252,7 +284,6 @@ TensorView GptStage::forward_blocks(Slot& s) {
                     layout_.vocab_start(), layout_.vocab_local());
     if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
   }
-  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size();
   if (tp_overlap_) return forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
@@ -266,7 +297,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
     need(layout_.block_unit(stage_.layer_begin + i));
     auto attention = [&](const BlockActs& a) {
       prefetch_after_block(i);
-      be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, NHl, HS);
+      attend(a, B_);
     };
     x_sum = block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, std::move(x_sum), shape, attention, pending, last);
     x = s.layers[i].x3;
@@ -282,8 +313,8 @@ TensorView GptStage::forward_blocks(Slot& s) {
 // Every op is row-wise or per sequence, so the halves compute exactly what the whole does; only
 // the GEMMs' shapes (N/2 rows) differ.
 TensorView GptStage::forward_blocks_halves(Slot& s) {
-  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), half_b = B_ / 2;
-  const size_t rows = static_cast<size_t>(half_b) * T_, C = C_, Cl = C_ / g_.topo.tp();
+  const int NHl = bd_.NHl, half_b = B_ / 2;
+  const size_t rows = static_cast<size_t>(half_b) * T_, C = C_;
   BlockShape shape = block_shape(static_cast<int>(rows));
   shape.fused_sum = fused_sum_;
   // Every GEMM here runs beside the other half's TP sum: an NCCL all-reduce, whose CTAs the
@@ -296,7 +327,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
     BlockActs a[2];
     TensorView x[2];
     for (int h = 0; h < 2; ++h) {
-      a[h] = block_rows(s.layers[i], h * rows, rows, C, Cl, NHl);
+      a[h] = block_rows(s.layers[i], h * rows, rows, bd_, NHl);
       x[h] = (i == 0 ? s.input : s.layers[i - 1].x3).slice(h * rows * C, rows * C);
     }
     TpSum attn_sum[2];
@@ -304,7 +335,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
       TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
       auto attention = [&](const BlockActs& part) {
         prefetch_after_block(i);
-        be_.attention_fwd(part.atty, part.lse, part.qkv, half_b, T_, NHl, NHl, HS);
+        attend(part, half_b);
       };
       attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
@@ -312,7 +343,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   }
   // The last block completes its own output (the others' is added by the next block's LN1).
   const BlockActs& out = s.layers.back();
-  for (int h = 0; h < 2; ++h) add_block_output(be_, block_rows(out, h * rows, rows, C, Cl, NHl), mlp_sum[h]);
+  for (int h = 0; h < 2; ++h) add_block_output(be_, block_rows(out, h * rows, rows, bd_, NHl), mlp_sum[h]);
   be_.set_gemm_sm_margin(0);
   return out.x3;
 }
@@ -323,11 +354,11 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
 // and the row-parallel GEMMs' partial sums are reduce-scattered back into own rows. The bytes
 // moved equal those of the all-reduces they replace.
 TensorView GptStage::forward_blocks_sequence(Slot& s) {
-  const int NHl = m_.n_head / g_.topo.tp(), HS = m_.head_size(), N = B_ * T_;
-  const size_t C = C_, Cl = C_ / g_.topo.tp();
+  const int N = B_ * T_;
+  const size_t C = C_;
   const int rows = own_row_count();
-  const float eps = static_cast<float>(m_.ln_eps);
-  const bool bias_here = g_.coord.tp == 0;   // the row-parallel biases, once before the reduce-scatter
+  const BlockShape shape = block_shape(N);
+  const bool bias_here = shape.bias_here;   // the row-parallel biases, once before the reduce-scatter
   Stream st = be_.stream();
   TensorView x = s.input, pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
@@ -336,22 +367,25 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     const BlockActs& a = s.layers[i];
     need(layout_.block_unit(stage_.layer_begin + i));
     if (pending.empty())
-      be_.layernorm_fwd(own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1), own_rows(x, C), p.ln1_w,
-                        p.ln1_b, rows, C_, eps);
+      norm_fwd(be_, shape, own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1), own_rows(x, C),
+               p.ln1_w, p.ln1_b, rows);
     else
-      be_.add_layernorm_fwd(own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1),
-                            own_rows(x, C), own_rows(pending, C), p.ln1_w, p.ln1_b, rows, C_, eps);
+      add_norm_fwd_tp(be_, shape, own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1),
+                      own_rows(a.ln1_rstd, 1), own_rows(x, C), TensorView{}, own_rows(pending, C), p.ln1_w, p.ln1_b,
+                      rows, PeerRelease{});
     gather_rows(a.ln1);
-    be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(3 * Cl));
+    be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(bd_.qkv));
     prefetch_after_block(i);
-    be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T_, NHl, NHl, HS);
-    be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(Cl), C_);
+    attend(a, B_);
+    be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(bd_.att), C_);
     sum_over_tp(a.x2)->wait(st);
-    be_.add_layernorm_fwd(own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1), own_rows(a.ln2_rstd, 1),
-                          own_rows(a.x2, C), own_rows(x, C), p.ln2_w, p.ln2_b, rows, C_, eps);
+    add_norm_fwd_tp(be_, shape, own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1),
+                    own_rows(a.ln2_rstd, 1), own_rows(a.x2, C), TensorView{}, own_rows(x, C), p.ln2_w, p.ln2_b, rows,
+                    PeerRelease{});
     gather_rows(a.ln2);
-    be_.matmul_gelu_fwd(a.fcg, a.fch, a.ln2, p.fc_w, p.fc_b, N, C_, static_cast<int>(4 * Cl));
-    be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(4 * Cl), C_);
+    mlp_activation_fwd(be_, shape, p, a, a.ln2, N);
+    be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(bd_.fc_act),
+                   C_);
     sum_over_tp(a.x3)->wait(st);
     // Each block's output add is fused into the next block's first LayerNorm (the last block
     // of the stage completes its own).
@@ -462,7 +496,33 @@ void GptStage::prefetch_after_block(int i) {
 }
 
 BlockShape GptStage::block_shape(int rows) const {
-  return BlockShape{rows, C_, C_ / g_.topo.tp(), static_cast<float>(m_.ln_eps), g_.coord.tp == 0};
+  BlockShape s{rows, C_, C_ / g_.topo.tp(), static_cast<float>(m_.norm_eps), g_.coord.tp == 0};
+  s.d = bd_;
+  return s;
+}
+
+void GptStage::attend(const BlockActs& a, int batch) {
+  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+  be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS);
+}
+
+// Each rank holds the gradient of its one key/value head from its own query heads only. An
+// all-reduce over TP of an (NKV heads) buffer in which each rank has put its partial at its
+// head's place sums each head over the ranks that share it; every rank takes its head back.
+void GptStage::sum_kv_replicas(int block) {
+  if (layout_.kv_replicas() == 1) return;
+  const int head = g_.coord.tp / layout_.kv_replicas(), n_kv = m_.kv_heads();
+  const std::string b = str("blocks.", stage_.layer_begin + block, ".attn.");
+  for (const char* name : {"k.weight", "v.weight", "k.bias", "v.bias"}) {
+    const ParamInfo* p = layout_.find(b + name);
+    if (!p) continue;
+    TensorView mine = grads_.slice(p->offset, p->numel);
+    TensorView all = kv_sum_buf_.view(DType::F32).slice(0, p->numel * n_kv);
+    be_.zero(all);
+    be_.copy(all.slice(head * p->numel, p->numel), mine);
+    g_.tp->all_reduce(all.data, all.numel, DType::F32, ReduceOp::Sum, be_.stream());
+    be_.copy(mine, all.slice(head * p->numel, p->numel));
+  }
 }
 
 std::vector<float> GptStage::forward_logits(int slot) {
@@ -479,8 +539,8 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   TensorView lnf = sc.lnf.slice(0, rc);
   need(layout_.head_unit());
   need(layout_.tied_unit());
-  be_.layernorm_fwd(lnf, sc.lnf_mean.slice(0, rows), sc.lnf_rstd.slice(0, rows), x.slice(0, rc), p_.lnf_w, p_.lnf_b,
-                    rows, C, static_cast<float>(m_.ln_eps));
+  norm_fwd(be_, block_shape(rows), lnf, sc.lnf_mean.empty() ? TensorView{} : sc.lnf_mean.slice(0, rows),
+           sc.lnf_rstd.slice(0, rows), x.slice(0, rc), p_.lnf_w, p_.lnf_b, rows);
   // Each TP rank's (rows, V/tp) block lands at its rank's place in [tp][rows][V/tp]. The gather
   // buffers grow once to the largest chunk seen, so token-by-token decoding allocates nothing.
   const int chunk = std::min(logits_rows_, rows);
@@ -494,7 +554,7 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
     const size_t n = static_cast<size_t>(R) * Vl;
     TensorView all = logits_gather_.view(be_.compute_dtype()).slice(0, n * tp);
     be_.matmul_fwd(all.slice(n * g_.coord.tp, n), lnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C),
-                   p_.wte, TensorView{}, R, C, Vl);
+                   p_.lm_head, TensorView{}, R, C, Vl);
     if (tp > 1) g_.tp->all_gather(all.data, n, all.dtype, be_.stream());
     TensorView host_view = logits_f32_.view(DType::F32).slice(0, n * tp);
     be_.copy(host_view, all);
@@ -534,6 +594,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
     // gradients are complete, and the sum runs before the unit is announced to the DP sync.
     if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (unit_done) sum_kv_replicas(i);
     if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
   }
   finish_grad_gather(s);   // s.grad whole before it leaves the stage or meets the embedding
@@ -546,7 +607,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local());
-    if (unit_done) unit_done(layout_.embedding_unit());
+    if (unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
   }
 }
 
@@ -557,7 +618,10 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
   const BlockTensors& g = gr_.blocks[i];
   const BlockActs& a = s.layers[i];
   Scratch& sc = *scratch_;
-  const int tp = g_.topo.tp(), N = B_ * T_, C = C_, Cl = C / tp, NHl = m_.n_head / tp, HS = m_.head_size();
+  const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
+  const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
+            FA = static_cast<int>(bd_.fc_act);
+  const BlockShape shape = block_shape(N);
   Stream st = be_.stream();
   // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
   // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
@@ -605,56 +669,66 @@ void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
     // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
     // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    be_.matmul_gelu_bwd(bwd_rows(sc.dfch, 4 * Cl), TensorView{}, TensorView{}, bwd_rows(dres, C),
-                        bwd_rows(a.fcg, 4 * Cl), p.fcproj_w, bwd_rows(a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+    be_.matmul_gelu_bwd(bwd_rows(sc.dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
+                        p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(peer_rows(sc.dfch, 4 * Cl), TensorView{}, TensorView{}, peer_rows(dres, C),
-                        peer_rows(a.fcg, 4 * Cl), p.fcproj_w, peer_rows(a.fch, 4 * Cl), ln_rows, 4 * Cl, C);
+    be_.matmul_gelu_bwd(peer_rows(sc.dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
+                        peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
   } else {
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(sc.dfch, dw_beside ? TensorView{} : g.fcproj_w,
-                        fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
-                        4 * Cl, C);
+    const TensorView dw = dw_beside ? TensorView{} : g.fcproj_w;
+    if (bd_.llama) {
+      // down's input gradient, then SwiGLU's backward into [dgate | dup].
+      be_.matmul_bwd(sc.dfcg, dw, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
+      be_.swiglu_bwd(sc.dfch, sc.dfcg, a.fch, N, FA);
+    } else {
+      be_.matmul_gelu_bwd(sc.dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
+                          p.fcproj_w, a.fch, N, FA, C);
+    }
   }
-  if (!fcproj_bias_done && bwd_split())
-    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, 4 * Cl), p.fcproj_w,
-                   ln_rows, 4 * Cl, C);
-  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
+  if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w,
+                   ln_rows, FA, C);
+  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC);
   ln_part(
       [&] {
-        if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, 4 * Cl, C);
+        if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
       },
-      [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl); },
+      [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC); },
       [&](TensorView dln_peer, PeerRelease release) {
-        layernorm_bwd_tp(be_, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
-                         bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, C,
-                         release);
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
+                    bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, release);
       });
 
   gather_rows(dres);
   finish_grad_gather(s);
-  be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
+  be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
   // attention backward, which is bound by the tensor cores and shared memory.
-  be_.side_begin();
-  be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, 4 * Cl);
-  be_.side_end();
-  // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip).
-  be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, NHl, NHl, HS);
-  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+  if (!g.fc_b.empty()) {
+    be_.side_begin();
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, FC);
+    be_.side_end();
+  }
+  // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
+  // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
+  be_.attention_bwd(sc.dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
+                    bd_.NKVl, bd_.HS);
+  if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
   ln_part(
       [&] {
-        if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, Cl, C);
-        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, 3 * Cl);
+        if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
+        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
       },
       // With the split backward the gather of dres's rows runs beside the next block's first
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        layernorm_bwd_tp(be_, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                         bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
-                         bwd_rows(a.ln1_rstd, 1), ln_rows, C, release);
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+                    bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
+                    bwd_rows(a.ln1_rstd, 1), ln_rows, release);
       });
 }
 
@@ -671,8 +745,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   need(layout_.tied_unit());
   // With sequence parallelism x is valid in own rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  be_.layernorm_fwd(own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_rows(x, C), p_.lnf_w,
-                    p_.lnf_b, own_row_count(), C, static_cast<float>(m_.ln_eps));
+  const BlockShape shape = block_shape(N);
+  norm_fwd(be_, shape, own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_rows(x, C),
+           p_.lnf_w, p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
@@ -681,7 +756,7 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     TensorView rowmax = sc.rowmax.slice(0, R), stats = sc.stats.slice(0, 2 * static_cast<size_t>(R));
     const int32_t* targets = s.targets.as<int32_t>() + r0;
 
-    be_.matmul_fwd(logits, lnf, p_.wte, TensorView{}, R, C, Vl);
+    be_.matmul_fwd(logits, lnf, p_.lm_head, TensorView{}, R, C, Vl);
     if (tp.size() == 1) {
       be_.xent_fused(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, dloss);
     } else {
@@ -692,8 +767,8 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
       be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
     }
     if (with_grad)
-      be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.wte,
-                     TensorView{}, logits, lnf, p_.wte, R, C, Vl);
+      be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.lm_head,
+                     TensorView{}, logits, lnf, p_.lm_head, R, C, Vl);
   }
   be_.sum(sc.loss_acc, sc.losses);
   if (!with_grad) return;
@@ -702,9 +777,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
-  layernorm_bwd_tp(be_, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
-                   bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(), C,
-                   dlnf_sum.release_in_op());
+  norm_bwd_tp(be_, shape, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
+              bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(),
+              dlnf_sum.release_in_op());
   dlnf_sum.done(st);
   if (split_bwd_) start_grad_gather(s, s.grad);
 }

@@ -63,11 +63,14 @@ void ParamLayout::add(ParamInfo p) {
 ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, int tp_rank, int dp,
                          size_t bucket_elems)
     : bucket_elems_(bucket_elems), stage_(stage) {
-  const int64_t C = m.n_embd, NH = m.n_head, HS = m.head_size(), L = m.n_layer;
-  const int64_t NHl = NH / tp, Cl = C / tp, Vp = m.padded_vocab(tp);
+  const int64_t C = m.n_embd, NH = m.n_head, HS = m.head_size(), L = m.n_layer, F = m.ffn();
+  const int64_t NHl = NH / tp, Cl = C / tp, Fl = F / tp, Vp = m.padded_vocab(tp);
   vocab_local_ = static_cast<int>(Vp / tp);
   vocab_start_ = tp_rank * vocab_local_;
   vocab_valid_ = std::clamp(m.vocab_size - vocab_start_, 0, vocab_local_);
+  const int64_t NKV = m.kv_heads();
+  kv_replicas_ = NKV >= tp ? 1 : static_cast<int>(tp / NKV);
+  kv_local_ = static_cast<int>(NKV >= tp ? NKV / tp : 1);
   const double proj_std = m.init_std / std::sqrt(2.0 * L);
   const bool replica = tp_rank != 0;   // TP-replicated tensors are counted in the norm on tp rank 0 only
 
@@ -96,17 +99,49 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
     p.init_std = std_;
     add(std::move(p));
   };
+  // Llama's q, k, v (and gate, up) are separate tensors, as in Hugging Face checkpoints, packed
+  // one after the other into one GEMM operand. Key/value heads: this rank's kv_local_ heads, or
+  // with replication the one head its group of kv_replicas_ ranks shares (saved by the first).
+  auto packed = [&](std::string name, std::vector<int64_t> shape, int64_t local, int unit, bool decay, double std_) {
+    split(std::move(name), std::move(shape), 0, local, unit, decay, std_);
+    params_.back().packed = true;
+  };
+  auto kv = [&](std::string name, std::vector<int64_t> shape, int unit, bool decay, double std_) {
+    packed(std::move(name), std::move(shape), kv_local_, unit, decay, std_);
+    ParamInfo& p = params_.back();
+    p.split_begin = (tp_rank / kv_replicas_) * kv_local_;
+    p.count_in_norm = tp_rank % kv_replicas_ == 0;
+  };
 
+  const bool llama = m.llama(), tied = m.tied();
   int unit = 0;
   if (stage.last()) {
     head_unit_ = unit++;
     replicated("lnf.weight", {C}, head_unit_, false, 0, 1);
-    replicated("lnf.bias", {C}, head_unit_, false, 0, 0);
+    if (!llama) replicated("lnf.bias", {C}, head_unit_, false, 0, 0);
+    if (!tied) split("lm_head", {m.vocab_size, C}, 0, vocab_local_, head_unit_, true, m.init_std);
   }
   first_block_unit_ = unit;
   for (int l = stage.layer_end - 1; l >= stage.layer_begin; --l) {
     int u = unit++;
     std::string b = str("blocks.", l, ".");
+    if (llama) {
+      replicated(b + "ln1.weight", {C}, u, false, 0, 1);
+      split(b + "attn.q.weight", {NH, HS, C}, 0, NHl, u, true, m.init_std);
+      kv(b + "attn.k.weight", {NKV, HS, C}, u, true, m.init_std);
+      kv(b + "attn.v.weight", {NKV, HS, C}, u, true, m.init_std);
+      if (m.qkv_bias) {
+        split(b + "attn.q.bias", {NH, HS}, 0, NHl, u, false, 0);
+        kv(b + "attn.k.bias", {NKV, HS}, u, false, 0);
+        kv(b + "attn.v.bias", {NKV, HS}, u, false, 0);
+      }
+      split(b + "attn.proj.weight", {C, NH * HS}, 1, NHl * HS, u, true, proj_std);
+      replicated(b + "ln2.weight", {C}, u, false, 0, 1);
+      split(b + "mlp.gate.weight", {F, C}, 0, Fl, u, true, m.init_std);
+      packed(b + "mlp.up.weight", {F, C}, Fl, u, true, m.init_std);
+      split(b + "mlp.down.weight", {C, F}, 1, Fl, u, true, proj_std);
+      continue;
+    }
     replicated(b + "ln1.weight", {C}, u, false, 0, 1);
     replicated(b + "ln1.bias", {C}, u, false, 0, 0);
     split(b + "attn.qkv.weight", {3, NH, HS, C}, 1, NHl, u, true, m.init_std);
@@ -120,14 +155,15 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
     split(b + "mlp.proj.weight", {C, 4 * C}, 1, 4 * Cl, u, true, proj_std);
     replicated(b + "mlp.proj.bias", {C}, u, false, 0, 0);
   }
-  if (stage.first()) {
+  if (stage.first() && (!llama || !tied)) {
     embed_unit_ = unit++;
-    replicated("wpe", {m.positions(), C}, embed_unit_, true, m.init_std, 0);
+    if (!llama) replicated("wpe", {m.positions(), C}, embed_unit_, true, m.init_std, 0);
+    if (!tied) split("wte", {m.vocab_size, C}, 0, vocab_local_, embed_unit_, true, m.init_std);
   }
-  if (stage.first() || stage.last()) {
+  if (tied && (stage.first() || stage.last())) {
     tied_unit_ = unit++;
     split("wte", {m.vocab_size, C}, 0, vocab_local_, tied_unit_, true, m.init_std);
-    // The last stage's copy of the tied embedding is counted on the first stage.
+    // The last stage's copy of the tied embedding is counted (and saved) on the first stage.
     if (!stage.first()) params_.back().count_in_norm = false;
   }
   n_units_ = unit;
@@ -150,6 +186,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
   for (int u = 0; u < n_units_; ++u) {
     if (u == tied_unit_ && off > cur.offset) close_bucket(u);
     for (; pi < params_.size() && params_[pi].unit == u; ++pi) {
+      if (params_[pi].packed) off = params_[pi - 1].offset + params_[pi - 1].numel;
       params_[pi].offset = off;
       off = round_up(off + params_[pi].numel, kAlign);
     }

@@ -1,7 +1,8 @@
-// Runs a small GPT-2 on one rank and writes what the PyTorch check needs: the initial weights,
-// the token batches, the logits and loss at initialisation, every parameter gradient of the
-// first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS]
+// Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
+// weights, the token batches, the logits and loss at initialisation, every parameter gradient of
+// the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias]
+// The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
 #include <mpi.h>
 
 #include <cstdio>
@@ -33,12 +34,19 @@ std::unique_ptr<Backend> make_backend(const std::string& kind) {
   return make_cpu_backend();
 }
 
-void run(const std::string& dir, const std::string& backend, int steps) {
+void run(const std::string& dir, const std::string& backend, int steps, const std::string& model) {
   RunConfig c;
   c.backend = backend;
   c.model.n_layer = 2;
   c.model.n_head = 4;
   c.model.n_embd = 64;
+  if (model != "gpt2") {
+    c.model.arch = "llama";
+    c.model.n_kv_head = 2;
+    c.model.ffn_hidden_size = 96;
+    c.model.rope_theta = 500.0;   // small, so that the rotation differs across the 24 positions
+    c.model.qkv_bias = model == "llama-qkv-bias";
+  }
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
   c.model.n_positions = 32;
@@ -64,7 +72,10 @@ void run(const std::string& dir, const std::string& backend, int steps) {
                                {"lr", c.train.lr}, {"min_lr", c.train.min_lr}, {"warmup_steps", c.train.warmup_steps},
                                {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1},
                                {"beta2", c.train.beta2}, {"eps", c.train.eps}, {"grad_clip", c.train.grad_clip},
-                               {"ln_eps", c.model.ln_eps}, {"backend", backend}};
+                               {"ln_eps", c.model.norm_eps}, {"backend", backend}, {"arch", c.model.arch},
+                               {"n_kv_head", c.model.kv_heads()}, {"ffn_hidden_size", c.model.ffn()},
+                               {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
+                               {"tied", c.model.tied()}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -106,11 +117,12 @@ void run(const std::string& dir, const std::string& backend, int steps) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  if (argc < 2 || argc > 4) {
-    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS]\n");
+  const std::string model = argc > 4 ? argv[4] : "gpt2";
+  if (argc < 2 || argc > 5 || (model != "gpt2" && model != "llama" && model != "llama-qkv-bias")) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias]\n");
     return 2;
   }
-  run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10);
+  run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10, model);
   MPI_Finalize();
   return 0;
 }

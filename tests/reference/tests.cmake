@@ -8,3 +8,11 @@ add_test(NAME tokenizer_vs_js
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/tokenizer_vs_js.sh $<TARGET_FILE:trident>
                  $<TARGET_FILE:tokenizer_roundtrip> ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_vs_js)
 set_tests_properties(tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)
+# The CPU Llama model (grouped-query attention, untied head; with and without q/k/v biases)
+# against a PyTorch Llama with Hugging Face LlamaForCausalLM semantics written in the check.
+foreach(variant llama llama-qkv-bias)
+  add_test(NAME reference_${variant}_vs_torch
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/run_torch_check.sh $<TARGET_FILE:dump_reference>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_llama_vs_torch.py cpu 10 ${variant})
+  set_tests_properties(reference_${variant}_vs_torch PROPERTIES LABELS reference ENVIRONMENT OMP_NUM_THREADS=2)
+endforeach()

@@ -8,6 +8,7 @@
 namespace trident {
 
 struct ModelConfig {
+  std::string arch = "gpt2";   // gpt2 | llama
   int n_layer = 12;
   int n_head = 12;
   int n_embd = 768;
@@ -15,9 +16,21 @@ struct ModelConfig {
   int seq_len = 1024;       // tokens per training sequence (T)
   int n_positions = 0;      // rows of the position table; 0 means seq_len
   double init_std = 0.02;
-  double ln_eps = 1e-5;
+  double norm_eps = 1e-5;   // LayerNorm (gpt2) or RMSNorm (llama) epsilon
+  // Llama family (arch = llama):
+  int n_kv_head = 0;             // key/value heads of grouped-query attention; 0 = n_head
+  int ffn_hidden_size = 0;       // SwiGLU width F; 0 = 4 * n_embd (gpt2's MLP width)
+  double rope_theta = 10000.0;   // rotary embedding base
+  std::string tie_embeddings = "auto";   // true | false | auto (tied for gpt2, untied for llama)
+  bool qkv_bias = false;         // llama: biases on q, k, v (Qwen2); gpt2 has every bias
 
+  bool llama() const { return arch == "llama"; }
   int head_size() const { return n_embd / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * n_embd; }
+  bool tied() const { return tie_embeddings == "auto" ? !llama() : tie_embeddings == "true"; }
+  bool has_qkv_bias() const { return !llama() || qkv_bias; }
+  // Positions: the learned table's rows (gpt2) or the longest sequence RoPE is used at (llama).
   int positions() const { return n_positions > 0 ? n_positions : seq_len; }
   // Vocabulary padded to a multiple of 128*tp, so each TP shard is a multiple of 128 rows.
   int padded_vocab(int tp) const {

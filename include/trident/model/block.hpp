@@ -1,50 +1,85 @@
-// One GPT-2 block's forward, shared by training (full causal attention over the micro-batch)
-// and generation (attention over a KV cache): only the attention step differs.
+// One transformer block's forward, GPT-2 or Llama, shared by training (full causal attention
+// over the micro-batch) and generation (attention over a KV cache): only the attention step
+// differs. The two architectures differ only in the norm (LayerNorm or RMSNorm), the MLP (GELU
+// or SwiGLU), the biases and where positions enter (the embedding or RoPE in the attention step).
 #pragma once
 
 #include <functional>
 
 #include "trident/backend/backend.hpp"
+#include "trident/config/run_config.hpp"
 #include "trident/core/arena.hpp"
 #include "trident/model/tp_regions.hpp"
 #include "trident/parallel/comm.hpp"
 
 namespace trident {
 
+// A block's parameters on this TP rank; Llama's are empty where it has none (the biases but
+// qkv_b with model.qkv_bias, the norms' b). Llama's qkv_w is q|k|v and fc_w gate|up, each packed
+// (ParamLayout), fcproj_w is its down projection.
 struct BlockTensors {
   TensorView ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
 };
 
-// Activations of one block for N = B*T rows. Letters: Cl = C/tp, NHl = NH/tp.
+// Widths of a block's activations on one TP rank (NHl = NH/tp query heads, NKVl key/value heads).
+struct BlockDims {
+  bool llama = false;
+  int NHl = 0, NKVl = 0, HS = 0;
+  size_t C = 0;       // the residual stream (whole on every rank)
+  size_t qkv = 0;     // (NHl + 2 NKVl) HS
+  size_t att = 0;     // NHl HS: the attention output, the row-parallel proj's input
+  size_t fc = 0;      // the MLP's up projection: 4 C/tp (gpt2) or 2 F/tp, rows [gate | up] (llama)
+  size_t fc_act = 0;  // its activation, the row-parallel down projection's input: 4 C/tp or F/tp
+};
+BlockDims block_dims(const ModelConfig& m, int tp);
+
+// Activations of one block for N = B*T rows (widths from BlockDims).
 struct BlockActs {
-  TensorView ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
-  TensorView qkv;                      // (B, T, 3, NHl, HS)
+  TensorView ln1, ln1_mean, ln1_rstd;  // (N, C), (N) (LayerNorm only), (N)
+  TensorView qkv;                      // (B, T, NHl + 2 NKVl, HS); llama: q and k rotated in place
   TensorView atty;                     // (B, T, NHl, HS)
   TensorView lse;                      // (B, NHl, T) f32 (training only)
   TensorView x2;                       // (N, C) residual after attention
-  TensorView ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
-  TensorView fch, fcg;                 // (N, 4*Cl) pre-GELU and post-GELU
+  TensorView ln2, ln2_mean, ln2_rstd;  // (N, C), (N) (LayerNorm only), (N)
+  TensorView fch, fcg;                 // (N, fc) before and (N, fc_act) after the MLP activation
   TensorView x3;                       // (N, C) block output; may alias the input x
 };
 
-// Plans every activation of a block for N rows (C channels, Cl per TP shard; act the compute
-// dtype) into `a`. lse_elems
-// = 0 leaves out the attention statistics (decoding); with_output = false leaves out x3, for
-// callers that write the block output over its input.
-void plan_block_acts(ArenaLayout& a, BlockActs& acts, DType act, size_t N, size_t C, size_t Cl, size_t lse_elems,
+// Plans every activation of a block for N rows (act the compute dtype) into `a`. lse_elems = 0
+// leaves out the attention statistics (decoding); with_output = false leaves out x3, for callers
+// that write the block output over its input.
+void plan_block_acts(ArenaLayout& a, BlockActs& acts, DType act, size_t N, const BlockDims& d, size_t lse_elems,
                      bool with_output);
 
 struct BlockShape {
-  int N, C, Cl;   // rows, channels, channels of this TP shard
+  int N, C, Cl;   // rows, channels, channels of this TP shard (gpt2)
   float eps;
   bool bias_here; // TP rank 0 adds the row-parallel biases (once, before the reduction)
   bool fused_sum = false;   // parallel.tp_fused_sum: the TP sums as partials the next op adds (TpSum)
+  BlockDims d;
 };
 
-// Fills a.atty (and a.lse where used) from a.qkv.
+// The block's norms: LayerNorm (gpt2) or RMSNorm (llama, no mean and no bias), in the forms the
+// TP regions use (a partial of the other TP rank added inside: LayerNorm only).
+void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
+              TensorView w, TensorView b, int rows);
+void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
+                     TensorView rstd, TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
+                     int rows, PeerRelease release);
+void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
+                 TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
+                 int rows, PeerRelease release);
+
+// The MLP's up projection and activation of `rows` rows of `in` into a.fch, a.fcg: fc and GELU
+// (gpt2) or the packed gate|up GEMM and SwiGLU (llama).
+void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
+                        int rows);
+
+// Fills a.atty (and a.lse where used) from a.qkv (llama: rotating its q and k first).
 using AttentionStep = std::function<void(const BlockActs& a)>;
 
-// x3 = x2 + reduce_tp(fcproj(gelu(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
+// x3 = x2 + reduce_tp(fcproj(act(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))
+// (act GELU or SwiGLU)
 //
 // The residual add at a block's end can be fused with the next block's first LayerNorm: with
 // add_output = false, x3 is left as the MLP branch alone, and the next call passes this block's
@@ -71,6 +106,6 @@ TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
 void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum);
 // The activations of rows [row0, row0 + rows) of a block's (whole sequences: rows = b*T); lse
 // (B, NHl, T) by the same sequences (lse_per_row = NHl), empty where a has none.
-BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, size_t C, size_t Cl, size_t lse_per_row);
+BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, const BlockDims& d, size_t lse_per_row);
 
 }  // namespace trident

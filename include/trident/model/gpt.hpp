@@ -1,5 +1,6 @@
-// GptStage: the GPT-2 blocks of this rank's pipeline stage and TP shard, with forward and
-// backward of one micro-batch written once against Backend& and the TP/stage communicators.
+// GptStage: the transformer blocks (GPT-2 or Llama, model.arch) of this rank's pipeline stage and
+// TP shard, with forward and backward of one micro-batch written once against Backend& and the
+// TP/stage communicators.
 // Parameters (compute dtype) and gradients (fp32) are single flat buffers laid out by
 // ParamLayout; activations of each in-flight micro-batch live in a "slot".
 #pragma once
@@ -18,7 +19,8 @@
 namespace trident {
 
 struct StageTensors {
-  TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them
+  TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them (llama: wpe, lnf_b)
+  TensorView lm_head;                  // the head's (V/tp, C) matrix: wte when the embeddings are tied
   std::vector<BlockTensors> blocks;    // this stage's blocks in forward order
 };
 
@@ -130,6 +132,8 @@ class GptStage {
   const StageTensors& weights() const { return p_; }
   const ParallelGroups& groups() const { return g_; }
   BlockShape block_shape(int rows) const;
+  // Llama: the RoPE table (positions(), HS) f32 of rope_table(); empty for gpt2.
+  TensorView rope() const { return rope_; }
 
  private:
   struct Slot;
@@ -150,8 +154,10 @@ class GptStage {
   TensorView bwd_rows(TensorView v, size_t width) const { return bwd_split() ? my_rows(v, width) : v; }
   int bwd_row_count() const { return bwd_split() ? static_cast<int>(sp_rows_) : B_ * T_; }
   // With rows split between the ranks: this rank's [sp_row0_, sp_row0_ + sp_rows_), and the
-  // other rank's (tp = 2).
-  TensorView my_rows(TensorView v, size_t width) const { return v.slice(sp_row0_ * width, sp_rows_ * width); }
+  // other rank's (tp = 2). Empty views (statistics RMSNorm has none of) stay empty.
+  TensorView my_rows(TensorView v, size_t width) const {
+    return v.empty() ? v : v.slice(sp_row0_ * width, sp_rows_ * width);
+  }
   TensorView peer_rows(TensorView v, size_t width) const {
     return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
   }
@@ -177,6 +183,12 @@ class GptStage {
   void wait_replicated_sums();
   void prefetch_after_block(int i);
   void require_grads(const char* op) const;   // fatal for a stage built without gradients
+  // Causal attention of a micro-batch of `batch` sequences: a.atty, a.lse from a.qkv (llama:
+  // after rotating its q and k in place).
+  void attend(const BlockActs& a, int batch);
+  // Llama with more TP ranks than key/value heads: the gradients of block i's K and V (each
+  // rank's head shared by kv_replicas ranks) summed over the ranks that share them.
+  void sum_kv_replicas(int block);
   // before_attention runs just before the block's attention backward is queued.
   void block_backward(int i, Slot& s, TensorView x, TensorView dres, const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
@@ -190,6 +202,9 @@ class GptStage {
   int B_, T_, C_, n_slots_, logits_rows_;
   Buffer param_buf_, grad_buf_, act_buf_, scratch_buf_;
   Buffer logits_gather_, logits_f32_;   // head_logits: gathered TP shards, grown on demand
+  BlockDims bd_;
+  Buffer rope_buf_, kv_sum_buf_;
+  TensorView rope_;
   TensorView params_, grads_;
   StageTensors p_;   // parameter views (compute dtype)
   StageTensors gr_;  // gradient views (fp32)

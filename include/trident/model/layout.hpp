@@ -32,7 +32,10 @@ struct ParamInfo {
   size_t offset = 0;                 // element offset in the flat buffers
   int unit = 0;                      // gradient-completion unit (see ParamLayout)
   bool decay = false;                // AdamW weight decay applies (matrices)
-  bool count_in_norm = true;         // counted once in the global grad norm (not a TP replica, not the tied copy)
+  bool count_in_norm = true;         // counted once in the global grad norm (not a TP replica, not the tied copy);
+                                     // the one copy a checkpoint save writes
+  bool packed = false;               // starts right where the previous parameter ends (no alignment gap), so
+                                     // that the two are one operand of a fused GEMM (llama's q|k|v, gate|up)
   double init_std = 0;               // > 0: N(0, init_std); else constant init_value
   double init_value = 0;
 
@@ -49,9 +52,10 @@ struct Bucket {
 };
 
 // Units, in the order their gradients become final during backward on this stage:
-//   head (lnf, last stage) -> blocks from last to first -> embedding (wpe, first stage) -> tied (wte).
+//   head (lnf and an untied lm_head, last stage) -> blocks from last to first -> embedding (gpt2's
+//   wpe, or an untied wte; first stage) -> tied (wte).
 // The tied embedding is last and alone in its bucket: it is summed over the first+last stage
-// group after the schedule, before its DP reduction.
+// group after the schedule, before its DP reduction. Units that would be empty do not exist (-1).
 class ParamLayout {
  public:
   static constexpr size_t kAlign = 64;  // elements
@@ -64,8 +68,12 @@ class ParamLayout {
   size_t bucket_elems() const { return bucket_elems_; }
   int n_units() const { return n_units_; }
   int head_unit() const { return head_unit_; }        // -1 when not the last stage
-  int embedding_unit() const { return embed_unit_; }  // -1 when not the first stage
-  int tied_unit() const { return tied_unit_; }        // -1 on middle stages
+  int embedding_unit() const { return embed_unit_; }  // -1 when not the first stage or empty (tied llama)
+  int tied_unit() const { return tied_unit_; }        // -1 on middle stages and without tied embeddings
+  // Key/value heads on this TP rank; with more TP ranks than key/value heads each holds one,
+  // shared by kv_replicas() ranks (consecutive TP ranks), whose gradients of it are partial.
+  int kv_heads_local() const { return kv_local_; }
+  int kv_replicas() const { return kv_replicas_; }
   int block_unit(int global_layer) const;
   // The unit whose parameters the forward reads first: the tied embedding on the first stage,
   // else the stage's first block.
@@ -86,6 +94,7 @@ class ParamLayout {
   int n_units_ = 0, head_unit_ = -1, embed_unit_ = -1, tied_unit_ = -1, first_block_unit_ = 0;
   StageInfo stage_;
   int vocab_start_ = 0, vocab_local_ = 0, vocab_valid_ = 0;
+  int kv_local_ = 0, kv_replicas_ = 1;
 };
 
 }  // namespace trident

@@ -1,7 +1,9 @@
 // Every (dp, tp, pp) layout of the world size, each schedule and ZeRO stage (with tp > 1 also
 // with sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
-// rank does: per-step losses and the final gathered weights must agree within 1e-5.
+// rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
+// and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
+// biases, untied head).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -69,16 +71,24 @@ RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
   return r;
 }
 
-TEST(Equivalence, EveryLayoutMatchesOneRank) {
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+RunConfig llama_config() {
+  RunConfig c = base_config();
+  c.model.arch = "llama";
+  c.model.n_kv_head = 2;
+  c.model.ffn_hidden_size = 96;
+  c.model.qkv_bias = true;
+  c.model.rope_theta = 500.0;
+  return c;
+}
 
-  RunResult ref;
-  if (rank == 0) ref = train(base_config(), MPI_COMM_SELF);
-
+struct LayoutSweep {
   double worst_loss = 0, worst_weight = 0;
   int runs = 0;
+};
+
+// Trains every layout of the world from `base` and compares each with `ref` (rank 0's one-rank
+// run) within kTol, counting into `sweep` (void: gtest's ASSERTs return).
+void every_layout(const RunConfig& base, const RunResult& ref, int rank, int world, LayoutSweep& sweep) {
   for (int tp = 1; tp <= world; ++tp)
     for (int pp = 1; tp * pp <= world; ++pp) {
       if (world % (tp * pp)) continue;
@@ -89,16 +99,17 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B.
           if (sp && (tp == 1 || std::string(schedule) != "1f1b")) continue;
-          RunConfig cfg = base_config();
+          RunConfig cfg = base;
           cfg.parallel.tp = tp;
           cfg.parallel.pp = pp;
           cfg.parallel.schedule = schedule;
           cfg.parallel.zero = zero;
           cfg.parallel.sequence_parallel = sp;
-          std::string name = str("dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero, sp ? " sp" : "");
+          std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero,
+                                 sp ? " sp" : "");
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
-          ++runs;
+          ++sweep.runs;
           if (rank != 0) continue;
           double loss_err = 0, weight_err = 0;
           std::string worst_tensor;
@@ -117,14 +128,27 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
           EXPECT_LE(loss_err, kTol) << "losses";
           EXPECT_LE(weight_err, kTol) << "weights, worst tensor " << worst_tensor;
           EXPECT_LE(got.params.max_replica_diff, 1e-6) << "replicas disagree";
-          worst_loss = std::max(worst_loss, loss_err);
-          worst_weight = std::max(worst_weight, weight_err);
+          sweep.worst_loss = std::max(sweep.worst_loss, loss_err);
+          sweep.worst_weight = std::max(sweep.worst_weight, weight_err);
           std::printf("  %-26s loss rel err %.2e  weight rel err %.2e (%s)  replica diff %.1e  %.1f ms/step\n",
                       name.c_str(), loss_err, weight_err, worst_tensor.c_str(), got.params.max_replica_diff,
                       got.ms_per_step);
         }
       }
     }
+}
+
+TEST(Equivalence, EveryLayoutMatchesOneRank) {
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  RunResult ref;
+  if (rank == 0) ref = train(base_config(), MPI_COMM_SELF);
+  LayoutSweep sweep;
+  every_layout(base_config(), ref, rank, world, sweep);
+  const double worst_loss = sweep.worst_loss, worst_weight = sweep.worst_weight;
+  int& runs = sweep.runs;
   // parallel.tp_overlap (the forward as two staggered half micro-batches) computes exactly what
   // the whole micro-batch does: with tp = 2 (a + b needs no order) every loss and weight bit.
   if (world % 2 == 0) {
@@ -209,6 +233,34 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     std::printf("%d layouts on %d ranks; worst loss rel err %.2e, worst weight rel err %.2e; one rank %.1f ms/step; "
                 "losses %.5f -> %.5f\n",
                 runs, world, worst_loss, worst_weight, ref.ms_per_step, ref.losses.front(), ref.losses.back());
+}
+
+TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  RunResult ref;
+  if (rank == 0) ref = train(llama_config(), MPI_COMM_SELF);
+  LayoutSweep sweep;
+  every_layout(llama_config(), ref, rank, world, sweep);
+  // parallel.tp_overlap: the two half micro-batches compute what the whole does, bit for bit.
+  if (world % 2 == 0) {
+    RunConfig cfg = llama_config();
+    cfg.parallel.tp = 2;
+    const RunResult whole = train(cfg, MPI_COMM_WORLD);
+    cfg.parallel.tp_overlap = true;
+    const RunResult halves = train(cfg, MPI_COMM_WORLD);
+    sweep.runs += 2;
+    if (rank == 0) {
+      EXPECT_EQ(halves.losses, whole.losses) << "tp_overlap changed the losses";
+      for (const auto& [tname, want] : whole.params.tensors)
+        EXPECT_EQ(halves.params.tensors.at(tname), want) << "tp_overlap: " << tname;
+    }
+  }
+  if (rank == 0)
+    std::printf("llama: %d layouts on %d ranks; worst loss rel err %.2e, worst weight rel err %.2e; losses %.5f -> "
+                "%.5f\n",
+                sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
 }
 
 }  // namespace

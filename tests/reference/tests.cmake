@@ -8,3 +8,10 @@ add_test(NAME tokenizer_vs_js
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/tokenizer_vs_js.sh $<TARGET_FILE:trident>
                  $<TARGET_FILE:tokenizer_roundtrip> ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_vs_js)
 set_tests_properties(tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# tokenizer.json tokenizers (Llama 3, Qwen 3) vs the JS reference encoder @lenml/tokenizers
+# (npm, installed into the build tree), on the fortunes corpus and adversarial strings.
+add_test(NAME hf_tokenizer_vs_js
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/hf_tokenizer_vs_js.sh $<TARGET_FILE:trident>
+                 ${CMAKE_CURRENT_BINARY_DIR}/hf_tokenizer_vs_js)
+set_tests_properties(hf_tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)

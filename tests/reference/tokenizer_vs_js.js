@@ -172,4 +172,6 @@ function main(argv) {
   return false;
 }
 
-process.exitCode = main(process.argv.slice(2)) ? 0 : 1;
+// hf_tokenizer_vs_js.js reuses the cases and the readers.
+module.exports = { adversarialCases, readDataset, separatedDocuments, jsonlDocuments };
+if (require.main === module) process.exitCode = main(process.argv.slice(2)) ? 0 : 1;

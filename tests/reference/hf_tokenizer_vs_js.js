@@ -31,33 +31,8 @@ function cases() {
 }
 
 function compare(modules, model, prefix, eot, docs, what) {
-  const pkg = require(path.join(modules, `@lenml/tokenizer-${model}`));
-  const tok = pkg.fromPreTrained();
-  const eos = tok.eos_token_id;
-  const got = gpt2.readDataset(prefix);
-  if (got.length !== docs.length) {
-    console.error(`FAIL ${model} ${what}: trident wrote ${got.length} documents, the reference split ${docs.length}`);
-    return false;
-  }
-  let tokens = 0;
-  for (let d = 0; d < docs.length; d++) {
-    const want = tok.encode(docs[d]);
-    if (eot) want.push(eos);
-    const have = got[d];
-    tokens += want.length;
-    const n = Math.max(want.length, have.length);
-    for (let k = 0; k < n; k++) {
-      if (want[k] === have[k]) continue;
-      const lo = Math.max(0, k - 3);
-      console.error(`FAIL ${model} ${what}: document ${d}, first mismatch at token ${k} of ${want.length} (trident has ${have.length})`);
-      console.error(`  text:      ${JSON.stringify(docs[d].length > 300 ? docs[d].slice(0, 300) + '...' : docs[d])}`);
-      console.error(`  reference: ...${JSON.stringify(want.slice(lo, k + 4))} = ${JSON.stringify(tok.decode(want.slice(lo, k + 4)))}`);
-      console.error(`  trident:   ...${JSON.stringify(have.slice(lo, k + 4))}`);
-      return false;
-    }
-  }
-  console.log(`OK ${model} ${what}: ${docs.length} documents, ${tokens} tokens identical to @lenml/tokenizer-${model}`);
-  return true;
+  const tok = require(path.join(modules, `@lenml/tokenizer-${model}`)).fromPreTrained();
+  return gpt2.compareIds(tok, eot ? tok.eos_token_id : null, prefix, docs, `${model} ${what}`, `@lenml/tokenizer-${model}`);
 }
 
 function main(argv) {

@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "expect_input_error.hpp"
 #include "temp_dir.hpp"
-#include "trident/core/error.hpp"
 #include "trident/io/tokenizer.hpp"
 
 namespace trident {
@@ -15,6 +14,7 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
+using test::expect_input_error;
 
 constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -70,15 +70,6 @@ std::string write(const test::TempDir& dir, const std::string& name, const std::
 
 std::unique_ptr<Tokenizer> load(const test::TempDir& dir, const json& tokenizer) {
   return make_tokenizer(write(dir, "tokenizer.json", tokenizer.dump()), "", "");
-}
-
-void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected InputError mentioning " << parts[0];
-  } catch (const InputError& e) {
-    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(HfTokenizer, MergesAsStringsOrPairsGiveTheSameIds) {

@@ -38,7 +38,7 @@ struct GenerateOptions {
 po::options_description generate_options(GenerateOptions& o) {
   po::options_description d("Generation");
   d.add_options()("checkpoint", po::value(&o.checkpoint), "checkpoint file (.h5) to sample from")(
-      "prompt", po::value(&o.prompt)->default_value(""), "text to continue; empty starts from <|endoftext|>")(
+      "prompt", po::value(&o.prompt)->default_value(""), "text to continue; empty starts from <|endoftext|> (or the tokenizer's BOS)")(
       "max-new-tokens", po::value(&o.max_new_tokens)->default_value(64), "tokens to generate")(
       "temperature", po::value(&o.sampling.temperature)->default_value(1.0, "1"), "softmax temperature; 0 = greedy")(
       "top-k", po::value(&o.sampling.top_k)->default_value(0), "sample among the k most likely tokens; 0 = all")(
@@ -46,7 +46,8 @@ po::options_description generate_options(GenerateOptions& o) {
       "seed", po::value(&o.seed)->default_value(1234), "sampling seed")(
       "stop-at-eot", po::value(&o.stop_at_eot)->default_value(true, "true"), "stop at <|endoftext|>")(
       "tokenizer", po::value(&o.tokenizer)->default_value("auto"),
-      "byte, gpt2, or auto (byte for vocab_size 257, gpt2 for 50257)")(
+      "byte, gpt2, a Hugging Face tokenizer.json (or its directory), or auto (byte for vocab_size 257, gpt2 for "
+      "50257)")(
       "vocab", po::value(&o.vocab)->default_value(kGpt2Vocab), "gpt2: vocab.json / encoder.json")(
       "merges", po::value(&o.merges)->default_value(kGpt2Merges), "gpt2: merges.txt / vocab.bpe");
   return d;
@@ -58,9 +59,11 @@ std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& o, int vocab_siz
   if (kind.empty())
     throw InputError(str("--tokenizer auto cannot tell the tokenizer of a vocabulary of ", vocab_size,
                          "; pass --tokenizer byte or gpt2"));
-  std::unique_ptr<Tokenizer> t =
-      kind == "byte" ? make_tokenizer(kind, "", "") : make_tokenizer(kind, o.vocab, o.merges);
-  if (t->vocab_size() != vocab_size)
+  const bool builtin = kind == "byte" || kind == "gpt2";
+  std::unique_ptr<Tokenizer> t = kind == "gpt2" ? make_tokenizer(kind, o.vocab, o.merges) : make_tokenizer(kind, "", "");
+  // A published model's embedding may be padded past its tokenizer's ids (Qwen: 151936 rows for
+  // 151669 tokens); the built-in tokenizers must match exactly.
+  if (builtin ? t->vocab_size() != vocab_size : t->vocab_size() > vocab_size)
     throw InputError(str("--tokenizer ", kind, " has ", t->vocab_size(), " tokens but the checkpoint's model has ",
                          vocab_size));
   return t;
@@ -103,6 +106,7 @@ int cmd_generate(const Args& args) {
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(o.checkpoint, model, nullptr, rt.groups); });
 
   std::vector<int32_t> ids = tok->encode(o.prompt);
+  if (tok->bos_id() >= 0) ids.insert(ids.begin(), tok->bos_id());
   if (ids.empty()) ids.push_back(tok->eot_id());
   const int max_len = std::min<int>(cfg.model.positions(), static_cast<int>(ids.size()) + o.max_new_tokens);
   if (static_cast<int>(ids.size()) >= cfg.model.positions())

@@ -38,7 +38,7 @@ struct TokenizeOptions {
 };
 
 const char* kUsage =
-    "usage: trident tokenize --input FILE|DIR... --output PREFIX --tokenizer byte|gpt2 [options]\n"
+    "usage: trident tokenize --input FILE|DIR... --output PREFIX --tokenizer byte|gpt2|TOKENIZER [options]\n"
     "Writes PREFIX.bin and PREFIX.idx (Megatron indexed dataset); see docs/DATA.md.\n";
 
 po::options_description describe(TokenizeOptions& o) {
@@ -56,12 +56,14 @@ po::options_description describe(TokenizeOptions& o) {
        "text: a line exactly equal to this ends a document (% for fortune files); "
        "default: one document per file")
       ("output", po::value(&o.output)->required(), "PREFIX of the .bin/.idx pair to write")
-      ("tokenizer", po::value(&o.tokenizer)->required(), "byte or gpt2")
+      ("tokenizer", po::value(&o.tokenizer)->required(),
+       "byte, gpt2, or a Hugging Face tokenizer.json (or the directory holding it and tokenizer_config.json)")
       ("vocab", po::value(&o.vocab), "gpt2: vocab.json (GPT-2's encoder.json)")
       ("merges", po::value(&o.merges), "gpt2: merges.txt (GPT-2's vocab.bpe)")
       ("threads", po::value(&o.threads)->default_value(cores), "encoding threads")
       ("append-eot", po::value(&o.append_eot)->default_value(true)->implicit_value(true),
-       "end every document with <|endoftext|>; --append-eot=false leaves it out");
+       "end every document with <|endoftext|> (tokenizer.json: tokenizer_config.json's eos_token); "
+       "--append-eot=false leaves it out");
   return d;
 }
 

@@ -51,8 +51,9 @@ void BatchEncoder::work() {
     }
     try {
       for (size_t i; (i = next_doc_++) < docs_->size();) {
-        out_[i] = tokenizer_.encode((*docs_)[i]);
-        if (append_eot_) out_[i].push_back(tokenizer_.eot_id());
+        std::vector<int32_t>& ids = out_[i] = tokenizer_.encode((*docs_)[i]);
+        if (tokenizer_.bos_id() >= 0) ids.insert(ids.begin(), tokenizer_.bos_id());
+        if (append_eot_) ids.push_back(tokenizer_.eot_id());
       }
     } catch (...) {
       // Out of memory on a huge document, typically; wait() rethrows it on the caller's thread.

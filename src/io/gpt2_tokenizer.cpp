@@ -1,8 +1,7 @@
 // GPT-2 byte-level BPE: loads vocab.json + merges.txt, encodes through the hand-written
-// pre-tokenizer, BPE over token ids and a bounded per-thread cache of encoded pieces.
+// pre-tokenizer and the byte-level BPE core.
 #include "gpt2_tokenizer.hpp"
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,43 +9,11 @@
 
 #include "gpt2_pretokenize.hpp"
 #include "trident/core/error.hpp"
-#include "utf8.hpp"
 
 namespace trident {
 namespace {
 
 constexpr const char* kEndOfText = "<|endoftext|>";
-// Pieces up to this size are cached; longer ones are rare and would bloat the cache.
-constexpr size_t kMaxCachedPieceBytes = 64;
-// Cleared when full: crude, but bounded, and natural text re-warms it within a few KB.
-constexpr size_t kMaxCachedPieces = size_t{1} << 16;
-
-// GPT-2's bytes_to_unicode(), inverted: vocab strings spell each byte as one code point, the
-// printable Latin-1 bytes as themselves and the rest as U+0100 + n in byte order.
-std::array<int, 324> make_unicode_to_byte() {
-  std::array<int, 324> to_byte;
-  to_byte.fill(-1);
-  int n = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    to_byte[printable ? b : 256 + n++] = b;
-  }
-  return to_byte;
-}
-
-// The bytes a vocab/merges token stands for; throws naming `where` for a foreign character.
-std::string token_to_bytes(const std::string& token, const std::string& where) {
-  static const std::array<int, 324> to_byte = make_unicode_to_byte();
-  std::string bytes;
-  for (size_t pos = 0; pos < token.size();) {
-    const Utf8Char c = decode_utf8(token, pos);
-    if (!c.valid || c.cp >= to_byte.size() || to_byte[c.cp] < 0)
-      throw InputError(str(where, ": token ", quoted_text(token), " has a character outside GPT-2's byte alphabet"));
-    bytes += static_cast<char>(to_byte[c.cp]);
-    pos += c.len;
-  }
-  return bytes;
-}
 
 std::ifstream open_text(const std::string& path) {
   std::ifstream in(path);
@@ -54,27 +21,9 @@ std::ifstream open_text(const std::string& path) {
   return in;
 }
 
-// Per-thread, so encode() needs no lock; `owner` resets it when another tokenizer uses the thread.
-struct WordCache {
-  uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<int32_t>> pieces;
-};
-
-WordCache& word_cache(uint64_t owner) {
-  thread_local WordCache cache;
-  if (cache.owner != owner) {
-    cache.pieces.clear();
-    cache.owner = owner;
-  }
-  return cache;
-}
-
-std::atomic<uint64_t> g_next_instance{1};
-
 }  // namespace
 
-Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_file, const std::string& merges_file)
-    : instance_id_(g_next_instance++) {
+Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_file, const std::string& merges_file) {
   load_vocab(vocab_file);
   load_merges(merges_file);
 }
@@ -99,24 +48,17 @@ void Gpt2Tokenizer::load_vocab(const std::string& path) {
                            quoted_text(id_json.dump())));
     const int32_t id = id_json.get<int32_t>();
     seen[id] = true;
-    token_bytes_[id] = token_to_bytes(token, path);
-    bytes_to_id_.emplace(token_bytes_[id], id);
+    token_bytes_[id] = byte_level_to_bytes(token, path);
+    bpe_.add_token(token_bytes_[id], id);
   }
-
-  for (int b = 0; b < 256; ++b) {
-    const auto it = bytes_to_id_.find(std::string(1, static_cast<char>(b)));
-    if (it == bytes_to_id_.end())
-      throw InputError(str(path, ": no token for byte ", b, " — not a GPT-2 byte-level vocabulary"));
-    byte_id_[b] = it->second;
-  }
-  const auto eot = bytes_to_id_.find(kEndOfText);
-  if (eot == bytes_to_id_.end()) throw InputError(str(path, ": has no ", kEndOfText, " token"));
-  eot_id_ = eot->second;
+  bpe_.finish_vocab(path);
+  eot_id_ = bpe_.find(kEndOfText);
+  if (eot_id_ < 0) throw InputError(str(path, ": has no ", kEndOfText, " token"));
 }
 
 void Gpt2Tokenizer::load_merges(const std::string& path) {
   std::ifstream in = open_text(path);
-  merges_.reserve(token_bytes_.size());
+  bpe_.reserve_merges(token_bytes_.size());
   std::string line;
   int32_t rank = 0;
   for (size_t line_no = 1; std::getline(in, line); ++line_no) {
@@ -127,16 +69,8 @@ void Gpt2Tokenizer::load_merges(const std::string& path) {
     if (space == 0 || space == std::string::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string::npos)
       throw InputError(str(where, ": expected two tokens separated by one space, got ", quoted_text(line)));
-    const std::string left = token_to_bytes(line.substr(0, space), where);
-    const std::string right = token_to_bytes(line.substr(space + 1), where);
-    const auto l = bytes_to_id_.find(left), r = bytes_to_id_.find(right);
-    const int32_t this_rank = rank++;
-    // A side missing from the vocab can never be formed, so the merge can never apply.
-    if (l == bytes_to_id_.end() || r == bytes_to_id_.end()) continue;
-    const auto merged = bytes_to_id_.find(left + right);
-    if (merged == bytes_to_id_.end())
-      throw InputError(str(where, ": the merge of ", quoted_text(line), " is not in the vocabulary"));
-    merges_.add(l->second, r->second, this_rank, merged->second);
+    bpe_.add_merge(byte_level_to_bytes(line.substr(0, space), where),
+                   byte_level_to_bytes(line.substr(space + 1), where), rank++, where);
   }
   if (in.bad()) throw InputError(str(path, ": read failed (", std::strerror(errno), ")"));
 }
@@ -144,31 +78,10 @@ void Gpt2Tokenizer::load_merges(const std::string& path) {
 std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
-  WordCache& cache = word_cache(instance_id_);
-  std::string key;   // reused, so a cache lookup allocates only when a piece outgrows it
-  std::vector<int32_t> symbols;
   for (size_t pos = 0; pos < text.size();) {
     const size_t end = gpt2_piece_end(text, pos);
-    const std::string_view piece = text.substr(pos, end - pos);
+    bpe_.encode_piece(text.substr(pos, end - pos), ids);
     pos = end;
-
-    const bool cacheable = piece.size() <= kMaxCachedPieceBytes;
-    if (cacheable) {
-      key.assign(piece.data(), piece.size());
-      const auto hit = cache.pieces.find(key);
-      if (hit != cache.pieces.end()) {
-        ids.insert(ids.end(), hit->second.begin(), hit->second.end());
-        continue;
-      }
-    }
-    symbols.resize(piece.size());
-    for (size_t i = 0; i < piece.size(); ++i) symbols[i] = byte_id_[static_cast<uint8_t>(piece[i])];
-    bpe_merge(symbols, merges_);
-    ids.insert(ids.end(), symbols.begin(), symbols.end());
-    if (cacheable) {
-      if (cache.pieces.size() >= kMaxCachedPieces) cache.pieces.clear();
-      cache.pieces.emplace(key, symbols);
-    }
   }
   return ids;
 }

@@ -1,13 +1,11 @@
 // Gpt2Tokenizer: GPT-2's byte-level BPE from the standard vocab.json and merges.txt files.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "bpe_merge.hpp"
+#include "byte_level_bpe.hpp"
 #include "trident/io/tokenizer.hpp"
 
 namespace trident {
@@ -27,12 +25,9 @@ class Gpt2Tokenizer : public Tokenizer {
   void load_vocab(const std::string& path);
   void load_merges(const std::string& path);
 
-  std::vector<std::string> token_bytes_;                  // id -> the bytes it stands for
-  std::unordered_map<std::string, int32_t> bytes_to_id_;  // inverse of token_bytes_
-  std::array<int32_t, 256> byte_id_{};                    // single-byte tokens: BPE's start
-  MergeTable merges_;
+  std::vector<std::string> token_bytes_;   // id -> the bytes it stands for
+  ByteLevelBpe bpe_;
   int32_t eot_id_ = -1;
-  uint64_t instance_id_;                                  // keys the per-thread word cache
 };
 
 }  // namespace trident

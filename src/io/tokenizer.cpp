@@ -1,8 +1,11 @@
-// make_tokenizer: picks the tokenizer implementation by name and checks it got the right files.
+// make_tokenizer: picks the tokenizer implementation by name or path and checks it got the right files.
 #include "trident/io/tokenizer.hpp"
+
+#include <filesystem>
 
 #include "byte_tokenizer.hpp"
 #include "gpt2_tokenizer.hpp"
+#include "hf_tokenizer.hpp"
 #include "trident/core/error.hpp"
 
 namespace trident {
@@ -20,7 +23,13 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
                        "tools/fetch_gpt2_tokenizer.sh downloads them into data/gpt2");
     return std::make_unique<Gpt2Tokenizer>(vocab_file, merges_file);
   }
-  throw InputError(str("unknown tokenizer '", kind, "' (use byte or gpt2)"));
+  if (std::filesystem::exists(kind)) {
+    if (!vocab_file.empty() || !merges_file.empty())
+      throw InputError(str("the tokenizer.json tokenizer ", kind, " takes no vocab or merges file"));
+    return std::make_unique<HfTokenizer>(kind);
+  }
+  throw InputError(str("unknown tokenizer '", kind,
+                       "' (use byte, gpt2, or a Hugging Face tokenizer.json or the directory holding one)"));
 }
 
 }  // namespace trident

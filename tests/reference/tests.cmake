@@ -16,3 +16,10 @@ foreach(variant llama llama-qkv-bias)
                    ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_llama_vs_torch.py cpu 10 ${variant})
   set_tests_properties(reference_${variant}_vs_torch PROPERTIES LABELS reference ENVIRONMENT OMP_NUM_THREADS=2)
 endforeach()
+
+# tokenizer.json tokenizers (Llama 3, Qwen 3) vs the JS reference encoder @lenml/tokenizers
+# (npm, installed into the build tree), on the fortunes corpus and adversarial strings.
+add_test(NAME hf_tokenizer_vs_js
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/hf_tokenizer_vs_js.sh $<TARGET_FILE:trident>
+                 ${CMAKE_CURRENT_BINARY_DIR}/hf_tokenizer_vs_js)
+set_tests_properties(hf_tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)

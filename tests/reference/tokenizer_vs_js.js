@@ -125,8 +125,9 @@ function jsonlDocuments(file) {
     .filter((t) => t !== '');
 }
 
-function compare(gpt2Dir, prefix, eot, docs, what) {
-  const encoder = require(path.resolve(gpt2Dir, 'Encoder.js'));
+// Every document's ids in PREFIX must be encoder.encode(text), then `eotId` when given;
+// `what` names the inputs, `reference` the encoder.
+function compareIds(encoder, eotId, prefix, docs, what, reference) {
   const got = readDataset(prefix);
   if (got.length !== docs.length) {
     console.error(`FAIL ${what}: trident wrote ${got.length} documents, the reference split ${docs.length}`);
@@ -135,7 +136,7 @@ function compare(gpt2Dir, prefix, eot, docs, what) {
   let tokens = 0;
   for (let d = 0; d < docs.length; d++) {
     const want = encoder.encode(docs[d]);
-    if (eot) want.push(kEot);
+    if (eotId !== null) want.push(eotId);
     const have = got[d];
     tokens += want.length;
     const n = Math.max(want.length, have.length);
@@ -149,8 +150,13 @@ function compare(gpt2Dir, prefix, eot, docs, what) {
       return false;
     }
   }
-  console.log(`OK ${what}: ${docs.length} documents, ${tokens} tokens identical to Encoder.js`);
+  console.log(`OK ${what}: ${docs.length} documents, ${tokens} tokens identical to ${reference}`);
   return true;
+}
+
+function compare(gpt2Dir, prefix, eot, docs, what) {
+  const encoder = require(path.resolve(gpt2Dir, 'Encoder.js'));
+  return compareIds(encoder, eot ? kEot : null, prefix, docs, what, 'Encoder.js');
 }
 
 function main(argv) {
@@ -172,4 +178,6 @@ function main(argv) {
   return false;
 }
 
-process.exitCode = main(process.argv.slice(2)) ? 0 : 1;
+// hf_tokenizer_vs_js.js reuses the cases, the readers and the comparison.
+module.exports = { adversarialCases, compareIds, separatedDocuments, jsonlDocuments };
+if (require.main === module) process.exitCode = main(process.argv.slice(2)) ? 0 : 1;

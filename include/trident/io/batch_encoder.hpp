@@ -25,7 +25,8 @@ class BatchEncoder {
   // Starts encoding `docs` and returns at once, so the caller can read the next batch
   // meanwhile. `docs` must stay untouched until wait() returns.
   void start(const std::vector<std::string>& docs);
-  // Blocks until the batch is done; the token ids of each document, in input order.
+  // Blocks until the batch is done; the token ids of each document, in input order: the
+  // tokenizer's bos_id() if it has one, the text's ids, then eot_id() when append_eot.
   std::vector<std::vector<int32_t>>& wait();
 
  private:

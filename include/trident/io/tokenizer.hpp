@@ -1,6 +1,8 @@
-// Text <-> token ids: a byte tokenizer (no files) and GPT-2's byte-level BPE (vocab.json +
-// merges.txt). The literal text "<|endoftext|>" is ordinary text to both, as in GPT-2's
-// reference encoders; only the caller inserts eot_id() (e.g. between documents).
+// Text <-> token ids: a byte tokenizer (no files), GPT-2's byte-level BPE (vocab.json +
+// merges.txt) and Hugging Face byte-level BPE tokenizers (tokenizer.json). The literal text
+// "<|endoftext|>" is ordinary text to the first two, as in GPT-2's reference encoders; a
+// tokenizer.json tokenizer matches its added tokens in the text, as Hugging Face does. Only the
+// caller inserts bos_id() and eot_id() (e.g. around documents).
 #pragma once
 
 #include <cstdint>
@@ -20,12 +22,15 @@ class Tokenizer {
   // Throws InputError for an id outside [0, vocab_size()).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int vocab_size() const = 0;
-  virtual int32_t eot_id() const = 0;   // <|endoftext|>
+  virtual int32_t eot_id() const = 0;   // ends a document: <|endoftext|>, or tokenizer.json's eos_token
+  // Starts every document and prompt (Llama 3's <|begin_of_text|>); -1 for none.
+  virtual int32_t bos_id() const { return -1; }
   virtual std::string name() const = 0;
 };
 
-// kind "byte" (no files) or "gpt2" (vocab_file = vocab.json / encoder.json, merges_file =
-// merges.txt / vocab.bpe). Throws InputError for an unknown kind or a missing/malformed file.
+// kind "byte" (no files), "gpt2" (vocab_file = vocab.json / encoder.json, merges_file =
+// merges.txt / vocab.bpe), or the path of a Hugging Face tokenizer.json or of a directory holding
+// one (no vocab or merges file). Throws InputError for an unknown kind or a missing/malformed file.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_file,
                                           const std::string& merges_file);
 

@@ -412,6 +412,8 @@ def main():
         attention_bench(20)
         return
 
+    if a.fsdp and "WORLD_SIZE" not in os.environ:
+        usage_error("--fsdp runs under torchrun (WORLD_SIZE is not set), e.g. torchrun --nproc_per_node 2 ...")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     cuda = a.device == "cuda"
@@ -420,7 +422,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     mesh = None
-    if world > 1:
+    if world > 1 or a.fsdp:
         torch.distributed.init_process_group("nccl" if cuda else "gloo")
         if a.fsdp:
             from torch.distributed.device_mesh import init_device_mesh
@@ -453,7 +455,7 @@ def main():
     peak_gib = "n/a on CPU"
     if cuda:
         peak = torch.tensor(float(torch.cuda.max_memory_allocated()), device=device)
-        if world > 1:
+        if torch.distributed.is_initialized():
             torch.distributed.all_reduce(peak, op=torch.distributed.ReduceOp.MAX)
         peak_gib = f"{peak.item() / 2**30:.1f} GiB"
     if rank == 0:
@@ -464,7 +466,7 @@ def main():
             print(f"pytorch {torch.__version__} GPT L{a.layers} C{a.channels} B{a.batch}/GPU T{a.seq} "
                   f"{world} GPU(s): {tok:,.0f} tokens/s, {med * 1e3:.1f} ms/step (median of {a.steps}), "
                   f"{torch.cuda.get_device_name() if cuda else 'cpu'}")
-    if world > 1:
+    if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 

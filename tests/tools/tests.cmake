@@ -9,3 +9,9 @@ add_test(NAME tools_perf_run COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_perf
 set_tests_properties(tools_plot_metrics tools_bench_sweep tools_kernel_trace tools_perf_run PROPERTIES LABELS unit
                      TIMEOUT 120)
 set_tests_properties(tools_bench_sweep PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)
+# bench_pytorch.py's Llama against hand-written attention, repeated KV heads, complex RoPE and its
+# own parameter count, then two CPU steps and its errors (Debian's PyTorch, as the reference tests).
+add_test(NAME tools_bench_pytorch_llama
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_bench_llama.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(tools_bench_pytorch_llama PROPERTIES LABELS reference TIMEOUT 120
+                     ENVIRONMENT OMP_NUM_THREADS=2)

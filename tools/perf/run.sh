@@ -18,10 +18,13 @@
 #   measurements: vs_pytorch (124M on 1 GPU twice around PyTorch's run), dp2 (124M on each GPU
 #     alone, then dp2 ZeRO-1 twice, and PyTorch DDP), dp_scaling (124M ZeRO-1 on 1, 2, 4, 8 GPUs
 #     up to the node's count: OUT/dp_scaling.csv), tp2 and pp2 (the 1.44B model on 1 GPU, then
-#     tp2 or pp2 1F1B at the same global batch), attention (trident's kernels and PyTorch SDPA on
-#     the same shapes), kernels, kernels_mma, profile (the per-op table of the 124M step), trace
-#     (its kernel timeline), ncu (Nsight Compute sections of the attention, LayerNorm backward
-#     and cross-entropy kernels; needs ncu and counter access)
+#     tp2 or pp2 1F1B at the same global batch), llama_peers (the PyTorch peers of the Llama
+#     benchmarks: Llama-3.2-1B on 1 GPU; Llama-3-8B under FSDP2 on 4 GPUs, or on 2 with its layers
+#     cut to LLAMA8B_LAYERS, 16 unless set; LLAMA8B_AC=full checkpoints its activations),
+#     attention (trident's kernels and PyTorch SDPA on the same shapes), kernels, kernels_mma,
+#     profile (the per-op table of the 124M step), trace (its kernel timeline), ncu (Nsight
+#     Compute sections of the attention, LayerNorm backward and cross-entropy kernels; needs ncu
+#     and counter access)
 # Default checks: the correctness checks that run on 2 GPUs.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -175,6 +178,19 @@ PY
       need_gpus pp2 2 || continue
       one 1.5b_1gpu 1 "$bin" "${m15[@]}"
       one 1.5b_pp2 2 "$bin" "${m15[@]}" --parallel.pp 2 --parallel.schedule 1f1b ;;
+    llama_peers)
+      # The 8B shape's 32 layers need 4 GPUs; on 2, 16 layers take 39 GiB a GPU at B1 without
+      # activation checkpointing, room to spare on 80 GB cards.
+      peers=(pytorch_llama1b_1gpu)
+      pytorch "${peers[0]}" 1 --preset llama3.2-1b --batch 4 --steps 20
+      if (( gpus >= 2 )); then
+        n=$((gpus >= 4 ? 4 : 2))
+        layers=${LLAMA8B_LAYERS:-$((n == 4 ? 32 : 16))}
+        peers+=("pytorch_llama8b_fsdp${n}_l$layers")
+        pytorch "${peers[1]}" "$n" --preset llama3-8b --fsdp --layers "$layers" --batch 1 \
+          --ac "${LLAMA8B_AC:-none}" --steps 10
+      fi
+      for p in "${peers[@]}"; do grep '^llama ' "$out/$p.log" | sed "s/^llama  */$p: /" | tee -a "$dest/summary.txt"; done ;;
     attention)
       check kernels 300 "$bin" bench --bench.kernels
       pytorch sdpa 1 --attention

@@ -160,21 +160,22 @@ class CudaOps : public ::testing::Test {
 
   // attention_bwd on both backends from the CPU forward's out and lse, with or without the bias
   // gradient (the kernels skip their column sums without it).
-  void attention_bwd_both(int B, int T, int NH, int HS, bool with_bias) {
-    const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
-    const size_t rows = static_cast<size_t>(B) * NH * T;
-    Both qkv = act(random_vector(3 * BTC, 81, 2.0f));
+  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias) {
+    const size_t BTC = static_cast<size_t>(B) * T * NH * HS, C_qkv = static_cast<size_t>(NH + 2 * NKV) * HS;
+    const size_t rows = static_cast<size_t>(B) * NH * T, BTC_qkv = static_cast<size_t>(B) * T * C_qkv;
+    Both qkv = act(random_vector(BTC_qkv, 81, 2.0f));
     // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
     Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NH, HS);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS);
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
-    Both dqkv = act(Vec(3 * BTC));
-    Both dbias = f32(random_vector(3 * static_cast<size_t>(NH) * HS, 83));  // accumulates onto this
+    Both dqkv = act(Vec(BTC_qkv));
+    Both dbias = f32(random_vector(C_qkv, 83));  // accumulates onto this
     for (Backend* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NH, HS);
+      be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NKV,
+                        HS);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
@@ -547,24 +548,36 @@ TEST_F(CudaOps, MatmulGeluBwd) {
 // ---------------------------------------------------------------- attention
 
 struct AttentionCase {
-  int B, T, NH, HS;
+  int B, T, NH, NKV, HS;
 };
 
+std::string describe(const AttentionCase& k) {
+  return str("B=", k.B, " T=", k.T, " NH=", k.NH, " NKV=", k.NKV, " HS=", k.HS);
+}
+
+// Elements of qkv (B, T, NH + 2 NKV, HS) and of out (B, T, NH, HS).
+size_t qkv_elems(const AttentionCase& k) { return static_cast<size_t>(k.B) * k.T * (k.NH + 2 * k.NKV) * k.HS; }
+size_t out_elems(const AttentionCase& k) { return static_cast<size_t>(k.B) * k.T * k.NH * k.HS; }
+
 // HS 64 and 128 run on the tensor-core kernels (64-row tiles: T = 1024 fills them, T = 1000,
-// 37 and 1 end inside one), every other head size on the generic ones.
-const AttentionCase kAttentionCases[] = {{2, 37, 3, 4},    {2, 37, 2, 32},   {1, 37, 2, 64},   {1, 37, 2, 128},
-                                         {2, 64, 2, 64},   {1, 1, 1, 32},    {1, 19, 2, 1},    {1, 70, 1, 37},
-                                         {1, 1, 1, 64},    {1, 1024, 2, 64}, {1, 1000, 2, 64}, {1, 1024, 2, 128},
-                                         {1, 1000, 2, 128}};
+// 37 and 1 end inside one), every other head size on the generic ones. Multi-head (NKV = NH)
+// first, then grouped-query attention with 2, 4 and 8 query heads per key/value head on each
+// kind of kernel (one case with Llama-3.2-1B's 32 query and 8 key/value heads). The backward
+// takes the bias gradient on every other case.
+const AttentionCase kAttentionCases[] = {
+    {2, 37, 3, 3, 4},      {2, 37, 2, 2, 32},    {1, 37, 2, 2, 64},    {1, 37, 2, 2, 128},  {2, 64, 2, 2, 64},
+    {1, 1, 1, 1, 32},      {1, 19, 2, 2, 1},     {1, 70, 1, 1, 37},    {1, 1, 1, 1, 64},    {1, 1024, 2, 2, 64},
+    {1, 1000, 2, 2, 64},   {1, 1024, 2, 2, 128}, {1, 1000, 2, 2, 128}, {2, 37, 8, 4, 64},   {1, 100, 8, 2, 64},
+    {1, 200, 8, 1, 64},    {2, 37, 8, 4, 128},   {1, 100, 8, 2, 128},  {1, 200, 8, 1, 128}, {1, 520, 32, 8, 64},
+    {2, 37, 4, 2, 32},     {1, 70, 8, 2, 37},    {1, 150, 8, 1, 37},   {1, 1, 8, 1, 64}};
 
 TEST_F(CudaOps, AttentionFwd) {
   for (const AttentionCase& k : kAttentionCases) {
-    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
-    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
-    Both qkv = act(random_vector(3 * BTC, 71, 2.0f));  // large enough for peaked softmax rows
-    Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
+    SCOPED_TRACE(announce(describe(k)));
+    Both qkv = act(random_vector(qkv_elems(k), 71, 2.0f));  // large enough for peaked softmax rows
+    Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
     // fp32 online softmax vs the CPU's two-pass one (expf/exp ulps), one rounding of out.
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
@@ -574,80 +587,88 @@ TEST_F(CudaOps, AttentionFwd) {
 TEST_F(CudaOps, AttentionBwd) {
   for (const AttentionCase& k : kAttentionCases) {
     const bool with_bias = (&k - kAttentionCases) % 2 == 0;
-    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, with_bias ? " with dbias" : "")));
-    attention_bwd_both(k.B, k.T, k.NH, k.HS, with_bias);
+    SCOPED_TRACE(announce(describe(k) + (with_bias ? " with dbias" : "")));
+    attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, with_bias);
   }
 }
 
 // More work items than a GPU has multiprocessors: the persistent kernels' blocks take several,
 // so their stage rings and per-item buffers go round across items (and T = 448 is not a
-// multiple of their 128-row tiles).
+// multiple of their 128-row tiles); with 4 query heads per key/value head as well.
 TEST_F(CudaOps, AttentionManyItemsPerBlock) {
-  for (const AttentionCase& k : {AttentionCase{3, 512, 32, 64}, AttentionCase{2, 448, 48, 64}}) {
-    SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS)));
-    const size_t BTC = static_cast<size_t>(k.B) * k.T * k.NH * k.HS;
-    Both qkv = act(random_vector(3 * BTC, 72, 2.0f));
-    Both out = act(Vec(BTC)), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NH, k.HS);
+  for (const AttentionCase& k :
+       {AttentionCase{3, 512, 32, 32, 64}, AttentionCase{2, 448, 48, 48, 64}, AttentionCase{2, 448, 32, 8, 64}}) {
+    SCOPED_TRACE(announce(describe(k)));
+    Both qkv = act(random_vector(qkv_elems(k), 72, 2.0f));
+    Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
-    attention_bwd_both(k.B, k.T, k.NH, k.HS, k.T == 448);
+    attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, k.T == 448);
   }
 }
 
-// HS = 64 views off a 16-byte boundary fall back from the tensor-core kernels to the generic ones.
+// HS = 64 views off a 16-byte boundary fall back from the tensor-core kernels to the generic ones
+// (with one key/value head per query head and with one for both).
 TEST_F(CudaOps, AttentionOnMisalignedViews) {
-  const int B = 1, T = 70, NH = 2, HS = 64;
-  const size_t BTC = static_cast<size_t>(B) * T * NH * HS, rows = static_cast<size_t>(B) * NH * T;
-  const Vec qkv_values = random_vector(3 * BTC, 161, 2.0f);
-  Both qkv = act(qkv_values);
-  Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
-  Both out = act(Vec(BTC)), lse = f32(Vec(rows));
-  Misaligned out_m = misaligned(Vec(BTC), DType::BF16);
-  cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), B, T, NH, NH, HS);
-  gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), B, T, NH, NH, HS);
-  expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
-  expect_close(lse, kFp32Order, "attention_fwd lse");
+  for (const int NKV : {2, 1}) {
+    const AttentionCase k{1, 70, 2, NKV, 64};
+    SCOPED_TRACE(announce(describe(k)));
+    const size_t rows = static_cast<size_t>(k.B) * k.NH * k.T, C_qkv = static_cast<size_t>(k.NH + 2 * k.NKV) * k.HS;
+    const Vec qkv_values = random_vector(qkv_elems(k), 161, 2.0f);
+    Both qkv = act(qkv_values);
+    Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
+    Both out = act(Vec(out_elems(k))), lse = f32(Vec(rows));
+    Misaligned out_m = misaligned(Vec(out_elems(k)), DType::BF16);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
+    expect_close(lse, kFp32Order, "attention_fwd lse");
 
-  // Backward from the CPU's out (rounded to bf16) and lse on both, as in AttentionBwd.
-  const Vec out_values = download(cpu(), out.cpu.view()), dout_values = random_vector(BTC, 162);
-  Both out_r = act(out_values), lse_r = f32(download(cpu(), lse.cpu.view()));
-  Both dout = act(dout_values), dqkv = act(Vec(3 * BTC));
-  Misaligned out_rm = misaligned(out_values, DType::BF16), dout_m = misaligned(dout_values, DType::BF16),
-             dqkv_m = misaligned(Vec(3 * BTC), DType::BF16);
-  Both dbias = f32(random_vector(3 * static_cast<size_t>(NH) * HS, 163));
-  cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
-                      lse_r.cpu.view(), B, T, NH, NH, HS);
-  gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(), lse_r.gpu.view(), B,
-                      T, NH, NH, HS);
-  expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
-  expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
+    // Backward from the CPU's out (rounded to bf16) and lse on both, as in AttentionBwd.
+    const Vec out_values = download(cpu(), out.cpu.view()), dout_values = random_vector(out_elems(k), 162);
+    Both out_r = act(out_values), lse_r = f32(download(cpu(), lse.cpu.view()));
+    Both dout = act(dout_values), dqkv = act(Vec(qkv_elems(k)));
+    Misaligned out_rm = misaligned(out_values, DType::BF16), dout_m = misaligned(dout_values, DType::BF16),
+               dqkv_m = misaligned(Vec(qkv_elems(k)), DType::BF16);
+    Both dbias = f32(random_vector(C_qkv, 163));
+    cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
+                        lse_r.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(),
+                        lse_r.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
+    expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
+  }
 }
 
 struct DecodeCase {
-  int B, NH, HS, Tmax, prefill, steps;
+  int B, NH, NKV, HS, Tmax, prefill, steps;
 };
 
 // Prefill, then one token at a time, on both backends: every step's output and, at the end,
-// both caches (copies of the same bf16 values: exact).
+// both caches (copies of the same bf16 values: exact). The last cases share each key/value
+// head among 2, 4 and 8 query heads.
 TEST_F(CudaOps, AttentionDecode) {
-  for (const DecodeCase& k : {DecodeCase{2, 3, 64, 50, 17, 6}, DecodeCase{1, 2, 37, 40, 1, 5},
-                              DecodeCase{1, 1, 128, 4096, 4000, 3}, DecodeCase{2, 2, 1, 12, 5, 7}}) {
-    SCOPED_TRACE(announce(
-        str("B=", k.B, " NH=", k.NH, " HS=", k.HS, " Tmax=", k.Tmax, " prefill=", k.prefill, " steps=", k.steps)));
-    const size_t C = static_cast<size_t>(k.NH) * k.HS, cache = static_cast<size_t>(k.B) * k.Tmax * C;
+  for (const DecodeCase& k :
+       {DecodeCase{2, 3, 3, 64, 50, 17, 6}, DecodeCase{1, 2, 2, 37, 40, 1, 5}, DecodeCase{1, 1, 1, 128, 4096, 4000, 3},
+        DecodeCase{2, 2, 2, 1, 12, 5, 7}, DecodeCase{2, 8, 4, 64, 50, 17, 6}, DecodeCase{1, 8, 2, 128, 300, 260, 3},
+        DecodeCase{2, 8, 1, 37, 40, 9, 5}}) {
+    SCOPED_TRACE(announce(str("B=", k.B, " NH=", k.NH, " NKV=", k.NKV, " HS=", k.HS, " Tmax=", k.Tmax,
+                              " prefill=", k.prefill, " steps=", k.steps)));
+    const size_t C = static_cast<size_t>(k.NH) * k.HS, C_qkv = static_cast<size_t>(k.NH + 2 * k.NKV) * k.HS;
+    const size_t cache = static_cast<size_t>(k.B) * k.Tmax * k.NKV * k.HS;
     // Caches start with values at every position: a decode step must only read those it wrote.
     Both k_cache = act(random_vector(cache, 171)), v_cache = act(random_vector(cache, 172));
     int past = 0;
     for (int step = 0; step <= k.steps; ++step) {
       const int Tn = step == 0 ? k.prefill : 1;
-      const size_t BTC = static_cast<size_t>(k.B) * Tn * C;
-      Both qkv = act(random_vector(3 * BTC, 173 + step, 2.0f)), out = act(Vec(BTC));
+      const size_t BT = static_cast<size_t>(k.B) * Tn;
+      Both qkv = act(random_vector(BT * C_qkv, 173 + step, 2.0f)), out = act(Vec(BT * C));
       for (auto* be : {&cpu(), &gpu()}) {
         const bool g = be == &gpu();
         auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.NH, k.HS);
+        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.NKV, k.HS);
       }
       expect_close(out, kOneRounding, step == 0 ? "attention_decode prefill" : "attention_decode step");
       past += Tn;
@@ -659,32 +680,35 @@ TEST_F(CudaOps, AttentionDecode) {
 
 // Decoding a whole sequence (one prefill, or a prefill and single steps) gives attention_fwd's
 // output up to bf16 rounding: both round once, from fp32 results that differ in the order of
-// their sums (and, for HS 64, in the tensor cores' bf16 probabilities).
+// their sums (and, for HS 64 and 128, in the tensor cores' bf16 probabilities). Multi-head and
+// grouped-query.
 TEST_F(CudaOps, AttentionDecodeMatchesForward) {
-  for (const AttentionCase& k : {AttentionCase{2, 200, 2, 64}, AttentionCase{1, 70, 3, 37}}) {
+  for (const AttentionCase& k : {AttentionCase{2, 200, 2, 2, 64}, AttentionCase{1, 70, 3, 3, 37},
+                                 AttentionCase{2, 200, 8, 2, 64}, AttentionCase{1, 130, 4, 1, 128},
+                                 AttentionCase{1, 70, 6, 3, 37}}) {
     for (int prefill : {k.T, k.T / 2}) {
-      SCOPED_TRACE(announce(str("B=", k.B, " T=", k.T, " NH=", k.NH, " HS=", k.HS, " prefill=", prefill)));
-      const size_t C = static_cast<size_t>(k.NH) * k.HS, BTC = static_cast<size_t>(k.B) * k.T * C;
-      const Vec qkv_values = round_bf16(random_vector(3 * BTC, 181, 2.0f));
+      SCOPED_TRACE(announce(describe(k) + str(" prefill=", prefill)));
+      const size_t C = static_cast<size_t>(k.NH) * k.HS, C_qkv = static_cast<size_t>(k.NH + 2 * k.NKV) * k.HS;
+      const Vec qkv_values = round_bf16(random_vector(qkv_elems(k), 181, 2.0f));
       Tensor qkv = upload(gpu(), qkv_values, DType::BF16);
-      Tensor full = upload(gpu(), Vec(BTC), DType::BF16);
+      Tensor full = upload(gpu(), Vec(out_elems(k)), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NH, k.HS);
+      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS);
 
-      const size_t cache = static_cast<size_t>(k.B) * k.T * C;
+      const size_t cache = static_cast<size_t>(k.B) * k.T * k.NKV * k.HS;
       Tensor k_cache = upload(gpu(), Vec(cache), DType::BF16), v_cache = upload(gpu(), Vec(cache), DType::BF16);
-      Vec decoded(BTC);
+      Vec decoded(out_elems(k));
       for (int past = 0; past < k.T;) {
         const int Tn = past == 0 ? prefill : 1;
         // Rows [past, past + Tn) of every sequence, as the generator feeds them.
-        Vec step_qkv(3 * static_cast<size_t>(k.B) * Tn * C);
+        Vec step_qkv(static_cast<size_t>(k.B) * Tn * C_qkv);
         for (int b = 0; b < k.B; ++b)
-          std::copy_n(qkv_values.begin() + (static_cast<size_t>(b) * k.T + past) * 3 * C, 3 * Tn * C,
-                      step_qkv.begin() + static_cast<size_t>(b) * Tn * 3 * C);
+          std::copy_n(qkv_values.begin() + (static_cast<size_t>(b) * k.T + past) * C_qkv, Tn * C_qkv,
+                      step_qkv.begin() + static_cast<size_t>(b) * Tn * C_qkv);
         Tensor step_in = upload(gpu(), step_qkv, DType::BF16);
         Tensor step_out = upload(gpu(), Vec(static_cast<size_t>(k.B) * Tn * C), DType::BF16);
         gpu().attention_decode(step_out.view(), k_cache.view(), v_cache.view(), step_in.view(), k.B, Tn, past, k.T,
-                               k.NH, k.NH, k.HS);
+                               k.NH, k.NKV, k.HS);
         const Vec o = download(gpu(), step_out.view());
         for (int b = 0; b < k.B; ++b)
           std::copy_n(o.begin() + static_cast<size_t>(b) * Tn * C, Tn * C,
@@ -1068,26 +1092,30 @@ TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
 
 // ---------------------------------------------------------------- determinism
 
-// Tensor-core (HS 64, 128) and generic (HS 37) kernels.
+// Tensor-core (HS 64, 128) and generic (HS 37) kernels, multi-head and with 4 query heads per
+// key/value head (whose key and value gradients sum over the group).
 TEST_F(CudaOps, AttentionBwdIsDeterministic) {
   for (int HS : {64, 128, 37}) {
-    SCOPED_TRACE(announce(str("HS=", HS)));
-    const int B = 2, T = 200, NH = 4;
-    const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
-    Tensor qkv = upload(gpu(), random_vector(3 * BTC, 131, 2.0f), DType::BF16);
-    Tensor dout = upload(gpu(), random_vector(BTC, 132), DType::BF16);
-    Tensor out = upload(gpu(), Vec(BTC), DType::BF16);
-    Tensor lse = upload(gpu(), Vec(static_cast<size_t>(B) * NH * T), DType::F32);
-    gpu().attention_fwd(out.view(), lse.view(), qkv.view(), B, T, NH, NH, HS);
-    std::vector<unsigned char> first, first_bias;
-    for (int run = 0; run < 3; ++run) {
-      Tensor dqkv = upload(gpu(), Vec(3 * BTC), DType::BF16);
-      Tensor dbias = upload(gpu(), Vec(3 * static_cast<size_t>(NH) * HS), DType::F32);
-      gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), B, T, NH, NH, HS);
-      const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
-      if (run == 0) first = bits, first_bias = bias_bits;
-      EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
-      EXPECT_TRUE(bias_bits == first_bias) << "run " << run << ": the bias gradient differs from run 0";
+    for (int NKV : {4, 1}) {
+      const AttentionCase k{2, 200, 4, NKV, HS};
+      SCOPED_TRACE(announce(describe(k)));
+      const size_t C_qkv = static_cast<size_t>(k.NH + 2 * k.NKV) * HS;
+      Tensor qkv = upload(gpu(), random_vector(qkv_elems(k), 131, 2.0f), DType::BF16);
+      Tensor dout = upload(gpu(), random_vector(out_elems(k), 132), DType::BF16);
+      Tensor out = upload(gpu(), Vec(out_elems(k)), DType::BF16);
+      Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
+      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, HS);
+      std::vector<unsigned char> first, first_bias;
+      for (int run = 0; run < 3; ++run) {
+        Tensor dqkv = upload(gpu(), Vec(qkv_elems(k)), DType::BF16);
+        Tensor dbias = upload(gpu(), Vec(C_qkv), DType::F32);
+        gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), k.B, k.T, k.NH,
+                            k.NKV, HS);
+        const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
+        if (run == 0) first = bits, first_bias = bias_bits;
+        EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+        EXPECT_TRUE(bias_bits == first_bias) << "run " << run << ": the bias gradient differs from run 0";
+      }
     }
   }
 }

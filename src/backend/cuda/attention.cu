@@ -8,10 +8,11 @@
 namespace trident::gpu {
 namespace {
 
-// A block owns kRows query rows (forward, dQ) or key rows (dK, dV) of one (b, h); the other
-// side streams through shared memory in tiles of kTile rows, lane j of a warp scoring row j of
-// the tile. Backward: D = rowsum(dout * out) first, then one kernel over key blocks for dK, dV
-// and one over query blocks for dQ, both recomputing P = exp(s - lse), so no output has two
+// A block owns kRows query rows (forward, dQ) of one (b, query head) or key rows (dK, dV) of one
+// (b, key/value head); the other side streams through shared memory in tiles of kTile rows, lane
+// j of a warp scoring row j of the tile. Backward: D = rowsum(dout * out) first, then one kernel
+// over key blocks for dK, dV (streaming the queries of every query head of the key's group in
+// turn) and one over query blocks for dQ, both recomputing P = exp(s - lse), so no output has two
 // writers and nothing needs atomics.
 
 constexpr int kWarps = 4;
@@ -88,20 +89,20 @@ __device__ __forceinline__ void store_row(bf16* dst, const float (&acc)[kDimsPer
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kRows; }
 
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int HS, float scale) {
+    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
   bf16* k_s = q_s + kRows * stride;               // (kTile, stride)
   bf16* v_s = k_s + kTile * stride;               // (kTile, stride)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride}, q0, kRows, T, HS);
-  const Rows keys{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride};
-  const Rows values{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride};
+  const size_t row_stride = qkv_row_stride(NH, NKV, HS);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS);
+  const Rows keys{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride};
+  const Rows values{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride};
 
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDimsPerLane];
 #pragma unroll
@@ -186,10 +187,11 @@ __global__ void attention_delta_vec_kernel(float* delta, const bf16* dout, const
   static_assert(HS % kVec == 0 && 32 % kLanes == 0, "a row's pieces stay inside one warp");
 }
 
-// dK, dV of the kRows keys of this block, streaming the queries that see them.
+// dK, dV of the kRows keys of this block, streaming the queries that see them: those of each
+// query head of the group in turn, so each key's sum over the group has one order.
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                         int NH, int HS, float scale) {
+                         int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* k_s = reinterpret_cast<bf16*>(smem_raw);                   // (kRows, stride)
@@ -199,26 +201,26 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = reinterpret_cast<float*>(do_s + kTile * stride);  // (kTile)
   float* delta_s = lse_s + kTile;                                  // (kTile)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int b = blockIdx.x / NKV, kvh = blockIdx.x % NKV, group = NH / NKV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k0 = blockIdx.y * kRows;  // early keys see the most queries and go first
   // Query tiles start at k0: earlier queries do not see these keys, and the first tile holds
   // every key's own query (kRows <= kTile).
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
-  load_rows(k_s, stride, Rows{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride}, k0, kRows, T, HS);
-  load_rows(v_s, stride, Rows{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride}, k0, kRows, T, HS);
-  const Rows queries{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride};
-  const Rows grads{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS};
-  const float* lse_bh = lse + static_cast<size_t>(blockIdx.x) * T;
-  const float* delta_bh = delta + static_cast<size_t>(blockIdx.x) * T;
+  const size_t row_stride = qkv_row_stride(NH, NKV, HS);
+  load_rows(k_s, stride, Rows{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride}, k0, kRows, T, HS);
+  load_rows(v_s, stride, Rows{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride}, k0, kRows, T, HS);
 
   float dk[kRowsPerWarp][kDimsPerLane] = {}, dv[kRowsPerWarp][kDimsPerLane] = {};
-  for (int q0 = k0; q0 < T; q0 += kTile) {
+  // The query tiles of each query head of the group in turn.
+  const int n_tiles = (T - k0 + kTile - 1) / kTile;  // per query head
+  for (int i = 0; i < group * n_tiles; ++i) {
+    const int h = kvh * group + i / n_tiles, q0 = k0 + (i % n_tiles) * kTile;
+    const size_t bh = static_cast<size_t>(b) * NH + h;
     __syncthreads();
-    load_rows(q_s, stride, queries, q0, kTile, T, HS);
-    load_rows(do_s, stride, grads, q0, kTile, T, HS);
-    load_vector(lse_s, lse_bh, q0, kTile, T);
-    load_vector(delta_s, delta_bh, q0, kTile, T);
+    load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kTile, T, HS);
+    load_rows(do_s, stride, Rows{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS}, q0, kTile, T, HS);
+    load_vector(lse_s, lse + bh * T, q0, kTile, T);
+    load_vector(delta_s, delta + bh * T, q0, kTile, T);
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -244,16 +246,16 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int kj = k0 + warp * kRowsPerWarp + r;
     if (kj >= T) continue;
-    const size_t t_off = static_cast<size_t>(kj) * 3 * NH * HS;
-    store_row(dqkv + qkv_offset(b, h, 1, T, NH, HS) + t_off, dk[r], scale, lane, HS);
-    store_row(dqkv + qkv_offset(b, h, 2, T, NH, HS) + t_off, dv[r], 1.0f, lane, HS);
+    const size_t t_off = static_cast<size_t>(kj) * row_stride;
+    store_row(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS) + t_off, dk[r], scale, lane, HS);
+    store_row(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS) + t_off, dv[r], 1.0f, lane, HS);
   }
 }
 
 // dQ of the kRows queries of this block, streaming the keys they see.
 __global__ void __launch_bounds__(kThreads)
     attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                        int NH, int HS, float scale) {
+                        int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
@@ -261,14 +263,14 @@ __global__ void __launch_bounds__(kThreads)
   bf16* k_s = do_s + kRows * stride;              // (kTile, stride)
   bf16* v_s = k_s + kTile * stride;               // (kTile, stride)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride}, q0, kRows, T, HS);
+  const size_t row_stride = qkv_row_stride(NH, NKV, HS);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS);
   load_rows(do_s, stride, Rows{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS}, q0, kRows, T, HS);
-  const Rows keys{qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride};
-  const Rows values{qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride};
+  const Rows keys{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride};
+  const Rows values{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride};
 
   float row_lse[kRowsPerWarp], row_delta[kRowsPerWarp], dq[kRowsPerWarp][kDimsPerLane] = {};
 #pragma unroll
@@ -304,37 +306,40 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int qi = q0 + warp * kRowsPerWarp + r;
     if (qi >= T) continue;
-    store_row(dqkv + qkv_offset(b, h, 0, T, NH, HS) + static_cast<size_t>(qi) * 3 * NH * HS, dq[r], scale, lane, HS);
+    store_row(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS) + static_cast<size_t>(qi) * row_stride, dq[r], scale, lane,
+              HS);
   }
 }
 
-// k_cache, v_cache (B,NH,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,3,NH,HS).
+// k_cache, v_cache (B,NKV,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,NH+2NKV,HS).
 __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
-                                 int NH, int HS) {
-  const size_t n = static_cast<size_t>(B) * Tn * NH * HS;
+                                 int NH, int NKV, int HS) {
+  const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     // i runs over (b, t, h, d) of the new positions, so reads and writes are both contiguous in d.
     const int d = static_cast<int>(i % HS);
     const size_t bth = i / HS;
-    const int h = static_cast<int>(bth % NH), t = static_cast<int>(bth / NH % Tn), b = static_cast<int>(bth / NH / Tn);
-    const size_t src = qkv_offset(b, h, 1, Tn, NH, HS) + static_cast<size_t>(t) * 3 * NH * HS + d;
-    const size_t dst = ((static_cast<size_t>(b) * NH + h) * Tmax + past + t) * HS + d;
+    const int h = static_cast<int>(bth % NKV), t = static_cast<int>(bth / NKV % Tn);
+    const int b = static_cast<int>(bth / NKV / Tn);
+    const size_t src = qkv_offset(b, h, 1, Tn, NH, NKV, HS) + static_cast<size_t>(t) * qkv_row_stride(NH, NKV, HS) + d;
+    const size_t dst = ((static_cast<size_t>(b) * NKV + h) * Tmax + past + t) * HS + d;
     k_cache[dst] = qkv[src];
-    v_cache[dst] = qkv[src + static_cast<size_t>(NH) * HS];
+    v_cache[dst] = qkv[src + static_cast<size_t>(NKV) * HS];
   }
 }
 
 // Keys of the cache scored per block step: one kTile chunk per warp.
 constexpr int kDecodeKeys = kWarps * kTile;
 
-// One block per (b, h) and new position t = blockIdx.y at cache position past + t. Each step
+// One block per (b, query head h) and new position t = blockIdx.y at cache position past + t,
+// reading the cache of key/value head h / (NH / NKV). Each step
 // copies kDecodeKeys keys to shared memory; warp w scores chunk w of them (lane j key j) and
 // keeps its own online softmax, values read straight from the cache (contiguous across
 // lanes). The warps' partial results are merged at the end.
 __global__ void __launch_bounds__(kThreads)
     attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, int Tn, int past,
-                            int Tmax, int NH, int HS, float scale) {
+                            int Tmax, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (1, stride)
@@ -343,12 +348,12 @@ __global__ void __launch_bounds__(kThreads)
   float* sum_s = max_s + kWarps;                                        // (kWarps)
   float* o_s = sum_s + kWarps;                                          // (kWarps, HS)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH, t = blockIdx.y, pos = past + t;
+  const int b = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV), t = blockIdx.y, pos = past + t;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const size_t cache_offset = static_cast<size_t>(blockIdx.x) * Tmax * HS;
+  const size_t cache_offset = (static_cast<size_t>(b) * NKV + kvh) * Tmax * HS;
   const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
   const bf16* values = v_cache + cache_offset;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, HS), 3 * static_cast<size_t>(NH) * HS}, t, 1, Tn, HS);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, Tn, HS);
 
   float m = -INFINITY, l = 0.0f, o[kDimsPerLane] = {};
   for (int k0 = 0; k0 <= pos; k0 += kDecodeKeys) {
@@ -397,9 +402,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void check_shape(int B, int T, int NH, int HS, const char* op) {
+void check_shape(int B, int T, int NH, int NKV, int HS, const char* op) {
   TRIDENT_CHECK(HS >= 1 && HS <= kMaxHeadSize, str(op, ": head size ", HS, " outside 1..", kMaxHeadSize));
   TRIDENT_CHECK(B >= 0 && T >= 0 && NH >= 0, str(op, ": negative shape"));
+  TRIDENT_CHECK(NKV > 0 && NH % NKV == 0, str(op, ": ", NKV, " key/value heads do not divide ", NH, " query heads"));
   TRIDENT_CHECK(ceil_div(T, kRows) <= 65535, str(op, ": T=", T, " needs more than 65535 query blocks"));
 }
 
@@ -409,30 +415,31 @@ size_t smem_bytes(int HS, int bf16_rows, int float_rows) {
 
 }  // namespace
 
-void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream) {
-  check_shape(B, T, NH, HS, "attention_fwd");
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
+                   cudaStream_t stream) {
+  check_shape(B, T, NH, NKV, HS, "attention_fwd");
   if (B * T * NH == 0) return;
   if (attention_mma_supported(HS, {out, qkv})) {
-    attention_fwd_mma(out, lse, qkv, B, T, NH, HS, stream);
+    attention_fwd_mma(out, lse, qkv, B, T, NH, NKV, HS, stream);
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const dim3 grid(B * NH, ceil_div(T, kRows));
-  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, HS,
-                                                                                         scale);
+  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, NKV,
+                                                                                         HS, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_kernel");
 }
 
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   int B, int T, int NH, int HS, Scratch& scratch, cudaStream_t stream) {
-  check_shape(B, T, NH, HS, "attention_bwd");
+                   int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream) {
+  check_shape(B, T, NH, NKV, HS, "attention_bwd");
   if (B * T * NH == 0) return;
-  const size_t rows = static_cast<size_t>(B) * T * NH, C3 = 3 * static_cast<size_t>(NH) * HS;
+  const size_t rows = static_cast<size_t>(B) * T * NH, row_width = qkv_row_stride(NH, NKV, HS);
   const bool mma = attention_mma_supported(HS, {dqkv, dout, qkv});
   // Scratch: delta, then (tensor-core kernels with a bias gradient) the bias column-sum partials.
   const int n_chunks = B * ceil_div(T, kAttentionBlockRows);
   const size_t delta_bytes = (rows * sizeof(float) + 15) / 16 * 16;
-  const size_t partial_bytes = mma && dbias ? n_chunks * C3 * sizeof(float) : 0;
+  const size_t partial_bytes = mma && dbias ? n_chunks * row_width * sizeof(float) : 0;
   auto* base = static_cast<unsigned char*>(scratch.get(delta_bytes + partial_bytes, stream));
   float* delta = reinterpret_cast<float*>(base);  // (B, NH, T)
   float* bias_partials = partial_bytes ? reinterpret_cast<float*>(base + delta_bytes) : nullptr;
@@ -447,37 +454,37 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
   if (mma) {
-    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, HS, stream);
-    if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(C3), stream);
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, HS, stream);
+    if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
     return;
   }
 
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-  const dim3 grid(B * NH, ceil_div(T, kRows));
-  attention_dkv_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
-      dqkv, dout, qkv, lse, delta, T, NH, HS, scale);
+  const int blocks = ceil_div(T, kRows);
+  attention_dkv_kernel<<<dim3(B * NKV, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
+      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_kernel");
-  attention_dq_kernel<<<grid, kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(dqkv, dout, qkv, lse, delta,
-                                                                                            T, NH, HS, scale);
+  attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
+      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
   // The generic kernels leave the bias gradient to a column sum of what they wrote.
-  if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(C3), scratch, stream);
+  if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
 }
 
 void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
-                      int NH, int HS, cudaStream_t stream) {
-  check_shape(B, Tn, NH, HS, "attention_decode");
+                      int NH, int NKV, int HS, cudaStream_t stream) {
+  check_shape(B, Tn, NH, NKV, HS, "attention_decode");
   TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax,
                 str("attention_decode: positions [", past, ", ", past + Tn, ") outside the cache of ", Tmax));
   TRIDENT_CHECK(Tn <= 65535, str("attention_decode: ", Tn, " new positions exceed the grid's y dimension"));
   if (B * Tn * NH == 0) return;
-  const size_t n = static_cast<size_t>(B) * Tn * NH * HS;
+  const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
   kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, B, Tn, past, Tmax, NH,
-                                                                          HS);
+                                                                          NKV, HS);
   CUDA_CHECK_LAUNCH("kv_append_kernel");
   const size_t smem = smem_bytes(HS, 1 + kDecodeKeys, 2 * kWarps + kWarps * HS);
   attention_decode_kernel<<<dim3(B * NH, Tn), kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, Tn, past, Tmax, NH,
-                                                                        HS, 1.0f / sqrtf(static_cast<float>(HS)));
+                                                                        NKV, HS, 1.0f / sqrtf(static_cast<float>(HS)));
   CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 

@@ -16,8 +16,9 @@ namespace {
 // owns 64 query rows (forward, dQ) or 64 key rows (dK, dV). The other side streams through
 // shared memory in tiles, double-buffered: cp.async fills the next tile while the tensor cores
 // work on this one. Backward keeps the generic split, so no output has two writers and nothing
-// needs atomics: one kernel over key blocks for dK, dV and one over query blocks for dQ, both
-// recomputing P = exp(s - lse) from the forward's lse.
+// needs atomics: one kernel over key blocks for dK, dV (streaming the queries of every query head
+// of the key's group in turn) and one over query blocks for dQ, both recomputing P = exp(s - lse)
+// from the forward's lse.
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kWarpRows = 16;
@@ -254,20 +255,21 @@ __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
   return align_shared<Mma::kAlign>(raw);
 }
 
-// The qkv bias gradient goes through partial column sums, one row of 3 NH HS floats per
-// (b, 64-row block) chunk, ordered (b, block) and laid out like a qkv row (part, head, dim):
-// the dK/dV kernel fills the key and value parts of its key block's chunk, the dQ kernel the
-// query part of its query block's chunk.
-__device__ __forceinline__ size_t bias_partial_offset(int b, int block, int h, int part, int NH, int HS) {
-  return ((static_cast<size_t>(b) * gridDim.y + block) * 3 + part) * NH * HS + static_cast<size_t>(h) * HS;
+// The qkv bias gradient goes through partial column sums, one row of (NH + 2 NKV) HS floats per
+// (b, 64-row block) chunk, ordered (b, block) and laid out like a qkv row: the dK/dV kernel fills
+// the key and value heads of its key block's chunk, the dQ kernel the query head of its query
+// block's chunk. Head h of slot `slot` as in qkv_offset.
+__device__ __forceinline__ size_t bias_partial_offset(int b, int block, int h, int slot, int NH, int NKV, int HS) {
+  return (static_cast<size_t>(b) * gridDim.y + block) * qkv_row_stride(NH, NKV, HS) +
+         qkv_offset(0, h, slot, 0, NH, NKV, HS);
 }
 
 // Causal work grows with the query index: the last query blocks go first so that the longest
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kBlockRows; }
 
-// The key and value tiles of one (b, h) that the forward and dQ kernels stream, kKeyTile rows at
-// a time, through two stages of K then V in `smem`: tile j sits in stage j % 2.
+// The key and value tiles of one (b, key/value head) that the forward and dQ kernels stream,
+// kKeyTile rows at a time, through two stages of K then V in `smem`: tile j sits in stage j % 2.
 template <class Mma, int HS>
 struct KeyValueTiles {
   static constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
@@ -279,11 +281,11 @@ struct KeyValueTiles {
   size_t row_stride;
   int T;
 
-  __device__ KeyValueTiles(bf16* smem_, const bf16* qkv, int b, int h, int T_, int NH)
+  __device__ KeyValueTiles(bf16* smem_, const bf16* qkv, int b, int kvh, int T_, int NH, int NKV)
       : smem(smem_),
-        keys(qkv + qkv_offset(b, h, 1, T_, NH, HS)),
-        values(qkv + qkv_offset(b, h, 2, T_, NH, HS)),
-        row_stride(3 * static_cast<size_t>(NH) * HS),
+        keys(qkv + qkv_offset(b, kvh, 1, T_, NH, NKV, HS)),
+        values(qkv + qkv_offset(b, kvh, 2, T_, NH, NKV, HS)),
+        row_stride(qkv_row_stride(NH, NKV, HS)),
         T(T_) {}
 
   // Starts the copies of tile j (the caller commits them).
@@ -305,16 +307,17 @@ constexpr size_t fwd_smem_bytes() {
 
 template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
+    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
-  const KeyValueTiles<Mma, HS> kv(q_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h, T, NH);
+  const KeyValueTiles<Mma, HS> kv(q_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h / (NH / NKV), T, NH,
+                                  NKV);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
-  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), kv.row_stride, q0, T);
+  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), kv.row_stride, q0, T);
   kv.load(0);
   cp_async_commit();
 
@@ -411,11 +414,13 @@ constexpr size_t dkv_smem_bytes() {
          4 * kQTile * sizeof(float) + Mma::kAlign - 16;
 }
 
-// dK, dV of the 64 keys of this block, streaming the queries that see them.
+// dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
+// each query head of the group in turn, through one pipeline, so each key's sum over the group
+// is accumulated in registers in one order.
 template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                             const float* delta, int T, int NH, float scale) {
+                             const float* delta, int T, int NH, int NKV, float scale) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -424,38 +429,42 @@ __global__ void __launch_bounds__(kThreads)
   bf16* qdo_s = v_s + kKeyElems;                                       // 2 stages of Q, dout (kQTile, HS)
   float* stats_s = reinterpret_cast<float*>(qdo_s + 4 * kQElems);      // 2 stages of lse, delta (kQTile)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH;
+  const int b = blockIdx.x / NKV, kvh = blockIdx.x % NKV, group = NH / NKV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k0 = blockIdx.y * kBlockRows;  // early keys see the most queries and go first
-  const size_t row_stride = 3 * static_cast<size_t>(NH) * HS, dout_stride = static_cast<size_t>(NH) * HS;
-  const bf16* queries = qkv + qkv_offset(b, h, 0, T, NH, HS);
-  const bf16* grads = dout + head_offset(b, h, T, NH, HS);
-  const float* lse_bh = lse + static_cast<size_t>(blockIdx.x) * T;
-  const float* delta_bh = delta + static_cast<size_t>(blockIdx.x) * T;
-  auto load_queries = [&](int stage, int q0) {
+  const size_t row_stride = qkv_row_stride(NH, NKV, HS), dout_stride = static_cast<size_t>(NH) * HS;
+  // Starts the copies of the query tile at row0 of query head `head` into `stage`.
+  auto load_queries = [&](int stage, int head, int row0) {
     bf16* dst = qdo_s + stage * 2 * kQElems;
-    load_tile<Mma, HS, kQTile>(dst, queries, row_stride, q0, T);
-    load_tile<Mma, HS, kQTile>(dst + kQElems, grads, dout_stride, q0, T);
-    load_vector<kQTile>(stats_s + stage * 2 * kQTile, lse_bh, q0, T);
-    load_vector<kQTile>(stats_s + stage * 2 * kQTile + kQTile, delta_bh, q0, T);
+    const size_t bh = static_cast<size_t>(b) * NH + head;
+    load_tile<Mma, HS, kQTile>(dst, qkv + qkv_offset(b, head, 0, T, NH, NKV, HS), row_stride, row0, T);
+    load_tile<Mma, HS, kQTile>(dst + kQElems, dout + head_offset(b, head, T, NH, HS), dout_stride, row0, T);
+    load_vector<kQTile>(stats_s + stage * 2 * kQTile, lse + bh * T, row0, T);
+    load_vector<kQTile>(stats_s + stage * 2 * kQTile + kQTile, delta + bh * T, row0, T);
     cp_async_commit();
   };
-  load_tile<Mma, HS, kBlockRows>(k_s, qkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0, T);
-  load_tile<Mma, HS, kBlockRows>(v_s, qkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0, T);
+  load_tile<Mma, HS, kBlockRows>(k_s, qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0, T);
+  load_tile<Mma, HS, kBlockRows>(v_s, qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0, T);
   // Query tiles start at k0: earlier queries do not see these keys.
-  load_queries(0, k0);
+  int h = kvh * group, q0 = k0;  // the query head and first query of tile j
+  load_queries(0, h, q0);
 
   // This lane's accumulator elements 0, 1 belong to key key_lo, elements 2, 3 to key_lo + 8;
   // element e of n8 tile nt is query q0 + 8 nt + 2 (lane % 4) + e % 2.
   const int key_lo = k0 + warp * kWarpRows + lane / 4;
   const float scale_log2 = scale * kLog2e;
-  const int n_tiles = (T - k0 + kQTile - 1) / kQTile;
+  const int n_tiles = group * ((T - k0 + kQTile - 1) / kQTile);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
-    const int q0 = k0 + j * kQTile;
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
-    if (j + 1 < n_tiles) load_queries((j + 1) % 2, q0 + kQTile);
+    // Tile j + 1: the next query tile of this head, or the first of the next head.
+    int h_next = h, q_next = q0 + kQTile;
+    if (q_next >= T) {
+      ++h_next;
+      q_next = k0;
+    }
+    if (j + 1 < n_tiles) load_queries((j + 1) % 2, h_next, q_next);
     const bf16* q_s = qdo_s + (j % 2) * 2 * kQElems;
     const bf16* do_s = q_s + kQElems;
     const float* lse_s = stats_s + (j % 2) * 2 * kQTile;
@@ -479,19 +488,22 @@ __global__ void __launch_bounds__(kThreads)
     Mma::template probs_rows<HS, kQTiles8>(dv, p, do_s, lane);  // dV += P^T dout
     Mma::template probs_rows<HS, kQTiles8>(dk, ds, q_s, lane);  // dK += dS^T Q
     Mma::wait(dv, dk);
+    h = h_next;
+    q0 = q_next;
   }
 
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
   __syncthreads();  // every warp's products have read k_s and v_s
-  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 1, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor, k_s,
-                      warp, lane);
-  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 2, T, NH, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor, v_s,
-                      warp, lane);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor,
+                      k_s, warp, lane);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor,
+                      v_s, warp, lane);
   if (bias_partials) {
     __syncthreads();  // every warp's rows are staged
-    float* dst = bias_partials + bias_partial_offset(b, blockIdx.y, h, 1, NH, HS);
-    store_column_sums<Mma, HS>(dst, k_s, min(kBlockRows, T - k0));
-    store_column_sums<Mma, HS>(dst + NH * HS, v_s, min(kBlockRows, T - k0));
+    store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, blockIdx.y, kvh, 1, NH, NKV, HS), k_s,
+                               min(kBlockRows, T - k0));
+    store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, blockIdx.y, kvh, 2, NH, NKV, HS), v_s,
+                               min(kBlockRows, T - k0));
   }
 }
 
@@ -514,18 +526,19 @@ constexpr int dq_min_blocks() {
 template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
     attention_dq_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                            const float* delta, int T, int NH, float scale) {
+                            const float* delta, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
-  const KeyValueTiles<Mma, HS> kv(do_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h, T, NH);
+  const KeyValueTiles<Mma, HS> kv(do_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h / (NH / NKV), T, NH,
+                                  NKV);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
   const size_t row_stride = kv.row_stride;
-  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0, T);
+  load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0, T);
   load_tile<Mma, HS, kBlockRows>(do_s, dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0, T);
   kv.load(0);
   cp_async_commit();
@@ -572,35 +585,38 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
 
   const float factor[2] = {scale, scale};
   __syncthreads();  // every warp's products have read q_s
-  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor, q_s,
-                      warp, lane);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor,
+                      q_s, warp, lane);
   if (bias_partials) {
     __syncthreads();  // every warp's rows are staged
-    store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, q0 / kBlockRows, h, 0, NH, HS), q_s,
+    store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, q0 / kBlockRows, h, 0, NH, NKV, HS), q_s,
                                min(kBlockRows, T - q0));
   }
 }
 
 template <class Mma, int HS>
-void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
+void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
+                cudaStream_t stream) {
   const auto kernel = attention_fwd_mma_kernel<Mma, HS>;
   constexpr size_t smem = fwd_smem_bytes<Mma, HS>();
   allow_smem(kernel, smem);
-  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
+  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_mma_kernel");
 }
 
 template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                const float* delta, int B, int T, int NH, float scale, cudaStream_t stream) {
-  const dim3 grid(B * NH, ceil_div(T, kBlockRows));
+                const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
+  const int blocks = ceil_div(T, kBlockRows);
   const auto dkv = attention_dkv_mma_kernel<Mma, HS>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
-  dkv<<<grid, kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta, T, NH, scale);
+  dkv<<<dim3(B * NKV, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse,
+                                                                              delta, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
   const auto dq = attention_dq_mma_kernel<Mma, HS>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
-  dq<<<grid, kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta, T, NH, scale);
+  dq<<<dim3(B * NH, blocks), kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta,
+                                                                           T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
 }
 
@@ -640,23 +656,24 @@ bool use_wgmma() { return g_engine.wgmma; }
 bool use_tma_forward() { return g_engine.tma_forward; }
 
 template <int HS>
-void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream) {
+void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
+                    cudaStream_t stream) {
   if (HS == 64 && use_wgmma() && use_tma_forward()) {
-    attention_fwd_tma(out, lse, qkv, B, T, NH, scale, stream);
+    attention_fwd_tma(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else if (use_wgmma()) {
-    launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   }
 }
 
 template <int HS>
 void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                    const float* delta, int B, int T, int NH, float scale, cudaStream_t stream) {
+                    const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   }
 }
 
@@ -674,22 +691,23 @@ bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors)
   return true;
 }
 
-void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, cudaStream_t stream) {
+void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
+                       cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_fwd_any<64>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd_any<64>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd_any<128>(out, lse, qkv, B, T, NH, scale, stream);
+    launch_fwd_any<128>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   }
 }
 
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                       const float* delta, int B, int T, int NH, int HS, cudaStream_t stream) {
+                       const float* delta, int B, int T, int NH, int NKV, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, scale, stream);
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   }
 }
 

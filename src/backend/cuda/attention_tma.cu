@@ -45,8 +45,10 @@ struct Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + kSwizzleAtomBytes;  // with room to align
 
-// Work items are (b, h, 128-query block), longest first: blocks take items blockIdx.x,
-// blockIdx.x + gridDim.x, ..., so every round of the grid gets items of about equal length.
+// Work items are (b, query head h, 128-query block), longest first: blocks take items blockIdx.x,
+// blockIdx.x + gridDim.x, ..., so every round of the grid gets items of about equal length. The
+// heads of a key/value group are adjacent items, which run at the same time and find its tiles
+// in L2.
 struct WorkItem {
   int b, h, q0;
   __device__ WorkItem(int item, int BH, int NH, int q_blocks) {
@@ -139,7 +141,7 @@ __device__ __forceinline__ void exponentiate(float (&s)[16][4], float (&l)[2], c
 
 __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap out_map,
-                             float* lse, int B, int T, int NH, float scale) {
+                             float* lse, int B, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(align_shared<kSwizzleAtomBytes>(smem_raw));
   const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
@@ -167,18 +169,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     int n = 0;
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++n) {
       const WorkItem w(item, BH, NH, q_blocks);
-      const int qb = n % 2;
+      const int qb = n % 2, key_head = NH + w.h / (NH / NKV), value_head = key_head + NKV;  // in a qkv row
       mbarrier_wait(&s.q_empty[qb], ((n / 2) & 1) ^ 1);
       mbarrier_arrive_expect_tx(&s.q_full[qb], kTileBytes);
-      tma_load_5d(s.q[qb], &qkv_map, &s.q_full[qb], 0, w.h, 0, w.q0, w.b);
+      tma_load_4d(s.q[qb], &qkv_map, &s.q_full[qb], 0, w.h, w.q0, w.b);
       // Key tiles from the diagonal one down, so that only the first needs the causal mask.
       for (int j = w.key_tiles() - 1; j >= 0; --j, ring.advance()) {
         mbarrier_wait(&s.k_empty[ring.stage], ring.phase ^ 1);
         mbarrier_arrive_expect_tx(&s.k_full[ring.stage], kTileBytes);
-        tma_load_5d(s.k[ring.stage], &qkv_map, &s.k_full[ring.stage], 0, w.h, 1, j * kKeyRows, w.b);
+        tma_load_4d(s.k[ring.stage], &qkv_map, &s.k_full[ring.stage], 0, key_head, j * kKeyRows, w.b);
         mbarrier_wait(&s.v_empty[ring.stage], ring.phase ^ 1);
         mbarrier_arrive_expect_tx(&s.v_full[ring.stage], kTileBytes);
-        tma_load_5d(s.v[ring.stage], &qkv_map, &s.v_full[ring.stage], 0, w.h, 2, j * kKeyRows, w.b);
+        tma_load_4d(s.v[ring.stage], &qkv_map, &s.v_full[ring.stage], 0, value_head, j * kKeyRows, w.b);
       }
     }
     return;
@@ -338,26 +340,25 @@ CUtensorMap encode_map(const void* base, const cuuint64_t (&dims)[kRank], const 
 struct Maps {
   const void* qkv;
   const void* out;
-  int B, T, NH;
+  int B, T, NH, NKV;
   CUtensorMap qkv_map, out_map;
 };
 
-Maps maps_for(const bf16* qkv, bf16* out, int B, int T, int NH) {
+Maps maps_for(const bf16* qkv, bf16* out, int B, int T, int NH, int NKV) {
   static std::vector<Maps> cache;
   for (const Maps& m : cache)
-    if (m.qkv == qkv && m.out == out && m.B == B && m.T == T && m.NH == NH) return m;
+    if (m.qkv == qkv && m.out == out && m.B == B && m.T == T && m.NH == NH && m.NKV == NKV) return m;
   constexpr size_t kMaxMaps = 256;  // more than any model's layers; a bound for odd callers
   if (cache.size() == kMaxMaps) cache.clear();
-  const cuuint64_t e = sizeof(bf16);
-  // qkv (B, T, 3, NH, HS) as dims (HS, NH, 3, T, B); boxes of (64, 1, 1, 128 rows, 1).
-  const CUtensorMap qkv_map =
-      encode_map<5>(qkv, {kHS, cuuint64_t(NH), 3, cuuint64_t(T), cuuint64_t(B)},
-                    {kHS * e, NH * kHS * e, 3 * NH * kHS * e, cuuint64_t(T) * 3 * NH * kHS * e},
-                    {kHS, 1, 1, kKeyRows, 1});
+  const cuuint64_t e = sizeof(bf16), heads = NH + 2 * NKV;
+  // qkv (B, T, NH + 2 NKV, HS) as dims (HS, NH + 2 NKV, T, B); boxes of (64, 1, 128 rows, 1).
+  const CUtensorMap qkv_map = encode_map<4>(qkv, {kHS, heads, cuuint64_t(T), cuuint64_t(B)},
+                                            {kHS * e, heads * kHS * e, cuuint64_t(T) * heads * kHS * e},
+                                            {kHS, 1, kKeyRows, 1});
   // out (B, T, NH, HS) as dims (HS, NH, T, B); boxes of (64, 1, 64 rows, 1).
   const CUtensorMap out_map = encode_map<4>(out, {kHS, cuuint64_t(NH), cuuint64_t(T), cuuint64_t(B)},
                                             {kHS * e, NH * kHS * e, cuuint64_t(T) * NH * kHS * e}, {kHS, 1, kGroupRows, 1});
-  cache.push_back({qkv, out, B, T, NH, qkv_map, out_map});
+  cache.push_back({qkv, out, B, T, NH, NKV, qkv_map, out_map});
   return cache.back();
 }
 
@@ -389,13 +390,13 @@ bool attention_fwd_tma_supported() {
   return registers_suffice;
 }
 
-void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale,
+void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
                        cudaStream_t stream) {
-  const Maps maps = maps_for(qkv, out, B, T, NH);
+  const Maps maps = maps_for(qkv, out, B, T, NH, NKV);
   const int items = B * NH * ((T + kQueryRows - 1) / kQueryRows);
   const int blocks = items < multiprocessors() ? items : multiprocessors();
   allow_smem(attention_fwd_tma_kernel, kSmemBytes);
-  attention_fwd_tma_kernel<<<blocks, kThreads, kSmemBytes, stream>>>(maps.qkv_map, maps.out_map, lse, B, T, NH,
+  attention_fwd_tma_kernel<<<blocks, kThreads, kSmemBytes, stream>>>(maps.qkv_map, maps.out_map, lse, B, T, NH, NKV,
                                                                       scale);
   CUDA_CHECK_LAUNCH("attention_fwd_tma_kernel");
 }

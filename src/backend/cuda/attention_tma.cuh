@@ -11,6 +11,7 @@ namespace trident::gpu {
 bool attention_fwd_tma_supported();
 
 // As attention_fwd at HS = 64, scores scaled by `scale`; sm_90a only, tensors 16-byte aligned.
-void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, float scale, cudaStream_t stream);
+void attention_fwd_tma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
+                       cudaStream_t stream);
 
 }  // namespace trident::gpu

@@ -408,38 +408,31 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   // ---- attention
-  // The CUDA attention kernels read one key/value head per query head.
-  static void check_multi_head(int NH, int NKV, const char* op) {
-    TRIDENT_CHECK(NKV == NH, str(op, ": the CUDA kernels have no grouped-query attention yet (", NKV,
-                                 " key/value heads for ", NH, " query heads)"));
-  }
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) override {
-    check_multi_head(NH, NKV, "attention_fwd");
     gpu::ProfileScope prof(stream_, "attention_fwd", B * T, NH, HS);
-    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
+    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_fwd(act(out, BT * C, "attention_fwd: out"), f32(lse, BT * NH, "attention_fwd: lse"),
-                       act(qkv, 3 * BT * C, "attention_fwd: qkv"), B, T, NH, HS, stream_);
+                       act(qkv, BT * C_qkv, "attention_fwd: qkv"), B, T, NH, NKV, HS, stream_);
   }
 
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
                      int B, int T, int NH, int NKV, int HS) override {
-    check_multi_head(NH, NKV, "attention_bwd");
     gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
-    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS);
-    gpu::attention_bwd(act(dqkv, 3 * BT * C, "attention_bwd: dqkv"), f32_optional(dbias, 3 * C, "attention_bwd: dbias"),
-                       act(dout, BT * C, "attention_bwd: dout"), act(qkv, 3 * BT * C, "attention_bwd: qkv"),
-                       act(out, BT * C, "attention_bwd: out"), f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, HS,
-                       *scratch_, stream_);
+    const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
+    gpu::attention_bwd(act(dqkv, BT * C_qkv, "attention_bwd: dqkv"),
+                       f32_optional(dbias, C_qkv, "attention_bwd: dbias"), act(dout, BT * C, "attention_bwd: dout"),
+                       act(qkv, BT * C_qkv, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
+                       f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, NKV, HS, *scratch_, stream_);
   }
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
                         int Tmax, int NH, int NKV, int HS) override {
-    check_multi_head(NH, NKV, "attention_decode");
     gpu::ProfileScope prof(stream_, "attention_decode", B * Tn, NH, HS);
-    const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), cache = rows_x_cols(B, Tmax) * C;
+    const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
+    const size_t cache = rows_x_cols(B, Tmax) * rows_x_cols(NKV, HS);
     gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
-                          act(qkv, 3 * BT * C, "attention_decode: qkv"), B, Tn, past, Tmax, NH, HS, stream_);
+                          act(qkv, BT * C_qkv, "attention_decode: qkv"), B, Tn, past, Tmax, NH, NKV, HS, stream_);
   }
 
   // ---- rotary position embedding

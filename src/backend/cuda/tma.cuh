@@ -60,16 +60,16 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
-// Copies the box of a 5-d tensor map at coordinates c (innermost first) into shared memory at
+// Copies the box of a 4-d tensor map at coordinates c (innermost first) into shared memory at
 // dst (1024-byte aligned for 128-byte swizzle); the bytes count against bar's transaction.
 // Elements outside the tensor land as zeros.
-__device__ __forceinline__ void tma_load_5d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2,
-                                            int c3, int c4) {
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2,
+                                            int c3) {
 #if TRIDENT_WGMMA
   asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], "
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
       "[%2];\n" ::"r"(shared_address(dst)),
-      "l"(tensor_map), "r"(shared_address(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      "l"(tensor_map), "r"(shared_address(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 #else
   __trap();

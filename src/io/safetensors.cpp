@@ -81,6 +81,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 // Converts n stored elements of a float dtype to fp32; `src` may have any alignment.
 void to_f32(SafetensorsDtype dtype, const uint8_t* src, uint64_t n, float* dst) {
+  if (n == 0) return;   // dst may be null
   const int64_t count = static_cast<int64_t>(n);
   switch (dtype) {
     case SafetensorsDtype::F32:
@@ -109,6 +110,7 @@ void to_f32(SafetensorsDtype dtype, const uint8_t* src, uint64_t n, float* dst) 
 
 // n fp32 values stored as `dtype` (F32 copied, BF16/F16 rounded to nearest even) into dst.
 void from_f32(SafetensorsDtype dtype, const float* src, uint64_t n, uint8_t* dst) {
+  if (n == 0) return;
   const int64_t count = static_cast<int64_t>(n);
   switch (dtype) {
     case SafetensorsDtype::F32:

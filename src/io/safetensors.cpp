@@ -79,60 +79,53 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// n 16-bit values at src (any alignment) widened to fp32 by `widen`, and the reverse.
+template <class Widen>
+void halves_to_f32(const uint8_t* src, int64_t n, float* dst, Widen widen) {
+#pragma omp parallel for schedule(static) if (n > static_cast<int64_t>(kParallelElements))
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = widen(h);
+  }
+}
+
+template <class Narrow>
+void f32_to_halves(const float* src, int64_t n, uint8_t* dst, Narrow narrow) {
+#pragma omp parallel for schedule(static) if (n > static_cast<int64_t>(kParallelElements))
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = narrow(src[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
 // Converts n stored elements of a float dtype to fp32; `src` may have any alignment.
 void to_f32(SafetensorsDtype dtype, const uint8_t* src, uint64_t n, float* dst) {
   if (n == 0) return;   // dst may be null
-  const int64_t count = static_cast<int64_t>(n);
   switch (dtype) {
-    case SafetensorsDtype::F32:
-      std::memcpy(dst, src, n * 4);
-      return;
-    case SafetensorsDtype::BF16:
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-      for (int64_t i = 0; i < count; ++i) {
-        uint16_t b;
-        std::memcpy(&b, src + 2 * i, 2);
-        dst[i] = bf16_to_float(b);
-      }
-      return;
-    case SafetensorsDtype::F16:
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-      for (int64_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = f16_to_float(h);
-      }
-      return;
-    default:
-      TRIDENT_FATAL(str("to_f32 of non-float dtype ", safetensors_dtype_name(dtype)));
+    case SafetensorsDtype::F32: std::memcpy(dst, src, n * 4); return;
+    case SafetensorsDtype::BF16: halves_to_f32(src, static_cast<int64_t>(n), dst, bf16_to_float); return;
+    case SafetensorsDtype::F16: halves_to_f32(src, static_cast<int64_t>(n), dst, f16_to_float); return;
+    default: TRIDENT_FATAL(str("to_f32 of non-float dtype ", safetensors_dtype_name(dtype)));
   }
 }
 
 // n fp32 values stored as `dtype` (F32 copied, BF16/F16 rounded to nearest even) into dst.
 void from_f32(SafetensorsDtype dtype, const float* src, uint64_t n, uint8_t* dst) {
   if (n == 0) return;
-  const int64_t count = static_cast<int64_t>(n);
   switch (dtype) {
-    case SafetensorsDtype::F32:
-      std::memcpy(dst, src, n * 4);
-      return;
-    case SafetensorsDtype::BF16:
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-      for (int64_t i = 0; i < count; ++i) {
-        const uint16_t b = float_to_bf16(src[i]);
-        std::memcpy(dst + 2 * i, &b, 2);
-      }
-      return;
-    case SafetensorsDtype::F16:
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-      for (int64_t i = 0; i < count; ++i) {
-        const uint16_t h = float_to_f16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    default:
-      TRIDENT_FATAL(str("from_f32 to non-float dtype ", safetensors_dtype_name(dtype)));
+    case SafetensorsDtype::F32: std::memcpy(dst, src, n * 4); return;
+    case SafetensorsDtype::BF16: f32_to_halves(src, static_cast<int64_t>(n), dst, float_to_bf16); return;
+    case SafetensorsDtype::F16: f32_to_halves(src, static_cast<int64_t>(n), dst, float_to_f16); return;
+    default: TRIDENT_FATAL(str("from_f32 to non-float dtype ", safetensors_dtype_name(dtype)));
   }
+}
+
+// Why nlohmann refused a text: a syntax error (parse_error, with its byte) or a number beyond a
+// double's range (out_of_range).
+std::string json_error(const json::exception& e) {
+  if (const auto* p = dynamic_cast<const json::parse_error*>(&e)) return str("syntax error at byte ", p->byte);
+  return "a number out of range";
 }
 
 // A JSON value that is a non-negative integer, else false.
@@ -183,7 +176,9 @@ class AtomicFile {
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp_ + " to it");
     committed_ = true;
     const std::string dir = fs::path(path_).parent_path().string();
-    if (!fsync_path(dir.empty() ? "." : dir)) fail("cannot sync its directory");
+    if (!fsync_path(dir.empty() ? "." : dir))
+      throw InputError(str(path_, ": written, but its directory cannot be synced (", errno_text(),
+                           "), so a crash could still lose it"));
   }
 
  private:
@@ -303,9 +298,8 @@ void SafetensorsFile::parse_header(const char* text, uint64_t bytes, uint64_t da
   json header;
   try {
     header = json::parse(text, text + bytes, note_keys);
-  } catch (const json::parse_error& e) {
-    throw bad_file(str("the header is not JSON (", e.byte > 0 ? str("error at header byte ", e.byte) : "empty",
-                       "): corrupt, or not a safetensors file?"));
+  } catch (const json::exception& e) {
+    throw bad_file(str("the header is not JSON (", json_error(e), "): corrupt, or not a safetensors file?"));
   }
   if (!header.is_object()) throw bad_file(str("the header is JSON ", header.type_name(), ", not an object"));
   if (!repeated.empty()) throw bad(repeated, "appears twice in the header");
@@ -469,8 +463,8 @@ void SafetensorsModel::open_index(const std::string& index_path) {
   json index;
   try {
     index = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw bad(str("not JSON (error at byte ", e.byte, ")"));
+  } catch (const json::exception& e) {
+    throw bad(str("not JSON (", json_error(e), ")"));
   }
   const auto weight_map = index.is_object() ? index.find("weight_map") : index.end();
   if (weight_map == index.end() || !weight_map->is_object() || weight_map->empty())

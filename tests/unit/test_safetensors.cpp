@@ -223,6 +223,8 @@ TEST(Safetensors, RefusesCorruptFiles) {
        {"over the format's limit"}},
       {"not JSON", st_bytes("{\"a\":", ""), {"not JSON"}},
       {"not an object", st_bytes("[1,2]", ""), {"JSON array, not an object"}},
+      {"number out of range", st_bytes(R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,8]}})", f8),
+       {"not JSON (a number out of range)"}},
       {"unknown dtype", st_bytes(R"({"a":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})", f8),
        {"tensor 'a'", "unknown dtype 'F12'"}},
       {"no dtype", st_bytes(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", f8), {"tensor 'a'", "no \"dtype\""}},
@@ -407,6 +409,7 @@ TEST(Safetensors, RefusesBadIndexes) {
     expect_input_error([&] { SafetensorsModel m(dir.path().string()); }, parts);
   };
   check("{\"weight_map\": ", {index, "not JSON"});
+  check(R"({"metadata": {"total_size": 1e999}})", {index, "not JSON (a number out of range)"});
   check(R"({"metadata": {}})", {index, "no \"weight_map\""});
   check(R"({"weight_map": {"x": "../model-00001-of-00001.safetensors"}})", {index, "tensor 'x'", "not a file name"});
   check(R"({"weight_map": {"x": 3}})", {index, "tensor 'x'", "not a file name"});

@@ -58,6 +58,7 @@ class SafetensorsFile {
   void read_f32(const std::string& name, float* dst) const;
   // Rows [row_begin, row_end) of dim 0 as fp32 into dst ((row_end - row_begin) * row_elements()
   // floats): the share of a large tensor one rank converts. Touches only those rows' pages.
+  // Rows outside the tensor are the caller's bug (fatal), as the shape is known from info().
   void read_rows_f32(const std::string& name, int64_t row_begin, int64_t row_end, float* dst) const;
 
  private:

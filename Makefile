@@ -45,7 +45,7 @@ test: test-deps
 fuzz:
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DTRIDENT_FUZZ=ON -DTRIDENT_TESTS=OFF -DTRIDENT_CUDA=OFF \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer fuzz_safetensors
 	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 run: deps

@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work   # the targets' scratch files go with it
 fail=0
-for target in fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer; do
+for target in fuzz_config fuzz_idx fuzz_checkpoint fuzz_tokenizer fuzz_safetensors; do
   # New inputs go to a scratch copy; the committed seeds stay as they are.
   mkdir -p "$work/$target"
   cp "$here/$target"/* "$work/$target/"

@@ -55,6 +55,19 @@ std::vector<float> without_key_bias(const std::string& name, std::vector<float> 
   return v;
 }
 
+// Llama's query and key biases: their gradient is a sum over key positions whose softmax
+// weights' gradients sum to zero (the key bias's exactly so without RoPE), so it is mostly
+// cancelled and its summation order shows through at ~1e-5 after five Adam steps (tp 4 with
+// sequence parallelism: 1.07e-5). Held to kCancellingTol, scaled into the kTol comparison.
+constexpr double kCancellingTol = 1e-4;
+bool cancelling_gradient(const std::string& name) {
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  return ends("attn.q.bias") || ends("attn.k.bias");
+}
+
 // queued: each step queued before the previous one is finished (Trainer::queue_step), as
 // `trident bench` and `trident train` run, instead of train_step.
 RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
@@ -119,7 +132,8 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
           for (const auto& [tname, want] : ref.params.tensors) {
             auto it = got.params.tensors.find(tname);
             ASSERT_NE(it, got.params.tensors.end()) << tname;
-            double e = test::rel_l2(without_key_bias(tname, it->second), without_key_bias(tname, want));
+            double e = test::rel_l2(without_key_bias(tname, it->second), without_key_bias(tname, want)) *
+                       (cancelling_gradient(tname) ? kTol / kCancellingTol : 1.0);
             if (e > weight_err) {
               weight_err = e;
               worst_tensor = tname;
@@ -239,6 +253,9 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // Key/value heads are split at tp 2 and replicated at tp 4; eight oversubscribed ranks would
+  // add minutes of CI time and no other code path.
+  if (world > 4) GTEST_SKIP() << "the Llama sweep runs on 2 and 4 ranks";
   RunResult ref;
   if (rank == 0) ref = train(llama_config(), MPI_COMM_SELF);
   LayoutSweep sweep;

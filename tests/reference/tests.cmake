@@ -23,3 +23,12 @@ add_test(NAME hf_tokenizer_vs_js
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/hf_tokenizer_vs_js.sh $<TARGET_FILE:trident>
                  ${CMAKE_CURRENT_BINARY_DIR}/hf_tokenizer_vs_js)
 set_tests_properties(hf_tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# safetensors files trident writes read by an independent reader in Python, and files an
+# independent Python writer makes read by trident (values, dtypes, shards, bad files).
+add_executable(safetensors_tool reference/safetensors_tool.cpp)
+target_link_libraries(safetensors_tool PRIVATE trident_io nlohmann_json::nlohmann_json)
+add_test(NAME reference_safetensors
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_safetensors.py
+                 $<TARGET_FILE:safetensors_tool>)
+set_tests_properties(reference_safetensors PROPERTIES LABELS reference)

@@ -17,5 +17,9 @@ const char* dtype_name(DType t);
 // Round-to-nearest-even fp32 -> bf16 and back, for host-side conversions and tests.
 uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t b);
+// The same for IEEE fp16: values past 65504 round to infinity, small ones to fp16 subnormals,
+// NaN stays NaN (quiet, sign kept).
+uint16_t float_to_f16(float f);
+float f16_to_float(uint16_t h);
 
 }  // namespace trident

@@ -496,8 +496,7 @@ void GptStage::prefetch_after_block(int i) {
 }
 
 BlockShape GptStage::block_shape(int rows) const {
-  BlockShape s{rows, C_, C_ / g_.topo.tp(), static_cast<float>(m_.norm_eps), g_.coord.tp == 0};
-  s.d = bd_;
+  BlockShape s{rows, C_, C_ / g_.topo.tp(), static_cast<float>(m_.norm_eps), g_.coord.tp == 0, false, bd_};
   return s;
 }
 

@@ -82,13 +82,20 @@ bool spans_nodes(const Topology& topo, Axis axis, int gpus_per_node) {
 // Ring all-reduce moves 2(n-1)/n of the buffer through each rank's link (nccl-tests' bus factor).
 double ring_factor(int n) { return 2.0 * (n - 1) / n; }
 
+// Parameters of one block: GPT-2's 12 C^2 + 13 C, or Llama's q, k, v (NKV heads), o, gate, up,
+// down and two RMSNorm weights (and the q/k/v biases).
+double block_param_count(const ModelConfig& m) {
+  const double C = m.n_embd, HS = m.head_size(), Q = m.n_head * HS, KV = m.kv_heads() * HS, F = m.ffn();
+  if (!m.llama()) return 12 * C * C + 13 * C;
+  return C * (Q + 2 * KV) + Q * C + 3 * C * F + 2 * C + (m.qkv_bias ? Q + 2 * KV : 0);
+}
+
 // Forward + backward GEMM FLOPs per token of one stage, all TP ranks together: 6 per parameter
 // of a GEMM, 12*T*C per layer for the attention scores and the weighted sum, and the tied head
 // over the padded vocabulary on the last stage.
 double stage_flops_per_token(const ModelConfig& m, const StageInfo& st, int tp) {
   const double C = m.n_embd, T = m.seq_len;
-  const double block_params = 12 * C * C + 13 * C;
-  double f = st.n_layers() * (6 * block_params + 12 * T * C);
+  double f = st.n_layers() * (6 * block_param_count(m) + 12 * T * C);
   if (st.last()) f += 6.0 * m.padded_vocab(tp) * C;
   return f;
 }
@@ -111,7 +118,7 @@ int64_t stored_param_count(const ModelConfig& m, int tp) {
 
 double flops_per_token(const ModelConfig& m) {
   const double C = m.n_embd, T = m.seq_len, L = m.n_layer;
-  const double gemm_params = L * (12 * C * C + 13 * C) + double(m.vocab_size) * C;
+  const double gemm_params = L * block_param_count(m) + double(m.vocab_size) * C;
   return 6 * gemm_params + 12 * L * C * T;
 }
 

@@ -138,6 +138,36 @@ TEST_F(Checkpoint, ReshardsIntoOtherLayouts) {
   }
 }
 
+// A Llama (grouped-query attention with 2 key/value heads, q/k/v biases, untied head) saved by
+// dp2 tp2 pp2 ZeRO-1 continues in layouts that split its key/value heads differently (tp 4
+// replicates each over two ranks) or not at all.
+TEST_F(Checkpoint, LlamaReshardsIntoOtherLayouts) {
+  auto llama = [](int dp, int tp, int pp, int zero) {
+    RunConfig c = config(dp, tp, pp, zero);
+    c.model.arch = "llama";
+    c.model.n_kv_head = 2;
+    c.model.ffn_hidden_size = 48;
+    c.model.qkv_bias = true;
+    return c;
+  };
+  TrainRun full(llama(2, 2, 2, 1), MPI_COMM_WORLD);
+  const std::vector<double> reference = full.steps(0, kSteps);
+  const std::string dir = dir_ + "/llama";
+  {
+    TrainRun first(llama(2, 2, 2, 1), MPI_COMM_WORLD);
+    first.steps(0, kSaveAt);
+    first.save(dir, kSaveAt);
+  }
+  const std::string file = dir + "/step_" + std::to_string(kSaveAt) + ".h5";
+  struct L { int dp, tp, pp, zero; };
+  for (L l : {L{1, 4, 2, 0}, L{8, 1, 1, 1}, L{2, 2, 2, 1}}) {
+    SCOPED_TRACE(str("llama dp", l.dp, " tp", l.tp, " pp", l.pp, " zero", l.zero));
+    TrainRun r(llama(l.dp, l.tp, l.pp, l.zero), MPI_COMM_WORLD);
+    r.load(file);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference, l.dp == 2 && l.tp == 2);
+  }
+}
+
 TEST_F(Checkpoint, ResumesOnOneRank) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,5 +1,6 @@
 // Generation: decoding with the KV cache reproduces a full forward pass (bit for bit on the CPU
-// backend), greedy output is deterministic, and tp = 2 generates what tp = 1 does.
+// backend), greedy output is deterministic, and tp = 2 generates what tp = 1 does; for GPT-2 and
+// for a Llama (RoPE at the cache's positions, a cache of the 2 key/value heads only).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,8 +15,13 @@
 namespace trident {
 namespace {
 
-RunConfig config(int tp) {
+RunConfig config(int tp, bool llama = false) {
   RunConfig c = test::tiny_config();
+  if (llama) {
+    c.model.arch = "llama";
+    c.model.n_kv_head = 2;
+    c.model.ffn_hidden_size = 64;
+  }
   c.model.n_embd = 32;
   c.model.vocab_size = 60;
   c.model.seq_len = 32;
@@ -55,11 +61,13 @@ std::vector<int32_t> greedy(GptStage& model, std::vector<int32_t> prompt, int n,
   return out;
 }
 
-TEST(Generation, KvCacheReproducesTheFullForwardBitForBit) {
+class Generation : public ::testing::TestWithParam<bool> {};   // llama or gpt2
+
+TEST_P(Generation, KvCacheReproducesTheFullForwardBitForBit) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1), MPI_COMM_SELF);
+  Model m(config(1, GetParam()), MPI_COMM_SELF);
   GptStage& model = m.trainer->model();
   const std::vector<int32_t> prompt = {7, 38, 11};
   std::vector<std::vector<float>> cached;
@@ -85,7 +93,7 @@ TEST(Generation, KvCacheReproducesTheFullForwardBitForBit) {
   EXPECT_EQ(greedy(model, prompt, 20, nullptr), out) << "greedy decoding is not deterministic";
 }
 
-TEST(Generation, TensorParallelGeneratesWhatOneRankDoes) {
+TEST_P(Generation, TensorParallelGeneratesWhatOneRankDoes) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -93,15 +101,18 @@ TEST(Generation, TensorParallelGeneratesWhatOneRankDoes) {
   std::vector<std::vector<float>> one_logits, tp_logits;
   std::vector<int32_t> one;
   if (rank == 0) {
-    Model m(config(1), MPI_COMM_SELF);
+    Model m(config(1, GetParam()), MPI_COMM_SELF);
     one = greedy(m.trainer->model(), {5, 9}, 16, &one_logits);
   }
-  Model m(config(2), MPI_COMM_WORLD);
+  Model m(config(2, GetParam()), MPI_COMM_WORLD);
   std::vector<int32_t> got = greedy(m.trainer->model(), {5, 9}, 16, &tp_logits);
   if (rank != 0) return;
   EXPECT_EQ(got, one);
   for (size_t i = 0; i < one_logits.size(); ++i) EXPECT_LE(test::rel_l2(tp_logits[i], one_logits[i]), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Arch, Generation, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "llama" : "gpt2"; });
 
 TEST(Sampling, GreedyTopKAndTopPAreConsistent) {
   std::vector<float> logits = {0.1f, 2.0f, 2.0f, -1.0f, 1.5f};

@@ -153,6 +153,10 @@ TEST_F(Checkpoint, LlamaReshardsIntoOtherLayouts) {
   TrainRun full(llama(2, 2, 2, 1), MPI_COMM_WORLD);
   const std::vector<double> reference = full.steps(0, kSteps);
   const std::string dir = dir_ + "/llama";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) fs::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
   {
     TrainRun first(llama(2, 2, 2, 1), MPI_COMM_WORLD);
     first.steps(0, kSaveAt);

@@ -196,11 +196,12 @@ struct Raw8 {
 // writes the column sums of the din rows it stored, read back after the barrier (from L2): a
 // third shared-memory sum updated per row cost about what it saved. With kPeer, dout is this TP rank's
 // partial and dout_peer the other's: the row's gradient is bf16(dout + dout_peer), as the
-// all-reduce it replaces would leave it. Up to 4 groups (C <= 1,024) it is
+// all-reduce it replaces would leave it. With kRms it is the RMSNorm backward: no mean (norm =
+// in * rstd), no mean(dnorm) term and no db (partial_db unused). Up to 4 groups (C <= 1,024) it is
 // compiled for two blocks per multiprocessor (128 registers at C = 768; three blocks would
 // spill: 0.075 against 0.039 ms at N = 16384 on H200); wider rows get one block of 8 warps, whose
 // 8 rows of 3 x C bf16 in flight still cover the memory latency.
-template <int kGroups, bool kSum, bool kPeer>
+template <int kGroups, bool kSum, bool kPeer, bool kRms = false>
 __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
     layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
                                const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
         g[gi].bits = x[gi].bits = d[gi].bits = make_uint4(0, 0, 0, 0);
       }
     }
-    const float m = mean[row], r = rstd[row];
+    const float m = kRms ? 0.0f : mean[row], r = rstd[row];
     float s_dnorm = 0.0f, s_dnorm_norm = 0.0f;
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi)
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
         s_dnorm += dnorm;
         s_dnorm_norm += dnorm * ((x[gi][k] - m) * r);
       }
-    const float mean_dnorm = warp_sum(s_dnorm) / cols;
+    const float mean_dnorm = kRms ? 0.0f : warp_sum(s_dnorm) / cols;
     const float mean_dnorm_norm = warp_sum(s_dnorm_norm) / cols;
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
@@ -271,13 +272,13 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
       }
       store_vec(din_accum + off + c, out);
       store_vec(&sums[0][warp][c], dw);
-      store_vec(&sums[1][warp][c], db);
+      if (!kRms) store_vec(&sums[1][warp][c], db);
     }
   }
   __syncthreads();  // also orders every warp's din stores before the reads below
   float* partials[2] = {partial_dw, partial_db};
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < (kRms ? 1 : 2); ++i)
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
       float acc = 0.0f;
       for (int wi = 0; wi < kWarpsPerBlock; ++wi) acc += sums[i][wi][c];
@@ -303,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
 // or is up to 4 groups but not whole ones (those rows take the separate kernels, as before).
 using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*,
                                 const float*, const float*, int, int, PeerRelease);
-template <bool kSum, bool kPeer>
+template <bool kSum, bool kPeer, bool kRms = false>
 FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   constexpr int kGroupCols = 32 * kVec;
   if (C % kVec != 0) return nullptr;
@@ -311,14 +312,14 @@ FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   if (groups <= 4 && C % kGroupCols != 0) return nullptr;
   FusedBwdKernel kernel = nullptr;
   switch (groups) {
-    case 1: kernel = layernorm_bwd_fused_kernel<1, kSum, kPeer>; break;
-    case 2: kernel = layernorm_bwd_fused_kernel<2, kSum, kPeer>; break;
-    case 3: kernel = layernorm_bwd_fused_kernel<3, kSum, kPeer>; break;
-    case 4: kernel = layernorm_bwd_fused_kernel<4, kSum, kPeer>; break;
-    case 5: kernel = layernorm_bwd_fused_kernel<5, kSum, kPeer>; break;
-    case 6: kernel = layernorm_bwd_fused_kernel<6, kSum, kPeer>; break;
-    case 7: kernel = layernorm_bwd_fused_kernel<7, kSum, kPeer>; break;
-    case 8: kernel = layernorm_bwd_fused_kernel<8, kSum, kPeer>; break;
+    case 1: kernel = layernorm_bwd_fused_kernel<1, kSum, kPeer, kRms>; break;
+    case 2: kernel = layernorm_bwd_fused_kernel<2, kSum, kPeer, kRms>; break;
+    case 3: kernel = layernorm_bwd_fused_kernel<3, kSum, kPeer, kRms>; break;
+    case 4: kernel = layernorm_bwd_fused_kernel<4, kSum, kPeer, kRms>; break;
+    case 5: kernel = layernorm_bwd_fused_kernel<5, kSum, kPeer, kRms>; break;
+    case 6: kernel = layernorm_bwd_fused_kernel<6, kSum, kPeer, kRms>; break;
+    case 7: kernel = layernorm_bwd_fused_kernel<7, kSum, kPeer, kRms>; break;
+    case 8: kernel = layernorm_bwd_fused_kernel<8, kSum, kPeer, kRms>; break;
     default: return nullptr;
   }
   *smem = 2 * kWarpsPerBlock * static_cast<size_t>(groups) * kGroupCols * sizeof(float);
@@ -449,6 +450,22 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
   CUDA_CHECK_LAUNCH("layernorm_dwdb_partials_kernel");
   add_column_partials({dw, db}, partial_dw, n_chunks, C, stream);
   if (dsum) add_column_sums(dsum, din_accum, N, C, scratch, stream);
+}
+
+bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
+                       int N, int C, Scratch& scratch, cudaStream_t stream) {
+  size_t smem = 0;
+  FusedBwdKernel kernel = C % kVec == 0 && aligned16(din_accum, dout, in, w)
+                              ? fused_bwd_kernel<false, false, true>(C, &smem)
+                              : nullptr;
+  if (!kernel || N == 0) return false;
+  const int n_chunks = ceil_div(N, kFusedRows);
+  float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
+  kernel<<<n_chunks, kThreads, smem, stream>>>(din_accum, partial_dw, nullptr, nullptr, dout, nullptr, in, w, nullptr,
+                                               rstd, N, C, PeerRelease{});
+  CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel (RMSNorm)");
+  add_column_partials(dw, partial_dw, n_chunks, C, stream);
+  return true;
 }
 
 }  // namespace trident::gpu

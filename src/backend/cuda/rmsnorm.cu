@@ -1,5 +1,6 @@
 // RMSNorm kernels: one warp per row for the row-wise work, as the LayerNorm kernels; the dw column
 // sums go through per-chunk partials added in a fixed order, so the backward pass is deterministic.
+#include "layernorm.cuh"
 #include "reduce.cuh"
 #include "rmsnorm.cuh"
 
@@ -121,6 +122,7 @@ void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf1
 void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
                  int N, int C, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
+  if (rmsnorm_bwd_fused(din_accum, dw, dout, in, w, rstd, N, C, scratch, stream)) return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
   const int n_chunks = column_chunks(N, "rmsnorm_bwd");
   // (n_chunks, C): each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).

@@ -23,6 +23,12 @@ expect_2 "malformed INI line" "bad.cfg:3" train --config "$out/bad.cfg"
 expect_2 "n_embd vs n_head" "model.n_embd" train --config "$root/inputs/models/tiny.cfg" --model.n_head 5
 expect_2 "missing data file" "nonexistent" train --config "$root/inputs/models/tiny.cfg" --data.train "$out/nonexistent"
 expect_2 "unknown option" "model.n_layers" train --model.n_layers 3
+llama=(train --config "$root/inputs/models/llama-tiny.cfg")
+expect_2 "n_kv_head not dividing n_head" "model.n_kv_head = 3: must divide model.n_head = 4" "${llama[@]}" \
+  --model.n_kv_head 3
+expect_2 "GQA on gpt2" "model.n_kv_head = 2: needs model.arch = llama" train --config "$root/inputs/models/tiny.cfg" \
+  --model.n_kv_head 2
+expect_2 "unknown arch" "model.arch = mamba: must be gpt2 or llama" train --model.arch mamba
 expect_2 "unknown command" "frobnicate" frobnicate
 expect_2 "stray argument to train" "unexpected argument 'stray'" train --config "$root/inputs/models/tiny.cfg" stray
 expect_2 "stray argument to bench" "unexpected argument 'stray'" bench --config "$root/inputs/models/tiny.cfg" stray

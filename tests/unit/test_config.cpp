@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
@@ -160,6 +161,32 @@ TEST(Config, BadInputCases) {
   expect_error({"--cuda.attention_kernels", "flash"}, w, {"cuda.attention_kernels", "flash", "auto, wgmma or mma"});
   expect_error({"--log.every", "0"}, w, {"log.every"});
   expect_error({"--model.n_layer", "two"}, w, {"model.n_layer"});
+  // Llama: key/value heads over TP (split, or replicated when tp is a multiple), its MLP width,
+  // options gpt2 has no place for, and the gpt2-only fused TP sums.
+  // Each call's options over these (an option may be given once).
+  auto with = [](std::map<std::string, std::string> extra) {
+    std::map<std::string, std::string> o = {{"--model.arch", "llama"}, {"--model.n_head", "6"},
+                                            {"--model.n_embd", "96"}, {"--model.n_kv_head", "2"},
+                                            {"--model.ffn_hidden_size", "96"}};
+    for (const auto& [k, v] : extra) o[k] = v;
+    std::vector<std::string> a;
+    for (const auto& [k, v] : o) a.insert(a.end(), {k, v});
+    return a;
+  };
+  expect_error(with({{"--model.n_kv_head", "4"}}), w, {"model.n_kv_head = 4", "must divide model.n_head = 6"});
+  expect_error(with({{"--parallel.tp", "3"}}), 3, {"parallel.tp = 3", "model.n_kv_head = 2", "replicated"});
+  EXPECT_NO_THROW(parse(with({{"--parallel.tp", "6"}}), 6));   // 3 ranks per key/value head
+  expect_error(with({{"--parallel.tp", "2"}, {"--model.ffn_hidden_size", "97"}}), 2,
+               {"parallel.tp = 2", "model.ffn_hidden_size = 97"});
+  expect_error(with({{"--model.n_embd", "90"}}), w,
+               {"model.n_embd", "15", "even"});
+  expect_error(with({{"--parallel.tp", "2"}, {"--parallel.tp_fused_sum", "true"}}), 2,
+               {"parallel.tp_fused_sum", "model.arch = llama"});
+  expect_error({"--model.ffn_hidden_size", "100"}, w, {"model.ffn_hidden_size = 100", "needs model.arch = llama"});
+  expect_error({"--model.tie_embeddings", "false"}, w, {"model.tie_embeddings", "needs model.arch = llama"});
+  expect_error({"--model.tie_embeddings", "maybe"}, w, {"model.tie_embeddings", "true, false or auto"});
+  expect_error({"--model.qkv_bias", "true"}, w, {"model.qkv_bias", "needs model.arch = llama"});
+  expect_error(with({{"--model.rope_theta", "0.5"}}), w, {"model.rope_theta", "> 1"});
 }
 
 // Layout and batch sizes whose products overflow an int: one line, never SIGFPE or a wrapped product.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`: the training
 # run's validation loss again, also with the checkpoint alone) and sampled (`trident generate`): greedy output is identical across
-# runs and across tp 1 / tp 2.
+# runs and across tp 1 / tp 2. MODEL (environment) names the preset: tiny (GPT-2, the default) or
+# llama-tiny.
 #   generate_eval.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
 trident=$1 root=$2
@@ -10,7 +11,7 @@ mpirun=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$@" -np 1 "$trident" train --config "$root/inputs/models/tiny.cfg" --backend cpu --data.train "$root/data/fortunes_byte" \
+"$@" -np 1 "$trident" train --config "$root/inputs/models/${MODEL:-tiny}.cfg" --backend cpu --data.train "$root/data/fortunes_byte" \
   --data.split 0.95 --model.seq_len 64 --model.n_layer 2 --train.micro_batch_size 8 --train.global_batch_size 8 \
   --train.steps 60 --train.eval_every 30 --train.eval_steps 2 --log.every 30 --checkpoint.dir "$work/ck" \
   --log.metrics "$work/m.jsonl" >"$work/train.log" 2>&1 || { cat "$work/train.log"; fail "training"; }

@@ -26,6 +26,8 @@ set_tests_properties(e2e_tiny_trains e2e_step_reports e2e_bench_cpu mpi_train_tp
                      PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_generate_eval COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 set_tests_properties(e2e_generate_eval PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_generate_eval_llama COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(e2e_generate_eval_llama PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1;MODEL=llama-tiny")
 
 # Fault injection: a rank that stalls or dies mid-save, through trident_test's hooks.
 if(TRIDENT_TEST_HOOKS)

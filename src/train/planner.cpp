@@ -50,8 +50,9 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.optimizer = 3.0 * state * sizeof(float);
   const std::vector<Action> plan = make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step());
   e.in_flight = std::max(1, peak_in_flight(plan));
-  e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act);
-  e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act));
+  const int recompute = cfg.recomputed_blocks();
+  e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, recompute);
+  e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, recompute));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
     e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
@@ -148,7 +149,10 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0;
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
-    const double compute = stage_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
+    // Recomputed blocks run their forward (a third of their training FLOPs) twice.
+    const double recomputed = cfg.recomputed_blocks() / 3.0 * (6 * block_param_count(m) + 12 * m.seq_len * m.n_embd);
+    const double compute =
+        (stage_flops_per_token(m, st, p.tp) + recomputed) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
     // parallel.tp_overlap alone too: on H100 what they save the GEMMs beside them lose, 73.2%
     // against 73.0% tp2 scaling; with tp_overlap and tp_fused_sum the copy engines move them

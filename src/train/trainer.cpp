@@ -26,7 +26,8 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
-  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train);
+  model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
+                                      cfg.recomputed_blocks());
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_sequence_parallel(cfg.parallel.sequence_parallel);

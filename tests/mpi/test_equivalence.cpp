@@ -282,6 +282,41 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
                 sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
 }
 
+// parallel.recompute = full: the backward recomputes the blocks' activations from their inputs,
+// the same ops on the same values, so losses and weights are those without recompute bit for bit;
+// for all blocks and for the first one of each stage, GPT-2 and Llama, on every layout of tp and
+// pp of the world.
+TEST(Equivalence, RecomputeChangesNoBit) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world > 2) GTEST_SKIP() << "runs on 2 ranks";
+  for (const RunConfig& model : {base_config(), llama_config()})
+    for (const auto [tp, pp] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+      if (tp * pp > world) continue;
+      RunConfig cfg = model;
+      cfg.parallel.tp = tp;
+      cfg.parallel.pp = pp;
+      MPI_Comm comm = tp * pp == world ? MPI_COMM_WORLD : MPI_COMM_SELF;
+      if (comm == MPI_COMM_SELF && rank != 0) continue;
+      const RunResult plain = train(cfg, comm);
+      cfg.parallel.recompute = "full";
+      const RunResult all = train(cfg, comm);
+      cfg.parallel.recompute_layers = 1;
+      const RunResult first = train(cfg, comm);
+      if (rank != 0) continue;
+      for (const RunResult* got : {&all, &first}) {
+        const char* what = got == &all ? "every block" : "the first block of each stage";
+        EXPECT_EQ(got->losses, plain.losses) << model.model.arch << " tp" << tp << " pp" << pp << ", " << what;
+        for (const auto& [tname, want] : plain.params.tensors)
+          EXPECT_EQ(got->params.tensors.at(tname), want) << model.model.arch << " tp" << tp << " pp" << pp << ", "
+                                                         << what << ": " << tname;
+      }
+      std::printf("  %s tp%d pp%d recompute full (all blocks, first block): losses and weights bit-identical\n",
+                  model.model.arch.c_str(), tp, pp);
+    }
+}
+
 }  // namespace
 // Steps queued one ahead compute what train_step does, step for step, here over dp = 2 with the
 // copy-engine exchange (its operations then span two steps' queues).

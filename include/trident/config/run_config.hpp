@@ -1,6 +1,7 @@
 // RunConfig: every option of a run, grouped by INI section. Field names are the option names.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct ParallelConfig {
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
   bool dp_copy_engine = false;      // dp = 2, ZeRO-1: gradient and parameter exchange by the copy engines
+  std::string recompute = "none";   // none | full: blocks whose activations the backward recomputes
+  int recompute_layers = 0;         // recompute = full: the first N blocks of each stage (0: all of them)
 };
 
 struct TrainConfig {
@@ -128,6 +131,12 @@ struct RunConfig {
   int dp() const { return parallel.dp; }
   int micro_batches_per_step() const {
     return train.global_batch_size / (train.micro_batch_size * parallel.dp);
+  }
+  // Blocks of each pipeline stage whose activations are recomputed in the backward.
+  int recomputed_blocks() const {
+    if (parallel.recompute != "full") return 0;
+    const int per_stage = model.n_layer / parallel.pp;
+    return parallel.recompute_layers > 0 ? std::min(parallel.recompute_layers, per_stage) : per_stage;
   }
 };
 

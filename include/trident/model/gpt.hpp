@@ -40,9 +40,12 @@ class ParamFetch {
 class GptStage {
  public:
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
-  // evaluation and generation, which save its fp32 copy of every parameter.
+  // evaluation and generation, which save its fp32 copy of every parameter. The first
+  // `recompute` blocks of the stage (parallel.recompute = full) keep only their output from the
+  // forward; the backward recomputes the rest from their input, into one shared set of
+  // activations (gradients bit for bit those without recompute).
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-           size_t bucket_elems, bool with_grads = true);
+           size_t bucket_elems, bool with_grads = true, int recompute = 0);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -58,8 +61,10 @@ class GptStage {
 
   // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
   // allocates, so memory estimates (trident plan) are exact.
-  static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
-  static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
+  static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                           int recompute = 0);
+  static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                              int recompute = 0);
 
   // Where the forward gets parameters that an update may not have delivered yet (none: they are
   // always current).
@@ -189,8 +194,15 @@ class GptStage {
   // Llama with more TP ranks than key/value heads: the gradients of block i's K and V (each
   // rank's head shared by kv_replicas ranks) summed over the ranks that share them.
   void sum_kv_replicas(int block);
-  // before_attention runs just before the block's attention backward is queued.
-  void block_backward(int i, Slot& s, TensorView x, TensorView dres, const std::function<void()>& before_attention);
+  // The activations block i's forward writes: the slot's own, or for a recomputed block the
+  // shared ones with the slot's output x3.
+  BlockActs forward_acts(const Slot& s, int i) const;
+  // Recomputes block i's activations from its input x into the shared ones (parallel.recompute).
+  const BlockActs& recompute_block(int i, TensorView x);
+  // before_attention runs just before the block's attention backward is queued; a holds the
+  // block's activations (the slot's, or recomputed).
+  void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
+                      const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   StageTensors view_tensors(TensorView base) const;
 
@@ -199,7 +211,7 @@ class GptStage {
   Backend& be_;
   StageInfo stage_;
   ParamLayout layout_;
-  int B_, T_, C_, n_slots_, logits_rows_;
+  int B_, T_, C_, n_slots_, logits_rows_, recompute_ = 0;
   Buffer param_buf_, grad_buf_, act_buf_, scratch_buf_;
   Buffer logits_gather_, logits_f32_;   // head_logits: gathered TP shards, grown on demand
   BlockDims bd_;

@@ -406,10 +406,9 @@ std::string model_difference(const ModelConfig& run, const ModelConfig& weights)
   field("norm_eps", run.norm_eps, weights.norm_eps);
   auto text = [](bool b) { return std::string(b ? "true" : "false"); };
   field("tie_embeddings", text(run.tied()), text(weights.tied()));
-  if (!run.llama()) {
-    field("n_positions", run.positions(), weights.positions());
-    return out;
-  }
+  // Llama's has no tensor, but it is the model's context length (max_position_embeddings).
+  field("n_positions", run.positions(), weights.positions());
+  if (!run.llama()) return out;
   field("n_kv_head", run.kv_heads(), weights.kv_heads());
   field("ffn_hidden_size", run.ffn(), weights.ffn());
   field("rope_theta", run.rope_theta, weights.rope_theta);

@@ -52,7 +52,7 @@ std::vector<float> from_hf_layout(const HfTensor& t, std::vector<float> data);
 
 // "" when a run's [model] section describes the model of some weights; else one line naming the
 // first differing field with both values. Settings that do not shape the weights or the function
-// (seq_len, init_std; n_positions for llama) are not compared.
+// (seq_len, init_std) are not compared.
 std::string model_difference(const ModelConfig& run, const ModelConfig& weights);
 
 // A Hugging Face model directory opened for import: config.json as a [model] section and its

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
@@ -379,6 +380,15 @@ std::vector<HfTensor> hf_tensors(const ModelConfig& m) {
   const ParamLayout all(m, StageInfo::of(m, 0, 1), 1, 0, 1, size_t{1} << 20);
   std::vector<HfTensor> out;
   for (const ParamInfo& p : all.params()) out.push_back(hf_tensor_of(m, p));
+  // save_pretrained's order, which keeps a layer within a shard: embeddings, the layers upwards,
+  // the final norm, the head (the layout lists them from the head down).
+  auto rank = [](const HfTensor& t) -> std::pair<int, int> {
+    if (t.name == "wte") return {0, 0};
+    if (t.name == "wpe") return {0, 1};
+    if (t.name.rfind("blocks.", 0) == 0) return {1, std::stoi(t.name.substr(7))};
+    return {t.name == "lm_head" ? 3 : 2, 0};
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const HfTensor& a, const HfTensor& b) { return rank(a) < rank(b); });
   return out;
 }
 

@@ -43,7 +43,7 @@ struct HfTensor {
   bool transposed = false;
 };
 
-// Every parameter of m, in checkpoint order.
+// Every parameter of m, in save_pretrained's order: embeddings, layers upwards, final norm, head.
 std::vector<HfTensor> hf_tensors(const ModelConfig& m);
 
 // One whole tensor from trident's layout to Hugging Face's, and back (a transpose or nothing).

@@ -118,7 +118,8 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
   model_only.model = cfg.model;
   std::string section = to_ini(model_only);
   section = section.substr(section.find("[model]"));
-  section = section.substr(0, section.find("\n[", 1) + 1);
+  section = section.substr(0, section.find("\n[", 1));
+  section.erase(section.find_last_not_of('\n') + 1);
   log_info(str("convert: wrote ", o.out, " (", hf_architecture(cfg.model), ", step 0, weights only) from ", o.from_hf,
                " on ", world, " ranks. Its model, for the [model] section of a run that starts from it with "
                "--init.from:\n", section));

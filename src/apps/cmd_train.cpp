@@ -17,6 +17,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/io/checkpoint.hpp"
+#include "trident/io/hf_convert.hpp"
 #include "trident/io/metrics.hpp"
 #include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
@@ -83,6 +84,41 @@ std::string data_changes(const RunConfig& now, const std::string& stored_ini, co
   return out;
 }
 
+// init.from's weights must be of the configured model: their stored [model] section (a trident
+// checkpoint) or config.json (a Hugging Face directory) against the run's.
+void check_init_from(const RunConfig& cfg) {
+  const std::string& from = cfg.init.from;
+  ModelConfig weights;
+  try {
+    weights = std::filesystem::is_directory(from)
+                  ? read_hf_config(from)
+                  : parse_config_text(read_checkpoint_info(from).config, from + " (stored config)").model;
+  } catch (const InputError& e) {
+    throw InputError(str("init.from: ", e.what()));
+  }
+  const std::string difference = model_difference(cfg.model, weights);
+  if (!difference.empty()) throw InputError(str("init.from ", from, ": ", difference));
+}
+
+// A new run from init.from's weights: a trident checkpoint's parameters, or a Hugging Face
+// directory converted in memory (each rank reads its shards); fresh optimizer, step 0.
+void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
+  const std::string& from = cfg.init.from;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> weights;
+  const bool hf = std::filesystem::is_directory(from);
+  collective_check(MPI_COMM_WORLD, [&] {
+    if (hf)
+      weights = HfImport(from).local_params(trainer.model().layout());
+    else
+      read_checkpoint_params(from, trainer.model(), g, weights);
+  });
+  trainer.set_initial_weights(weights);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds,
+               " s; fresh optimizer, step 0"));
+}
+
 SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
   CheckpointInfo info;
   info.step = steps_done;
@@ -127,6 +163,9 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
+    if (!cfg.init.from.empty()) log_info("note: init.from is not used: the run continues from its checkpoint");
+  } else if (!cfg.init.from.empty()) {
+    start_from_weights(cfg, trainer, rt.groups);
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
@@ -229,6 +268,7 @@ int cmd_train(const Args& args) {
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
+    if (resume.file.empty() && !cfg.init.from.empty()) check_init_from(cfg);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });

@@ -17,5 +17,6 @@ int cmd_eval(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_doctor(const Args& args);
 int cmd_plan(const Args& args);
+int cmd_convert(const Args& args);
 
 }  // namespace trident

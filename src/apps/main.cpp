@@ -34,6 +34,7 @@ const std::map<std::string, Command>& commands() {
       {"eval", {trident::cmd_eval, "validation loss and perplexity of a checkpoint"}},
       {"generate", {trident::cmd_generate, "sample text from a checkpoint (KV cache; tp >= 1, pp = 1)"}},
       {"doctor", {trident::cmd_doctor, "check ranks, GPUs, communicators and checkpoint I/O (run under mpirun)"}},
+      {"convert", {trident::cmd_convert, "Hugging Face models to trident checkpoints and back (--from-hf, --to-hf)"}},
       {"plan", {trident::cmd_plan, "estimate memory and speed of every layout for a GPU count"}},
   };
   return table;

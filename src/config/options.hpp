@@ -126,6 +126,13 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "let this run replace checkpoints in checkpoint.dir that it did not resume from (another run's, or later "
     "steps than the one resumed); without it such a directory is refused");
 
+  v.section("init", "Initial weights [init]");
+  v("init.from", c.init.from,
+    "start a new run from these weights instead of a random initialisation, with a fresh optimizer at step 0 "
+    "(fine-tuning): a trident checkpoint (.h5, e.g. from trident convert) or a Hugging Face model directory "
+    "(config.json + safetensors, converted in memory); the [model] settings must match its model; a run that "
+    "resumes from checkpoint.dir ignores it");
+
   v.section("log", "Logging [log]");
   v("log.every", c.log.every,
     "print the progress line (loss, lr, grad norm, tokens/s, MFU, memory, comm wait, elapsed, ETA) every N steps");

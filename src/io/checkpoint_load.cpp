@@ -118,9 +118,21 @@ CheckpointInfo read_checkpoint_info(const std::string& file) {
   return read_info(file, f.get(), bad);
 }
 
-CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g) {
+namespace {
+
+// The checkpoint's fp32 data that one rank reads: its parameters and, when asked for, its
+// optimizer state, in the layouts of the model's host buffers.
+struct HostCheckpoint {
+  CheckpointInfo info;
+  std::vector<float> params;
+  std::vector<float> states[3];   // master, exp_avg, exp_avg_sq; empty without the optimizer
+};
+
+// Collective: reads and checks everything (attributes, objects, shapes, checksums summed over the
+// ranks); n_state = 0 reads the parameters only. Throws InputError on every rank; changes nothing.
+HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& plan, size_t n_params, bool with_optim,
+                             size_t n_state, const ParallelGroups& g) {
   h5::silence_errors();
-  const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
   auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
 
   require_regular_file(file, bad);
@@ -129,21 +141,26 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
 
-  CheckpointInfo info = read_info(file, f.get(), bad);
+  HostCheckpoint host;
+  host.info = read_info(file, f.get(), bad);
   const std::string unread = first_unread_object(f.get(), plan);
   if (!unread.empty())
     throw bad(str(unread, " is not part of the configured model (a checkpoint of more layers, or another "
                   "model?); the [model] settings must match the checkpoint"));
-  std::vector<float> params(model.params().numel, 0.0f);
-  std::vector<float> states[3];
-  for (auto& s : states) s.assign(opt ? opt->master().numel : 0, 0.0f);
+  if (with_optim && H5Lexists(f.get(), "optim", H5P_DEFAULT) <= 0)
+    throw bad("holds weights only, no optimizer state (trident convert writes such files); start a new run from "
+              "it with --init.from instead of resuming it");
+  std::vector<float>& params = host.params;
+  std::vector<float>* states = host.states;
+  params.assign(n_params, 0.0f);
+  for (int k = 0; k < 3; ++k) states[k].assign(with_optim ? n_state : 0, 0.0f);
   std::vector<std::string> names;
   std::vector<uint64_t> local_sums, stored;
   bool read_failed = false;
   std::string first_failed;
   std::vector<float> packed;
   for (CkptKind kind : kCkptKinds) {
-    if (kind != CkptKind::Model && !opt) break;
+    if (kind != CkptKind::Model && !with_optim) break;
     float* base = kind == CkptKind::Model ? params.data() : states[static_cast<int>(kind) - 1].data();
     const auto& need = kind == CkptKind::Model ? plan.model_need : plan.optim_need;
     const auto& own = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
@@ -178,6 +195,24 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   for (size_t i = 0; i < sums.size(); ++i)
     if (sums[i] != stored[i]) throw bad("dataset " + names[i] + " does not match its checksum (corrupt file)");
 
+  return host;
+}
+
+}  // namespace
+
+CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& model, const ParallelGroups& g,
+                                      std::vector<float>& params) {
+  const CheckpointPlan plan = make_checkpoint_plan(model, nullptr, g);
+  HostCheckpoint host = read_verified(file, plan, model.params().numel, false, 0, g);
+  params = std::move(host.params);
+  return host.info;
+}
+
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g) {
+  const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
+  HostCheckpoint host =
+      read_verified(file, plan, model.params().numel, opt != nullptr, opt ? opt->master().numel : 0, g);
+  const std::vector<float>& params = host.params;
   // Everything verified: only now does the model change.
   Backend& be = model.backend();
   Buffer staging(be, params.size() * sizeof(float));
@@ -187,10 +222,10 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   if (opt) {
     TensorView views[3] = {opt->master(), opt->exp_avg(), opt->exp_avg_sq()};
     for (int k = 0; k < 3; ++k)
-      if (views[k].numel) be.copy_from_host(views[k], states[k].data());
+      if (views[k].numel) be.copy_from_host(views[k], host.states[k].data());
   }
   be.synchronize();
-  return info;
+  return host.info;
 }
 
 }  // namespace trident

@@ -18,23 +18,27 @@ const char* ckpt_group(CkptKind k) {
 }
 
 CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g) {
+  return make_checkpoint_plan(model.config(), model.layout(), opt, g);
+}
+
+CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& layout, const Optimizer* opt,
+                                    const ParallelGroups& g) {
   CheckpointPlan plan;
-  const ModelConfig& m = model.config();
   // Canonical order: the single-stage, single-shard layout lists every logical tensor once.
-  ParamLayout all(m, StageInfo::of(m, 0, 1), 1, 0, 1, model.layout().bucket_elems());
+  ParamLayout all(m, StageInfo::of(m, 0, 1), 1, 0, 1, layout.bucket_elems());
   for (const ParamInfo& p : all.params()) plan.tensors.push_back({p.name, p.global_shape});
 
   // One copy of each element is written: the one counted in the gradient norm (not a TP replica,
   // not the last stage's copy of the tied embedding).
   auto owner_rules = [](const ParamInfo& p) { return p.count_in_norm; };
-  for (const ParamInfo& p : model.layout().params()) {
+  for (const ParamInfo& p : layout.params()) {
     HostRange whole{&p, 0, static_cast<int64_t>(p.numel), p.offset};
     plan.model_need[p.name] = whole;
     if (g.coord.dp == 0 && owner_rules(p)) plan.model_own[p.name] = whole;
   }
   if (!opt) return plan;
   for (const Optimizer::ParamRange& s : opt->param_ranges()) {
-    for (const ParamInfo& p : model.layout().params()) {
+    for (const ParamInfo& p : layout.params()) {
       if (s.flat < p.offset || s.flat >= p.offset + p.numel) continue;
       const int64_t lo = static_cast<int64_t>(s.flat - p.offset);
       HostRange range{&p, lo, lo + static_cast<int64_t>(s.n), s.state};

@@ -39,6 +39,9 @@ struct CheckpointPlan {
 
 // Without an optimizer the plan covers the model only.
 CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g);
+// The same from a rank's parameter layout alone (conversions, which build no model).
+CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& layout, const Optimizer* opt,
+                                    const ParallelGroups& g);
 
 // Order-independent checksum of the range's elements: the sum over elements of a hash of
 // (global index, fp32 bits), so ranks of any layout add their owned parts.

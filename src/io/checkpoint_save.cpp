@@ -56,27 +56,17 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   return h;
 }
 
-}  // namespace
-
-SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
-                           const Optimizer& opt, const ParallelGroups& g) {
-  TraceRange range("checkpoint save");
-  auto t0 = std::chrono::steady_clock::now();
-  h5::silence_errors();
-  const HostState host = host_state(model, opt);
-  const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
-  SaveResult res;
-  const std::string name = str("step_", info.step, ".h5");
-  res.path = c.dir + "/" + name;
-  const std::string tmp = res.path + ".tmp";
-  // A leftover of an interrupted save, or a link placed there, is removed (unlink never follows a
-  // link); the file is then created exclusively (O_EXCL), which fails on a link put back in
-  // between instead of writing through it.
+// Writes `tmp` collectively: created exclusively (a leftover of an interrupted save, or a link
+// placed there, is removed first; unlink never follows a link, and O_EXCL fails on a link put back
+// in between instead of writing through it), the attributes, then the datasets of the first
+// n_kinds kinds, each rank writing the ranges it owns of host.of(kind). Returns once every rank
+// has closed the file.
+void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, const CheckpointPlan& plan,
+                           const HostState& host, size_t n_kinds, const ParallelGroups& g, const std::string& saving) {
   if (g.rank == 0 && ::unlink(tmp.c_str()) != 0 && errno != ENOENT)
     h5_require(false, str("removing the stale file (", std::strerror(errno), ")"), tmp);
   // Every rank meets under parallel.timeout_s before each collective HDF5 call, so that a rank
   // that stalls makes the others abort naming it instead of waiting inside HDF5 for ever.
-  const std::string saving = "checkpoint save of " + res.path;
   g.control->barrier(saving + " (start)");
   {
     h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
@@ -101,8 +91,9 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
 
     std::vector<float> packed;   // reused: one allocation for all datasets
     int written = 0;
-    const int total = static_cast<int>(plan.tensors.size()) * 4;
-    for (CkptKind kind : kCkptKinds) {
+    const int total = static_cast<int>(plan.tensors.size() * n_kinds);
+    for (size_t k = 0; k < n_kinds; ++k) {
+      const CkptKind kind = kCkptKinds[k];
       const auto& owned = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
       const float* base = host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
@@ -145,6 +136,23 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
     h5_require(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "flushing", tmp);
   }
   g.control->barrier(saving + " (file closed)");
+}
+
+}  // namespace
+
+SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
+                           const Optimizer& opt, const ParallelGroups& g) {
+  TraceRange range("checkpoint save");
+  auto t0 = std::chrono::steady_clock::now();
+  h5::silence_errors();
+  const HostState host = host_state(model, opt);
+  const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
+  SaveResult res;
+  const std::string name = str("step_", info.step, ".h5");
+  res.path = c.dir + "/" + name;
+  const std::string tmp = res.path + ".tmp";
+  const std::string saving = "checkpoint save of " + res.path;
+  write_checkpoint_file(tmp, info, plan, host, std::size(kCkptKinds), g, saving);
   if (g.rank == 0) {
     h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
@@ -160,6 +168,24 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
       g.control->broadcast_from_0(static_cast<uint64_t>(res.bytes), saving + " (renamed into place)"));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+void save_weights_checkpoint(const std::string& path, const CheckpointInfo& info, const ModelConfig& m,
+                             const ParamLayout& layout, const float* params, const ParallelGroups& g) {
+  h5::silence_errors();
+  HostState host;
+  host.data[static_cast<int>(CkptKind::Model)] = params;
+  const CheckpointPlan plan = make_checkpoint_plan(m, layout, nullptr, g);
+  const std::string tmp = path + ".tmp";
+  const std::string saving = "writing " + path;
+  write_checkpoint_file(tmp, info, plan, host, 1, g, saving);
+  if (g.rank == 0) {
+    h5_require(fsync_path(tmp), "syncing", tmp);
+    h5_require(std::rename(tmp.c_str(), path.c_str()) == 0, "renaming to " + path, tmp);
+    const fs::path dir = fs::path(path).parent_path();
+    h5_require(fsync_path(dir.empty() ? "." : dir.string()), "syncing the directory", dir.string());
+  }
+  g.control->barrier(saving + " (renamed into place)");
 }
 
 }  // namespace trident

@@ -586,6 +586,12 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<SafetensorsEntry>
   return plan;
 }
 
+void write_file_atomically(const std::string& path, const std::string& text) {
+  AtomicFile out(path);
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
 void SafetensorsShardedWriter::write_shard(const std::string& dir, size_t shard) const {
   const std::vector<std::vector<size_t>> shards = plan();
   TRIDENT_CHECK(shard < shards.size(), str("safetensors shard ", shard, " of ", shards.size()));
@@ -598,12 +604,7 @@ void SafetensorsShardedWriter::write_shard(const std::string& dir, size_t shard)
 
 void SafetensorsShardedWriter::write_index(const std::string& dir) const {
   const std::vector<std::vector<size_t>> shards = plan();
-  if (shards.size() > 1) {
-    const std::string text = index_text(all_.entries(), shards);
-    AtomicFile out((fs::path(dir) / kIndexFile).string());
-    out.write(text.data(), text.size());
-    out.commit();
-  }
+  if (shards.size() > 1) write_file_atomically((fs::path(dir) / kIndexFile).string(), index_text(all_.entries(), shards));
   // Files of an earlier save that a loader could take for this one; a link is removed itself.
   auto remove = [&](const std::string& name) {
     std::error_code ec;

@@ -54,6 +54,18 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_initial_weights(const std::vector<float>& params) {
+  TRIDENT_CHECK(queued_.empty() && optimizer_ != nullptr, "set_initial_weights: a training trainer before any step");
+  TRIDENT_CHECK(params.size() == model_->params().numel, "set_initial_weights: not this rank's layout");
+  Buffer staging(be_, params.size() * sizeof(float));
+  TensorView f32 = staging.view(DType::F32).slice(0, params.size());
+  be_.copy_from_host(f32, params.data());
+  be_.copy(model_->params(), f32);
+  for (const Optimizer::ParamRange& r : optimizer_->param_ranges())
+    be_.copy(optimizer_->master().slice(r.state, r.n), f32.slice(r.flat, r.n));
+  be_.synchronize();
+}
+
 void Trainer::set_position(int64_t step, int64_t consumed_samples) {
   TRIDENT_CHECK(queued_.empty(), "set_position: finish the queued steps first");
   base_step_ = step;

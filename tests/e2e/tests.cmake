@@ -50,3 +50,10 @@ add_test(NAME mpi_checkpoint_kill_loop COMMAND ${e2e_dir}/checkpoint_kill_loop.s
 set_tests_properties(mpi_checkpoint_kill_loop PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME mpi_bad_token_one_rank COMMAND ${e2e_dir}/bad_token_rank.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 set_tests_properties(mpi_bad_token_one_rank PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# Hugging Face interchange: checkpoint -> HF -> checkpoint bitwise from two saved layouts, converted
+# on 1, 3 and 4 ranks; train --init.from in two layouts; bad inputs of convert and init.from.
+add_test(NAME mpi_hf_roundtrip COMMAND ${e2e_dir}/hf_roundtrip.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
+set_tests_properties(mpi_hf_roundtrip PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_hf_bad_input COMMAND ${e2e_dir}/hf_bad_input.sh $<TARGET_FILE:trident> ${repo_root})
+set_tests_properties(e2e_hf_bad_input PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -32,3 +32,12 @@ add_test(NAME reference_safetensors
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_safetensors.py
                  $<TARGET_FILE:safetensors_tool>)
 set_tests_properties(reference_safetensors PROPERTIES LABELS reference)
+
+# trident convert against PyTorch models fed Hugging Face-named weights through a name map written
+# in the check (GPT-2's Conv1D transposed): import, train --init.from, export (f32, bf16).
+add_executable(hf_logits reference/hf_logits.cpp)
+target_link_libraries(hf_logits PRIVATE trident_test_support trident_io)
+add_test(NAME reference_hf_convert
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_hf_convert.py $<TARGET_FILE:trident>
+                 $<TARGET_FILE:hf_logits> ${CMAKE_SOURCE_DIR})
+set_tests_properties(reference_hf_convert PROPERTIES LABELS reference ENVIRONMENT OMP_NUM_THREADS=2)

@@ -99,6 +99,10 @@ struct CheckpointConfig {
   bool overwrite = false;           // may replace checkpoints in dir that this run did not resume from
 };
 
+struct InitConfig {
+  std::string from;   // a trident checkpoint (.h5) or a Hugging Face model directory; empty: random init
+};
+
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   std::string tensorboard;   // directory of TensorBoard event files; empty = none
@@ -122,6 +126,7 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   CheckpointConfig checkpoint;
+  InitConfig init;
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda

@@ -37,12 +37,26 @@ struct SaveResult {
 SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
                            const Optimizer& opt, const ParallelGroups& g);
 
+// Collective over g's world: writes the parameters alone (the /model group, no optimizer state) of
+// a model nobody trains here, as `trident convert` does: each rank its owned part of `params`
+// (layout.total() fp32, this rank's shards), to PATH.tmp, renamed over PATH once complete (the
+// caller decides whether PATH may be replaced). No `latest`, no pruning. Such a file starts runs
+// (init.from), evaluates and generates; it cannot be resumed.
+void save_weights_checkpoint(const std::string& path, const CheckpointInfo& info, const ModelConfig& m,
+                             const ParamLayout& layout, const float* params, const ParallelGroups& g);
+
 // Collective: loads this layout's parameters and, when opt is given, its optimizer state.
 // Throws InputError on every rank, naming the file and the problem, for a file that is
 // missing, not a regular file, truncated, corrupt (checksum), from a newer format, of another
 // model shape, holding a dataset the model does not read (more layers), or with an impossible
 // step or consumed_samples; nothing is written.
 CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g);
+
+// Collective: this rank's parameters as fp32 (layout().total() elements, zero between tensors)
+// from the checkpoint's /model group, checked as load_checkpoint checks it; the model is not
+// changed and the optimizer state is not read (a weights-only file is fine). For init.from.
+CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& model, const ParallelGroups& g,
+                                      std::vector<float>& params);
 
 // The attributes only (step, config, layout...), read by one process.
 CheckpointInfo read_checkpoint_info(const std::string& file);

@@ -142,6 +142,10 @@ class SafetensorsWriter {
   uint64_t data_bytes_ = 0;
 };
 
+// Writes `text` to PATH as SafetensorsWriter::write writes a file (PATH.tmp created exclusively,
+// synced, renamed over PATH, the directory synced): the JSON files beside a model's shards.
+void write_file_atomically(const std::string& path, const std::string& text);
+
 // Hugging Face's shard file name: shard_file_name(0, 3) is "model-00001-of-00003.safetensors".
 std::string shard_file_name(size_t shard, size_t shards);
 

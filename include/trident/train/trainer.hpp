@@ -72,6 +72,10 @@ class Trainer {
   // [0, steps * global batch), the same set for every layout.
   double evaluate(BatchSource& source, int steps);
 
+  // Starts from given weights instead of the random initialisation (init.from), before any step:
+  // `params` is this rank's layout().total() fp32 parameters; the fp32 master weights get them
+  // exactly (not rounded through the compute dtype) and the moments stay zero.
+  void set_initial_weights(const std::vector<float>& params);
   // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
   void set_position(int64_t step, int64_t consumed_samples);
   // Global samples consumed once `step` steps are done.

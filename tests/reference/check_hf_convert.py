@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""trident convert against an independent PyTorch implementation, for GPT2LMHeadModel,
+LlamaForCausalLM (grouped-query attention, untied head) and Qwen2ForCausalLM (q/k/v biases, tied
+head). Import: random Hugging Face-named weights written here (own safetensors writer) are
+converted in, and trident's CPU logits must match the PyTorch models of check_vs_torch.py /
+check_llama_vs_torch.py fed through a name map written here (GPT-2's Conv1D transposed) within
+1e-5. Export: a run started from those weights (train --init.from) trains two steps; its
+checkpoint is exported (f32 and bf16), read here (own reader), and the PyTorch logits on the
+exported tensors must match trident's on the checkpoint.
+    check_hf_convert.py TRIDENT HF_LOGITS REPO_ROOT"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_llama_vs_torch import llama_forward  # noqa: E402
+from check_vs_torch import gpt2_forward, rel  # noqa: E402
+
+TRIDENT, HF_LOGITS, ROOT = sys.argv[1:4]
+B, T = 2, 16
+TOL = 1e-5
+
+
+def write_safetensors(path, tensors):
+    """tensors: {name: float32 array}, written as F32 in insertion order."""
+    header, data = {"__metadata__": {"format": "pt"}}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def read_safetensors(path):
+    """{name: float32 tensor} of an F32 or BF16 file."""
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    assert header.pop("__metadata__") == {"format": "pt"}, f"{path}: __metadata__ must be format pt"
+    out = {}
+    for name, e in header.items():
+        raw = blob[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(raw, np.float32)
+        else:
+            assert e["dtype"] == "BF16", e["dtype"]
+            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        out[name] = torch.tensor(a.reshape(e["shape"]))
+    return out
+
+
+def run(*args):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    assert r.returncode == 0, f"{args}: rc {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+VARIANTS = {
+    "gpt2": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4,
+             "vocab_size": 300, "n_positions": 32, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"},
+    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,
+              "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500.0, "tie_word_embeddings": False,
+              "rope_scaling": None, "hidden_act": "silu"},
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,
+              "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 500.0, "tie_word_embeddings": True,
+              "use_sliding_window": False, "hidden_act": "silu"},
+}
+
+
+def hf_weights(kind, cfg, gen):
+    """Random weights under Hugging Face's names and shapes (GPT-2: Conv1D (in, out))."""
+    def w(*shape, scale=0.08):
+        return (torch.randn(*shape, generator=gen) * scale).numpy()
+
+    def norm(n):
+        return (1 + torch.randn(n, generator=gen) * 0.1).numpy()
+
+    sd = {}
+    if kind == "gpt2":
+        C, V, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
+        # Names without 'transformer.' and the causal-mask buffers, as some saved GPT-2 files have.
+        sd["wte.weight"], sd["wpe.weight"] = w(V, C), w(P, C)
+        for l in range(cfg["n_layer"]):
+            h = f"h.{l}."
+            sd[h + "ln_1.weight"], sd[h + "ln_1.bias"] = norm(C), w(C)
+            sd[h + "attn.c_attn.weight"], sd[h + "attn.c_attn.bias"] = w(C, 3 * C), w(3 * C)
+            sd[h + "attn.c_proj.weight"], sd[h + "attn.c_proj.bias"] = w(C, C), w(C)
+            sd[h + "attn.bias"] = np.tril(np.ones((P, P), np.float32)).reshape(1, 1, P, P)
+            sd[h + "ln_2.weight"], sd[h + "ln_2.bias"] = norm(C), w(C)
+            sd[h + "mlp.c_fc.weight"], sd[h + "mlp.c_fc.bias"] = w(C, 4 * C), w(4 * C)
+            sd[h + "mlp.c_proj.weight"], sd[h + "mlp.c_proj.bias"] = w(4 * C, C), w(C)
+        sd["ln_f.weight"], sd["ln_f.bias"] = norm(C), w(C)
+        return sd
+    C, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+    NH, NKV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    HS = C // NH
+    sd["model.embed_tokens.weight"] = w(V, C)
+    for l in range(cfg["num_hidden_layers"]):
+        b = f"model.layers.{l}."
+        sd[b + "input_layernorm.weight"] = norm(C)
+        for name, heads in (("q", NH), ("k", NKV), ("v", NKV)):
+            sd[b + f"self_attn.{name}_proj.weight"] = w(heads * HS, C)
+            if kind == "qwen2":
+                sd[b + f"self_attn.{name}_proj.bias"] = w(heads * HS)
+        sd[b + "self_attn.o_proj.weight"] = w(C, C)
+        sd[b + "post_attention_layernorm.weight"] = norm(C)
+        sd[b + "mlp.gate_proj.weight"], sd[b + "mlp.up_proj.weight"] = w(F, C), w(F, C)
+        sd[b + "mlp.down_proj.weight"] = w(C, F)
+    sd["model.norm.weight"] = norm(C)
+    if not cfg["tie_word_embeddings"]:
+        sd["lm_head.weight"] = w(V, C)
+    return sd
+
+
+def hf_logits(kind, cfg, sd, tokens):
+    """The PyTorch models of the reference checks on Hugging Face tensors, mapped here."""
+    sd = {k[len("transformer."):] if k.startswith("transformer.") else k: torch.as_tensor(v) for k, v in sd.items()}
+    p = {}
+    if kind == "gpt2":
+        p["wte"], p["wpe"] = sd["wte.weight"], sd["wpe.weight"]
+        for l in range(cfg["n_layer"]):
+            h, b = f"h.{l}.", f"blocks.{l}."
+            for hf, mine in (("ln_1", "ln1"), ("ln_2", "ln2")):
+                p[b + mine + ".weight"], p[b + mine + ".bias"] = sd[h + hf + ".weight"], sd[h + hf + ".bias"]
+            for hf, mine in (("attn.c_attn", "attn.qkv"), ("attn.c_proj", "attn.proj"), ("mlp.c_fc", "mlp.fc"),
+                             ("mlp.c_proj", "mlp.proj")):
+                p[b + mine + ".weight"] = sd[h + hf + ".weight"].T   # Conv1D holds (in, out)
+                p[b + mine + ".bias"] = sd[h + hf + ".bias"]
+        p["lnf.weight"], p["lnf.bias"] = sd["ln_f.weight"], sd["ln_f.bias"]
+        mine = {"n_embd": cfg["n_embd"], "n_head": cfg["n_head"], "n_layer": cfg["n_layer"],
+                "ln_eps": cfg["layer_norm_epsilon"]}
+        return gpt2_forward(p, tokens, mine)
+    p["wte"], p["lnf.weight"] = sd["model.embed_tokens.weight"], sd["model.norm.weight"]
+    if not cfg["tie_word_embeddings"]:
+        p["lm_head"] = sd["lm_head.weight"]
+    for l in range(cfg["num_hidden_layers"]):
+        h, b = f"model.layers.{l}.", f"blocks.{l}."
+        p[b + "ln1.weight"], p[b + "ln2.weight"] = sd[h + "input_layernorm.weight"], sd[h + "post_attention_layernorm.weight"]
+        for name in "qkv":
+            p[b + f"attn.{name}.weight"] = sd[h + f"self_attn.{name}_proj.weight"]
+            if kind == "qwen2":
+                p[b + f"attn.{name}.bias"] = sd[h + f"self_attn.{name}_proj.bias"]
+        p[b + "attn.proj.weight"] = sd[h + "self_attn.o_proj.weight"]
+        for name in ("gate", "up", "down"):
+            p[b + f"mlp.{name}.weight"] = sd[h + f"mlp.{name}_proj.weight"]
+    mine = {"n_embd": cfg["hidden_size"], "n_head": cfg["num_attention_heads"], "n_kv_head": cfg["num_key_value_heads"],
+            "n_layer": cfg["num_hidden_layers"], "ln_eps": cfg["rms_norm_eps"], "rope_theta": cfg["rope_theta"],
+            "qkv_bias": kind == "qwen2", "tied": cfg["tie_word_embeddings"]}
+    return llama_forward(p, tokens, mine)
+
+
+def trident_logits(ckpt, tokens_file, tmp, V):
+    out = os.path.join(tmp, "logits.bin")
+    run(HF_LOGITS, ckpt, tokens_file, B, T, out)
+    return torch.tensor(np.fromfile(out, np.float32).reshape(B, T, V))
+
+
+def model_flags(kind, cfg):
+    """The [model] section of a run on this model, as command-line flags."""
+    if kind == "gpt2":
+        return ["--model.n_layer", cfg["n_layer"], "--model.n_head", cfg["n_head"], "--model.n_embd", cfg["n_embd"],
+                "--model.vocab_size", cfg["vocab_size"], "--model.n_positions", cfg["n_positions"]]
+    return ["--model.arch", "llama", "--model.n_layer", cfg["num_hidden_layers"], "--model.n_head",
+            cfg["num_attention_heads"], "--model.n_kv_head", cfg["num_key_value_heads"], "--model.n_embd",
+            cfg["hidden_size"], "--model.ffn_hidden_size", cfg["intermediate_size"], "--model.vocab_size",
+            cfg["vocab_size"], "--model.n_positions", cfg["max_position_embeddings"], "--model.norm_eps", cfg["rms_norm_eps"], "--model.rope_theta", cfg["rope_theta"],
+            "--model.tie_embeddings", str(cfg["tie_word_embeddings"]).lower(), "--model.qkv_bias",
+            "true" if kind == "qwen2" else "false"]
+
+
+failures = []
+
+
+def check(what, err, tol):
+    ok = err <= tol
+    print(f"  {what:<58} {err:.3e}  (tol {tol:.0e})  {'ok' if ok else 'FAIL'}")
+    if not ok:
+        failures.append(what)
+
+
+gen = torch.Generator().manual_seed(25)
+with tempfile.TemporaryDirectory() as tmp:
+    for kind, cfg in VARIANTS.items():
+        print(kind)
+        V = cfg["vocab_size"]
+        tokens = torch.randint(0, V, (B, T), generator=gen)
+        tokens_file = os.path.join(tmp, "tokens.bin")
+        tokens.numpy().astype(np.int32).tofile(tokens_file)
+
+        # Import: Hugging Face weights written here, converted in by trident.
+        src = os.path.join(tmp, kind + "-hf")
+        os.makedirs(src)
+        sd = hf_weights(kind, cfg, gen)
+        write_safetensors(os.path.join(src, "model.safetensors"), sd)
+        json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
+        ckpt = os.path.join(tmp, kind + ".h5")
+        run(TRIDENT, "convert", "--from-hf", src, "--out", ckpt)
+        with torch.no_grad():
+            want = hf_logits(kind, cfg, sd, tokens)
+        check("import: trident logits vs PyTorch on the HF weights", rel(trident_logits(ckpt, tokens_file, tmp, V), want),
+              TOL)
+
+        # Export: a run started from the converted weights trains two steps; its checkpoint goes out.
+        ck_dir = os.path.join(tmp, kind + "-run")
+        run(TRIDENT, "train", "--backend", "cpu", "--init.from", ckpt, *model_flags(kind, cfg), "--model.seq_len", T,
+            "--data.train", os.path.join(ROOT, "data/fortunes_byte"), "--train.steps", 2, "--train.micro_batch_size", 2,
+            "--train.global_batch_size", 2, "--train.warmup_steps", 1, "--train.lr", 1e-5, "--train.min_lr", 1e-5,
+            "--checkpoint.dir", ck_dir)
+        trained = os.path.join(ck_dir, "step_2.h5")
+        mine = trident_logits(trained, tokens_file, tmp, V)
+        # Two small steps move the logits a little from the imported model's, not to a random one's.
+        moved = rel(mine, want)
+        check("init.from: trained logits near the imported model's", moved, 1e-2)
+        check("init.from: ... but not equal (the run trained)", 0 if moved > 1e-7 else 1, 0)
+        for dtype, tol in (("f32", TOL), ("bf16", 3e-2)):
+            out = os.path.join(tmp, f"{kind}-out-{dtype}")
+            run(TRIDENT, "convert", "--to-hf", trained, "--out", out, "--dtype", dtype)
+            exported = json.load(open(os.path.join(out, "config.json")))
+            for key, value in cfg.items():
+                if key not in ("rope_scaling",):
+                    check(f"export {dtype}: config.json {key}", 0 if exported.get(key) == value else 1, 0)
+            tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+            names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
+            expected = {k for k in sd if not k.endswith(".attn.bias")}
+            check(f"export {dtype}: tensor names (missing + extra)", len(names ^ expected), 0)
+            with torch.no_grad():
+                check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
+                      rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)
+
+if failures:
+    print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+    sys.exit(1)
+print("all checks passed")

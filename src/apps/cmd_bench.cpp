@@ -19,6 +19,7 @@
 #include "trident/io/random_tokens.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
+#include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -350,6 +351,7 @@ int cmd_bench(const Args& args) {
     cfg.train.global_batch_size = cfg.train.micro_batch_size * world;
   }
   validate_run_config(cfg, world);
+  require_runnable_schedule(cfg.parallel.schedule);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
   if (o.profile_steps < 0) throw InputError("bench.profile_steps must be >= 0");
   if (!o.kernels) check_memory_fits(cfg, MPI_COMM_WORLD, true);

@@ -23,6 +23,7 @@
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
 #include "trident/parallel/host_collectives.hpp"
+#include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident {
@@ -250,6 +251,7 @@ int cmd_train(const Args& args) {
   const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
+  require_runnable_schedule(cfg.parallel.schedule);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
   // Inputs are checked on every rank before anything is allocated.

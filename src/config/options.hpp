@@ -33,7 +33,12 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.tp", c.parallel.tp, "tensor-parallel size (ranks per TP group, consecutive ranks)");
   v("parallel.pp", c.parallel.pp, "pipeline-parallel stages; must divide model.n_layer");
   v("parallel.dp", c.parallel.dp, "data-parallel size; 0 = world size / (tp*pp)");
-  v("parallel.schedule", c.parallel.schedule, "pipeline schedule: gpipe or 1f1b");
+  v("parallel.schedule", c.parallel.schedule,
+    "pipeline schedule: gpipe, 1f1b, interleaved (Megatron's interleaved 1F1B over parallel.virtual_stages) or "
+    "zero_bubble (ZB-H1); interleaved and zero_bubble are plans only so far: train refuses them");
+  v("parallel.virtual_stages", c.parallel.virtual_stages,
+    "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
+    "model.n_layer); 1 otherwise");
   v("parallel.zero", c.parallel.zero, "1 shards fp32 master weights and Adam moments across DP (ZeRO-1)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");

@@ -105,8 +105,19 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
   require(m.n_layer % p.pp == 0, "parallel.pp", p.pp,
           str("must divide model.n_layer = ", m.n_layer, " (each stage holds n_layer/pp blocks)"));
-  require(p.schedule == "gpipe" || p.schedule == "1f1b", "parallel.schedule", p.schedule,
-          "must be gpipe or 1f1b");
+  require(p.schedule == "gpipe" || p.schedule == "1f1b" || p.schedule == "interleaved" || p.schedule == "zero_bubble",
+          "parallel.schedule", p.schedule, "must be gpipe, 1f1b, interleaved or zero_bubble");
+  const bool interleaved = p.schedule == "interleaved";
+  require(p.virtual_stages >= 1, "parallel.virtual_stages", p.virtual_stages, "must be at least 1");
+  require(interleaved || p.virtual_stages == 1, "parallel.virtual_stages", p.virtual_stages,
+          "applies to parallel.schedule = interleaved only; set it to 1 or use interleaved");
+  require(!interleaved || p.pp >= 2, "parallel.schedule", p.schedule,
+          "needs parallel.pp >= 2 (it interleaves model chunks across pipeline ranks)");
+  require(!interleaved || p.virtual_stages >= 2, "parallel.virtual_stages", p.virtual_stages,
+          "must be at least 2 with parallel.schedule = interleaved (one chunk per rank is 1f1b)");
+  require(m.n_layer % (int64_t{p.pp} * p.virtual_stages) == 0, "parallel.virtual_stages", p.virtual_stages,
+          str("times parallel.pp = ", p.pp, " must divide model.n_layer = ", m.n_layer,
+              " (each rank holds virtual_stages chunks of n_layer/(pp*virtual_stages) blocks)"));
   require(p.zero == 0 || p.zero == 1, "parallel.zero", p.zero, "must be 0 or 1");
   require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
   require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
@@ -146,9 +157,14 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(n_micro <= kMaxMicroBatches, "train.global_batch_size", t.global_batch_size,
           str("gives ", n_micro, " micro-batches per step, more than ", kMaxMicroBatches,
               "; raise train.micro_batch_size"));
-  require(p.schedule != "1f1b" || n_micro >= p.pp, "train.global_batch_size", t.global_batch_size,
-          str("gives ", n_micro, " micro-batches per step but 1f1b with pp = ", p.pp, " needs at least ",
+  require((p.schedule != "1f1b" && p.schedule != "zero_bubble") || n_micro >= p.pp, "train.global_batch_size",
+          t.global_batch_size,
+          str("gives ", n_micro, " micro-batches per step but ", p.schedule, " with pp = ", p.pp, " needs at least ",
               p.pp, "; use global_batch_size >= ", p.pp * per_round, " or parallel.schedule = gpipe"));
+  // Megatron's interleaved schedule sends the micro-batches through the chunks in rounds of pp.
+  require(p.schedule != "interleaved" || n_micro % p.pp == 0, "train.global_batch_size", t.global_batch_size,
+          str("gives ", n_micro, " micro-batches per step but interleaved needs a multiple of pp = ", p.pp,
+              "; use a global_batch_size that is a multiple of ", p.pp * per_round));
   require(t.lr > 0 && std::isfinite(t.lr), "train.lr", t.lr, "must be > 0");
   require(t.min_lr >= 0 && t.min_lr <= t.lr, "train.min_lr", t.min_lr, "must be between 0 and train.lr");
   require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "must be >= 0");

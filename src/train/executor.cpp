@@ -10,7 +10,12 @@ namespace trident {
 
 PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan)
     : model_(model), pp_(pp), plan_(std::move(plan)) {
-  for (const Action& a : plan_) n_micro_ = std::max(n_micro_, a.micro + 1);
+  for (const Action& a : plan_) {
+    n_micro_ = std::max(n_micro_, a.micro + 1);
+    // GptStage holds one model chunk and runs its backward whole (require_runnable_schedule).
+    TRIDENT_CHECK(a.chunk == 0 && a.kind != Action::BwdInput && a.kind != Action::BwdWeight,
+                  str("the executor cannot run ", to_string(a), " (interleaved and zero_bubble are plans only)"));
+  }
   TRIDENT_CHECK(slots_needed(plan_) <= model.n_slots(),
                 str("plan needs ", slots_needed(plan_), " activation slots, model has ", model.n_slots()));
 }
@@ -47,7 +52,7 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
       TraceRange range("forward");
       load(a.micro, slot);
       model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone);
-    } else {
+    } else {   // Bwd: the constructor refused the split backward passes
       TraceRange range("backward");
       model_.backward(slot, last_micro ? unit_done : kNone);
     }

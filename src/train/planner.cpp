@@ -48,10 +48,13 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO-1
   for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
   e.optimizer = 3.0 * state * sizeof(float);
-  const std::vector<Action> plan = make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step());
+  const std::vector<Action> plan =
+      make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
   e.in_flight = std::max(1, peak_in_flight(plan));
   const int recompute = cfg.recomputed_blocks();
-  e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, recompute);
+  // An interleaved plan counts model chunks, each 1/virtual_stages of the stage's layers.
+  e.activations =
+      static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, recompute) / p.virtual_stages;
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, recompute));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
@@ -218,6 +221,7 @@ void apply_layout(RunConfig& cfg, const Layout& l) {
   cfg.parallel.pp = l.pp;
   cfg.parallel.zero = l.zero;
   cfg.parallel.schedule = l.schedule;
+  cfg.parallel.virtual_stages = 1;   // the layouts searched run gpipe or 1f1b: one model chunk per rank
   cfg.train.micro_batch_size = l.micro_batch_size;
 }
 

@@ -23,7 +23,8 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
   int slots = PipelineExecutor::slots_needed(eval_plan);
   if (train) {
-    plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_);
+    plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_,
+                     cfg.parallel.virtual_stages);
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,

@@ -54,6 +54,36 @@ TEST(Config, ResolvesDataParallelSizeFromWorld) {
   EXPECT_EQ(c.micro_batches_per_step(), 2);
 }
 
+// n_layer 12 by default; with pp 2 the step has global_batch_size / 4 micro-batches.
+TEST(Config, PipelineSchedulesAndVirtualStages) {
+  const std::vector<std::string> pp2 = {"--parallel.pp", "2", "--train.micro_batch_size", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), pp2.begin(), pp2.end());
+    return extra;
+  };
+  RunConfig c = parse(with({"--parallel.schedule", "interleaved", "--parallel.virtual_stages", "3",
+                            "--train.global_batch_size", "8"}), 2);
+  EXPECT_EQ(c.parallel.virtual_stages, 3);
+  EXPECT_EQ(parse(with({"--parallel.schedule", "zero_bubble", "--train.global_batch_size", "8"}), 2).parallel.schedule,
+            "zero_bubble");
+  expect_error(with({"--parallel.virtual_stages", "2", "--train.global_batch_size", "8"}), 2,
+               {"parallel.virtual_stages = 2", "interleaved only"});
+  expect_error(with({"--parallel.schedule", "interleaved", "--parallel.virtual_stages", "0"}), 2,
+               {"parallel.virtual_stages = 0", "at least 1"});
+  expect_error(with({"--parallel.schedule", "interleaved", "--train.global_batch_size", "8"}), 2,
+               {"parallel.virtual_stages = 1", "at least 2"});
+  expect_error({"--parallel.schedule", "interleaved", "--parallel.virtual_stages", "2"}, 1,
+               {"parallel.schedule = interleaved", "parallel.pp >= 2"});
+  expect_error(with({"--parallel.schedule", "interleaved", "--parallel.virtual_stages", "4"}), 2,
+               {"parallel.virtual_stages = 4", "parallel.pp = 2", "model.n_layer = 12"});
+  expect_error(with({"--parallel.schedule", "interleaved", "--parallel.virtual_stages", "2",
+                     "--train.global_batch_size", "12"}), 2,
+               {"train.global_batch_size = 12", "3 micro-batches", "multiple of pp = 2", "multiple of 8"});
+  expect_error({"--parallel.pp", "4", "--parallel.schedule", "zero_bubble", "--train.global_batch_size", "8",
+                "--train.micro_batch_size", "4"}, 4,
+               {"zero_bubble with pp = 4", "needs at least 4"});
+}
+
 TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {
   // tp = 1: the option has no effect, so an odd micro-batch is fine (parallel.auto may pick one).
   RunConfig c = parse({"--parallel.tp_overlap", "true", "--train.micro_batch_size", "3", "--train.global_batch_size", "3"});
@@ -129,7 +159,8 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.pp", "5"}, 5, {"parallel.pp", "n_layer"});
   expect_error({"--parallel.tp", "2"}, 3, {"does not divide the world size 3"});
   expect_error({"--parallel.dp", "2"}, 4, {"parallel.dp*tp*pp", "number of ranks 4"});
-  expect_error({"--parallel.schedule", "zigzag"}, w, {"parallel.schedule", "zigzag", "gpipe or 1f1b"});
+  expect_error({"--parallel.schedule", "zigzag"}, w,
+               {"parallel.schedule", "zigzag", "gpipe, 1f1b, interleaved or zero_bubble"});
   expect_error({"--parallel.zero", "2"}, w, {"parallel.zero"});
   expect_error({"--parallel.pp", "4", "--train.global_batch_size", "8", "--train.micro_batch_size", "4"}, 4,
                {"1f1b", "needs at least 4", "global_batch_size >= 16"});

@@ -97,6 +97,16 @@ TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {
   EXPECT_EQ(estimate_memory(c, hw).in_flight, 2);   // 1F1B: pp - stage on stage 0
   c.parallel.schedule = "gpipe";
   EXPECT_EQ(estimate_memory(c, hw).in_flight, 4);   // GPipe: every micro-batch
+  // Interleaved, two chunks of one layer per rank: Megatron's 2*(pp-1) + (v-1)*pp warm-up forwards
+  // plus one, each of half a stage's layers.
+  c.model.n_layer = 4;
+  c.parallel.schedule = "1f1b";
+  const double one_f_one_b = estimate_memory(c, hw).activations;
+  c.parallel.schedule = "interleaved";
+  c.parallel.virtual_stages = 2;
+  validate_run_config(c, 2);
+  EXPECT_EQ(estimate_memory(c, hw).in_flight, 5);
+  EXPECT_DOUBLE_EQ(estimate_memory(c, hw).activations, one_f_one_b * 5 / 2 / 2);
 }
 
 RunConfig preset(int n_layer, int n_head, int n_embd, int global_batch) {

@@ -1,153 +1,367 @@
 // Pipeline plans simulated on all stages together under rendezvous semantics (a send completes
 // only when the peer has posted the matching receive, as with NCCL): completeness, matching,
-// deadlock freedom, and the in-flight activation bound of 1F1B.
+// data dependencies, deadlock freedom, in-flight activation bounds, and the bubble each schedule
+// leaves in a unit-time model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 
+#include "trident/core/error.hpp"
 #include "trident/train/schedule.hpp"
 
 namespace trident {
 namespace {
 
+// Unit-time model, per model chunk: a forward takes 1, a whole backward 2, and its input-gradient
+// and weight-gradient halves 1 each. Exchanges take no time but wait for their peer; weight-gradient
+// passes run while the exchanges before them wait.
+int duration(Action::Kind kind) {
+  switch (kind) {
+    case Action::Fwd: return 1;
+    case Action::Bwd: return 2;
+    case Action::BwdInput: return 1;
+    case Action::BwdWeight: return 1;
+    default: return 0;
+  }
+}
+
 struct SimResult {
-  bool deadlock = false;
-  std::string detail;
+  std::string error;   // empty: every plan ran to its end
+  int makespan = 0;    // time at which the last stage finishes
+  int work = 0;        // compute time of one stage (every stage has the same)
+
+  // Idle time over compute time, as Megatron states the bubble fraction.
+  double bubble() const { return static_cast<double>(makespan - work) / work; }
 };
 
-// A communication action's partner on the neighbouring stage.
-bool matches(const Action& a, int a_stage, const Action& b, int b_stage) {
-  if (a.micro != b.micro) return false;
-  switch (a.kind) {
-    case Action::SendAct: return b.kind == Action::RecvAct && b_stage == a_stage + 1;
-    case Action::RecvAct: return b.kind == Action::SendAct && b_stage == a_stage - 1;
-    case Action::SendGrad: return b.kind == Action::RecvGrad && b_stage == a_stage - 1;
-    case Action::RecvGrad: return b.kind == Action::SendGrad && b_stage == a_stage + 1;
-    default: return false;
+// All ranks' plans run together, virtual stage c*pp + r on chunk c of rank r.
+class Simulator {
+ public:
+  Simulator(std::vector<std::vector<Action>> plans, int virtual_stages)
+      : plans_(std::move(plans)), pp_(static_cast<int>(plans_.size())), n_virtual_(pp_ * virtual_stages) {}
+
+  SimResult run() {
+    pc_.assign(pp_, 0);
+    clock_.assign(pp_, 0);
+    ready_.assign(pp_, 0);
+    pair_time_.assign(pp_, {});
+    for (int r = 0; r < pp_; ++r) pair_time_[r].assign(plans_[r].size(), -1);
+    SimResult res;
+    for (const Action& a : plans_[0]) res.work += duration(a.kind);
+    while (true) {
+      bool progress = false, all_done = true;
+      for (int r = 0; r < pp_; ++r) {
+        if (pc_[r] >= plans_[r].size()) continue;
+        all_done = false;
+        const Action& a = plans_[r][pc_[r]];
+        std::string missing = a.is_comm() ? std::string() : missing_input(r, a);
+        if (!missing.empty()) return {"rank " + std::to_string(r) + " runs " + to_string(a) + " before " + missing};
+        if (!a.is_comm()) {
+          done_.insert(event(a.kind, vstage(r, a), a.micro));
+          if (a.kind != Action::BwdWeight) clock_[r] = posted(r);
+          clock_[r] += duration(a.kind);
+          ++pc_[r];
+          progress = true;
+          continue;
+        }
+        std::string err;
+        if (advance_group(r, progress, err)) continue;
+        if (!err.empty()) return {err};
+      }
+      if (all_done) break;
+      if (!progress) {
+        std::string d = "deadlock:";
+        for (int r = 0; r < pp_; ++r)
+          d += " rank" + std::to_string(r) + "@" +
+               (pc_[r] < plans_[r].size() ? to_string(plans_[r][pc_[r]]) : std::string("end"));
+        return {d};
+      }
+    }
+    for (int r = 0; r < pp_; ++r) {
+      int work = 0;
+      for (const Action& a : plans_[r]) work += duration(a.kind);
+      if (work != res.work) return {"ranks have unequal work"};
+      res.makespan = std::max(res.makespan, posted(r));
+    }
+    return res;
   }
-}
 
-int peer_of(const Action& a, int stage) {
-  return (a.kind == Action::SendAct || a.kind == Action::RecvGrad) ? stage + 1 : stage - 1;
-}
+ private:
+  // A compute's kind as the dependency it provides: Bwd and BwdInput both give the input gradient.
+  using Event = std::tuple<int, int, int>;   // (kind, virtual stage, micro)
+  static Event event(Action::Kind kind, int s, int micro) {
+    return {kind == Action::BwdInput ? Action::Bwd : kind, s, micro};
+  }
+  // When rank r posts its next exchange or compute: once its compute and its exchanges are done.
+  int posted(int r) const { return std::max(clock_[r], ready_[r]); }
+  int vstage(int rank, const Action& a) const { return a.chunk * pp_ + rank; }
+  int rank_of(int s) const { return s % pp_; }
+  // The virtual stage at the other end of an exchange.
+  int peer_stage(int rank, const Action& a) const {
+    const bool downstream = a.kind == Action::SendAct || a.kind == Action::RecvGrad;
+    return vstage(rank, a) + (downstream ? 1 : -1);
+  }
 
-SimResult simulate(const std::vector<std::vector<Action>>& plans) {
-  const int pp = static_cast<int>(plans.size());
-  std::vector<size_t> pc(pp, 0);
-  std::vector<std::vector<bool>> done(pp);
-  // The current group of a stage: [pc, end) of consecutive grouped communication actions.
-  auto group_end = [&](int s) {
-    size_t e = pc[s];
-    while (e < plans[s].size() && plans[s][e].is_comm() && plans[s][e].grouped) ++e;
+  // What a compute still lacks: the activation from the previous virtual stage (received, or
+  // produced by this rank's previous chunk when there is one rank), the gradient from the next,
+  // its own forward, or for a weight pass its input-gradient pass.
+  std::string missing_input(int rank, const Action& a) const {
+    const int s = vstage(rank, a);
+    auto has = [&](Action::Kind k, int st) { return done_.count(event(k, st, a.micro)) > 0; };
+    auto got = [&](Action::Kind k) { return received_.count(event(k, s, a.micro)) > 0; };
+    const bool local = pp_ == 1;
+    if (a.chunk < 0 || s >= n_virtual_) return "a chunk it does not hold";
+    switch (a.kind) {
+      case Action::Fwd:
+        if (s > 0 && !(local ? has(Action::Fwd, s - 1) : got(Action::RecvAct))) return "its activation";
+        return "";
+      case Action::Bwd:
+      case Action::BwdInput:
+        if (!has(Action::Fwd, s)) return "its forward";
+        if (s < n_virtual_ - 1 && !(local ? has(Action::Bwd, s + 1) : got(Action::RecvGrad))) return "its gradient";
+        return "";
+      case Action::BwdWeight: return has(Action::Bwd, s) ? "" : "its input-gradient pass";
+      default: return "";
+    }
+  }
+
+  // The current group of a rank: [pc, end) of consecutive grouped communication actions.
+  size_t group_end(int r) const {
+    size_t e = pc_[r];
+    while (e < plans_[r].size() && plans_[r][e].is_comm() && plans_[r][e].grouped) ++e;
     return e + 1;
-  };
-  for (int s = 0; s < pp; ++s) done[s].assign(plans[s].size(), false);
-  while (true) {
-    bool progress = false, all_done = true;
-    for (int s = 0; s < pp; ++s) {
-      if (pc[s] >= plans[s].size()) continue;
-      all_done = false;
-      const Action& a = plans[s][pc[s]];
-      if (!a.is_comm()) {
-        ++pc[s];
-        progress = true;
-        continue;
-      }
-      size_t end = group_end(s);
-      for (size_t i = pc[s]; i < end; ++i) {
-        if (done[s][i]) continue;
-        const Action& op = plans[s][i];
-        int p = peer_of(op, s);
-        if (p < 0 || p >= pp) return {true, "stage " + std::to_string(s) + " talks to a missing stage"};
-        if (pc[p] >= plans[p].size() || !plans[p][pc[p]].is_comm()) continue;
-        size_t pend = group_end(p);
-        for (size_t j = pc[p]; j < pend; ++j)
-          if (!done[p][j] && matches(op, s, plans[p][j], p)) {
-            done[s][i] = done[p][j] = true;
-            progress = true;
-            break;
-          }
-      }
-      bool complete = true;
-      for (size_t i = pc[s]; i < end; ++i) complete = complete && done[s][i];
-      if (complete) {
-        pc[s] = end;
-        progress = true;
-      }
-    }
-    if (all_done) return {};
-    if (!progress) {
-      std::string d;
-      for (int s = 0; s < pp; ++s)
-        d += " stage" + std::to_string(s) + "@" +
-             (pc[s] < plans[s].size() ? to_string(plans[s][pc[s]]) : std::string("end"));
-      return {true, d};
-    }
   }
+
+  bool matches(const Action& a, int a_rank, const Action& b, int b_rank) const {
+    static const std::map<int, int> partner = {{Action::SendAct, Action::RecvAct}, {Action::RecvAct, Action::SendAct},
+                                               {Action::SendGrad, Action::RecvGrad}, {Action::RecvGrad, Action::SendGrad}};
+    return a.micro == b.micro && partner.at(a.kind) == b.kind && peer_stage(a_rank, a) == vstage(b_rank, b) &&
+           peer_stage(b_rank, b) == vstage(a_rank, a);
+  }
+
+  // Matches the ops of rank r's current group with the peers' current groups (a rendezvous pairs
+  // when the later side posts). The group is done at its latest pairing; the weight-gradient
+  // passes after it start when it was posted.
+  bool advance_group(int r, bool& progress, std::string& err) {
+    const size_t end = group_end(r);
+    for (size_t i = pc_[r]; i < end; ++i) {
+      if (pair_time_[r][i] >= 0) continue;
+      const Action& op = plans_[r][i];
+      const int ps = peer_stage(r, op);
+      if (ps < 0 || ps >= n_virtual_) {
+        err = "rank " + std::to_string(r) + " " + to_string(op) + " talks to a missing stage";
+        return false;
+      }
+      const bool send = op.kind == Action::SendAct || op.kind == Action::SendGrad;
+      if (send && done_.count(event(op.kind == Action::SendAct ? Action::Fwd : Action::Bwd, vstage(r, op), op.micro)) == 0) {
+        err = "rank " + std::to_string(r) + " sends " + to_string(op) + " before computing it";
+        return false;
+      }
+      const int q = rank_of(ps);
+      if (pc_[q] >= plans_[q].size() || !plans_[q][pc_[q]].is_comm()) continue;
+      const size_t qend = group_end(q);
+      for (size_t j = pc_[q]; j < qend; ++j)
+        if (pair_time_[q][j] < 0 && matches(op, r, plans_[q][j], q)) {
+          pair_time_[r][i] = pair_time_[q][j] = std::max(posted(r), posted(q));
+          for (const auto& [rank, idx] : {std::pair<int, size_t>{r, i}, std::pair<int, size_t>{q, j}}) {
+            const Action& x = plans_[rank][idx];
+            if (x.kind == Action::RecvAct || x.kind == Action::RecvGrad)
+              received_.insert(event(x.kind, vstage(rank, x), x.micro));
+          }
+          progress = true;
+          break;
+        }
+    }
+    const int start = posted(r);
+    int finish = start;
+    for (size_t i = pc_[r]; i < end; ++i) {
+      if (pair_time_[r][i] < 0) return false;
+      finish = std::max(finish, pair_time_[r][i]);
+    }
+    clock_[r] = start;
+    ready_[r] = finish;
+    pc_[r] = end;
+    progress = true;
+    return true;
+  }
+
+  std::vector<std::vector<Action>> plans_;
+  int pp_, n_virtual_;
+  std::vector<size_t> pc_;
+  std::vector<int> clock_;                    // when the rank's computes are done
+  std::vector<int> ready_;                    // when its last exchange group is done
+  std::vector<std::vector<int>> pair_time_;   // when each exchange paired; -1: not yet
+  std::set<Event> done_, received_;
+};
+
+std::vector<std::vector<Action>> all_plans(ScheduleKind kind, int pp, int n_micro, int v = 1) {
+  std::vector<std::vector<Action>> plans;
+  for (int r = 0; r < pp; ++r) plans.push_back(make_plan(kind, pp, r, n_micro, v));
+  return plans;
 }
 
-void check_schedule(ScheduleKind kind, int pp, int n_micro) {
-  std::vector<std::vector<Action>> plans;
-  for (int s = 0; s < pp; ++s) plans.push_back(make_plan(kind, pp, s, n_micro));
-  for (int s = 0; s < pp; ++s) {
-    // Every micro-batch: forward once, backward once, forward first; its exchanges present.
-    std::map<std::pair<int, int>, int> count;
-    std::vector<int> fwd_at(n_micro, -1), bwd_at(n_micro, -1);
-    for (size_t i = 0; i < plans[s].size(); ++i) {
-      const Action& a = plans[s][i];
+SimResult simulate(ScheduleKind kind, int pp, int n_micro, int v = 1) {
+  return Simulator(all_plans(kind, pp, n_micro, v), v).run();
+}
+
+// Every (chunk, micro-batch) of every rank: each compute once, in order (forward, backward or
+// input-gradient then weight-gradient pass), its exchanges present; the passes that produce the
+// parameter gradients in micro-batch order per chunk (the last one makes them final).
+void check_complete(const std::vector<std::vector<Action>>& plans, int v, int n_micro, bool split) {
+  const int pp = static_cast<int>(plans.size());
+  for (int r = 0; r < pp; ++r) {
+    std::map<std::tuple<int, int, int>, int> count, at;   // (kind, chunk, micro)
+    for (size_t i = 0; i < plans[r].size(); ++i) {
+      const Action& a = plans[r][i];
       ASSERT_GE(a.micro, 0);
       ASSERT_LT(a.micro, n_micro);
-      ++count[{a.kind, a.micro}];
-      if (a.kind == Action::Fwd) fwd_at[a.micro] = static_cast<int>(i);
-      if (a.kind == Action::Bwd) bwd_at[a.micro] = static_cast<int>(i);
-      if (a.grouped) ASSERT_TRUE(a.is_comm() && i + 1 < plans[s].size() && plans[s][i + 1].is_comm());
+      ASSERT_GE(a.chunk, 0);
+      ASSERT_LT(a.chunk, v);
+      ++count[{a.kind, a.chunk, a.micro}];
+      at[{a.kind, a.chunk, a.micro}] = static_cast<int>(i);
+      if (a.grouped) ASSERT_TRUE(a.is_comm() && i + 1 < plans[r].size() && plans[r][i + 1].is_comm());
     }
-    for (int m = 0; m < n_micro; ++m) {
-      EXPECT_EQ((count[{Action::Fwd, m}]), 1);
-      EXPECT_EQ((count[{Action::Bwd, m}]), 1);
-      EXPECT_LT(fwd_at[m], bwd_at[m]);
-      EXPECT_EQ((count[{Action::RecvAct, m}]), s > 0 ? 1 : 0);
-      EXPECT_EQ((count[{Action::SendAct, m}]), s < pp - 1 ? 1 : 0);
-      EXPECT_EQ((count[{Action::RecvGrad, m}]), s < pp - 1 ? 1 : 0);
-      EXPECT_EQ((count[{Action::SendGrad, m}]), s > 0 ? 1 : 0);
-    }
-    // Backwards in micro-batch order: the last backward is the last micro-batch (gradients final).
-    for (int m = 1; m < n_micro; ++m) EXPECT_LT(bwd_at[m - 1], bwd_at[m]);
-    int peak = peak_in_flight(plans[s]);
-    if (kind == ScheduleKind::OneFOneB) {
-      EXPECT_LE(peak, pp - s) << "1F1B stage " << s << " holds too many activations";
-      EXPECT_LE(peak, pp);
-    } else {
-      EXPECT_EQ(peak, n_micro);
+    const Action::Kind grads = split ? Action::BwdWeight : Action::Bwd;
+    for (int c = 0; c < v; ++c) {
+      const int s = c * pp + r;
+      const bool prev = pp > 1 && s > 0, next = pp > 1 && s < pp * v - 1;
+      for (int m = 0; m < n_micro; ++m) {
+        SCOPED_TRACE("rank " + std::to_string(r) + " chunk " + std::to_string(c) + " micro " + std::to_string(m));
+        EXPECT_EQ((count[{Action::Fwd, c, m}]), 1);
+        EXPECT_EQ((count[{Action::Bwd, c, m}]), split ? 0 : 1);
+        EXPECT_EQ((count[{Action::BwdInput, c, m}]), split ? 1 : 0);
+        EXPECT_EQ((count[{Action::BwdWeight, c, m}]), split ? 1 : 0);
+        const int back = at[{split ? Action::BwdInput : Action::Bwd, c, m}];
+        EXPECT_LT((at[{Action::Fwd, c, m}]), back);
+        if (split) EXPECT_LT(back, (at[{Action::BwdWeight, c, m}]));
+        EXPECT_EQ((count[{Action::RecvAct, c, m}]), prev ? 1 : 0);
+        EXPECT_EQ((count[{Action::SendGrad, c, m}]), prev ? 1 : 0);
+        EXPECT_EQ((count[{Action::SendAct, c, m}]), next ? 1 : 0);
+        EXPECT_EQ((count[{Action::RecvGrad, c, m}]), next ? 1 : 0);
+        if (m > 0) EXPECT_LT((at[{grads, c, m - 1}]), (at[{grads, c, m}]));
+      }
     }
   }
-  SimResult r = simulate(plans);
-  EXPECT_FALSE(r.deadlock) << "pp=" << pp << " n_micro=" << n_micro << " deadlock:" << r.detail;
 }
 
 TEST(Schedule, GPipeAndOneFOneBAreCompleteAndDeadlockFree) {
   for (int pp = 1; pp <= 8; ++pp)
     for (int n_micro = pp; n_micro <= 3 * pp; ++n_micro) {
       SCOPED_TRACE("pp=" + std::to_string(pp) + " n_micro=" + std::to_string(n_micro));
-      check_schedule(ScheduleKind::GPipe, pp, n_micro);
-      check_schedule(ScheduleKind::OneFOneB, pp, n_micro);
+      for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+        const auto plans = all_plans(kind, pp, n_micro);
+        check_complete(plans, 1, n_micro, false);
+        for (int r = 0; r < pp; ++r) {
+          if (kind == ScheduleKind::OneFOneB) {
+            EXPECT_EQ(peak_in_flight(plans[r]), pp - r) << "1F1B stage " << r;
+          } else {
+            EXPECT_EQ(peak_in_flight(plans[r]), n_micro);
+          }
+        }
+        const SimResult res = Simulator(plans, 1).run();
+        ASSERT_EQ(res.error, "");
+        // Both leave (p-1)(F+B) idle: a bubble of (p-1)/m.
+        EXPECT_EQ(res.makespan - res.work, 3 * (pp - 1));
+      }
     }
 }
 
-TEST(Schedule, OneFOneBPeakIsPipelineDepthWhileGPipeHoldsEveryMicroBatch) {
-  EXPECT_EQ(peak_in_flight(make_plan(ScheduleKind::OneFOneB, 4, 0, 12)), 4);
-  EXPECT_EQ(peak_in_flight(make_plan(ScheduleKind::OneFOneB, 4, 3, 12)), 1);
-  EXPECT_EQ(peak_in_flight(make_plan(ScheduleKind::GPipe, 4, 0, 12)), 12);
+TEST(Schedule, InterleavedIsCompleteDeadlockFreeWithBubbleOverV) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int v = 1; v <= 4; ++v)
+      for (int n_micro = pp; n_micro <= 4 * pp; n_micro += pp) {
+        SCOPED_TRACE("pp=" + std::to_string(pp) + " v=" + std::to_string(v) + " n_micro=" + std::to_string(n_micro));
+        const auto plans = all_plans(ScheduleKind::Interleaved, pp, n_micro, v);
+        check_complete(plans, v, n_micro, false);
+        for (int r = 0; r < pp; ++r) {
+          // Chunk activations: Megatron's warm-up forwards plus the one of the steady phase.
+          const int bound = std::min(2 * (pp - r - 1) + (v - 1) * pp + 1, n_micro * v);
+          EXPECT_EQ(peak_in_flight(plans[r]), bound) << "rank " << r;
+        }
+        const SimResult res = Simulator(plans, v).run();
+        ASSERT_EQ(res.error, "");
+        // (p-1)(F+B) of a chunk, 1/v of a stage's: the bubble is (p-1)/(v*m).
+        EXPECT_EQ(res.makespan - res.work, 3 * (pp - 1));
+        EXPECT_DOUBLE_EQ(res.bubble(), static_cast<double>(pp - 1) / (v * n_micro));
+      }
 }
 
-TEST(Schedule, UngroupedOneFOneBWouldDeadlock) {
-  // The simulator must be able to fail: strip the pairing from a 1F1B plan.
-  std::vector<std::vector<Action>> plans;
-  for (int s = 0; s < 2; ++s) {
-    plans.push_back(make_plan(ScheduleKind::OneFOneB, 2, s, 4));
-    for (Action& a : plans.back()) a.grouped = false;
+TEST(Schedule, ZeroBubbleIsCompleteDeadlockFreeWithOneFOneBsPeak) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int n_micro = pp; n_micro <= 3 * pp; ++n_micro) {
+      SCOPED_TRACE("pp=" + std::to_string(pp) + " n_micro=" + std::to_string(n_micro));
+      const auto plans = all_plans(ScheduleKind::ZeroBubble, pp, n_micro);
+      check_complete(plans, 1, n_micro, true);
+      int peak = 0, peak_1f1b = 0;
+      for (int r = 0; r < pp; ++r) {
+        EXPECT_LE(peak_in_flight(plans[r]), pp) << "rank " << r;
+        peak = std::max(peak, peak_in_flight(plans[r]));
+        peak_1f1b = std::max(peak_1f1b, peak_in_flight(make_plan(ScheduleKind::OneFOneB, pp, r, n_micro)));
+      }
+      EXPECT_EQ(peak, peak_1f1b);
+      const SimResult zb = Simulator(plans, 1).run(), ofob = simulate(ScheduleKind::OneFOneB, pp, n_micro);
+      ASSERT_EQ(zb.error, "");
+      ASSERT_EQ(zb.work, ofob.work);
+      // ZB-H1's (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W).
+      EXPECT_EQ(zb.makespan - zb.work, pp - 1);
+      if (pp > 1) EXPECT_LT(zb.bubble(), ofob.bubble());
+    }
+}
+
+TEST(Schedule, BubbleTable) {
+  const int pp = 4, n_micro = 8;
+  std::printf("bubble in the unit-time model, pp=%d m=%d (F=1, B=2 or Bi=W=1 per chunk)\n", pp, n_micro);
+  std::printf("  %-16s %8s %8s %22s\n", "schedule", "bubble", "theory", "peak in-flight stages");
+  struct Row {
+    const char* name;
+    ScheduleKind kind;
+    int v;
+    double theory;   // (p-1)/m, (p-1)/(v*m), and ZB-H1's (p-1)(F+B-W) / (m(F+B+W))
+  };
+  const double p1_m = (pp - 1.0) / n_micro;
+  for (const Row& row : {Row{"gpipe", ScheduleKind::GPipe, 1, p1_m}, Row{"1f1b", ScheduleKind::OneFOneB, 1, p1_m},
+                         Row{"interleaved v=2", ScheduleKind::Interleaved, 2, p1_m / 2},
+                         Row{"interleaved v=4", ScheduleKind::Interleaved, 4, p1_m / 4},
+                         Row{"zero_bubble", ScheduleKind::ZeroBubble, 1, p1_m / 3}}) {
+    const SimResult res = simulate(row.kind, pp, n_micro, row.v);
+    ASSERT_EQ(res.error, "");
+    double peak = 0;   // in whole-stage activations: a chunk holds 1/v of them
+    for (int r = 0; r < pp; ++r)
+      peak = std::max(peak, static_cast<double>(peak_in_flight(make_plan(row.kind, pp, r, n_micro, row.v))) / row.v);
+    std::printf("  %-16s %8.4f %8.4f %22.2f\n", row.name, res.bubble(), row.theory, peak);
+    EXPECT_DOUBLE_EQ(res.bubble(), row.theory) << row.name;
   }
-  EXPECT_TRUE(simulate(plans).deadlock);
+}
+
+TEST(Schedule, SimulatorCatchesBadPlans) {
+  // Ungrouped 1F1B exchanges deadlock under rendezvous.
+  auto plans = all_plans(ScheduleKind::OneFOneB, 2, 4);
+  for (auto& plan : plans)
+    for (Action& a : plan) a.grouped = false;
+  EXPECT_NE(Simulator(plans, 1).run().error.find("deadlock"), std::string::npos);
+  // A weight pass moved before its input-gradient pass.
+  plans = all_plans(ScheduleKind::ZeroBubble, 2, 4);
+  auto w = std::find_if(plans[1].begin(), plans[1].end(), [](const Action& a) { return a.kind == Action::BwdWeight; });
+  std::rotate(plans[1].begin(), w, w + 1);
+  EXPECT_NE(Simulator(plans, 1).run().error.find("input-gradient"), std::string::npos);
+  // A second chunk's forward without the receive of its activation (both sides dropped).
+  plans = all_plans(ScheduleKind::Interleaved, 2, 2, 2);
+  for (int r = 0; r < 2; ++r) {
+    auto& p = plans[r];
+    p.erase(std::remove_if(p.begin(), p.end(),
+                           [&](const Action& a) {
+                             return a.micro == 0 && ((r == 0 && a.kind == Action::RecvAct && a.chunk == 1) ||
+                                                     (r == 1 && a.kind == Action::SendAct && a.chunk == 0));
+                           }),
+            p.end());
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i].grouped && (i + 1 == p.size() || !p[i + 1].is_comm())) p[i].grouped = false;
+  }
+  EXPECT_NE(Simulator(plans, 2).run().error.find("before its activation"), std::string::npos);
 }
 
 TEST(Schedule, ForwardOnlyPlansForEvaluation) {
@@ -165,15 +379,27 @@ TEST(Schedule, ForwardOnlyPlansForEvaluation) {
         EXPECT_EQ(fwd, n_micro);
         EXPECT_EQ(peak_in_flight(plans.back()), 1);   // activations are dropped after each forward
       }
-      SimResult r = simulate(plans);
-      EXPECT_FALSE(r.deadlock) << "pp=" << pp << " n_micro=" << n_micro << r.detail;
+      const SimResult r = Simulator(plans, 1).run();
+      EXPECT_EQ(r.error, "") << "pp=" << pp << " n_micro=" << n_micro;
     }
 }
 
-TEST(Schedule, RejectsUnknownName) {
+TEST(Schedule, ParsesNamesAndRefusesPlansItCannotRun) {
   EXPECT_EQ(parse_schedule("gpipe"), ScheduleKind::GPipe);
   EXPECT_EQ(parse_schedule("1f1b"), ScheduleKind::OneFOneB);
-  EXPECT_ANY_THROW(parse_schedule("interleaved"));
+  EXPECT_EQ(parse_schedule("interleaved"), ScheduleKind::Interleaved);
+  EXPECT_EQ(parse_schedule("zero_bubble"), ScheduleKind::ZeroBubble);
+  EXPECT_THROW(parse_schedule("zigzag"), InputError);
+  EXPECT_NO_THROW(require_runnable_schedule("1f1b"));
+  EXPECT_NO_THROW(require_runnable_schedule("gpipe"));
+  for (const char* name : {"interleaved", "zero_bubble"}) {
+    try {
+      require_runnable_schedule(name);
+      ADD_FAILURE() << name << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("plan only"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

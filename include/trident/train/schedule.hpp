@@ -7,27 +7,44 @@
 
 namespace trident {
 
-enum class ScheduleKind { GPipe, OneFOneB };
+// GPipe and 1F1B run; Interleaved (Megatron's interleaved 1F1B over virtual stages) and ZeroBubble
+// (ZB-H1 of Qi et al. 2023) are plans the executor does not run yet (schedule_runs).
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
-ScheduleKind parse_schedule(const std::string& name);   // "gpipe" | "1f1b"
+ScheduleKind parse_schedule(const std::string& name);   // "gpipe" | "1f1b" | "interleaved" | "zero_bubble"
+bool schedule_runs(ScheduleKind kind);
+// Throws InputError (one line, naming parallel.schedule) for a schedule that is only a plan.
+void require_runnable_schedule(const std::string& name);
 
+// With v virtual stages, chunk c of pipeline rank r holds the layers of virtual stage c*pp_size + r,
+// so the activations go round the ranks v times. Comm actions carry the chunk of the local compute
+// whose input or output they move; the peer is the rank of the neighbouring virtual stage.
 struct Action {
-  enum Kind { Fwd, Bwd, SendAct, RecvAct, SendGrad, RecvGrad } kind;
+  // Bwd is the whole backward; ZeroBubble splits it into BwdInput (the input gradient, which the
+  // previous stage waits for) and BwdWeight (the parameter gradients, which nothing waits for).
+  enum Kind { Fwd, Bwd, BwdInput, BwdWeight, SendAct, RecvAct, SendGrad, RecvGrad } kind;
   int micro;
   // Communication actions with `grouped` set are posted together with the next action
-  // (paired send/recv, as NCCL needs to avoid a deadlock between neighbouring stages).
+  // (paired send/recv, as NCCL needs to avoid a deadlock between neighbouring stages). A group
+  // completes before the next action other than BwdWeight: weight-gradient passes need nothing
+  // from a neighbour, so they run while the exchanges before them are in flight.
   bool grouped = false;
+  int chunk = 0;
 
-  bool is_comm() const { return kind != Fwd && kind != Bwd; }
-  bool operator==(const Action& o) const { return kind == o.kind && micro == o.micro && grouped == o.grouped; }
+  bool is_comm() const { return kind >= SendAct; }
+  bool operator==(const Action& o) const {
+    return kind == o.kind && micro == o.micro && grouped == o.grouped && chunk == o.chunk;
+  }
 };
 
-std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n_micro);
+// virtual_stages > 1 only for Interleaved, which needs n_micro % pp_size == 0.
+std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n_micro, int virtual_stages = 1);
 // Forwards only (evaluation): receive, forward, send, micro-batch after micro-batch.
 std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro);
 
-// Micro-batches whose activations are held at once by this stage under the plan: the number of
-// activation slots it needs.
+// Activations held at once by this stage under the plan, from a forward until the backward that
+// produces the parameter gradients (Bwd or BwdWeight), counted per model chunk: the number of
+// activation slots it needs. A chunk of an interleaved plan is 1/v of a stage's layers.
 int peak_in_flight(const std::vector<Action>& plan);
 
 std::string to_string(const Action& a);

@@ -3,7 +3,9 @@
 LlamaForCausalLM semantics (RMSNorm in fp32, rotate_half RoPE, grouped-query attention by
 repeat_kv, SwiGLU MLP, optional q/k/v biases, untied head), on the weights and tokens
 dump_reference wrote: logits, loss, every parameter gradient and the loss of each AdamW step, all
-in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py)."""
+in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py). For an SFT dump (llama-sft)
+the loss is PyTorch's cross-entropy with the masked targets set to ignore_index: the mean over the
+trained targets of the whole global batch."""
 import math
 import os
 import sys
@@ -96,7 +98,11 @@ def main():
     def batch_loss(step):
         batch = tokens[step * G:(step + 1) * G]
         logits = llama_forward(params, batch[:, :T], cfg)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        targets = batch[:, 1:].clone()
+        if cfg.get("sft"):
+            mask = torch.tensor(a["target_mask"][step * G:(step + 1) * G]) > 0
+            targets[~mask] = -100
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
     opt = torch.optim.AdamW([{"params": [params[n] for n in names if decays(n)], "weight_decay": cfg["weight_decay"]},
                              {"params": [params[n] for n in names if not decays(n)], "weight_decay": 0.0}],

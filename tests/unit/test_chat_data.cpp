@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../src/apps/tokenize_records.hpp"
+#include "byte_level_vocab.hpp"
 #include "expect_input_error.hpp"
 #include "temp_dir.hpp"
 #include "trident/io/chat_template.hpp"
@@ -18,6 +19,7 @@ namespace {
 
 using nlohmann::json;
 using test::expect_input_error;
+using test::byte_char;
 using test::TempDir;
 using Ids = std::vector<int32_t>;
 
@@ -56,20 +58,6 @@ TEST(ChatTemplate, TheByteTokenizerHasNoSpecialTokens) {
   expect_input_error([&] { ChatTemplate("chatml", *tok); }, {"--chat-template chatml", "<|im_start|>"});
   expect_input_error([&] { ChatTemplate("tokenizer_config.json", *tok); },
                      {"--chat-template tokenizer_config.json", "Jinja", "not implemented"});
-}
-
-// GPT-2's spelling of byte b in vocabulary files (bytes_to_unicode), as UTF-8.
-std::string byte_char(int b) {
-  int n = 0, cp = -1;
-  for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
-    const int c = printable ? x : 256 + n++;
-    if (x == b) cp = c;
-  }
-  std::string s;
-  if (cp < 0x80) s += static_cast<char>(cp);
-  else s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
-  return s;
 }
 
 // A byte-level tokenizer.json without merges (ids 0..255 are the bytes) and Llama 3's special

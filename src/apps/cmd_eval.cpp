@@ -29,7 +29,7 @@ int cmd_eval(const Args& args) {
     log_info("usage: trident eval --checkpoint FILE [--config FILE]... [--data.val SPEC | --data.split F]\n"
              "Evaluates train.eval_steps global batches; the model comes from the checkpoint, and so do the\n"
              "data settings unless data.train, data.val or data.split is given (then only those are used).\n\n" +
-             run_options_help(&extra, {"backend", "parallel.", "train.micro_batch_size", "train.global_batch_size",
+             run_options_help(&extra, {"backend", "task", "parallel.", "train.micro_batch_size", "train.global_batch_size",
                                        "train.eval_steps", "train.seed", "data.", "cuda."}));
     return 0;
   }
@@ -41,20 +41,25 @@ int cmd_eval(const Args& args) {
   // is what eval reads by default.
   const DataConfig& cli = parsed.cfg.data;
   const bool data_from_checkpoint = cli.train.empty() && cli.val.empty() && cli.split == 1;
-  if (data_from_checkpoint) cfg.data = parse_config_text(info.config, checkpoint + " (stored config)").data;
+  if (data_from_checkpoint) {
+    const RunConfig stored = parse_config_text(info.config, checkpoint + " (stored config)");
+    cfg.data = stored.data;
+    cfg.task = stored.task;
+  }
+  const bool sft = cfg.task == "sft";
   validate_run_config(cfg, world);
   check_memory_fits(cfg, MPI_COMM_WORLD, false);
 
   std::unique_ptr<BatchSource> source;
   bool on_validation = true;
   collective_check(MPI_COMM_WORLD, [&] {
-    source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed, sft);
     if (source) return;
     if (cfg.data.train.empty())
       throw InputError(str("no data to evaluate on: ", data_from_checkpoint ? "the stored config of " + checkpoint +
                            " has neither data.val nor data.split < 1" : "no data.val given",
                            "; pass --data.val PREFIX"));
-    source = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed).train;
+    source = (sft ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed).train;
     on_validation = false;
   });
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);

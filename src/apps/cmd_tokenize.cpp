@@ -1,5 +1,6 @@
 // `trident tokenize`: raw text (plain or JSON lines) -> a Megatron indexed dataset, encoded on
-// several threads while the next few megabytes are read, written in input order.
+// several threads while the next few megabytes are read, written in input order; chat and
+// preference records -> a fine-tuning dataset with its loss mask (tokenize_records).
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "trident/io/indexed_dataset.hpp"
 #include "trident/io/tokenizer.hpp"
 #include "trident/parallel/host_collectives.hpp"
+#include "tokenize_records.hpp"
 
 namespace po = boost::program_options;
 
@@ -30,16 +32,18 @@ constexpr size_t kBatchBytes = size_t{4} << 20;
 
 struct TokenizeOptions {
   std::vector<std::string> inputs;
-  std::string format, json_key, output, tokenizer, vocab, merges;
+  std::string format, json_key, output, tokenizer, vocab, merges, over_long;
   std::optional<std::string> separator;
-  int threads = 1;
+  RecordOptions records;
+  int threads = 1, max_len = 0;
   bool append_eot = true;
   bool help = false;
 };
 
 const char* kUsage =
     "usage: trident tokenize --input FILE|DIR... --output PREFIX --tokenizer byte|gpt2|TOKENIZER [options]\n"
-    "Writes PREFIX.bin and PREFIX.idx (Megatron indexed dataset); see docs/DATA.md.\n";
+    "Writes PREFIX.bin and PREFIX.idx (Megatron indexed dataset); see docs/DATA.md. --format chat or\n"
+    "preference also writes the loss mask PREFIX_mask.bin/.idx; see docs/FINE_TUNING.md.\n";
 
 po::options_description describe(TokenizeOptions& o) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -49,7 +53,16 @@ po::options_description describe(TokenizeOptions& o) {
       ("input", po::value(&o.inputs)->multitoken()->required(),
        "raw text files or directories (read recursively, in path order)")
       ("format", po::value(&o.format)->default_value("text"),
-       "text, or jsonl: one JSON object per line")
+       "text; jsonl: one JSON object per line; chat: JSON lines of {\"messages\": [{\"role\", \"content\"}...]} "
+       "or {\"prompt\", \"response\"} (only the assistant's tokens train); preference: JSON lines of "
+       "{\"prompt\", \"chosen\", \"rejected\"}")
+      ("chat-template", po::value(&o.records.chat_template),
+       "chat, preference: llama3, chatml or plain (plain is the only one the byte tokenizer can use)")
+      ("max-len", po::value(&o.max_len)->default_value(0),
+       "chat, preference: most tokens of one conversation (0: no limit); see --over-long")
+      ("over-long", po::value(&o.over_long)->default_value("drop"),
+       "chat, preference: a conversation over --max-len is dropped (counted) or truncated (dropped when no "
+       "assistant token is left)")
       ("json-key", po::value(&o.json_key)->default_value("text"),
        "jsonl: the string field that holds the document")
       ("doc-separator", po::value<std::string>(),
@@ -60,7 +73,7 @@ po::options_description describe(TokenizeOptions& o) {
        "byte, gpt2, or a Hugging Face tokenizer.json (or the directory holding it and tokenizer_config.json)")
       ("vocab", po::value(&o.vocab), "gpt2: vocab.json (GPT-2's encoder.json)")
       ("merges", po::value(&o.merges), "gpt2: merges.txt (GPT-2's vocab.bpe)")
-      ("threads", po::value(&o.threads)->default_value(cores), "encoding threads")
+      ("threads", po::value(&o.threads)->default_value(cores), "encoding threads (text, jsonl; chat and preference records are encoded on one)")
       ("append-eot", po::value(&o.append_eot)->default_value(true)->implicit_value(true),
        "end every document with <|endoftext|> (tokenizer.json: tokenizer_config.json's eos_token); "
        "--append-eot=false leaves it out");
@@ -84,8 +97,25 @@ TokenizeOptions parse(const Args& args) {
   } catch (const po::error& e) {
     throw InputError(str(e.what(), " (see trident tokenize --help)"));
   }
-  if (o.format != "text" && o.format != "jsonl")
-    throw InputError(str("--format ", o.format, ": use text or jsonl"));
+  if (o.format != "text" && o.format != "jsonl" && o.format != "chat" && o.format != "preference")
+    throw InputError(str("--format ", o.format, ": use text, jsonl, chat or preference"));
+  const bool records = o.format == "chat" || o.format == "preference";
+  for (const char* opt : {"chat-template", "max-len", "over-long"})
+    if (!records && vm.count(opt) && !vm[opt].defaulted())
+      throw InputError(str("--", opt, " applies to --format chat or preference only"));
+  if (records) {
+    if (o.records.chat_template.empty())
+      throw InputError(str("--format ", o.format, " needs --chat-template llama3, chatml or plain"));
+    if (!vm["append-eot"].defaulted())
+      throw InputError(str("--append-eot does not apply to --format ", o.format, " (the chat template ends turns)"));
+    if (o.over_long != "drop" && o.over_long != "truncate")
+      throw InputError(str("--over-long ", o.over_long, ": use drop or truncate"));
+    o.records.format = o.format;
+    o.records.output = o.output;
+    o.records.truncate = o.over_long == "truncate";
+    if (o.max_len < 0) throw InputError(str("--max-len ", o.max_len, ": must be >= 0 (0: no limit)"));
+    o.records.max_len = static_cast<size_t>(o.max_len);
+  }
   if (vm.count("doc-separator")) {
     if (o.format != "text") throw InputError("--doc-separator applies to --format text only");
     o.separator = vm["doc-separator"].as<std::string>();
@@ -94,6 +124,13 @@ TokenizeOptions parse(const Args& args) {
     throw InputError("--json-key applies to --format jsonl only");
   if (o.threads < 1) throw InputError(str("--threads ", o.threads, ": must be at least 1"));
   return o;
+}
+
+void make_output_dir(const std::string& prefix) {
+  const std::filesystem::path out_dir = std::filesystem::path(prefix).parent_path();
+  std::error_code ec;
+  if (!out_dir.empty() && !std::filesystem::create_directories(out_dir, ec) && ec)
+    throw InputError(str(out_dir.string(), ": cannot create output directory (", ec.message(), ")"));
 }
 
 std::string fixed(double v, int digits) {
@@ -122,10 +159,12 @@ int cmd_tokenize(const Args& args) {
   }
   if (files.empty()) throw InputError("--input names no files (only empty directories)");
   const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o.tokenizer, o.vocab, o.merges);
-  const std::filesystem::path out_dir = std::filesystem::path(o.output).parent_path();
-  std::error_code ec;
-  if (!out_dir.empty() && !std::filesystem::create_directories(out_dir, ec) && ec)
-    throw InputError(str(out_dir.string(), ": cannot create output directory (", ec.message(), ")"));
+  if (o.format == "chat" || o.format == "preference") {
+    make_output_dir(o.output);
+    tokenize_records(o.records, files, *tokenizer);
+    return 0;
+  }
+  make_output_dir(o.output);
 
   const auto t0 = std::chrono::steady_clock::now();
   DocumentReader reader(files, DocumentFormat{o.format == "jsonl", o.json_key, o.separator});

@@ -260,7 +260,8 @@ int cmd_train(const Args& args) {
   ResumePlan resume;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = open_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    data = (cfg.task == "sft" ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
+                                                           cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));

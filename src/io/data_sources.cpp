@@ -10,6 +10,7 @@
 #include "trident/config/blend_spec.hpp"
 #include "trident/core/error.hpp"
 #include "trident/io/blended_source.hpp"
+#include "trident/io/sft_source.hpp"
 
 namespace trident {
 namespace {
@@ -99,9 +100,75 @@ std::unique_ptr<BlendedSource> validation_source(const DataConfig& cfg, const st
   return nullptr;
 }
 
+// The one chat dataset a fine-tuning option names.
+std::shared_ptr<const MaskedDataset> open_chat(const char* option, const std::string& spec) {
+  const std::vector<BlendPart> parts = parse_blend_spec(option, spec);
+  if (parts.size() != 1)
+    throw InputError(str(option, " = '", spec, "': task sft reads one chat dataset (PREFIX), not a blend of ",
+                         parts.size()));
+  return std::make_shared<const MaskedDataset>(parts[0].prefix, 1);
+}
+
+// Records [0, cut) train and [cut, n) validate under data.split.
+size_t split_records(const MaskedDataset& ds, double split) {
+  const size_t n = ds.num_records();
+  return std::min(n, static_cast<size_t>(std::llround(split * static_cast<double>(n))));
+}
+
+std::unique_ptr<SftSource> sft_source(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
+                                      const char* role, double split, int seq_len, int vocab_size, uint64_t seed) {
+  if (first >= end)
+    throw InputError(str("data.split = ", split, " leaves no record of the ", ds->num_records(), " of ",
+                         ds->tokens().prefix(), " for ", role,
+                         std::string(role) == "training" ? "; raise data.split" : "; lower data.split or set data.val"));
+  return std::make_unique<SftSource>(std::move(ds), first, end, seq_len, vocab_size, seed);
+}
+
+std::string describe_sft(const char* role, const SftSource& s) {
+  const MaskedDataset& ds = s.dataset();
+  return str(role, " ", ds.tokens().prefix(), ": records [", s.first_record(), ", ", s.end_record(), ") of ",
+             ds.num_records(), ", one per sequence of ", "seq_len + 1 tokens (padded; ", s.cut_records(),
+             " longer records cut)");
+}
+
+std::unique_ptr<SftSource> sft_validation(const DataConfig& cfg, const std::shared_ptr<const MaskedDataset>& train,
+                                          int seq_len, int vocab_size, uint64_t seed) {
+  if (!cfg.val.empty()) {
+    std::shared_ptr<const MaskedDataset> val = open_chat("data.val", cfg.val);
+    const size_t n = val->num_records();
+    return std::make_unique<SftSource>(std::move(val), 0, n, seq_len, vocab_size, seed);
+  }
+  if (cfg.split < 1 && train)
+    return sft_source(train, split_records(*train, cfg.split), train->num_records(), "validation", cfg.split, seq_len,
+                      vocab_size, seed);
+  return nullptr;
+}
+
 }  // namespace
 
-std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
+DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
+  if (cfg.train.empty())
+    throw InputError("data.train is empty: give the PREFIX of a chat dataset (trident tokenize --format chat)");
+  std::shared_ptr<const MaskedDataset> train = open_chat("data.train", cfg.train);
+  const size_t end = cfg.val.empty() && cfg.split < 1 ? split_records(*train, cfg.split) : train->num_records();
+  std::unique_ptr<SftSource> train_source =
+      sft_source(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed);
+  std::unique_ptr<SftSource> val_source = sft_validation(cfg, train, seq_len, vocab_size, seed);
+  DataSources out;
+  out.train_sequences = train_source->records();
+  out.description = describe_sft("train", *train_source);
+  if (val_source) out.description += "\n" + describe_sft("validation", *val_source);
+  out.train = std::move(train_source);
+  out.val = std::move(val_source);
+  return out;
+}
+
+std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,
+                                                  bool sft) {
+  if (sft) {
+    const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
+    return sft_validation(cfg, split ? open_chat("data.train", cfg.train) : nullptr, seq_len, vocab_size, seed);
+  }
   const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
   const std::vector<OpenedPart> train = split ? open_parts(parse_blend_spec("data.train", cfg.train))
                                               : std::vector<OpenedPart>{};

@@ -24,6 +24,7 @@ namespace {
 constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 constexpr uint64_t kHeaderBytes = sizeof(kMagic) + 8 + 1 + 8 + 8;
+constexpr uint8_t kCodeUint8 = 1;
 constexpr uint8_t kCodeUint16 = 8;
 constexpr uint8_t kCodeInt32 = 4;
 constexpr uint8_t kCodeInt64 = 5;
@@ -256,11 +257,12 @@ std::vector<int32_t> IndexedDataset::sequence(size_t i) const {
   return out;
 }
 
-IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int vocab_size)
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int vocab_size, bool bytes)
     : prefix_(prefix),
       vocab_size_(vocab_size),
-      dtype_code_(vocab_size < kUint16VocabLimit ? kCodeUint16 : kCodeInt32),
-      token_bytes_(vocab_size < kUint16VocabLimit ? 2 : 4) {
+      dtype_code_(bytes ? kCodeUint8 : vocab_size < kUint16VocabLimit ? kCodeUint16 : kCodeInt32),
+      token_bytes_(token_bytes_of(dtype_code_)) {
+  TRIDENT_CHECK(!bytes || vocab_size <= 256, str(prefix, ": uint8 values below ", vocab_size));
   const std::string tmp = prefix + ".bin.tmp";
   bin_file_ = std::fopen(tmp.c_str(), "wb");
   if (!bin_file_) throw InputError(str(tmp, ": cannot create (", errno_text(), ")"));
@@ -274,8 +276,8 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
   std::remove((prefix_ + ".idx.tmp").c_str());
 }
 
-void IndexedDatasetWriter::add_document(const std::vector<int32_t>& tokens) {
-  TRIDENT_CHECK(!finished_, str(prefix_, ": add_document after finish"));
+void IndexedDatasetWriter::add_sequence(const std::vector<int32_t>& tokens) {
+  TRIDENT_CHECK(!finished_, str(prefix_, ": add_sequence after finish"));
   if (tokens.size() > static_cast<size_t>(INT32_MAX))
     throw InputError(str(prefix_, ": a document of ", tokens.size(), " tokens exceeds the format's int32 size"));
   for (int32_t t : tokens)
@@ -283,13 +285,18 @@ void IndexedDatasetWriter::add_document(const std::vector<int32_t>& tokens) {
       throw InputError(str(prefix_, ": token id ", t, " is outside the vocabulary (size ", vocab_size_, ")"));
 
   scratch_.resize(tokens.size() * token_bytes_);
-  if (token_bytes_ == 2) narrow<uint16_t>(tokens, scratch_.data());
+  if (token_bytes_ == 1) narrow<uint8_t>(tokens, scratch_.data());
+  else if (token_bytes_ == 2) narrow<uint16_t>(tokens, scratch_.data());
   else narrow<int32_t>(tokens, scratch_.data());
   write_all(bin_file_, prefix_ + ".bin.tmp", scratch_.data(), scratch_.size());
 
   sizes_.push_back(static_cast<int32_t>(tokens.size()));
-  doc_idx_.push_back(static_cast<int64_t>(sizes_.size()));
   total_tokens_ += tokens.size();
+}
+
+void IndexedDatasetWriter::end_document() {
+  TRIDENT_CHECK(static_cast<int64_t>(sizes_.size()) > doc_idx_.back(), str(prefix_, ": a document without sequences"));
+  doc_idx_.push_back(static_cast<int64_t>(sizes_.size()));
 }
 
 void IndexedDatasetWriter::write_index(const std::string& path) const {
@@ -314,6 +321,7 @@ void IndexedDatasetWriter::write_index(const std::string& path) const {
 
 void IndexedDatasetWriter::finish() {
   TRIDENT_CHECK(!finished_, str(prefix_, ": finish called twice"));
+  TRIDENT_CHECK(static_cast<int64_t>(sizes_.size()) == doc_idx_.back(), str(prefix_, ": finish inside a document"));
   const std::string bin = prefix_ + ".bin", idx = prefix_ + ".idx";
   std::FILE* f = bin_file_;
   bin_file_ = nullptr;

@@ -1,11 +1,13 @@
 // The training step and its accounting (loss over the global batch, timing).
 #include "trident/train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "trident/core/fault_point.hpp"
 #include "trident/core/trace.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/train/lr_schedule.hpp"
 
 namespace trident {
@@ -48,6 +50,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   }
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
+  host_mask_.resize(static_cast<size_t>(B) * T);
   host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
   stats_buf_ = Buffer(be, 2 * sizeof(float));
@@ -83,22 +86,33 @@ void Trainer::sync_parameters() {
   if (optimizer_) optimizer_->gather_all();
 }
 
-// The micro-batches of this DP rank in SampleOrder's arrangement.
+// The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
+// kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient.
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
-  if (!model_->stage().first() && !model_->stage().last()) return;
+  const bool masked = source.masks_targets();
+  batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
+  uint64_t trained = 0;   // targets this rank trains, when masked
   const auto t0 = std::chrono::steady_clock::now();
-  for (int micro = 0; micro < n_micro_; ++micro) {
+  for (int micro = 0; micro < n_micro_ && (model_->stage().first() || model_->stage().last()); ++micro) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
     source.samples(first, B, host_tokens_.data());
+    if (masked) source.target_mask(first, B, host_mask_.data());
     const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 2;
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
+        const bool train = !masked || host_mask_[b * T + t];
         host_batch_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
-        host_batch_[n + base + b * T + t] = host_tokens_[b * (T + 1) + t + 1];
+        host_batch_[n + base + b * T + t] = train ? host_tokens_[b * (T + 1) + t + 1] : kIgnoredTarget;
+        trained += train;
       }
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!masked) return;
+  // Each DP replica's count once: from its last stage's TP rank 0, as its loss (reduce_loss).
+  std::vector<uint64_t> count{model_->stage().last() && g_.coord.tp == 0 ? trained : 0};
+  all_reduce(count, HostReduce::Sum, g_);
+  batch_targets_ = static_cast<double>(count[0]);
 }
 
 void Trainer::upload_batch() {
@@ -128,15 +142,16 @@ double Trainer::evaluate(BatchSource& source, int steps) {
   TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
   TraceRange range("evaluation");
   const int64_t G = cfg_.train.global_batch_size;
-  double sum = 0;
+  double sum = 0, targets = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
     eval_executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, false, 0.0f, UnitDone{});
     sum += reduce_loss(model_->take_loss_sum());
+    targets += batch_targets_;
   }
-  return sum / (static_cast<double>(steps) * G * cfg_.model.seq_len);
+  return sum / std::max(targets, 1.0);
 }
 
 StepStats Trainer::train_step(int step) {
@@ -157,8 +172,11 @@ void Trainer::queue_step(int step) {
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
-  const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
+  // The loss is the mean over the global batch's trained targets (all of them, but for sft): each
+  // target's gradient is scaled by the inverse of their count (a batch without any trains nothing).
+  q.targets = batch_targets_;
+  const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
   model_->zero_grads();
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
@@ -218,7 +236,7 @@ StepStats Trainer::finish_step() {
   StepStats s;
   s.step = q.step + 1;
   s.lr = q.lr;
-  s.loss = q.stats[0] / tokens;
+  s.loss = q.stats[0] / std::max(q.targets, 1.0);
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
   s.skipped = q.skipped;
   if (!q.skipped.empty()) ++skipped_steps_;

@@ -841,14 +841,25 @@ struct XentCase {
   int N, v_local, v_valid, vocab_start;
 };
 
+// Rows of ignored targets (kIgnoredTarget) have loss 0 and an all-zero gradient.
+void expect_ignored_rows(const Ints& targets, const Vec& losses, const Vec& dlogits, int v_local) {
+  for (size_t n = 0; n < targets.size(); ++n) {
+    if (targets[n] >= 0) continue;
+    ASSERT_EQ(losses[n], 0.0f) << "loss of ignored row " << n;
+    for (int j = 0; j < v_local; ++j)
+      ASSERT_EQ(dlogits[n * v_local + j], 0.0f) << "gradient of ignored row " << n << " column " << j;
+  }
+}
+
 TEST_F(CudaOps, CrossEntropy) {
   // v_local % 8 == 0 takes the 16-byte path (with a scalar tail when v_valid % 8 != 0), 100 the scalar one.
   for (const XentCase& k : {XentCase{37, 384, 300, 384}, XentCase{16, 128, 128, 0}, XentCase{7, 100, 97, 0}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " v_local=", k.v_local, " v_valid=", k.v_valid)));
     const size_t NV = static_cast<size_t>(k.N) * k.v_local;
-    // Targets in this shard, in its padding, and in other shards.
+    // Targets in this shard, in its padding, in other shards, and ignored ones (every fifth row).
     Ints targets(k.N);
     for (int n = 0; n < k.N; ++n) targets[n] = static_cast<int32_t>(hash3(9, 0, n) % (k.vocab_start + k.v_local + 64));
+    for (int n = 3; n < k.N; n += 5) targets[n] = kIgnoredTarget;
     Both tgt = ints(targets);
     Both logits = act(random_vector(NV, 91, 4.0f));
     Both rowmax = f32(Vec(k.N));
@@ -877,6 +888,7 @@ TEST_F(CudaOps, CrossEntropy) {
     expect_close(losses, kFp32Order, "xent_bwd losses");
     expect_close(logits, kOneRounding, "xent_bwd dlogits");  // fp32 softmax, one rounding
     const Vec dlogits = download(gpu(), logits.gpu.view());
+    expect_ignored_rows(targets, download(gpu(), losses.gpu.view()), dlogits, k.v_local);
     for (int n = 0; n < k.N; ++n)
       for (int j = k.v_valid; j < k.v_local; ++j)
         ASSERT_EQ(dlogits[static_cast<size_t>(n) * k.v_local + j], 0.0f) << "padding column " << j;
@@ -890,6 +902,7 @@ TEST_F(CudaOps, CrossEntropyFused) {
     const size_t NV = static_cast<size_t>(k.N) * k.v_local;
     Ints targets(k.N);
     for (int n = 0; n < k.N; ++n) targets[n] = static_cast<int32_t>(hash3(10, 0, n) % k.v_valid);
+    for (int n = 3; n < k.N; n += 5) targets[n] = kIgnoredTarget;
     Both tgt = ints(targets);
     Both logits = act(random_vector(NV, 92, 4.0f));
     Both rowmax = f32(Vec(k.N)), stats = f32(Vec(2 * static_cast<size_t>(k.N))), losses = f32(Vec(k.N));
@@ -903,6 +916,7 @@ TEST_F(CudaOps, CrossEntropyFused) {
     expect_close(losses, kFp32Order, "xent_fused losses");
     expect_close(logits, kOneRounding, "xent_fused dlogits");
     const Vec dlogits = download(gpu(), logits.gpu.view());
+    expect_ignored_rows(targets, download(gpu(), losses.gpu.view()), dlogits, k.v_local);
     for (int n = 0; n < k.N; ++n)
       for (int j = k.v_valid; j < k.v_local; ++j)
         ASSERT_EQ(dlogits[static_cast<size_t>(n) * k.v_local + j], 0.0f) << "padding column " << j;

@@ -3,7 +3,9 @@
 LlamaForCausalLM semantics (RMSNorm in fp32, rotate_half RoPE, grouped-query attention by
 repeat_kv, SwiGLU MLP, optional q/k/v biases, untied head), on the weights and tokens
 dump_reference wrote: logits, loss, every parameter gradient and the loss of each AdamW step, all
-in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py)."""
+in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py). For an SFT dump (llama-sft)
+the loss is PyTorch's cross-entropy with the masked targets set to ignore_index: the mean over the
+trained targets of the whole global batch."""
 import math
 import os
 import sys

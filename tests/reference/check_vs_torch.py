@@ -100,7 +100,11 @@ def check_training(cfg, a, forward, decays, failures):
     def batch_loss(step):
         batch = tokens[step * G:(step + 1) * G]
         logits = forward(params, batch[:, :T], cfg)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        targets = batch[:, 1:].clone()
+        if cfg.get("sft"):   # fine-tuning: the mean over the trained (unmasked) targets of the batch
+            mask = torch.tensor(a["target_mask"][step * G:(step + 1) * G]) > 0
+            targets[~mask] = -100
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
     opt = torch.optim.AdamW([{"params": [params[n] for n in names if decays(n)], "weight_decay": cfg["weight_decay"]},
                              {"params": [params[n] for n in names if not decays(n)], "weight_decay": 0.0}],

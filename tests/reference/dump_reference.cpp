@@ -1,14 +1,16 @@
 // Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
 // weights, the token batches, the logits and loss at initialisation, every parameter gradient of
 // the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias]
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft]
 // The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
+// llama-sft trains it with --task sft on samples whose targets are partly masked (the mask is
+// dumped as target_mask): the loss is the mean over the trained targets of each global batch.
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "learnable_source.hpp"
+#include "masked_learnable_source.hpp"
 #include "reference_dump.hpp"
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
@@ -47,6 +49,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     c.model.rope_theta = 500.0;   // small, so that the rotation differs across the 24 positions
     c.model.qkv_bias = model == "llama-qkv-bias";
   }
+  if (model == "llama-sft") c.task = "sft";
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
   c.model.n_positions = 32;
@@ -63,7 +66,9 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
 
   const int B = c.train.micro_batch_size, T = c.model.seq_len, V = c.model.vocab_size, G = c.train.global_batch_size;
   std::unique_ptr<Backend> be = make_backend(backend);
-  test::LearnableSource data(T, V, 2024);
+  test::MaskedLearnableSource masked(T, V, 2024);
+  test::LearnableSource plain(T, V, 2024);
+  BatchSource& data = c.task == "sft" ? static_cast<BatchSource&>(masked) : plain;
   Trainer trainer(c, g, *be, data);
   test::ReferenceDump dump(dir);
   dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
@@ -75,11 +80,16 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
                                {"ln_eps", c.model.norm_eps}, {"backend", backend}, {"arch", c.model.arch},
                                {"n_kv_head", c.model.kv_heads()}, {"ffn_hidden_size", c.model.ffn()},
                                {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
-                               {"tied", c.model.tied()}};
+                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
   dump.add("tokens", std::vector<float>(tokens.begin(), tokens.end()), {c.train.steps * G, T + 1});
+  if (data.masks_targets()) {
+    std::vector<uint8_t> mask(static_cast<size_t>(c.train.steps) * G * T);
+    data.target_mask(0, c.train.steps * G, mask.data());
+    dump.add("target_mask", std::vector<float>(mask.begin(), mask.end()), {c.train.steps * G, T});
+  }
 
   std::vector<int32_t> inputs(B * T), targets(B * T);
   for (int b = 0; b < B; ++b)
@@ -118,8 +128,9 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const std::string model = argc > 4 ? argv[4] : "gpt2";
-  if (argc < 2 || argc > 5 || (model != "gpt2" && model != "llama" && model != "llama-qkv-bias")) {
-    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias]\n");
+  if (argc < 2 || argc > 5 ||
+      (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft")) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft]\n");
     return 2;
   }
   run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10, model);

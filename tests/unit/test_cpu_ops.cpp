@@ -766,6 +766,44 @@ TEST(CpuOps, CrossEntropyTwoShardsMatchUnsharded) { check_sharded_xent(2, 12, 20
 
 TEST(CpuOps, CrossEntropyWithAnEmptyShard) { check_sharded_xent(3, 8, 14); }
 
+// Ignored targets (kIgnoredTarget, any negative id): loss 0 and a zero gradient row in every shard
+// and in the fused form, while the other rows are unchanged.
+TEST(CpuOps, CrossEntropyIgnoredTargets) {
+  auto be = make_cpu_backend();
+  const int N = 4, V = 16, v_valid = 11;
+  const float dloss = 0.5f;
+  const std::vector<int32_t> all = {2, 10, 5, 3}, some = {2, kIgnoredTarget, 5, -7};
+  const Vec logits = random_vector(N * V, 93, 3.0f);
+  Vec rowmax(N), stats(2 * N), ref_losses(N), losses(N);
+  Vec ref = logits;
+  be->xent_fused(view(ref_losses), view(ref), view(rowmax), view(stats), all.data(), N, V, v_valid, dloss);
+  for (int tp : {1, 2}) {
+    const int v_local = V / tp;
+    for (int r = 0; r < tp; ++r) {
+      Vec shard(N * v_local);
+      for (int n = 0; n < N; ++n) std::copy_n(&logits[n * V + r * v_local], v_local, &shard[n * v_local]);
+      if (tp == 1) {
+        be->xent_fused(view(losses), view(shard), view(rowmax), view(stats), some.data(), N, V, v_valid, dloss);
+      } else {
+        // Reduced statistics of the whole row, as after the TP all-reduces.
+        Vec full = logits, full_stats(2 * N);
+        be->xent_max(view(rowmax), view(full), N, V, v_valid);
+        be->xent_stats(view(full_stats), view(full), view(rowmax), some.data(), N, V, v_valid, 0);
+        const int valid = std::clamp(v_valid - r * v_local, 0, v_local);
+        be->xent_bwd(view(losses), view(shard), view(rowmax), view(full_stats), some.data(), N, v_local, valid,
+                     r * v_local, dloss);
+      }
+      for (int n = 0; n < N; ++n) {
+        const bool ignored = some[n] < 0;
+        EXPECT_EQ(losses[n], ignored ? 0.0f : ref_losses[n]) << "tp " << tp << " row " << n;
+        for (int j = 0; j < v_local; ++j)
+          EXPECT_EQ(shard[n * v_local + j], ignored ? 0.0f : ref[n * V + r * v_local + j])
+              << "tp " << tp << " shard " << r << " row " << n << " column " << j;
+      }
+    }
+  }
+}
+
 TEST(CpuOps, CrossEntropyEmptyShardStatsAreFinite) {
   auto be = make_cpu_backend();
   const int N = 2, V = 4;

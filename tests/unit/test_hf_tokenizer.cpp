@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "byte_level_vocab.hpp"
 #include "expect_input_error.hpp"
 #include "temp_dir.hpp"
 #include "trident/io/tokenizer.hpp"
@@ -15,25 +16,12 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 using test::expect_input_error;
+using test::byte_char;
 
 constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-// GPT-2's spelling of byte b in vocabulary files (bytes_to_unicode), as UTF-8.
-std::string byte_char(int b) {
-  int n = 0, cp = -1;
-  for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
-    const int c = printable ? x : 256 + n++;
-    if (x == b) cp = c;
-  }
-  std::string s;
-  if (cp < 0x80) s += static_cast<char>(cp);
-  else s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
-  return s;
-}
 
 // Bytes are ids 0..255; then "12" 256, "123" 257, "1234" 258, "he" 259, "hel" 260 and "hlo" 261
 // (in the vocab, but no merge makes it); added tokens <|end|> 262, <|end|>! 263, <|bos|> 264.

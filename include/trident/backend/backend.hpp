@@ -37,6 +37,9 @@ struct AdamWArgs {
   float bias_correction2 = 1; // 1 - beta2^t
 };
 
+// The target id of a position the cross-entropy ignores (loss 0, gradient 0); any negative id is.
+constexpr int32_t kIgnoredTarget = -1;
+
 // One entry of a multi-tensor op's table (sum_squares_multi, adamw_multi), a piece of a tensor:
 // n elements at offset `flat` of the parameter and gradient buffers and at offset `state` of the
 // optimizer state; decay != 0 when weight decay applies. Tables of pieces live in backend memory as I32 tensors of
@@ -226,13 +229,17 @@ class Backend {
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).
   // The model reduces rowmax (Max) and stats (Sum) over TP between these calls.
+  // A target < 0 (kIgnoredTarget: a masked position of supervised fine-tuning, or padding) is
+  // ignored: its row's loss is 0 and its row of the gradient is 0 in every shard; rowmax and stats
+  // are computed for it as for any row (and not used).
   // rowmax (N) f32 = max over valid local columns (-inf when there are none).
   virtual void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) = 0;
   // stats (N,2) f32 = [sum_j exp(logit_j - rowmax), logit of the target if it is local else 0].
   virtual void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets,
                           int N, int v_local, int v_valid, int vocab_start) = 0;
-  // losses (N) f32 = log(stats0) + rowmax - stats1. Then logits are overwritten with
-  // dloss * (softmax - onehot(target)) (0 in padding columns), in the logits' dtype.
+  // losses (N) f32 = log(stats0) + rowmax - stats1 (0 for an ignored target). Then logits are
+  // overwritten with dloss * (softmax - onehot(target)) (0 in padding columns, and in every column
+  // of an ignored target's row), in the logits' dtype.
   virtual void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
                         const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                         float dloss) = 0;

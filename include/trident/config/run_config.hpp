@@ -131,6 +131,7 @@ struct RunConfig {
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset)
   std::vector<std::string> config_files;
 
   // Resolved from the world size (parallel.dp = 0) by validate_run_config.

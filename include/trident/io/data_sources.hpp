@@ -24,8 +24,15 @@ struct DataSources {
 // when a sample holding them is read.
 DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 
-// The validation source alone, as open_data builds it: data.val, else the documents data.split
+// The same for supervised fine-tuning (task sft): data.train (and data.val) name one chat dataset
+// each (PREFIX with PREFIX_mask, see docs/FINE_TUNING.md), read one record per sample (SftSource);
+// data.split holds out the last records. train_sequences counts records. Throws InputError for a
+// blend, a dataset without its mask, a preference dataset, or a split that leaves no record.
+DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
+
+// The validation source alone, as open_data (sft: open_sft_data) builds it: data.val, else the documents data.split
 // holds out of data.train; null when there is neither. data.train is opened only for a split.
-std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
+std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,
+                                                  bool sft = false);
 
 }  // namespace trident

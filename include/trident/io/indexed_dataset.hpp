@@ -57,20 +57,27 @@ class IndexedDataset {
 };
 
 // Streams documents into PREFIX.bin/.idx. Each add_document() call is one sequence and one
-// document. Token width follows Megatron's preprocess_data.py (uint16 when vocab_size < 65500,
-// else int32), so both tools write byte-identical files for the same tokens.
+// document; add_sequence() calls closed by end_document() make a document of several sequences.
+// Token width follows Megatron's preprocess_data.py (uint16 when vocab_size < 65500, else int32),
+// so both tools write byte-identical files for the same tokens; `bytes` writes uint8 values below
+// vocab_size instead (loss masks).
 class IndexedDatasetWriter {
  public:
-  IndexedDatasetWriter(const std::string& prefix, int vocab_size);
+  IndexedDatasetWriter(const std::string& prefix, int vocab_size, bool bytes = false);
   ~IndexedDatasetWriter();
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
   IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
 
-  void add_document(const std::vector<int32_t>& tokens);
+  void add_document(const std::vector<int32_t>& tokens) {
+    add_sequence(tokens);
+    end_document();
+  }
+  void add_sequence(const std::vector<int32_t>& tokens);
+  void end_document();   // the sequences added since the last call form one document
   // Writes PREFIX.idx and closes PREFIX.bin; files appear under their final names only here.
   void finish();
 
-  size_t num_documents() const { return sizes_.size(); }
+  size_t num_documents() const { return doc_idx_.size() - 1; }
   size_t num_tokens() const { return total_tokens_; }
 
  private:

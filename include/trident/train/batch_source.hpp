@@ -11,6 +11,12 @@ class BatchSource {
   // Tokens of global samples [first, first + count), each seq_len + 1 tokens, into out (count, T+1).
   // A pure function of the sample index: any DP layout reading the same indices gets the same data.
   virtual void samples(int64_t first, int count, int32_t* out) = 0;
+  // Whether some targets of the samples are left out of the loss (fine-tuning data: prompts and
+  // padding); target_mask() then says which. The loss is the mean over the trained targets.
+  virtual bool masks_targets() const { return false; }
+  // The same samples' target mask into out (count, T): 1 where target t (token t + 1 of the sample)
+  // is trained, 0 where the loss ignores it. Called only when masks_targets().
+  virtual void target_mask(int64_t /*first*/, int /*count*/, uint8_t* /*out*/) {}
 };
 
 // Which global samples a rank reads. A step's global batch is G consecutive samples; DP rank r of

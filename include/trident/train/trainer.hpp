@@ -23,7 +23,7 @@ namespace trident {
 
 struct StepStats {
   int step = 0;             // optimizer updates done with this one: the first step is step 1
-  double loss = 0;          // mean token loss over the global batch
+  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft)
   double grad_norm = 0;     // before clipping
   double lr = 0;
   double step_ms = 0;       // this step alone (StepTimer)
@@ -69,7 +69,8 @@ class Trainer {
   // at a time (train_step); their stats in step order, all finished on return.
   std::vector<StepStats> train_steps(int first, int n, bool sync = false);
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
-  // [0, steps * global batch), the same set for every layout.
+  // [0, steps * global batch), the same set for every layout; over the trained targets only when
+  // the source masks targets (the sum of their losses over the count of them in all the batches).
   double evaluate(BatchSource& source, int steps);
 
   // Starts from given weights instead of the random initialisation (init.from), before any step:
@@ -99,7 +100,8 @@ class Trainer {
   double data_seconds() const { return data_s_; }
 
  private:
-  // The step's micro-batches of this rank into the host buffers, then into batch_buf_.
+  // The step's micro-batches of this rank into the host buffers, then into batch_buf_; sets
+  // batch_targets_ (every rank calls it: a masking source's count is summed over the world).
   void read_batch(BatchSource& source, int64_t step_first_sample);
   void upload_batch();
   void load_micro(int micro, int slot);   // micro-batch `micro` of batch_buf_ into a model slot
@@ -119,6 +121,7 @@ class Trainer {
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
     float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm], read before the update
+    double targets = 0;        // trained targets of the global batch: the loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;
@@ -128,6 +131,10 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)
   std::vector<int32_t> host_batch_;    // [inputs | targets] of all micro-batches, as batch_buf_
+  std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
+  // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
+  // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
+  double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
   Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]

@@ -72,6 +72,11 @@ void CpuBackend::xent_bwd(TensorView losses, TensorView logits, TensorView rowma
 #pragma omp parallel for schedule(static) if (cpu::worth_threads(NV))
   for (int n = 0; n < N; ++n) {
     float* row = z + static_cast<size_t>(n) * v_local;
+    if (targets[n] < 0) {   // an ignored target (kIgnoredTarget): no loss, no gradient
+      loss[n] = 0.0f;
+      std::fill(row, row + v_local, 0.0f);
+      continue;
+    }
     loss[n] = static_cast<float>(std::log(static_cast<double>(st[2 * n])) + mx[n] - st[2 * n + 1]);
     const float inv_sum = 1.0f / st[2 * n];
     const int tj = local_target(targets[n], vocab_start, v_valid);

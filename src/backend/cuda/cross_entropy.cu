@@ -104,13 +104,26 @@ __device__ __forceinline__ void write_xent_grads(bf16* x, int v_local, int v_val
   for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(grad(to_float(x[j]), j));
 }
 
+// The gradient row of an ignored target: zeros, in 16-byte pieces over [0, n_vec), then one by one.
+__device__ __forceinline__ void zero_row(bf16* x, int v_local, int n_vec) {
+  const float zeros[kVec] = {};
+  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) store_vec(x + j, zeros);
+  for (int j = n_vec + threadIdx.x; j < v_local; j += blockDim.x) x[j] = to_bf16(0.0f);
+}
+
 __global__ void xent_bwd_kernel(float* losses, bf16* logits, const float* rowmax, const float* stats,
                                 const int32_t* targets, int v_local, int v_valid, int n_vec, int vocab_start,
                                 float dloss) {
   const int row = blockIdx.x;
+  bf16* x = logits + static_cast<size_t>(row) * v_local;
+  if (targets[row] < 0) {   // an ignored target: no loss, no gradient
+    if (losses && threadIdx.x == 0) losses[row] = 0.0f;
+    zero_row(x, v_local, n_vec);
+    return;
+  }
   const float m = rowmax[row], sum = stats[2 * row];
   if (losses && threadIdx.x == 0) losses[row] = logf(sum) + m - stats[2 * row + 1];
-  write_xent_grads(logits + static_cast<size_t>(row) * v_local, v_local, v_valid, n_vec,
+  write_xent_grads(x, v_local, v_valid, n_vec,
                    local_target(targets, row, v_valid, vocab_start), m, 1.0f / sum, dloss);
 }
 
@@ -138,6 +151,12 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __shared__ float shared[32];
   const int row = blockIdx.x;
   bf16* x = logits + static_cast<size_t>(row) * v_local;
+  // The branch is uniform over the block (one row per block), so no thread skips a barrier.
+  if (targets[row] < 0) {   // an ignored target: no loss, no gradient
+    if (losses && threadIdx.x == 0) losses[row] = 0.0f;
+    zero_row(x, v_local, n_vec_all);
+    return;
+  }
   float m = -INFINITY, s = 0.0f;
   for_each_piece<false>(x, n_vec_valid, [&](float(&v)[kVec], int) { online_add(m, s, v); });
   for (int j = n_vec_valid + threadIdx.x; j < v_valid; j += blockDim.x) {

@@ -1,0 +1,287 @@
+// Fine-tuning data: chat templates (exact ids and masks with the byte tokenizer and a hand-written
+// tokenizer.json holding Llama 3's special tokens), bad records, the token/mask dataset pair and its
+// checks, whole-record SFT samples, and tokenize's over-long handling.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../../src/apps/tokenize_records.hpp"
+#include "byte_level_vocab.hpp"
+#include "expect_input_error.hpp"
+#include "temp_dir.hpp"
+#include "trident/io/chat_template.hpp"
+#include "trident/io/masked_dataset.hpp"
+#include "trident/io/sft_source.hpp"
+
+namespace trident {
+namespace {
+
+using nlohmann::json;
+using test::expect_input_error;
+using test::byte_char;
+using test::TempDir;
+using Ids = std::vector<int32_t>;
+
+// The byte ids of text, each with the same mask value.
+void append(MaskedTokens& out, const std::string& text, int trained) {
+  for (unsigned char c : text) {
+    out.tokens.push_back(c);
+    out.mask.push_back(trained);
+  }
+}
+void append(MaskedTokens& out, int32_t id, int trained) {
+  out.tokens.push_back(id);
+  out.mask.push_back(trained);
+}
+
+const std::vector<ChatMessage> kChat = {{"system", "Be brief."}, {"user", "2+3?"}, {"assistant", "5"},
+                                         {"user", "and 2+4?"}, {"assistant", " 6 "}};
+
+TEST(ChatTemplate, PlainWithTheByteTokenizer) {
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer("byte", "", "");
+  MaskedTokens want;
+  append(want, "System: Be brief.\nUser: 2+3?\nAssistant: ", 0);
+  append(want, "5", 1);
+  append(want, 256, 1);   // <|endoftext|> ends the answer and is trained: the model learns to stop
+  append(want, "User: and 2+4?\nAssistant: ", 0);
+  append(want, " 6 ", 1);
+  append(want, 256, 1);
+  const MaskedTokens got = ChatTemplate("plain", *tok).render(kChat);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.mask, want.mask);
+}
+
+TEST(ChatTemplate, TheByteTokenizerHasNoSpecialTokens) {
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer("byte", "", "");
+  expect_input_error([&] { ChatTemplate("llama3", *tok); }, {"--chat-template llama3", "<|begin_of_text|>", "byte"});
+  expect_input_error([&] { ChatTemplate("chatml", *tok); }, {"--chat-template chatml", "<|im_start|>"});
+  expect_input_error([&] { ChatTemplate("tokenizer_config.json", *tok); },
+                     {"--chat-template tokenizer_config.json", "Jinja", "not implemented"});
+}
+
+// A byte-level tokenizer.json without merges (ids 0..255 are the bytes) and Llama 3's special
+// tokens as added tokens 256..260 (or ChatML's 256, 257 with chatml).
+std::unique_ptr<Tokenizer> special_tokenizer(const TempDir& dir, bool chatml) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  const std::vector<std::string> names =
+      chatml ? std::vector<std::string>{"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
+             : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                        "<|end_header_id|>", "<|eot_id|>"};
+  json added = json::array();
+  for (size_t i = 0; i < names.size(); ++i) added.push_back({{"id", 256 + i}, {"content", names[i]}, {"special", true}});
+  const json t = {{"version", "1.0"},
+                  {"added_tokens", added},
+                  {"normalizer", nullptr},
+                  {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                  {"post_processor", {{"type", "ByteLevel"}}},
+                  {"decoder", {{"type", "ByteLevel"}}},
+                  {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  std::ofstream(dir / "tokenizer.json") << t.dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << (chatml ? R"({"eos_token": "<|endoftext|>"})"
+                 : R"({"eos_token": "<|end_of_text|>", "bos_token": "<|begin_of_text|>", "add_bos_token": true})");
+  return make_tokenizer(dir / "tokenizer.json", "", "");
+}
+
+TEST(ChatTemplate, Llama3WithItsSpecialTokens) {
+  TempDir dir;
+  const std::unique_ptr<Tokenizer> tok = special_tokenizer(dir, false);
+  constexpr int32_t kBegin = 256, kHeader = 258, kHeaderEnd = 259, kEot = 260;
+  MaskedTokens want;
+  append(want, kBegin, 0);
+  for (const auto& [role, content] : std::vector<std::pair<std::string, std::string>>{
+           {"system", "Be brief."}, {"user", "2+3?"}, {"assistant", "5"}, {"user", "and 2+4?"}, {"assistant", "6"}}) {
+    const int trained = role == "assistant";
+    append(want, kHeader, 0);
+    append(want, role, 0);
+    append(want, kHeaderEnd, 0);
+    append(want, "\n\n", 0);
+    append(want, content, trained);   // " 6 " trimmed, as Llama 3's template does
+    append(want, kEot, trained);
+  }
+  const MaskedTokens got = ChatTemplate("llama3", *tok).render(kChat);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.mask, want.mask);
+  expect_input_error([&] { ChatTemplate("chatml", *tok); }, {"--chat-template chatml", "<|im_start|>"});
+}
+
+TEST(ChatTemplate, ChatMlWithItsSpecialTokens) {
+  TempDir dir;
+  const std::unique_ptr<Tokenizer> tok = special_tokenizer(dir, true);
+  constexpr int32_t kStart = 256, kEnd = 257;
+  MaskedTokens want;
+  append(want, kStart, 0);
+  append(want, "user\n", 0);
+  append(want, "hi", 0);
+  append(want, kEnd, 0);
+  append(want, "\n", 0);
+  append(want, kStart, 0);
+  append(want, "assistant\n", 0);
+  append(want, "yo", 1);
+  append(want, kEnd, 1);
+  append(want, "\n", 0);
+  const MaskedTokens got = ChatTemplate("chatml", *tok).render({{"user", "hi"}, {"assistant", "yo"}});
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.mask, want.mask);
+  expect_input_error([&] { ChatTemplate("llama3", *tok); }, {"<|begin_of_text|>"});
+}
+
+std::string bad_kind(const std::string& line, bool preference = false) {
+  try {
+    if (preference) preference_conversations(json::parse(line));
+    else chat_messages(json::parse(line));
+  } catch (const BadRecord& e) {
+    return e.kind();
+  }
+  return "";
+}
+
+TEST(ChatRecords, GoodAndBadRecords) {
+  EXPECT_EQ(bad_kind(R"({"prompt": "q", "response": "a"})"), "");
+  const std::vector<ChatMessage> m = chat_messages(json::parse(R"({"prompt": "q", "response": "a"})"));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].role, "user");
+  EXPECT_EQ(m[1].content, "a");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})"), "");
+  EXPECT_EQ(bad_kind(R"({"prompt": "q"})"), "missing field");
+  EXPECT_EQ(bad_kind(R"({"text": "q"})"), "missing field");
+  EXPECT_EQ(bad_kind(R"([1, 2])"), "missing field");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user"}]})"), "missing field");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user", "content": 3}]})"), "missing field");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "bot", "content": "q"}]})"), "wrong roles");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "assistant", "content": "a"}]})"), "wrong roles");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user", "content": "q"}]})"), "wrong roles");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "system", "content": "s"}]})"), "wrong roles");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user", "content": "q"}, {"role": "user", "content": "q"}]})"),
+            "wrong roles");
+  EXPECT_EQ(bad_kind(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " \n"}]})"),
+            "empty assistant turn");
+  EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a", "rejected": "b"})", true), "");
+  EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a"})", true), "missing field");
+  EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a", "rejected": ""})", true), "empty assistant turn");
+}
+
+TEST(MaskedDataset, RoundTripAndAgreementChecks) {
+  TempDir dir;
+  {
+    MaskedDatasetWriter w(dir / "chat", 300);
+    w.add_sequence({{1, 2, 3, 4}, {0, 0, 1, 1}});
+    w.end_document();
+    w.add_sequence({{5, 6}, {0, 1}});
+    w.end_document();
+    w.finish();
+  }
+  const MaskedDataset ds(dir / "chat", 1);
+  ASSERT_EQ(ds.num_records(), 2u);
+  const MaskedTokens r = ds.read(1, 0, 100);
+  EXPECT_EQ(r.tokens, (Ids{5, 6}));
+  EXPECT_EQ(r.mask, (Ids{0, 1}));
+  EXPECT_EQ(ds.read(0, 0, 3).mask, (Ids{0, 0, 1}));
+  expect_input_error([&] { MaskedDataset(dir / "chat", 2); }, {"chat.idx", "document 0 holds 1 sequences",
+                                                                 "expected 2"});
+  // A mask of other records: same count, other sizes.
+  {
+    IndexedDatasetWriter m(dir / "other_mask", 2, true);
+    m.add_document({0, 1});
+    m.add_document({0, 0, 1, 1});
+    m.finish();
+  }
+  std::filesystem::copy_file(dir / "other_mask.idx", dir / "chat_mask.idx",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(dir / "other_mask.bin", dir / "chat_mask.bin",
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_input_error([&] { MaskedDataset(dir / "chat", 1); }, {"chat_mask.idx", "sequence 0 has 2 mask values for 4",
+                                                                 "Re-run trident tokenize"});
+  // Pre-training data: no mask beside it.
+  {
+    IndexedDatasetWriter t(dir / "plain", 300);
+    t.add_document({1, 2});
+    t.finish();
+  }
+  expect_input_error([&] { MaskedDataset(dir / "plain", 1); }, {"plain_mask.idx", "loss mask", "--format chat"});
+  // A token dataset in place of a mask.
+  std::filesystem::copy_file(dir / "plain.idx", dir / "plain_mask.idx");
+  std::filesystem::copy_file(dir / "plain.bin", dir / "plain_mask.bin");
+  expect_input_error([&] { MaskedDataset(dir / "plain", 1); }, {"plain_mask.idx", "not uint8"});
+}
+
+TEST(SftSource, WholeRecordsPaddedOrCutWithShiftedMask) {
+  TempDir dir;
+  {
+    MaskedDatasetWriter w(dir / "chat", 300);
+    w.add_sequence({{1, 2, 3, 4}, {0, 0, 1, 1}});   // shorter than T + 1 = 6: padded
+    w.end_document();
+    w.add_sequence({{10, 11, 12, 13, 14, 15, 16, 17}, {0, 1, 0, 1, 1, 1, 1, 1}});   // longer: cut
+    w.end_document();
+    w.finish();
+  }
+  auto ds = std::make_shared<const MaskedDataset>(dir / "chat", 1);
+  SftSource src(ds, 0, 2, 5, 300, 7);
+  EXPECT_EQ(src.cut_records(), 1u);
+  // Each epoch visits both records once.
+  Ids tokens(4 * 6);
+  std::vector<uint8_t> mask(4 * 5);
+  src.samples(0, 4, tokens.data());
+  src.target_mask(0, 4, mask.data());
+  int short_seen = 0;
+  for (int k = 0; k < 4; ++k) {
+    const Ids row(tokens.begin() + 6 * k, tokens.begin() + 6 * k + 6);
+    const std::vector<uint8_t> m(mask.begin() + 5 * k, mask.begin() + 5 * k + 5);
+    if (row[0] == 1) {
+      ++short_seen;
+      EXPECT_EQ(row, (Ids{1, 2, 3, 4, 0, 0}));
+      EXPECT_EQ(m, (std::vector<uint8_t>{0, 1, 1, 0, 0}));   // targets 2, 3, 4 then padding
+    } else {
+      EXPECT_EQ(row, (Ids{10, 11, 12, 13, 14, 15}));
+      EXPECT_EQ(m, (std::vector<uint8_t>{1, 0, 1, 1, 1}));
+    }
+  }
+  EXPECT_EQ(short_seen, 2);
+  SftSource small_vocab(ds, 0, 2, 5, 12, 7);
+  expect_input_error([&] { small_vocab.samples(0, 2, tokens.data()); }, {"chat.bin", "token id", "model.vocab_size = 12"});
+}
+
+TEST(TokenizeRecords, OverLongRecordsDroppedOrTruncated) {
+  TempDir dir;
+  std::ofstream(dir / "in.jsonl") << R"({"prompt": "short", "response": "ok"})" << "\n"
+                                  << R"({"prompt": "a much longer question", "response": "answer"})" << "\n"
+                                  << R"({"prompt": "a question longer than the limit of forty tokens", "response": "x"})"
+                                  << "\n" << R"({"prompt": "q", "response": "a long answer of sixty bytes, which is cut at fifty"})"
+                                  << "\n" << R"({"prompt": "no answer"})" << "\n";
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer("byte", "", "");
+  // Records of 26, 47, 68 and 73 tokens under --max-len 50.
+  RecordOptions o{"chat", "plain", dir / "drop", 50, false};
+  tokenize_records(o, {dir / "in.jsonl"}, *tok);
+  EXPECT_EQ(MaskedDataset(dir / "drop", 1).num_records(), 2u);
+  o.output = dir / "cut";
+  o.truncate = true;
+  tokenize_records(o, {dir / "in.jsonl"}, *tok);
+  // The third record cut at 50 tokens keeps no assistant token: dropped all the same; the fourth
+  // keeps the first 31 bytes of its answer.
+  const MaskedDataset cut(dir / "cut", 1);
+  ASSERT_EQ(cut.num_records(), 3u);
+  const MaskedTokens last = cut.read(2, 0, 100);
+  EXPECT_EQ(last.tokens.size(), 50u);
+  EXPECT_EQ(std::count(last.mask.begin(), last.mask.end(), 1), 31);
+  o.output = dir / "pairs";
+  o.format = "preference";
+  o.max_len = 0;
+  std::ofstream(dir / "pref.jsonl") << R"({"prompt": "q", "chosen": "good", "rejected": "bad"})" << "\n";
+  tokenize_records(o, {dir / "pref.jsonl"}, *tok);
+  const MaskedDataset pairs(dir / "pairs", 2);
+  ASSERT_EQ(pairs.num_records(), 1u);
+  const MaskedTokens chosen = pairs.read(0, 0, 100), rejected = pairs.read(0, 1, 100);
+  EXPECT_EQ(tok->decode(Ids(chosen.tokens.begin(), chosen.tokens.end() - 1)), "User: q\nAssistant: good");
+  EXPECT_EQ(tok->decode(Ids(rejected.tokens.begin(), rejected.tokens.end() - 1)), "User: q\nAssistant: bad");
+  EXPECT_EQ(std::count(rejected.mask.begin(), rejected.mask.end(), 1), 4);   // "bad" and <|endoftext|>
+  o.output = dir / "none";
+  std::ofstream(dir / "bad.jsonl") << R"({"prompt": "q"})" << "\n";
+  expect_input_error([&] { tokenize_records(o, {dir / "bad.jsonl"}, *tok); }, {"no usable preference record",
+                                                                                "1 missing field"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "none.bin"));
+}
+
+}  // namespace
+}  // namespace trident

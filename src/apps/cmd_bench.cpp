@@ -185,38 +185,28 @@ void kernel_bench(Backend& be) {
   // B 8 (issue 5's target-4 shapes, whose tensors fit in L2) and, on a GPU, GPT-2 124M's
   // training shape B 32, whose tensors (96 MB of K/V tiles) do not fit in the 50 MB L2; then
   // grouped-query attention at Llama-3.2-1B's (32 query, 8 key/value heads of 64) and Llama-3-8B's
-  // (32 and 8 heads of 128) shapes, at their training lengths on a GPU; the 1B shape again with
-  // RoPE fused into the kernels, as the model runs it.
+  // (32 and 8 heads of 128) shapes, at their training lengths on a GPU.
   struct AttentionShape {
     int HS, T, B, NH, NKV;
-    bool rope = false;
   };
   const std::vector<AttentionShape> attention_shapes =
       dev ? std::vector<AttentionShape>{{64, 1024, 8, 12, 12}, {64, 4096, 8, 12, 12},   {128, 1024, 8, 16, 16},
                                         {128, 4096, 8, 16, 16}, {64, 1024, 32, 12, 12}, {64, 2048, 8, 32, 8},
-                                        {128, 4096, 2, 32, 8},  {64, 2048, 8, 32, 8, true}}
+                                        {128, 4096, 2, 32, 8}}
           : std::vector<AttentionShape>{{64, 128, 1, 12, 12}, {64, 256, 1, 12, 12}, {128, 128, 1, 16, 16},
-                                        {128, 256, 1, 16, 16}, {64, 256, 1, 32, 8},   {128, 256, 1, 32, 8},
-                                        {64, 256, 1, 32, 8, true}};
-  for (const auto [HS, T, B, NH, NKV, rope] : attention_shapes) {
+                                        {128, 256, 1, 16, 16}, {64, 256, 1, 32, 8}, {128, 256, 1, 32, 8}};
+  for (const auto [HS, T, B, NH, NKV] : attention_shapes) {
     const size_t n = static_cast<size_t>(B) * T * NH * HS, n_qkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
     const size_t n_bias = static_cast<size_t>(NH + 2 * NKV) * HS;
     Buffer qkv = buf(act, n_qkv), out = buf(act, n), lse = buf(DType::F32, size_t(B) * NH * T),
            dqkv = buf(act, n_qkv), dbias = buf(DType::F32, n_bias);
-    std::vector<float> table_host(rope ? size_t(T) * HS : 0);
-    Buffer table = buf(DType::F32, table_host.size());
-    const TensorView rope_view = rope ? view(table, DType::F32, table_host.size()) : TensorView{};
-    if (rope) {
-      rope_table(table_host.data(), T, HS, 500000.0f);
-      be.copy_from_host(rope_view, table_host.data());
-    }
     // With the qkv bias gradient, as the model runs it.
     double s = time_op(be, reps, [&] {
-      be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, n_qkv), rope_view,
-                       B, T, NH, NKV, HS);
+      be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, n_qkv), B, T, NH,
+                       NKV, HS);
       be.attention_bwd(view(dqkv, act, n_qkv), view(dbias, DType::F32, n_bias), view(out, act, n),
-                       view(qkv, act, n_qkv), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), rope_view,
-                       B, T, NH, NKV, HS);
+                       view(qkv, act, n_qkv), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
+                       NKV, HS);
     });
     // Causal: half of the T x T scores of every query head. Forward 2 GEMMs, backward 5 (2.5x the
     // forward).
@@ -224,8 +214,7 @@ void kernel_bench(Backend& be) {
     if (NKV == NH)
       std::snprintf(name, sizeof name, "attention fwd+bwd HS=%d T=%d B=%d", HS, T, B);
     else  // fwd+bwd too, named shorter to fit the column
-      std::snprintf(name, sizeof name, "%s GQA%d/%d HS=%d T=%d B=%d", rope ? "attn+RoPE" : "attention", NH, NKV, HS,
-                    T, B);
+      std::snprintf(name, sizeof name, "attention GQA%d/%d HS=%d T=%d B=%d", NH, NKV, HS, T, B);
     KernelRow{s * 1e3, flops / s / 1e12, gemm_tflops}.print(name);
   }
   // GPT-2 124M's width, then (on a GPU) the 1.5B-class tp config's and GPT-2 XL's (the fused

@@ -543,9 +543,8 @@ BlockShape GptStage::block_shape(int rows) const {
 }
 
 void GptStage::attend(const BlockActs& a, int batch) {
-  // Llama's RoPE is fused into attention (rope_ is empty for gpt2): a.qkv stays un-rotated, which
-  // is what the backward reads.
-  be_.attention_fwd(a.atty, a.lse, a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS);
+  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+  be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS);
 }
 
 // Each rank holds the gradient of its one key/value head from its own query heads only. An
@@ -753,10 +752,12 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, FC);
     be_.side_end();
   }
-  // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip); with
-  // Llama's fused RoPE, dqkv is already the gradient of the un-rotated qkv the bias is added to.
-  be_.attention_bwd(sc.dqkv, g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS);
-  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
+  // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
+  be_.attention_bwd(sc.dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
+                    bd_.NKVl, bd_.HS);
+  if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);

@@ -439,7 +439,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec out(n_act), lse(s.B * s.NH * s.T);
 
   auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), TensorView{}, s.B, s.T, s.NH, s.NH, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NH, s.HS);
     return weighted_sum(out, r);
   };
   loss();
@@ -451,8 +451,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec dqkv(3 * n_act, 7.0f);  // written, not accumulated: the 7s must vanish
   const int C3 = 3 * s.NH * s.HS;
   Vec dbias(C3, 0.5f);         // accumulated: the bias gradient adds onto it
-  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), TensorView{}, s.B, s.T, s.NH,
-                    s.NH, s.HS);
+  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NH, s.HS);
   expect_grad("qkv", qkv, dqkv, loss, 63);
   // A bias added to every row of qkv has the column sums of dqkv as its gradient.
   for (int c = 0; c < C3; ++c) {
@@ -568,7 +567,7 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   const Vec r = random_vector(n_act, 242);
   Vec out(n_act), lse(s.B * s.NH * s.T);
   auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), TensorView{}, s.B, s.T, s.NH, s.NKV, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
     return weighted_sum(out, r);
   };
   loss();
@@ -580,16 +579,15 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   EXPECT_LT(max_abs_diff(lse, lse_ref), 1e-5);
 
   Vec dqkv(n_qkv, 7.0f);  // written, not accumulated
-  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(qkv), view(out), view(lse), TensorView{}, s.B, s.T, s.NH,
-                    s.NKV, s.HS);
+  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
   expect_grad("qkv", qkv, dqkv, loss, 243);
 
   // Against the multi-head backward on the repeated heads: the same dq, and dk, dv of a key/value
   // head the sums over its group's query heads.
   Vec full_out(n_act), full_lse(lse.size()), dfull(full.size());
-  be->attention_fwd(view(full_out), view(full_lse), view(full), TensorView{}, s.B, s.T, s.NH, s.NH, s.HS);
-  be->attention_bwd(view(dfull), TensorView{}, view(r), view(full), view(full_out), view(full_lse), TensorView{}, s.B,
-                    s.T, s.NH, s.NH, s.HS);
+  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.NH, s.HS);
+  be->attention_bwd(view(dfull), TensorView{}, view(r), view(full), view(full_out), view(full_lse), s.B, s.T, s.NH,
+                    s.NH, s.HS);
   Vec summed(n_qkv, 0.0f);
   const int group = s.NH / s.NKV, H3 = s.NH + 2 * s.NKV;
   for (int bt = 0; bt < s.B * s.T; ++bt)
@@ -601,66 +599,6 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
               dfull[((static_cast<size_t>(bt) * 3 + which) * s.NH + h) * s.HS + d];
       }
   EXPECT_LT(max_abs_diff(dqkv, summed), 1e-5);
-}
-
-// RoPE fused into the attention ops (their rope argument) computes what the unfused sequence does
-// (rope_fwd, then attention; attention_bwd, then rope_bwd, then the bias gradient's column sums;
-// decoding at positions past..), bit for bit, and leaves qkv un-rotated.
-TEST_P(CpuGqaAttention, FusedRopeIsTheUnfusedSequenceBitForBit) {
-  const GqaShape s = GetParam();
-  auto be = make_cpu_backend();
-  const int past = 3, T_table = s.T + past, cols = (s.NH + 2 * s.NKV) * s.HS;
-  const size_t n_act = static_cast<size_t>(s.B) * s.T * s.NH * s.HS, n_qkv = static_cast<size_t>(s.B) * s.T * cols;
-  Vec table(static_cast<size_t>(T_table) * s.HS);
-  rope_table(table.data(), T_table, s.HS, 10000.0f);
-  Vec qkv = random_vector(n_qkv, 251, 1.5f);
-  const Vec qkv_in = qkv, dout = random_vector(n_act, 252);
-
-  Vec rotated = qkv;
-  be->rope_fwd(view(rotated), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0);
-  Vec out_ref(n_act), lse_ref(static_cast<size_t>(s.B) * s.NH * s.T), dqkv_ref(n_qkv);
-  be->attention_fwd(view(out_ref), view(lse_ref), view(rotated), TensorView{}, s.B, s.T, s.NH, s.NKV, s.HS);
-  be->attention_bwd(view(dqkv_ref), TensorView{}, view(dout), view(rotated), view(out_ref), view(lse_ref), TensorView{},
-                    s.B, s.T, s.NH, s.NKV, s.HS);
-  be->rope_bwd(view(dqkv_ref), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0);
-  Vec dbias_ref(cols, 0.5f);  // accumulated: column sums in double, in row order
-  for (int c = 0; c < cols; ++c) {
-    double sum = 0;
-    for (int r = 0; r < s.B * s.T; ++r) sum += dqkv_ref[static_cast<size_t>(r) * cols + c];
-    dbias_ref[c] += static_cast<float>(sum);
-  }
-
-  Vec out(n_act), lse(lse_ref.size()), dqkv(n_qkv, 7.0f), dbias(cols, 0.5f);
-  be->attention_fwd(view(out), view(lse), view(qkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS);
-  EXPECT_EQ(out, out_ref);
-  EXPECT_EQ(lse, lse_ref);
-  be->attention_bwd(view(dqkv), view(dbias), view(dout), view(qkv), view(out), view(lse), view(table), s.B, s.T, s.NH,
-                    s.NKV, s.HS);
-  EXPECT_EQ(dqkv, dqkv_ref);
-  EXPECT_EQ(dbias, dbias_ref);
-  EXPECT_EQ(qkv, qkv_in);
-
-  // The fused backward is the gradient w.r.t. the un-rotated qkv.
-  auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS);
-    return weighted_sum(out, dout);
-  };
-  expect_grad("qkv (fused RoPE)", qkv, dqkv, loss, 253);
-
-  // Decoding T new positions after `past` cached ones: queries and new keys rotated at their
-  // positions, the cache receiving rotated keys.
-  const size_t cache = static_cast<size_t>(s.B) * s.NKV * T_table * s.HS;
-  const Vec k_old = random_vector(cache, 254), v_old = random_vector(cache, 255);
-  Vec k_ref = k_old, v_ref = v_old, k_fused = k_old, v_fused = v_old, dec_ref(n_act), dec(n_act);
-  rotated = qkv_in;
-  be->rope_fwd(view(rotated), view(table), s.B, s.T, s.NH, s.NKV, s.HS, past);
-  be->attention_decode(view(dec_ref), view(k_ref), view(v_ref), view(rotated), TensorView{}, s.B, s.T, past, T_table,
-                       s.NH, s.NKV, s.HS);
-  be->attention_decode(view(dec), view(k_fused), view(v_fused), view(qkv_in), view(table), s.B, s.T, past, T_table,
-                       s.NH, s.NKV, s.HS);
-  EXPECT_EQ(dec, dec_ref);
-  EXPECT_EQ(k_fused, k_ref);
-  EXPECT_EQ(v_fused, v_ref);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, CpuGqaAttention,
@@ -907,9 +845,8 @@ TEST(CpuDeterminism, AttentionSameBitsForAnyThreadCount) {
   Vec qkv = random_vector(3 * n_act, 131), dout = random_vector(n_act, 132);
   expect_same_bits_across_threads([&] {
     Vec out(n_act), lse(B * NH * T), dqkv(3 * n_act);
-    be->attention_fwd(view(out), view(lse), view(qkv), TensorView{}, B, T, NH, NH, HS);
-    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), TensorView{}, B, T, NH, NH,
-                      HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, NH, HS);
+    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, NH, HS);
     Vec all = out;
     for (const Vec* v : {&lse, &dqkv}) all.insert(all.end(), v->begin(), v->end());
     return all;
@@ -953,9 +890,8 @@ TEST(CpuDeterminism, LlamaOpsSameBitsForAnyThreadCount) {
     be->swiglu_bwd(view(dgate_up), view(dswi), view(gate_up), N, F);
     Vec rotated = qkv, att(n_act), lse(B * NH * T), dqkv(n_qkv);
     be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0);
-    be->attention_fwd(view(att), view(lse), view(rotated), TensorView{}, B, T, NH, NKV, HS);
-    be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(rotated), view(att), view(lse), TensorView{}, B, T, NH,
-                      NKV, HS);
+    be->attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS);
+    be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS);
     be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0);
     Vec all = out;
     for (const Vec* v : {&rstd, &din, &dw, &swi, &dgate_up, &rotated, &att, &lse, &dqkv})

@@ -193,25 +193,20 @@ class Backend {
   // qkv (B, T, NH + 2 NKV, HS) act: per position NH query heads, then NKV key heads, then NKV value
   // heads (GPT-2's (B, T, 3, NH, HS) is the case NKV = NH); NKV divides NH and query head h reads
   // key/value head h / (NH / NKV). out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
-  // rope (T_table, HS) f32, a table from rope_table(), if given means that the q and k heads of qkv
-  // are not yet rotated (RoPE fused into attention, Llama): they are rotated as rope_fwd would at
-  // positions 0 .. T - 1 (T_table >= T) as they are read, and qkv itself is left as it is.
-  virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, TensorView rope, int B, int T, int NH,
-                             int NKV, int HS) = 0;
+  virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
+                             int HS) = 0;
   // dqkv (same layout as qkv) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS), the
   // key/value gradients summed over each group's query heads; dbias ((NH + 2 NKV) HS) f32, if
   // given, += column sums of dqkv over the B T rows: the gradient of a bias added to qkv, which a
-  // backend can sum while dqkv is still on chip. With rope, qkv is the forward's un-rotated input
-  // and dqkv the gradient w.r.t. it (rope_bwd folded in), so dbias is a bias's gradient too.
+  // backend can sum while dqkv is still on chip.
   virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                             TensorView lse, TensorView rope, int B, int T, int NH, int NKV, int HS) = 0;
+                             TensorView lse, int B, int T, int NH, int NKV, int HS) = 0;
 
   // ---- rotary position embedding (Hugging Face rotate_half convention: the two halves of a head
   // are rotated against each other, element d with d + HS/2, not interleaved pairs).
   // In place on the q and k heads of qkv (B, T, NH + 2 NKV, HS) act (NH query heads, then NKV
   // key heads, then NKV value heads per position; value heads are untouched), at positions
   // pos0 .. pos0 + T - 1. rope (T_table, HS) f32 is a table from rope_table(), T_table >= pos0 + T.
-  // The model fuses RoPE into the attention ops (their rope argument); these stand alone.
   virtual void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
   // The inverse rotation, in place on the q and k parts of the gradient dqkv (same layout).
   virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
@@ -220,11 +215,9 @@ class Backend {
   // qkv (B, Tn, NH + 2 NKV, HS) act holds Tn new positions [past, past + Tn). Their keys and values
   // are stored into k_cache, v_cache (B, NKV, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
   // is causal attention of each new query over cache positions [0, its own position]. The
-  // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward. With
-  // rope (as attention_fwd's), the new queries and keys are rotated at their positions
-  // past .. past + Tn - 1 and the cache holds rotated keys.
-  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
-                                TensorView rope, int B, int Tn, int past, int Tmax, int NH, int NKV, int HS) = 0;
+  // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward.
+  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
+                                int Tn, int past, int Tmax, int NH, int NKV, int HS) = 0;
 
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).

@@ -62,18 +62,6 @@ float attend_row(float* orow, const float* q, int last, const KeyAt& key, const 
   return static_cast<float>(mx + std::log(s));
 }
 
-// dbias (cols) f32, if given, += column sums of dx (n, cols): the gradient of a bias added to qkv.
-void add_column_sums(TensorView dbias, const float* dx, int n, int cols) {
-  float* db = cpu::f32_optional(dbias, cols, "attention_bwd: dbias");  // (NH + 2 NKV, HS)
-  if (!db) return;
-#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n) * cols))
-  for (int c = 0; c < cols; ++c) {
-    double s = 0;
-    for (int r = 0; r < n; ++r) s += dx[static_cast<size_t>(r) * cols + c];
-    db[c] += static_cast<float>(s);
-  }
-}
-
 void check_heads(int NH, int NKV, const char* op) {
   TRIDENT_CHECK(NH > 0 && NKV > 0 && NH % NKV == 0,
                 str(op, ": ", NKV, " key/value heads do not divide ", NH, " query heads"));
@@ -169,61 +157,36 @@ void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, Tens
     }
     for (int d = 0; d < HS; ++d) dk[d] *= scale;
   }
-  add_column_sums(dbias, dx, B * T, (NH + 2 * NKV) * HS);
+  const int cols = (NH + 2 * NKV) * HS, n = B * T;
+  float* db = cpu::f32_optional(dbias, cols, "attention_bwd: dbias");  // (NH + 2 NKV, HS)
+  if (!db) return;
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(static_cast<size_t>(n) * cols))
+  for (int c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int r = 0; r < n; ++r) s += dx[static_cast<size_t>(r) * cols + c];
+    db[c] += static_cast<float>(s);
+  }
 }
 
 }  // namespace
 
-// The fused RoPE of the attention ops: q and k are rotated in a copy by rope_fwd's own arithmetic
-// and the unfused code runs on it, so fused and unfused results are the same bits.
-std::vector<float> CpuBackend::rotated_copy(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS,
-                                            int pos0, const char* op) {
-  check_heads(NH, NKV, op);
-  const size_t n = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
-  const float* x = f32_data(qkv, n, str(op, ": qkv").c_str());  // (B, T, NH + 2 NKV, HS)
-  std::vector<float> copy(x, x + n);
-  rope_fwd(TensorView(copy.data(), DType::F32, n), rope, B, T, NH, NKV, HS, pos0);
-  return copy;
+void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
+                               int HS) {
+  attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
 }
 
-void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, TensorView rope, int B, int T, int NH,
-                               int NKV, int HS) {
-  if (rope.empty()) {
-    attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
-    return;
-  }
-  std::vector<float> rotated = rotated_copy(qkv, rope, B, T, NH, NKV, HS, 0, "attention_fwd");
-  attention_forward(out, lse, TensorView(rotated.data(), DType::F32, rotated.size()), B, T, NH, NKV, HS);
-}
-
-// With rope: the backward of the rotated copy, then rope_bwd, then the bias gradient of the
-// un-rotated gradient (the bias is added before the rotation).
 void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                               TensorView lse, TensorView rope, int B, int T, int NH, int NKV, int HS) {
-  if (rope.empty()) {
-    attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS);
-    return;
-  }
-  std::vector<float> rotated = rotated_copy(qkv, rope, B, T, NH, NKV, HS, 0, "attention_bwd");
-  attention_backward(dqkv, TensorView{}, dout, TensorView(rotated.data(), DType::F32, rotated.size()), out, lse, B, T,
-                     NH, NKV, HS);
-  rope_bwd(dqkv, rope, B, T, NH, NKV, HS, 0);
-  add_column_sums(dbias, f32_data(dqkv, rotated.size(), "attention_bwd: dqkv"), B * T, (NH + 2 * NKV) * HS);
+                               TensorView lse, int B, int T, int NH, int NKV, int HS) {
+  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS);
 }
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
 // decoding reproduces the full forward bit for bit.
-// With rope, the new queries and keys are rotated at positions past .. past + Tn - 1 first.
-void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
-                                  TensorView rope, int B, int Tn, int past, int Tmax, int NH, int NKV, int HS) {
+void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
+                                  int Tn, int past, int Tmax, int NH, int NKV, int HS) {
   check_heads(NH, NKV, "attention_decode");
   TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax, str("attention_decode: positions [", past, ", ", past + Tn,
                                                     ") outside the cache of ", Tmax));
-  std::vector<float> rotated;
-  if (!rope.empty()) {
-    rotated = rotated_copy(qkv, rope, B, Tn, NH, NKV, HS, past, "attention_decode");
-    qkv = TensorView(rotated.data(), DType::F32, rotated.size());
-  }
   const size_t BTC = static_cast<size_t>(B) * Tn * NH * HS, cache = static_cast<size_t>(B) * NKV * Tmax * HS;
   const int group = NH / NKV;
   float* o = f32_data(out, BTC, "attention_decode: out");              // (B, Tn, NH, HS)

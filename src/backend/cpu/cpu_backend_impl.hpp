@@ -4,7 +4,6 @@
 
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 #include "trident/backend/peer_ops.hpp"
 
@@ -60,12 +59,12 @@ class CpuBackend final : public Backend, public PeerOps {
   void matmul_bwd(TensorView din, TensorView dw, TensorView dbias, TensorView dout,
                   TensorView in, TensorView w, int N, int K, int M) override;
 
-  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, TensorView rope, int B, int T, int NH, int NKV,
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
                      int HS) override;
-  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, TensorView rope,
-                        int B, int Tn, int past, int Tmax, int NH, int NKV, int HS) override;
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn,
+                        int past, int Tmax, int NH, int NKV, int HS) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                     TensorView lse, TensorView rope, int B, int T, int NH, int NKV, int HS) override;
+                     TensorView lse, int B, int T, int NH, int NKV, int HS) override;
   void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
   void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
 
@@ -95,11 +94,6 @@ class CpuBackend final : public Backend, public PeerOps {
   PeerOps* peer_ops() override { return this; }
 
  private:
-  // qkv (B, T, NH + 2 NKV, HS) with its q and k heads rotated by rope_fwd at positions pos0.. (the
-  // attention ops' fused RoPE); `op` names the caller in errors.
-  std::vector<float> rotated_copy(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
-                                  const char* op);
-
   // alloc() may be called from several host threads (e.g. a comm thread); the size table
   // behind peak_bytes() is guarded.
   mutable std::mutex mutex_;

@@ -4,7 +4,6 @@
 #include "attention.cuh"
 #include "attention_mma.cuh"
 #include "reduce.cuh"
-#include "rope.cuh"
 
 namespace trident::gpu {
 namespace {
@@ -48,36 +47,6 @@ __device__ void load_rows(bf16* dst, int stride, Rows src, int row0, int n_rows,
   }
 }
 
-// load_rows for q or k rows that RoPE rotates as they are read (the fused RoPE: rope_kernel's
-// arithmetic and one rounding): row t by row pos0 + t of the table rope (T_table, HS).
-__device__ void load_rows_rotated(bf16* dst, int stride, Rows src, int row0, int n_rows, int T, int HS,
-                                  const float* rope, int pos0) {
-  const int half = HS / 2;
-  for (int idx = threadIdx.x; idx < n_rows * half; idx += blockDim.x) {
-    const int r = idx / half, d = idx - r * half, t = row0 + r;
-    float x1 = 0.0f, x2 = 0.0f;
-    if (t < T) {
-      const bf16* row = src.base + static_cast<size_t>(t) * src.row_stride;
-      const float* cs = rope + static_cast<size_t>(pos0 + t) * HS;
-      x1 = to_float(row[d]);
-      x2 = to_float(row[half + d]);
-      rope_rotate_pair(x1, x2, cs[d], cs[half + d]);
-    }
-    dst[r * stride + d] = to_bf16(x1);
-    dst[r * stride + half + d] = to_bf16(x2);
-  }
-}
-
-// Either of the above: rotated where rope is given.
-__device__ void load_rows(bf16* dst, int stride, Rows src, int row0, int n_rows, int T, int HS, const float* rope,
-                          int pos0) {
-  if (rope) {
-    load_rows_rotated(dst, stride, src, row0, n_rows, T, HS, rope, pos0);
-  } else {
-    load_rows(dst, stride, src, row0, n_rows, T, HS);
-  }
-}
-
 // Loads floats [row0, row0 + n) of a (T) vector; zeros past T.
 __device__ void load_vector(float* dst, const float* src, int row0, int n, int T) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = row0 + i < T ? src[row0 + i] : 0.0f;
@@ -115,47 +84,12 @@ __device__ __forceinline__ void store_row(bf16* dst, const float (&acc)[kDimsPer
   }
 }
 
-// store_row for the gradient of a rotated q or k row: rotated back by the table row cs (rope_bwd
-// folded in) before the one rounding. Element d pairs with d + HS/2, which another lane may own:
-// every lane offers each of its dimensions in turn and takes its partner's.
-__device__ __forceinline__ void store_row_unrotated(bf16* dst, const float (&acc)[kDimsPerLane], float factor,
-                                                    const float* cs, int lane, int HS) {
-  const int half = HS / 2;
-#pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) {
-    const int d = lane + 32 * i, partner = d < half ? d + half : d - half;
-    float other = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kDimsPerLane; ++j) {
-      const float v = __shfl_sync(kFullMask, acc[j], partner % 32);
-      if (partner / 32 == j) other = v;
-    }
-    if (d >= HS) continue;
-    const bool first = d < half;
-    const int k = first ? d : partner;  // the pair's table column
-    float x1 = (first ? acc[i] : other) * factor, x2 = (first ? other : acc[i]) * factor;
-    rope_rotate_pair(x1, x2, cs[k], -cs[half + k]);
-    dst[d] = to_bf16(first ? x1 : x2);
-  }
-}
-
-// Either of the above: rotated back by row t of rope where it is given.
-__device__ __forceinline__ void store_row(bf16* dst, const float (&acc)[kDimsPerLane], float factor, const float* rope,
-                                          int t, int lane, int HS) {
-  if (rope) {
-    store_row_unrotated(dst, acc, factor, rope + static_cast<size_t>(t) * HS, lane, HS);
-  } else {
-    store_row(dst, acc, factor, lane, HS);
-  }
-}
-
 // Causal work grows with the query index: the last query blocks go first so that the longest
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kRows; }
 
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, const float* rope, int T, int NH, int NKV, int HS,
-                         float scale) {
+    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
@@ -166,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const size_t row_stride = qkv_row_stride(NH, NKV, HS);
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS, rope, 0);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS);
   const Rows keys{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride};
   const Rows values{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride};
 
@@ -182,7 +116,7 @@ __global__ void __launch_bounds__(kThreads)
   const int q_last = min(T, q0 + kRows) - 1;
   for (int k0 = 0; k0 <= q_last; k0 += kTile) {
     __syncthreads();  // every warp is done with the previous tile (and q_s is loaded)
-    load_rows(k_s, stride, keys, k0, kTile, T, HS, rope, 0);
+    load_rows(k_s, stride, keys, k0, kTile, T, HS);
     load_rows(v_s, stride, values, k0, kTile, T, HS);
     __syncthreads();
 #pragma unroll
@@ -256,8 +190,8 @@ __global__ void attention_delta_vec_kernel(float* delta, const bf16* dout, const
 // dK, dV of the kRows keys of this block, streaming the queries that see them: those of each
 // query head of the group in turn, so each key's sum over the group has one order.
 __global__ void __launch_bounds__(kThreads)
-    attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
-                         const float* rope, int T, int NH, int NKV, int HS, float scale) {
+    attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
+                         int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* k_s = reinterpret_cast<bf16*>(smem_raw);                   // (kRows, stride)
@@ -273,7 +207,7 @@ __global__ void __launch_bounds__(kThreads)
   // Query tiles start at k0: earlier queries do not see these keys, and the first tile holds
   // every key's own query (kRows <= kTile).
   const size_t row_stride = qkv_row_stride(NH, NKV, HS);
-  load_rows(k_s, stride, Rows{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride}, k0, kRows, T, HS, rope, 0);
+  load_rows(k_s, stride, Rows{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride}, k0, kRows, T, HS);
   load_rows(v_s, stride, Rows{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride}, k0, kRows, T, HS);
 
   float dk[kRowsPerWarp][kDimsPerLane] = {}, dv[kRowsPerWarp][kDimsPerLane] = {};
@@ -283,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
     const int h = kvh * group + i / n_tiles, q0 = k0 + (i % n_tiles) * kTile;
     const size_t bh = static_cast<size_t>(b) * NH + h;
     __syncthreads();
-    load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kTile, T, HS, rope, 0);
+    load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kTile, T, HS);
     load_rows(do_s, stride, Rows{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS}, q0, kTile, T, HS);
     load_vector(lse_s, lse + bh * T, q0, kTile, T);
     load_vector(delta_s, delta + bh * T, q0, kTile, T);
@@ -313,15 +247,15 @@ __global__ void __launch_bounds__(kThreads)
     const int kj = k0 + warp * kRowsPerWarp + r;
     if (kj >= T) continue;
     const size_t t_off = static_cast<size_t>(kj) * row_stride;
-    store_row(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS) + t_off, dk[r], scale, rope, kj, lane, HS);
+    store_row(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS) + t_off, dk[r], scale, lane, HS);
     store_row(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS) + t_off, dv[r], 1.0f, lane, HS);
   }
 }
 
 // dQ of the kRows queries of this block, streaming the keys they see.
 __global__ void __launch_bounds__(kThreads)
-    attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
-                        const float* rope, int T, int NH, int NKV, int HS, float scale) {
+    attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
+                        int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
@@ -333,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const size_t row_stride = qkv_row_stride(NH, NKV, HS);
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS, rope, 0);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride}, q0, kRows, T, HS);
   load_rows(do_s, stride, Rows{dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS}, q0, kRows, T, HS);
   const Rows keys{qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride};
   const Rows values{qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride};
@@ -349,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
   const int q_last = min(T, q0 + kRows) - 1;
   for (int k0 = 0; k0 <= q_last; k0 += kTile) {
     __syncthreads();
-    load_rows(k_s, stride, keys, k0, kTile, T, HS, rope, 0);
+    load_rows(k_s, stride, keys, k0, kTile, T, HS);
     load_rows(v_s, stride, values, k0, kTile, T, HS);
     __syncthreads();
 #pragma unroll
@@ -372,16 +306,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int qi = q0 + warp * kRowsPerWarp + r;
     if (qi >= T) continue;
-    store_row(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS) + static_cast<size_t>(qi) * row_stride, dq[r], scale, rope,
-              qi, lane, HS);
+    store_row(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS) + static_cast<size_t>(qi) * row_stride, dq[r], scale, lane,
+              HS);
   }
 }
 
-// k_cache, v_cache (B,NKV,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,NH+2NKV,HS),
-// the keys rotated at their positions where rope is given (each thread rotates its element's pair
-// by rope_kernel's arithmetic and keeps its own half).
-__global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, const float* rope, int B, int Tn,
-                                 int past, int Tmax, int NH, int NKV, int HS) {
+// k_cache, v_cache (B,NKV,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,NH+2NKV,HS).
+__global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+                                 int NH, int NKV, int HS) {
   const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -392,15 +324,7 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, 
     const int b = static_cast<int>(bth / NKV / Tn);
     const size_t src = qkv_offset(b, h, 1, Tn, NH, NKV, HS) + static_cast<size_t>(t) * qkv_row_stride(NH, NKV, HS) + d;
     const size_t dst = ((static_cast<size_t>(b) * NKV + h) * Tmax + past + t) * HS + d;
-    if (rope) {
-      const int half = HS / 2, k = d < half ? d : d - half;
-      const float* cs = rope + static_cast<size_t>(past + t) * HS;
-      float x1 = to_float(qkv[src - d + k]), x2 = to_float(qkv[src - d + half + k]);
-      rope_rotate_pair(x1, x2, cs[k], cs[half + k]);
-      k_cache[dst] = to_bf16(d < half ? x1 : x2);
-    } else {
-      k_cache[dst] = qkv[src];
-    }
+    k_cache[dst] = qkv[src];
     v_cache[dst] = qkv[src + static_cast<size_t>(NKV) * HS];
   }
 }
@@ -414,8 +338,8 @@ constexpr int kDecodeKeys = kWarps * kTile;
 // keeps its own online softmax, values read straight from the cache (contiguous across
 // lanes). The warps' partial results are merged at the end.
 __global__ void __launch_bounds__(kThreads)
-    attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, const float* rope,
-                            int Tn, int past, int Tmax, int NH, int NKV, int HS, float scale) {
+    attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, int Tn, int past,
+                            int Tmax, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (1, stride)
@@ -429,8 +353,7 @@ __global__ void __launch_bounds__(kThreads)
   const size_t cache_offset = (static_cast<size_t>(b) * NKV + kvh) * Tmax * HS;
   const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
   const bf16* values = v_cache + cache_offset;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, Tn, HS,
-            rope, past);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, Tn, HS);
 
   float m = -INFINITY, l = 0.0f, o[kDimsPerLane] = {};
   for (int k0 = 0; k0 <= pos; k0 += kDecodeKeys) {
@@ -492,27 +415,27 @@ size_t smem_bytes(int HS, int bf16_rows, int float_rows) {
 
 }  // namespace
 
-void attention_fwd(bf16* out, float* lse, const bf16* qkv, const float* rope, int B, int T, int NH, int NKV, int HS,
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
                    cudaStream_t stream) {
   check_shape(B, T, NH, NKV, HS, "attention_fwd");
   if (B * T * NH == 0) return;
-  if (attention_mma_supported(HS, {out, qkv, rope})) {
-    attention_fwd_mma(out, lse, qkv, rope, B, T, NH, NKV, HS, stream);
+  if (attention_mma_supported(HS, {out, qkv})) {
+    attention_fwd_mma(out, lse, qkv, B, T, NH, NKV, HS, stream);
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const dim3 grid(B * NH, ceil_div(T, kRows));
-  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, rope, T, NH,
-                                                                                         NKV, HS, scale);
+  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, NKV,
+                                                                                         HS, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_kernel");
 }
 
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   const float* rope, int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream) {
+                   int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream) {
   check_shape(B, T, NH, NKV, HS, "attention_bwd");
   if (B * T * NH == 0) return;
   const size_t rows = static_cast<size_t>(B) * T * NH, row_width = qkv_row_stride(NH, NKV, HS);
-  const bool mma = attention_mma_supported(HS, {dqkv, dout, qkv, rope});
+  const bool mma = attention_mma_supported(HS, {dqkv, dout, qkv});
   // Scratch: delta, then (tensor-core kernels with a bias gradient) the bias column-sum partials.
   const int n_chunks = B * ceil_div(T, kAttentionBlockRows);
   const size_t delta_bytes = (rows * sizeof(float) + 15) / 16 * 16;
@@ -531,7 +454,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
   if (mma) {
-    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, rope, B, T, NH, NKV, HS, stream);
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, HS, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
     return;
   }
@@ -539,29 +462,29 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const int blocks = ceil_div(T, kRows);
   attention_dkv_kernel<<<dim3(B * NKV, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
-      dqkv, dout, qkv, lse, delta, rope, T, NH, NKV, HS, scale);
+      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_kernel");
   attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
-      dqkv, dout, qkv, lse, delta, rope, T, NH, NKV, HS, scale);
+      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
   // The generic kernels leave the bias gradient to a column sum of what they wrote.
   if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
 }
 
-void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const float* rope, int B, int Tn,
-                      int past, int Tmax, int NH, int NKV, int HS, cudaStream_t stream) {
+void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+                      int NH, int NKV, int HS, cudaStream_t stream) {
   check_shape(B, Tn, NH, NKV, HS, "attention_decode");
   TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax,
                 str("attention_decode: positions [", past, ", ", past + Tn, ") outside the cache of ", Tmax));
   TRIDENT_CHECK(Tn <= 65535, str("attention_decode: ", Tn, " new positions exceed the grid's y dimension"));
   if (B * Tn * NH == 0) return;
   const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
-  kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, rope, B, Tn, past,
-                                                                          Tmax, NH, NKV, HS);
+  kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, B, Tn, past, Tmax, NH,
+                                                                          NKV, HS);
   CUDA_CHECK_LAUNCH("kv_append_kernel");
   const size_t smem = smem_bytes(HS, 1 + kDecodeKeys, 2 * kWarps + kWarps * HS);
-  attention_decode_kernel<<<dim3(B * NH, Tn), kThreads, smem, stream>>>(
-      out, k_cache, v_cache, qkv, rope, Tn, past, Tmax, NH, NKV, HS, 1.0f / sqrtf(static_cast<float>(HS)));
+  attention_decode_kernel<<<dim3(B * NH, Tn), kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, Tn, past, Tmax, NH,
+                                                                        NKV, HS, 1.0f / sqrtf(static_cast<float>(HS)));
   CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 

@@ -13,28 +13,23 @@ constexpr int kMaxHeadSize = 128;
 // (GPT-2's (B,T,3,NH,HS) is NKV = NH); NKV divides NH and query head h reads key/value head
 // h / (NH / NKV). The kernels index that head; nothing copies it per query head.
 
-// Fused RoPE: with rope (T_table, HS) fp32 (rope_table()'s), the q and k heads of qkv are not
-// yet rotated; every kernel rotates them as they land in shared memory (rope_rotate_pair, one
-// rounding: the bits rope_rotate would write) at positions 0.. (decoding: past..), and the
-// backward rotates the q and k gradients back before storing them. Null rope: no rotation.
-
 // out (B,T,NH,HS) = softmax(q k^T / sqrt(HS), causal) v from qkv (B,T,NH+2NKV,HS);
 // lse (B,NH,T) = logsumexp of each scaled score row.
-void attention_fwd(bf16* out, float* lse, const bf16* qkv, const float* rope, int B, int T, int NH, int NKV, int HS,
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
                    cudaStream_t stream);
 
 // dqkv (B,T,NH+2NKV,HS) from dout (B,T,NH,HS), recomputing probabilities from lse, the key and
 // value gradients summed over each group's query heads; with dbias, also dbias ((NH+2NKV) HS) +=
-// column sums of dqkv over the B T rows (the qkv bias gradient; with rope, of the un-rotated
-// gradient). Deterministic: every output element is summed by one thread in a fixed order.
+// column sums of dqkv over the B T rows (the qkv bias gradient). Deterministic: every output
+// element is summed by one thread in a fixed order.
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   const float* rope, int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream);
+                   int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream);
 
 // Stores the keys and values of the Tn new positions [past, past + Tn) of qkv (B,Tn,NH+2NKV,HS)
 // into k_cache, v_cache (B,NKV,Tmax,HS); out (B,Tn,NH,HS) = causal attention of each new query
-// over cache positions [0, its own position]. With rope the cache receives rotated keys.
-void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const float* rope, int B, int Tn,
-                      int past, int Tmax, int NH, int NKV, int HS, cudaStream_t stream);
+// over cache positions [0, its own position].
+void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+                      int NH, int NKV, int HS, cudaStream_t stream);
 
 // Elements between rows t and t + 1 of qkv.
 __host__ __device__ __forceinline__ size_t qkv_row_stride(int NH, int NKV, int HS) {

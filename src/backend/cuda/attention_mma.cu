@@ -7,7 +7,6 @@
 #include "attention_mma.cuh"
 #include "attention_tma.cuh"
 #include "mma.cuh"
-#include "rope.cuh"
 #include "wgmma.cuh"
 
 namespace trident::gpu {
@@ -200,38 +199,6 @@ __device__ __forceinline__ void load_vector(float* dst, const float* src, int ro
   }
 }
 
-// The fused RoPE on rows [row0, row0 + kRows) of q or k that load_tile put into `tile`, in place
-// (rope_kernel's arithmetic, one rounding): a thread rotates 8 elements of a row's first half
-// against the same 8 of its second half, with row pos0 + t of the table rope (T_table, HS). The
-// copies must have landed behind a barrier; rope_applied() then publishes the writes.
-template <class Mma, int HS, int kRows>
-__device__ __forceinline__ void rotate_tile(bf16* tile, const float* rope, int pos0, int row0, int T) {
-  constexpr int kHalfChunks = HS / 16;  // 16-byte pieces per half row
-  for (int i = threadIdx.x; i < kRows * kHalfChunks; i += kThreads) {
-    const int r = i / kHalfChunks, c = i % kHalfChunks, t = row0 + r;
-    if (t >= T) continue;  // zeros stay zeros
-    bf16* lo = tile + Mma::template offset<HS, kRows>(r, c);
-    bf16* hi = tile + Mma::template offset<HS, kRows>(r, c + kHalfChunks);
-    const float* cs = rope + static_cast<size_t>(pos0 + t) * HS + c * 8;
-    float x1[kVec], x2[kVec], cv[kVec], sv[kVec];
-    load_vec(x1, lo);
-    load_vec(x2, hi);
-    load_vec(cv, cs);
-    load_vec(sv, cs + HS / 2);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) rope_rotate_pair(x1[k], x2[k], cv[k], sv[k]);
-    store_vec(lo, x1);
-    store_vec(hi, x2);
-  }
-}
-
-// Makes rotate_tile's writes (generic proxy) visible to the products after the next barrier.
-template <class Mma>
-__device__ __forceinline__ void rope_applied() {
-  Mma::tiles_landed();
-  __syncthreads();
-}
-
 // Waits for this thread's copies, then (with the barrier that follows) makes every thread's
 // copies visible to the engine's products.
 template <class Mma>
@@ -243,44 +210,19 @@ __device__ __forceinline__ void tiles_landed() {
 // Writes a warp's (16, HS) accumulator, row r scaled by factor[r / 8], as bf16 to rows
 // [row0, row0 + 16) of dst (rows dst_stride elements apart; rows >= T are skipped). The rows go
 // through this warp's own 16 rows of the (kBlockRows, HS) tile `stage`, which must be free by
-// now, so that the global stores are 16 bytes wide. kRope: the accumulator is the gradient of
-// rotated q or k rows, rotated back (row t by table row t of rope) before the one rounding:
-// columns d and d + HS/2 sit in the same lane, in tiles dt and dt + HS/16.
-template <class Mma, int HS, bool kRope = false>
+// now, so that the global stores are 16 bytes wide.
+template <class Mma, int HS>
 __device__ __forceinline__ void store_rows(bf16* dst, size_t dst_stride, int row0, int T, const float (&acc)[HS / 8][4],
-                                           const float (&factor)[2], bf16* stage, int warp, int lane,
-                                           const float* rope = nullptr) {
+                                           const float (&factor)[2], bf16* stage, int warp, int lane) {
   constexpr int kChunks = HS / 8;
   const int stage_row0 = warp * kWarpRows;
-  auto stage_pair = [&](int dt, int r, float x0, float x1) {
-    *reinterpret_cast<__nv_bfloat162*>(
-        stage + Mma::template offset<HS, kBlockRows>(stage_row0 + lane / 4 + 8 * r, dt) + (lane % 4) * 2) =
-        __floats2bfloat162_rn(x0, x1);
-  };
-  if constexpr (kRope) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int t = min(row0 + lane / 4 + 8 * r, T - 1);  // rows >= T are not stored
-      const float* cs = rope + static_cast<size_t>(t) * HS + (lane % 4) * 2;
+  for (int dt = 0; dt < HS / 8; ++dt) {
 #pragma unroll
-      for (int dt = 0; dt < HS / 16; ++dt) {
-        float lo[2], hi[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          lo[e] = acc[dt][2 * r + e] * factor[r];
-          hi[e] = acc[dt + HS / 16][2 * r + e] * factor[r];
-          rope_rotate_pair(lo[e], hi[e], cs[dt * 8 + e], -cs[HS / 2 + dt * 8 + e]);
-        }
-        stage_pair(dt, r, lo[0], lo[1]);
-        stage_pair(dt + HS / 16, r, hi[0], hi[1]);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int dt = 0; dt < HS / 8; ++dt) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) stage_pair(dt, r, acc[dt][2 * r] * factor[r], acc[dt][2 * r + 1] * factor[r]);
-    }
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<__nv_bfloat162*>(
+          stage + Mma::template offset<HS, kBlockRows>(stage_row0 + lane / 4 + 8 * r, dt) + (lane % 4) * 2) =
+          __floats2bfloat162_rn(acc[dt][2 * r] * factor[r], acc[dt][2 * r + 1] * factor[r]);
   }
   __syncwarp();
 #pragma unroll
@@ -354,11 +296,6 @@ struct KeyValueTiles {
   }
 
   __device__ const bf16* key_tile(int j) const { return smem + (j % 2) * 2 * kTileElems; }
-
-  // The fused RoPE on the keys of tile j, landed behind a barrier (see rotate_tile).
-  __device__ void rotate_keys(int j, const float* rope) const {
-    rotate_tile<Mma, HS, kKeyTile>(smem + (j % 2) * 2 * kTileElems, rope, 0, j * kKeyTile, T);
-  }
   __device__ const bf16* value_tile(int j) const { return key_tile(j) + kTileElems; }
 };
 
@@ -368,11 +305,9 @@ constexpr size_t fwd_smem_bytes() {
          Mma::kAlign - 16;
 }
 
-// kRope: the fused RoPE (rope the table) on the query tile once and on each key tile.
-template <class Mma, int HS, bool kRope>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, const float* rope, int T, int NH, int NKV,
-                             float scale) {
+    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
@@ -394,11 +329,6 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
-    if constexpr (kRope) {
-      if (j == 0) rotate_tile<Mma, HS, kBlockRows>(q_s, rope, 0, q0, T);
-      kv.rotate_keys(j, rope);
-      rope_applied<Mma>();
-    }
     if (j + 1 < n_tiles) {
       kv.load(j + 1);
       cp_async_commit();
@@ -487,12 +417,10 @@ constexpr size_t dkv_smem_bytes() {
 // dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
 // each query head of the group in turn, through one pipeline, so each key's sum over the group
 // is accumulated in registers in one order.
-// kRope: the fused RoPE on the key tile once and on each query tile; dK is rotated back before
-// it is stored (and summed into the bias partials).
-template <class Mma, int HS, bool kRope>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                             const float* delta, const float* rope, int T, int NH, int NKV, float scale) {
+                             const float* delta, int T, int NH, int NKV, float scale) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -536,11 +464,6 @@ __global__ void __launch_bounds__(kThreads)
       ++h_next;
       q_next = k0;
     }
-    if constexpr (kRope) {
-      if (j == 0) rotate_tile<Mma, HS, kBlockRows>(k_s, rope, 0, k0, T);
-      rotate_tile<Mma, HS, kQTile>(qdo_s + (j % 2) * 2 * kQElems, rope, 0, q0, T);
-      rope_applied<Mma>();
-    }
     if (j + 1 < n_tiles) load_queries((j + 1) % 2, h_next, q_next);
     const bf16* q_s = qdo_s + (j % 2) * 2 * kQElems;
     const bf16* do_s = q_s + kQElems;
@@ -571,8 +494,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
   __syncthreads();  // every warp's products have read k_s and v_s
-  store_rows<Mma, HS, kRope>(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dk,
-                             dk_factor, k_s, warp, lane, rope);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor,
+                      k_s, warp, lane);
   store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor,
                       v_s, warp, lane);
   if (bias_partials) {
@@ -600,12 +523,10 @@ constexpr int dq_min_blocks() {
 }
 
 // dQ of the 64 queries of this block, streaming the keys they see.
-// kRope: the fused RoPE on the query tile once and on each key tile; dQ is rotated back before
-// it is stored.
-template <class Mma, int HS, bool kRope>
+template <class Mma, int HS>
 __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
     attention_dq_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                            const float* delta, const float* rope, int T, int NH, int NKV, float scale) {
+                            const float* delta, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
@@ -637,11 +558,6 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   for (int j = 0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
-    if constexpr (kRope) {
-      if (j == 0) rotate_tile<Mma, HS, kBlockRows>(q_s, rope, 0, q0, T);
-      kv.rotate_keys(j, rope);
-      rope_applied<Mma>();
-    }
     if (j + 1 < n_tiles) {
       kv.load(j + 1);
       cp_async_commit();
@@ -669,8 +585,8 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
 
   const float factor[2] = {scale, scale};
   __syncthreads();  // every warp's products have read q_s
-  store_rows<Mma, HS, kRope>(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0 + warp * kWarpRows, T, dq,
-                             factor, q_s, warp, lane, rope);
+  store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor,
+                      q_s, warp, lane);
   if (bias_partials) {
     __syncthreads();  // every warp's rows are staged
     store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, q0 / kBlockRows, h, 0, NH, NKV, HS), q_s,
@@ -678,30 +594,29 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   }
 }
 
-template <class Mma, int HS, bool kRope>
-void launch_fwd(bf16* out, float* lse, const bf16* qkv, const float* rope, int B, int T, int NH, int NKV, float scale,
+template <class Mma, int HS>
+void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
                 cudaStream_t stream) {
-  const auto kernel = attention_fwd_mma_kernel<Mma, HS, kRope>;
+  const auto kernel = attention_fwd_mma_kernel<Mma, HS>;
   constexpr size_t smem = fwd_smem_bytes<Mma, HS>();
   allow_smem(kernel, smem);
-  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, rope, T, NH, NKV, scale);
+  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_mma_kernel");
 }
 
-template <class Mma, int HS, bool kRope>
+template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                const float* delta, const float* rope, int B, int T, int NH, int NKV, float scale,
-                cudaStream_t stream) {
+                const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
   const int blocks = ceil_div(T, kBlockRows);
-  const auto dkv = attention_dkv_mma_kernel<Mma, HS, kRope>;
+  const auto dkv = attention_dkv_mma_kernel<Mma, HS>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
   dkv<<<dim3(B * NKV, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse,
-                                                                              delta, rope, T, NH, NKV, scale);
+                                                                              delta, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
-  const auto dq = attention_dq_mma_kernel<Mma, HS, kRope>;
+  const auto dq = attention_dq_mma_kernel<Mma, HS>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
   dq<<<dim3(B * NH, blocks), kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta,
-                                                                           rope, T, NH, NKV, scale);
+                                                                           T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
 }
 
@@ -740,34 +655,25 @@ Engine g_engine;
 bool use_wgmma() { return g_engine.wgmma; }
 bool use_tma_forward() { return g_engine.tma_forward; }
 
-// The fused RoPE (rope given) runs in the wgmma and mma.sync kernels; the warp-specialized
-// forward has none, so rope takes the wgmma forward instead.
 template <int HS>
-void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, const float* rope, int B, int T, int NH, int NKV,
-                    float scale, cudaStream_t stream) {
-  if (rope) {
-    if (use_wgmma()) {
-      launch_fwd<GroupMma, HS, true>(out, lse, qkv, rope, B, T, NH, NKV, scale, stream);
-    } else {
-      launch_fwd<WarpMma, HS, true>(out, lse, qkv, rope, B, T, NH, NKV, scale, stream);
-    }
-  } else if (HS == 64 && use_wgmma() && use_tma_forward()) {
+void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
+                    cudaStream_t stream) {
+  if (HS == 64 && use_wgmma() && use_tma_forward()) {
     attention_fwd_tma(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else if (use_wgmma()) {
-    launch_fwd<GroupMma, HS, false>(out, lse, qkv, nullptr, B, T, NH, NKV, scale, stream);
+    launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd<WarpMma, HS, false>(out, lse, qkv, nullptr, B, T, NH, NKV, scale, stream);
+    launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   }
 }
 
-template <int HS, bool kRope>
+template <int HS>
 void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                    const float* delta, const float* rope, int B, int T, int NH, int NKV, float scale,
-                    cudaStream_t stream) {
+                    const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS, kRope>(dqkv, bias_partials, dout, qkv, lse, delta, rope, B, T, NH, NKV, scale, stream);
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd<WarpMma, HS, kRope>(dqkv, bias_partials, dout, qkv, lse, delta, rope, B, T, NH, NKV, scale, stream);
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
   }
 }
 
@@ -785,23 +691,24 @@ bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors)
   return true;
 }
 
-void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const float* rope, int B, int T, int NH, int NKV,
-                       int HS, cudaStream_t stream) {
+void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
+                       cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_fwd_any<64>(out, lse, qkv, rope, B, T, NH, NKV, scale, stream);
+    launch_fwd_any<64>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd_any<128>(out, lse, qkv, rope, B, T, NH, NKV, scale, stream);
+    launch_fwd_any<128>(out, lse, qkv, B, T, NH, NKV, scale, stream);
   }
 }
 
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                       const float* delta, const float* rope, int B, int T, int NH, int NKV, int HS,
-                       cudaStream_t stream) {
+                       const float* delta, int B, int T, int NH, int NKV, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-  const auto launch = HS == 64 ? (rope ? launch_bwd_any<64, true> : launch_bwd_any<64, false>)
-                               : (rope ? launch_bwd_any<128, true> : launch_bwd_any<128, false>);
-  launch(dqkv, bias_partials, dout, qkv, lse, delta, rope, B, T, NH, NKV, scale, stream);
+  if (HS == 64) {
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+  } else {
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+  }
 }
 
 }  // namespace trident::gpu

@@ -46,14 +46,6 @@ float* f32(TensorView v, size_t n, const char* what) { return data_of<float>(v, 
 bf16* act_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : act(v, n, what); }
 float* f32_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : f32(v, n, what); }
 
-// The attention ops' optional RoPE table, checked for positions pos0 .. pos0 + T - 1; null when
-// not given.
-const float* rope_optional(TensorView rope, int T, int NH, int NKV, int HS, int pos0, const char* op) {
-  if (rope.empty()) return nullptr;
-  check_rope_args(rope, T, NH, NKV, HS, pos0, op);
-  return f32(rope, rope.numel, str(op, ": rope").c_str());
-}
-
 // The position table may hold more rows (the model's block size) than this batch's T uses.
 template <class Elem>
 Elem* positions(TensorView wpe, DType t, int T, int C, const char* what) {
@@ -416,36 +408,31 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   // ---- attention
-  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, TensorView rope, int B, int T, int NH, int NKV,
-                     int HS) override {
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) override {
     gpu::ProfileScope prof(stream_, "attention_fwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_fwd(act(out, BT * C, "attention_fwd: out"), f32(lse, BT * NH, "attention_fwd: lse"),
-                       act(qkv, BT * C_qkv, "attention_fwd: qkv"),
-                       rope_optional(rope, T, NH, NKV, HS, 0, "attention_fwd"), B, T, NH, NKV, HS, stream_);
+                       act(qkv, BT * C_qkv, "attention_fwd: qkv"), B, T, NH, NKV, HS, stream_);
   }
 
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                     TensorView rope, int B, int T, int NH, int NKV, int HS) override {
+                     int B, int T, int NH, int NKV, int HS) override {
     gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_bwd(act(dqkv, BT * C_qkv, "attention_bwd: dqkv"),
                        f32_optional(dbias, C_qkv, "attention_bwd: dbias"), act(dout, BT * C, "attention_bwd: dout"),
                        act(qkv, BT * C_qkv, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
-                       f32(lse, BT * NH, "attention_bwd: lse"), rope_optional(rope, T, NH, NKV, HS, 0, "attention_bwd"),
-                       B, T, NH, NKV, HS, *scratch_, stream_);
+                       f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, NKV, HS, *scratch_, stream_);
   }
 
-  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, TensorView rope, int B,
-                        int Tn, int past, int Tmax, int NH, int NKV, int HS) override {
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
+                        int Tmax, int NH, int NKV, int HS) override {
     gpu::ProfileScope prof(stream_, "attention_decode", B * Tn, NH, HS);
     const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     const size_t cache = rows_x_cols(B, Tmax) * rows_x_cols(NKV, HS);
     gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
-                          act(qkv, BT * C_qkv, "attention_decode: qkv"),
-                          rope_optional(rope, Tn, NH, NKV, HS, past, "attention_decode"), B, Tn, past, Tmax, NH, NKV,
-                          HS, stream_);
+                          act(qkv, BT * C_qkv, "attention_decode: qkv"), B, Tn, past, Tmax, NH, NKV, HS, stream_);
   }
 
   // ---- rotary position embedding

@@ -25,7 +25,11 @@ __global__ void rope_kernel(bf16* qkv, const float* rope, int T, int NH, int NKV
     load_vec(c, cs + d);
     load_vec(s, cs + half + d);
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) rope_rotate_pair(x1[k], x2[k], c[k], sign * s[k]);
+    for (int k = 0; k < kWidth; ++k) {
+      const float sk = sign * s[k], a = x1[k], b = x2[k];
+      x1[k] = a * c[k] - b * sk;
+      x2[k] = b * c[k] + a * sk;
+    }
     store_vec(head + d, x1);
     store_vec(head + half + d, x2);
   }

@@ -14,6 +14,7 @@
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
 #include "hf_tokenizer.hpp"
+#include "json_file.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 
@@ -259,15 +260,6 @@ std::vector<float> transpose(const std::vector<float>& src, int64_t rows, int64_
   return dst;
 }
 
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(str(path, ": cannot open (", std::strerror(errno), ")"));
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError(str(path, ": not valid JSON (", e.what(), ")"));
-  }
-}
 
 // The buffers transformers keeps in some files beside the parameters, which trident computes.
 bool is_known_buffer(const std::string& name) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpt2_pretokenize.hpp"
+#include "json_file.hpp"
 #include "nfc.hpp"
 #include "trident/core/error.hpp"
 
@@ -17,15 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(str(path, ": cannot open (", std::strerror(errno), ")"));
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError(str(path, ": not valid JSON (", e.what(), ")"));
-  }
-}
 
 // The "type" of a tokenizer.json component, or "" when it is null.
 std::string type_of(const json& component, const std::string& where) {
@@ -88,12 +80,12 @@ HfTokenizer::HfTokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
   const std::string where = file.string();
-  const json root = read_json(where);
+  const json root = read_json_file(where);
   if (!root.is_object() || !root.contains("model"))
     throw InputError(str(where, ": not a tokenizer.json (no \"model\"); pass a Hugging Face tokenizer.json "
                                 "or the directory holding one"));
   const fs::path config_file = file.parent_path() / "tokenizer_config.json";
-  const json config = fs::exists(config_file) ? read_json(config_file.string()) : json::object();
+  const json config = fs::exists(config_file) ? read_json_file(config_file.string()) : json::object();
   name_ = "tokenizer.json " + where;
 
   try {

@@ -10,7 +10,6 @@ exported tensors must match trident's on the checkpoint.
     check_hf_convert.py TRIDENT HF_LOGITS REPO_ROOT"""
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_llama_vs_torch import llama_forward  # noqa: E402
+from check_safetensors import bf16_to_f32, read_st, write_st  # noqa: E402
 from check_vs_torch import gpt2_forward, rel  # noqa: E402
 
 TRIDENT, HF_LOGITS, ROOT = sys.argv[1:4]
@@ -28,32 +28,23 @@ TOL = 1e-5
 
 
 def write_safetensors(path, tensors):
-    """tensors: {name: float32 array}, written as F32 in insertion order."""
-    header, data = {"__metadata__": {"format": "pt"}}, b""
-    for name, a in tensors.items():
-        raw = np.ascontiguousarray(a, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + data)
+    """tensors: {name: float32 array}, written as F32 in insertion order (check_safetensors' writer)."""
+    write_st(path, [(name, "F32", a.shape, np.ascontiguousarray(a, dtype=np.float32).tobytes())
+                    for name, a in tensors.items()], metadata={"format": "pt"}, pad=False)
 
 
 def read_safetensors(path):
-    """{name: float32 tensor} of an F32 or BF16 file."""
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    assert header.pop("__metadata__") == {"format": "pt"}, f"{path}: __metadata__ must be format pt"
+    """{name: float32 tensor} of an F32 or BF16 file (check_safetensors' reader, layout checked)."""
+    _, metadata, entries = read_st(path)
+    assert metadata == {"format": "pt"}, f"{path}: __metadata__ must be format pt"
     out = {}
-    for name, e in header.items():
-        raw = blob[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
-        if e["dtype"] == "F32":
+    for name, (dtype, shape, raw) in entries.items():
+        if dtype == "F32":
             a = np.frombuffer(raw, np.float32)
         else:
-            assert e["dtype"] == "BF16", e["dtype"]
-            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        out[name] = torch.tensor(a.reshape(e["shape"]))
+            assert dtype == "BF16", dtype
+            a = bf16_to_f32(np.frombuffer(raw, np.uint16))
+        out[name] = torch.tensor(a.reshape(shape))
     return out
 
 

@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 
 np.seterr(all="ignore")   # inf and NaN among the values are meant
-TOOL = sys.argv[1]
+TOOL = None   # the safetensors_tool binary (main's argument)
 NP_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
              "I32": np.int32, "U8": np.uint8, "BOOL": np.bool_}
 
@@ -220,6 +220,13 @@ def python_writes(tmp):
           f"reported), one unpadded file and 2 shards; {len(cases)} bad files exit 2")
 
 
-with tempfile.TemporaryDirectory() as tmp:
-    cpp_writes(tmp)
-    python_writes(tmp)
+def main():
+    global TOOL
+    TOOL = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cpp_writes(tmp)
+        python_writes(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,7 @@ BlockDims block_dims(const ModelConfig& m, int tp) {
   BlockDims d;
   d.llama = m.llama();
   d.NHl = m.n_head / tp;
-  d.NKVl = m.kv_heads() >= tp ? m.kv_heads() / tp : 1;   // see ParamLayout::kv_heads_local
+  d.NKVl = m.kv_heads_per_rank(tp);
   d.HS = m.head_size();
   d.C = static_cast<size_t>(m.n_embd);
   d.qkv = static_cast<size_t>(d.NHl + 2 * d.NKVl) * d.HS;

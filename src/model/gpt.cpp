@@ -51,15 +51,14 @@ struct GptStage::Scratch {
 struct GptStage::Dims {
   DType act;
   BlockDims bd;
-  size_t N, C, NHl, B, T, Vl, logits_rows;
+  size_t N, C, B, T, Vl, logits_rows;
   int n_layers, recompute;
   bool has_blocks, last;
   Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, int recomputed)
       : act(a),
         bd(block_dims(m, tp)),
         N(static_cast<size_t>(micro_batch) * m.seq_len),
-        C(m.n_embd),
-        NHl(m.n_head / tp),
+        C(bd.C),
         B(micro_batch),
         T(m.seq_len),
         Vl(m.padded_vocab(tp) / tp),
@@ -68,6 +67,7 @@ struct GptStage::Dims {
         recompute(std::min(recomputed, st.n_layers())),
         has_blocks(st.n_layers() > 0),
         last(st.last()) {}
+  size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
 };
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
@@ -82,7 +82,7 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
     if (i < d.recompute)
       a.want(&s.layers[i].x3, act, N * C);   // a recomputed block keeps its output only
     else
-      plan_block_acts(a, s.layers[i], act, N, d.bd, d.B * d.NHl * d.T, true);
+      plan_block_acts(a, s.layers[i], act, N, d.bd, d.lse_elems(), true);
   }
 }
 
@@ -95,7 +95,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.datty, act, N * d.bd.att);
     a.want(&sc.dfch, act, N * d.bd.fc);
     if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
-    if (d.recompute > 0) plan_block_acts(a, sc.recomputed, act, N, d.bd, d.B * d.NHl * d.T, true);
+    if (d.recompute > 0) plan_block_acts(a, sc.recomputed, act, N, d.bd, d.lse_elems(), true);
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);

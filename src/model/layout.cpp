@@ -70,7 +70,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
   vocab_valid_ = std::clamp(m.vocab_size - vocab_start_, 0, vocab_local_);
   const int64_t NKV = m.kv_heads();
   kv_replicas_ = NKV >= tp ? 1 : static_cast<int>(tp / NKV);
-  kv_local_ = static_cast<int>(NKV >= tp ? NKV / tp : 1);
+  kv_local_ = m.kv_heads_per_rank(tp);
   const double proj_std = m.init_std / std::sqrt(2.0 * L);
   const bool replica = tp_rank != 0;   // TP-replicated tensors are counted in the norm on tp rank 0 only
 

@@ -94,12 +94,17 @@ double block_param_count(const ModelConfig& m) {
   return C * (Q + 2 * KV) + Q * C + 3 * C * F + 2 * C + (m.qkv_bias ? Q + 2 * KV : 0);
 }
 
-// Forward + backward GEMM FLOPs per token of one stage, all TP ranks together: 6 per parameter
-// of a GEMM, 12*T*C per layer for the attention scores and the weighted sum, and the tied head
-// over the padded vocabulary on the last stage.
+// Forward + backward FLOPs per token of one block: 6 per parameter of its GEMMs and 12*T*C for the
+// attention scores and the weighted sum.
+double block_flops_per_token(const ModelConfig& m) {
+  return 6 * block_param_count(m) + 12.0 * m.seq_len * m.n_embd;
+}
+
+// Forward + backward GEMM FLOPs per token of one stage, all TP ranks together: its blocks and the
+// head over the padded vocabulary on the last stage.
 double stage_flops_per_token(const ModelConfig& m, const StageInfo& st, int tp) {
-  const double C = m.n_embd, T = m.seq_len;
-  double f = st.n_layers() * (6 * block_param_count(m) + 12 * T * C);
+  const double C = m.n_embd;
+  double f = st.n_layers() * block_flops_per_token(m);
   if (st.last()) f += 6.0 * m.padded_vocab(tp) * C;
   return f;
 }
@@ -121,9 +126,7 @@ int64_t stored_param_count(const ModelConfig& m, int tp) {
 }
 
 double flops_per_token(const ModelConfig& m) {
-  const double C = m.n_embd, T = m.seq_len, L = m.n_layer;
-  const double gemm_params = L * block_param_count(m) + double(m.vocab_size) * C;
-  return 6 * gemm_params + 12 * L * C * T;
+  return m.n_layer * block_flops_per_token(m) + 6.0 * m.vocab_size * m.n_embd;
 }
 
 double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
@@ -153,7 +156,7 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Recomputed blocks run their forward (a third of their training FLOPs) twice.
-    const double recomputed = cfg.recomputed_blocks() / 3.0 * (6 * block_param_count(m) + 12 * m.seq_len * m.n_embd);
+    const double recomputed = cfg.recomputed_blocks() / 3.0 * block_flops_per_token(m);
     const double compute =
         (stage_flops_per_token(m, st, p.tp) + recomputed) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with

@@ -28,6 +28,9 @@ struct ModelConfig {
   bool llama() const { return arch == "llama"; }
   int head_size() const { return n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  // Key/value heads on each of tp ranks: split, or with fewer heads than ranks one each, shared
+  // by tp / kv_heads() ranks (Megatron's replication).
+  int kv_heads_per_rank(int tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
   int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * n_embd; }
   bool tied() const { return tie_embeddings == "auto" ? !llama() : tie_embeddings == "true"; }
   bool has_qkv_bias() const { return !llama() || qkv_bias; }

@@ -104,14 +104,20 @@ TpSum block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const Bl
   return TpSum::start(tp, a.x2, s.fused_sum, st);
 }
 
-TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
-                    const BlockShape& s) {
+void block_mlp_in_fwd(Backend& be, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
+                      const BlockShape& s) {
   Stream st = be.stream();
   const TensorView x2_peer = x2_sum.wait(st);
   add_norm_fwd_tp(be, s, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x2_peer, x, p.ln2_w, p.ln2_b, s.N,
                   x2_sum.release_in_op());
   x2_sum.done(st);
   mlp_activation_fwd(be, s, p, a, a.ln2, s.N);
+}
+
+TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
+                    const BlockShape& s) {
+  Stream st = be.stream();
+  block_mlp_in_fwd(be, p, a, x, x2_sum, s);
   be.matmul_fwd(a.x3, a.fcg, p.fcproj_w, s.bias_here ? p.fcproj_b : TensorView{}, s.N, static_cast<int>(s.d.fc_act),
                 s.C);
   return TpSum::start(tp, a.x3, s.fused_sum, st);

@@ -333,18 +333,12 @@ BlockActs GptStage::forward_acts(const Slot& s, int i) const {
 // down projection's output is not needed): the same ops on the same values give the same bits.
 const BlockActs& GptStage::recompute_block(int i, TensorView x) {
   const BlockActs& a = scratch_->recomputed;
-  const BlockTensors& p = p_.blocks[i];
   const BlockShape shape = block_shape(B_ * T_);
-  Stream st = be_.stream();
   be_.side_join();   // the previous block's side work may still read the shared activations
   auto attention = [&](const BlockActs& acts) { attend(acts, B_); };
   TpSum x_sum;
-  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p, a, x, x_sum, shape, attention, TensorView{});
-  x2_sum.wait(st);
-  add_norm_fwd_tp(be_, shape, a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, TensorView{}, x, p.ln2_w, p.ln2_b,
-                  shape.N, PeerRelease{});
-  x2_sum.done(st);
-  mlp_activation_fwd(be_, shape, p, a, a.ln2, shape.N);
+  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, x_sum, shape, attention, TensorView{});
+  block_mlp_in_fwd(be_, p_.blocks[i], a, x, x2_sum, shape);
   return a;
 }
 

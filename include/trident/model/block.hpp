@@ -102,6 +102,10 @@ TpSum block_attention_fwd(Backend& be, Comm& tp, const BlockTensors& p, const Bl
 // branch alone).
 TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
                     const BlockShape& s);
+// The MLP part up to its activation (a.x2 completed, ln2, fch, fcg), without the down projection:
+// block_mlp_fwd's start, and all that recomputing a block's activations needs of the MLP.
+void block_mlp_in_fwd(Backend& be, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
+                      const BlockShape& s);
 // x3 = x3 + x3_sum's partial + x2: the output add of a block whose x3 no next block completes.
 void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum);
 // The activations of rows [row0, row0 + rows) of a block's (whole sequences: rows = b*T); lse

@@ -46,11 +46,15 @@ struct RunResult {
   double ms_per_step = 0;
 };
 
+bool ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The key bias has an exactly zero gradient (softmax is shift-invariant), so what reaches Adam
 // there is rounding noise that Adam turns into full-size, layout-dependent steps; those weights
 // are compared out of the tensor (they never change the loss).
 std::vector<float> without_key_bias(const std::string& name, std::vector<float> v) {
-  if (name.size() >= 13 && name.compare(name.size() - 13, 13, "attn.qkv.bias") == 0)
+  if (ends_with(name, "attn.qkv.bias"))
     std::fill(v.begin() + v.size() / 3, v.begin() + 2 * v.size() / 3, 0.0f);
   return v;
 }
@@ -63,11 +67,7 @@ std::vector<float> without_key_bias(const std::string& name, std::vector<float> 
 // comparison.
 constexpr double kCancellingTol = 1e-4;
 bool cancelling_gradient(const std::string& name) {
-  auto ends = [&](const char* suffix) {
-    const size_t n = std::char_traits<char>::length(suffix);
-    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-  };
-  return ends("attn.q.bias") || ends("attn.k.bias") || ends("attn.v.bias");
+  return ends_with(name, "attn.q.bias") || ends_with(name, "attn.k.bias") || ends_with(name, "attn.v.bias");
 }
 
 // queued: each step queued before the previous one is finished (Trainer::queue_step), as

@@ -46,19 +46,21 @@ po::options_description generate_options(GenerateOptions& o) {
       "seed", po::value(&o.seed)->default_value(1234), "sampling seed")(
       "stop-at-eot", po::value(&o.stop_at_eot)->default_value(true, "true"), "stop at <|endoftext|>")(
       "tokenizer", po::value(&o.tokenizer)->default_value("auto"),
-      "byte, gpt2, a Hugging Face tokenizer.json (or its directory), or auto (byte for vocab_size 257, gpt2 for "
-      "50257)")(
+      "byte, gpt2, a Hugging Face tokenizer.json (or its directory), or auto (the tokenizer the checkpoint keeps, "
+      "else byte for vocab_size 257, gpt2 for 50257)")(
       "vocab", po::value(&o.vocab)->default_value(kGpt2Vocab), "gpt2: vocab.json / encoder.json")(
       "merges", po::value(&o.merges)->default_value(kGpt2Merges), "gpt2: merges.txt / vocab.bpe");
   return d;
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& o, int vocab_size) {
+std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& o, const CheckpointInfo& info, int vocab_size) {
   std::string kind = o.tokenizer;
+  // The tokenizer the run kept, where it kept one (checked against the vocabulary when it was kept).
+  if (kind == "auto" && !info.tokenizer.empty()) return make_tokenizer(info.tokenizer, o.checkpoint);
   if (kind == "auto") kind = vocab_size == 257 ? "byte" : vocab_size == 50257 ? "gpt2" : "";
   if (kind.empty())
     throw InputError(str("--tokenizer auto cannot tell the tokenizer of a vocabulary of ", vocab_size,
-                         "; pass --tokenizer byte or gpt2"));
+                         " (the checkpoint keeps none); pass --tokenizer byte, gpt2 or a tokenizer.json"));
   const bool builtin = kind == "byte" || kind == "gpt2";
   std::unique_ptr<Tokenizer> t = kind == "gpt2" ? make_tokenizer(kind, o.vocab, o.merges) : make_tokenizer(kind, "", "");
   // A published model's embedding may be padded past its tokenizer's ids (Qwen: 151936 rows for
@@ -92,7 +94,7 @@ int cmd_generate(const Args& args) {
   CheckpointInfo info;
   RunConfig cfg = config_for_checkpoint(o.checkpoint, parsed.cfg, &info);
   std::unique_ptr<Tokenizer> tok;
-  collective_check(MPI_COMM_WORLD, [&] { tok = tokenizer_for(o, cfg.model.vocab_size); });
+  collective_check(MPI_COMM_WORLD, [&] { tok = tokenizer_for(o, info, cfg.model.vocab_size); });
   // One sequence per data-parallel replica.
   cfg.train.micro_batch_size = 1;
   cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp);

@@ -123,6 +123,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("data.split", c.data.split,
     "fraction of each training dataset's documents used for training when data.val is empty; the remaining "
     "documents are the validation data (1 = no validation data)");
+  v("data.tokenizer", c.data.tokenizer,
+    "the Hugging Face tokenizer.json (or its directory) the data was tokenized with: the checkpoints keep it, "
+    "so convert --to-hf writes it and generate uses it; empty = the one of the resumed checkpoint or init.from, "
+    "if any");
 
   v.section("checkpoint", "Checkpoints [checkpoint]");
   v("checkpoint.dir", c.checkpoint.dir, "directory of step_<n>.h5 checkpoints and the 'latest' pointer; empty = none");

@@ -48,9 +48,10 @@ void require_regular_file(const std::string& file, const Bad& bad) {
   if (!std::filesystem::is_regular_file(st)) throw bad("not a regular file (a checkpoint is a step_<n>.h5 file)");
 }
 
-// The tokenizer files a run kept (/tokenizer/<file name>, byte datasets); none where the group is absent.
+// The tokenizer files a run kept (/tokenizer/<file name>, byte datasets); none where the group is
+// absent. A declared size is checked against the file's before anything is allocated.
 template <class Bad>
-TokenizerFiles read_tokenizer(hid_t f, const Bad& bad) {
+TokenizerFiles read_tokenizer(const std::string& file, hid_t f, const Bad& bad) {
   TokenizerFiles t;
   if (H5Lexists(f, "tokenizer", H5P_DEFAULT) <= 0) return t;
   for (const std::string& name : tokenizer_file_names()) {
@@ -59,6 +60,9 @@ TokenizerFiles read_tokenizer(hid_t f, const Bad& bad) {
     h5::Handle dset(H5Dopen2(f, path.c_str(), H5P_DEFAULT));
     const std::vector<int64_t> shape = dset.valid() ? h5::dataset_shape(dset.get()) : std::vector<int64_t>{};
     if (shape.size() != 1) throw bad(str("/", path, " is not a one-dimensional byte dataset"));
+    std::error_code ec;
+    if (shape[0] < 0 || static_cast<uint64_t>(shape[0]) > std::filesystem::file_size(file, ec) || ec)
+      throw bad(str("/", path, " declares ", shape[0], " bytes, more than the file holds"));
     std::string text(static_cast<size_t>(shape[0]), '\0');
     if (!text.empty() && H5Dread(dset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) < 0)
       throw bad(str("reading /", path, " failed (truncated file?)"));
@@ -90,7 +94,7 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   const std::string name = std::filesystem::path(file).filename().string();
   if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
     throw bad(str("its name says ", name, " but its step attribute is ", info.step));
-  info.tokenizer = read_tokenizer(f, bad);
+  info.tokenizer = read_tokenizer(file, f, bad);
   return info;
 }
 

@@ -88,6 +88,8 @@ cp -r "$out/llama-np1-hf1" "$out/tok-hf" && cp "$tok"/* "$out/tok-hf/"
 "$@" -np 2 "$trident" train "${small[@]}" "${llama[@]}" --parallel.tp 2 --init.from "$out/tok.h5" --train.steps 1 \
   --checkpoint.dir "$out/tokrun" >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "tokenizer: init.from"; }
 grep -q "tokenizer: init.from $out/tok.h5 (the checkpoints keep it)" "$out/tok.log" || { cat "$out/tok.log"; fail "no tokenizer line"; }
+"$trident" inspect "$out/tok.h5" | grep -q "tokenizer kept: tokenizer.json ([0-9]* bytes) tokenizer_config.json" ||
+  fail "tokenizer: inspect does not show the kept tokenizer"
 "$@" -np 1 "$trident" train "${small[@]}" "${llama[@]}" --train.steps 2 --checkpoint.dir "$out/tokrun" >"$out/tok.log" 2>&1 ||
   { cat "$out/tok.log"; fail "tokenizer: resume"; }
 "$@" -np 2 "$trident" convert --to-hf "$out/tokrun/step_2.h5" --out "$out/tok-out" >"$out/tok.log" 2>&1 ||

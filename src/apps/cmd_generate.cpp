@@ -166,6 +166,8 @@ int cmd_generate(const Args& args) {
   collective_check(MPI_COMM_WORLD, [&] {
     tok = tokenizer_for(o, info, cfg.model.vocab_size);
     gp.stop_tokens = stop_tokens(o, *tok);
+    // Ids past the tokenizer's (the padding of a published model's embedding) cannot be decoded.
+    if (tok->vocab_size() < cfg.model.vocab_size) gp.sampling.vocab_limit = tok->vocab_size();
     if (!o.prompts_file.empty()) texts = read_prompts(o.prompts_file);
   });
   std::vector<std::vector<int32_t>> prompts;

@@ -232,8 +232,9 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   if (!p.on_device()) {
     const std::vector<float> all = logits();
     const size_t V = model_.config().vocab_size;
+    const size_t kept = p.vocab_limit > 0 ? std::min<size_t>(V, p.vocab_limit) : V;
     for (int i = 0; i < R; ++i)
-      out[i] = sample_token(std::vector<float>(all.begin() + i * V, all.begin() + (i + 1) * V), p, seed, sequences[i],
+      out[i] = sample_token(std::vector<float>(all.begin() + i * V, all.begin() + i * V + kept), p, seed, sequences[i],
                             length_[fed_slots_[i]]);
     return out;
   }
@@ -257,9 +258,11 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
            lnf_rstd_.slice(0, R), last_.slice(0, R * C), w.lnf_w, w.lnf_b, R);
   be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, R, static_cast<int>(C), static_cast<int>(Vl));
   TensorView stats = stats_.slice(0, n_stats * tp);
+  // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
+  const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())
+                                      : layout.vocab_valid();
   be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits, key_view.as<int32_t>(), seed,
-                  static_cast<float>(p.temperature), R, static_cast<int>(Vl), layout.vocab_valid(),
-                  layout.vocab_start());
+                  static_cast<float>(p.temperature), R, static_cast<int>(Vl), valid, layout.vocab_start());
   if (tp > 1) g.tp->all_gather(stats.data, n_stats, DType::F32, be.stream());
   std::vector<float> host(stats.numel);
   be.copy_to_host(host.data(), stats);

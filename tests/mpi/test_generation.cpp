@@ -189,6 +189,30 @@ TEST_P(Generation, LogprobsAreTheFullForwardsLogSoftmax) {
   EXPECT_LE(worst, 1e-5);
 }
 
+// A vocabulary limit (a tokenizer smaller than the model's vocabulary) keeps every sampled id below
+// it, on the device as on the host (top-k of all ids), each the same draw.
+TEST_P(Generation, VocabLimitSamplesOnlyIdsBelowIt) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Generator gen(m.trainer->model(), 4, 24);
+  const int limit = 40;
+  GenerationParams device = params(1.5), host = params(1.5, limit);
+  device.sampling.vocab_limit = host.sampling.vocab_limit = limit;
+  const std::vector<Completion> got = gen.generate(prompts(), device);
+  expect_same(gen.generate(prompts(), host), got, 1e-6f);
+  int below = 0, all = 0;
+  for (const Completion& c : got)
+    for (int32_t t : c.tokens) below += t < limit, ++all;
+  EXPECT_EQ(below, all);
+  // Without the limit the same draws reach past it (the check above could not fail otherwise).
+  int past = 0;
+  for (const Completion& c : gen.generate(prompts(), params(1.5)))
+    for (int32_t t : c.tokens) past += t >= limit;
+  EXPECT_GT(past, 0);
+}
+
 TEST_P(Generation, StopTokensEndEachSequenceAtItsFirst) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -16,6 +16,10 @@ struct SamplingParams {
   double temperature = 1.0;   // 0: greedy (argmax), deterministic
   int top_k = 0;              // keep the k most likely tokens; 0 = all
   double top_p = 1.0;         // keep the smallest set whose probability reaches p; 1 = all
+  // Sample only ids below this (a tokenizer smaller than the model's padded vocabulary: Qwen's
+  // 151,669 tokens in 151,936 rows), the distribution and its log-probs renormalised over them;
+  // 0 = the whole vocabulary.
+  int vocab_limit = 0;
   // Top-k and top-p need the whole sorted vocabulary: their logits are gathered to the host. Plain
   // temperature sampling and greedy decoding sample on the device (Backend::sample_shard).
   bool on_device() const { return top_k == 0 && top_p >= 1.0; }

@@ -64,7 +64,7 @@ Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max
   ArenaLayout a;
   a.want(&x_, act, N * C);
   a.want(&tokens_, DType::I32, N);
-  plan_block_acts(a, acts_, act, N, d, 0, false);
+  plan_block_acts(a, acts_, act, N, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)

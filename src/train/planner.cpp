@@ -129,6 +129,18 @@ double flops_per_token(const ModelConfig& m) {
   return m.n_layer * block_flops_per_token(m) + 6.0 * m.vocab_size * m.n_embd;
 }
 
+double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes, bool sequence_parallel,
+                              bool selective, bool full) {
+  const BlockDims d = block_dims(m, tp);
+  const double N = double(micro_batch) * m.seq_len, a = act_bytes;
+  const double rows = sequence_parallel && tp > 1 ? N / tp : N;   // of the residual stream and the norms
+  if (full) return a * rows * d.C;                                 // the block output x3
+  const double residual = (selective ? 2 : 4) * a * rows * d.C;    // x2, x3 (and ln1, ln2)
+  const double split = a * N * (d.qkv + d.att + d.fc + (selective ? 0 : d.fc_act));   // over tp: qkv, atty, fch (fcg)
+  const double stats = 4.0 * rows * (d.llama ? 2 : 4) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
+  return residual + split + stats;
+}
+
 double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
 
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw) {

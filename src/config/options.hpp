@@ -56,13 +56,17 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "gradient's rows gathered beside a weight-gradient GEMM) instead of on all of them on both");
   v("parallel.sequence_parallel", c.parallel.sequence_parallel,
     "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
-    "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "
-    "not reduced yet, and the backward's all-gathers are not overlapped); micro_batch_size*seq_len must divide by tp");
+    "parallelism; the TP all-reduces become reduce-scatters and all-gathers); each rank keeps only its 1/tp of the "
+    "residual stream's and the norms' activations, gathering the norm outputs again in the backward; "
+    "micro_batch_size*seq_len must divide by tp");
   v("parallel.recompute", c.parallel.recompute,
-    "activation recompute: none, or full (the backward recomputes a block's activations from its input, which is "
-    "all a recomputed block keeps from the forward: memory for time, gradients bit for bit the same)");
+    "activation recompute, memory for time with gradients bit for bit the same: none; selective (every block "
+    "drops its norm outputs and MLP activation, which the backward redoes from the saved norm inputs and MLP "
+    "pre-activation: elementwise passes, no GEMM); or full (the backward recomputes a block's activations from its "
+    "input, which is all a recomputed block keeps from the forward)");
   v("parallel.recompute_layers", c.parallel.recompute_layers,
-    "with recompute = full, the first N blocks of each pipeline stage are recomputed (0: all of them)");
+    "with recompute = full, the first N blocks of each pipeline stage are recomputed fully (0: all of them); with "
+    "recompute = selective, the first N blocks fully and the others selectively (0: all selectively)");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them; no effect on the "

@@ -125,7 +125,7 @@ Generator::Generator(GptStage& model, int slots, int max_len)
   a.want(&lnf_rstd_, DType::F32, S);
   a.want(&logits_, act, S * Vl);
   a.want(&stats_, DType::F32, tp * S * kSampleStats);
-  plan_block_acts(a, acts_, act, N, d, 0, false);
+  plan_block_acts(a, acts_, act, N, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)

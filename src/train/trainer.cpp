@@ -16,6 +16,10 @@ size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
 }
 
+ActivationOptions activation_options(const RunConfig& cfg) {
+  return ActivationOptions{cfg.recompute_plan(), cfg.parallel.sequence_parallel};
+}
+
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()),
       sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()},
@@ -30,10 +34,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      cfg.recomputed_blocks());
+                                      activation_options(cfg));
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
-  model_->set_sequence_parallel(cfg.parallel.sequence_parallel);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));

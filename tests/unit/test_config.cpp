@@ -218,9 +218,9 @@ TEST(Config, BadInputCases) {
   expect_error({"--model.tie_embeddings", "maybe"}, w, {"model.tie_embeddings", "true, false or auto"});
   expect_error({"--model.qkv_bias", "true"}, w, {"model.qkv_bias", "needs model.arch = llama"});
   expect_error(with({{"--model.rope_theta", "0.5"}}), w, {"model.rope_theta", "> 1"});
-  expect_error({"--parallel.recompute", "selective"}, w, {"parallel.recompute = selective", "not available yet"});
-  expect_error({"--parallel.recompute", "full", "--parallel.tp", "2", "--parallel.sequence_parallel", "true"}, 2,
-               {"parallel.recompute = full", "sequence_parallel"});
+  expect_error({"--parallel.recompute", "some"}, w, {"parallel.recompute = some", "none, selective or full"});
+  expect_error({"--parallel.recompute", "selective", "--parallel.tp", "2", "--parallel.tp_overlap", "true"}, 2,
+               {"parallel.recompute = selective", "tp_overlap"});
   expect_error({"--parallel.recompute_layers", "13"}, w, {"parallel.recompute_layers = 13", "model.n_layer = 12"});
 }
 

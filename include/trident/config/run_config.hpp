@@ -61,8 +61,17 @@ struct ParallelConfig {
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
   bool dp_copy_engine = false;      // dp = 2, ZeRO-1: gradient and parameter exchange by the copy engines
-  std::string recompute = "none";   // none | full: blocks whose activations the backward recomputes
-  int recompute_layers = 0;         // recompute = full: the first N blocks of each stage (0: all of them)
+  std::string recompute = "none";   // none | selective | full: what the backward recomputes
+  int recompute_layers = 0;         // full: the first N blocks of each stage (0: all); selective: N blocks full
+};
+
+// Which blocks of a pipeline stage the backward recomputes: the first `full` keep only their
+// output; with `selective` the others keep all but their norm outputs and MLP activation (the
+// large activations that cost an elementwise pass to redo), else everything.
+struct RecomputePlan {
+  int full = 0;
+  bool selective = false;
+  bool any() const { return full > 0 || selective; }
 };
 
 struct TrainConfig {
@@ -143,11 +152,16 @@ struct RunConfig {
   int micro_batches_per_step() const {
     return train.global_batch_size / (train.micro_batch_size * parallel.dp);
   }
-  // Blocks of each pipeline stage whose activations are recomputed in the backward.
-  int recomputed_blocks() const {
-    if (parallel.recompute != "full") return 0;
-    const int per_stage = model.n_layer / parallel.pp;
-    return parallel.recompute_layers > 0 ? std::min(parallel.recompute_layers, per_stage) : per_stage;
+  // What each pipeline stage's blocks keep for the backward (parallel.recompute, recompute_layers).
+  RecomputePlan recompute_plan() const {
+    const int per_stage = model.n_layer / parallel.pp, n = parallel.recompute_layers;
+    RecomputePlan r;
+    if (parallel.recompute == "full") r.full = n > 0 ? std::min(n, per_stage) : per_stage;
+    if (parallel.recompute == "selective") {
+      r.full = std::min(n, per_stage);
+      r.selective = true;
+    }
+    return r;
   }
 };
 

@@ -42,6 +42,8 @@ struct StepStats {
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
+// How GptStage keeps activations for parallel.recompute, recompute_layers and sequence_parallel.
+ActivationOptions activation_options(const RunConfig& cfg);
 
 class Trainer {
  public:

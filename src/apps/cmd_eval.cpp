@@ -69,7 +69,7 @@ int cmd_eval(const Args& args) {
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(checkpoint, trainer.model(), nullptr, rt.groups); });
   double loss = 0;
   abort_job_on_error("eval", [&] {
-    loss = trainer.evaluate(*source, cfg.train.eval_steps);
+    loss = trainer.evaluate(*source, cfg.train.eval_steps).loss;
     return 0;
   });
   log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", on_validation ? "validation" : "training",

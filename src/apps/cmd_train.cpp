@@ -187,9 +187,14 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
       const auto t0 = std::chrono::steady_clock::now();
-      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      const EvalResult r = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      s.val_loss = r.loss;
+      s.val_accuracy = r.accuracy;
       summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(cfg.model.score_head
+                   ? str("eval  ", s.step, " | val loss ", r.loss, " | val accuracy ", r.accuracy, " | val margin ",
+                         r.margin)
+                   : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
     summary.step(s);

@@ -205,7 +205,9 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
-  require(cfg.task == "pretrain" || cfg.task == "sft", "task", cfg.task, "must be pretrain or sft");
+  require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "reward", "task", cfg.task,
+          "must be pretrain, sft or reward");
+  cfg.model.score_head = cfg.task == "reward";
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");

@@ -214,6 +214,9 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
+  require(!cfg.preference_task() || cfg.train.micro_batch_size % 2 == 0, "train.micro_batch_size",
+          cfg.train.micro_batch_size,
+          str("must be even for task ", cfg.task, ": a micro-batch holds whole preference pairs (chosen, rejected)"));
   const ParallelConfig& p = cfg.parallel;
   const int64_t rows = int64_t{cfg.train.micro_batch_size} * cfg.model.seq_len;
   // The backend's ops take the rows of a micro-batch (N) as an int.

@@ -143,6 +143,9 @@ struct RunConfig {
   std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | reward
   std::vector<std::string> config_files;
 
+  // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.
+  bool preference_task() const { return task == "dpo" || task == "reward"; }
+
   // Resolved from the world size (parallel.dp = 0) by validate_run_config.
   int dp() const { return parallel.dp; }
   int micro_batches_per_step() const {

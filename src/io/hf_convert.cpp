@@ -395,6 +395,9 @@ std::vector<float> from_hf_layout(const HfTensor& t, std::vector<float> data) {
 }
 
 std::string model_difference(const ModelConfig& run, const ModelConfig& weights) {
+  // A reward model starts from a language model's transformer; the other way round has no LM head.
+  if (weights.score_head && !run.score_head)
+    return "the weights are a reward model (a score head, no LM head); they load only with --task reward";
   std::string out;
   auto field = [&](const char* key, const auto& mine, const auto& theirs) {
     if (out.empty() && !(mine == theirs))
@@ -470,9 +473,15 @@ void HfImport::read_shard(const HfTensor& t, const std::string& file_name, const
   }
 }
 
-std::vector<float> HfImport::local_params(const ParamLayout& layout) const {
+std::vector<float> HfImport::local_params(const ParamLayout& layout, bool* score_unread) const {
   std::vector<float> params(layout.total(), 0.0f);
+  if (score_unread) *score_unread = false;
   for (const ParamInfo& p : layout.params()) {
+    if (p.name == "score.weight" && !index_.count(p.name)) {
+      TRIDENT_CHECK(score_unread != nullptr, "HfImport: a reward model's layout without score_unread");
+      *score_unread = true;
+      continue;
+    }
     const size_t i = index_.at(p.name);
     read_shard(tensors_[i], file_names_[i], p, params.data() + p.offset);
   }

@@ -228,20 +228,21 @@ StageTensors GptStage::view_tensors(TensorView base) const {
   return t;
 }
 
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
+  const uint64_t stream = name_stream(p.name);
+  const long n = static_cast<long>(p.numel);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) {
+    int64_t gi = p.global_index(static_cast<size_t>(i));
+    if (gi < 0) continue;  // padding rows of the vocabulary stay zero
+    dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
+                            : static_cast<float>(p.init_value);
+  }
+}
+
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
-  for (const ParamInfo& p : layout_.params()) {
-    uint64_t stream = name_stream(p.name);
-    float* dst = host.data() + p.offset;
-    const long n = static_cast<long>(p.numel);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i) {
-      int64_t gi = p.global_index(static_cast<size_t>(i));
-      if (gi < 0) continue;  // padding rows of the vocabulary stay zero
-      dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
-                              : static_cast<float>(p.init_value);
-    }
-  }
+  for (const ParamInfo& p : layout_.params()) init_param_values(p, seed, host.data() + p.offset);
   // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or a
   // temporary one where there is none.
   Buffer staging = grads_.numel ? Buffer() : Buffer(be_, layout_.total() * sizeof(float));

@@ -252,7 +252,7 @@ class Backend {
   // target, so token t_b + 1 ends the answer). A pair either of whose sequences has no trained
   // target is left out: it adds nothing and its gradients are 0. lnf (B*T, C) act holds the final
   // norm's output, w (C) act the score weight.
-  // scores (B) f32 = lnf[b, p_b] . w; stats (3) f32 += [sum over pairs of -log sigmoid(d_i), pairs
+  // scores (B) f32 = lnf[b, p_b] . w (0 for a sequence without a trained target); stats (3) f32 += [sum over pairs of -log sigmoid(d_i), pairs
   // with d_i > 0, sum of d_i], d_i = scores[2i] - scores[2i+1]; dscores (B) f32, if given,
   // = dloss * d(-log sigmoid(d_i))/d(scores). B is even.
   virtual void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,

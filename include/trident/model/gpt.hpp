@@ -45,6 +45,10 @@ class ParamFetch {
   virtual void prefetch(int unit) = 0;   // start bringing them; no wait
 };
 
+// The initial values of this rank's shard of p (GptStage::init_params) into dst (p.numel): each
+// element a pure function of (seed, name, global index); padding elements are left as they are.
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst);
+
 class GptStage {
  public:
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for

@@ -180,9 +180,10 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& mode
   HostCheckpoint host;
   host.info = read_info(file, f.get(), bad);
   const CheckpointPlan plan = match_model_kind(f.get(), model_plan, trunk_ok, &host.score_unread, bad);
-  // A language model's own head, which a reward model's trunk does not read.
+  // A language model's own head (and its optimizer state), which a reward model's trunk does not read.
   std::set<std::string> skipped;
-  if (host.score_unread) skipped.insert("model/lm_head");
+  for (CkptKind kind : kCkptKinds)
+    if (host.score_unread) skipped.insert(str(ckpt_group(kind), "/lm_head"));
   const std::string unread = first_unread_object(f.get(), plan, skipped);
   if (!unread.empty())
     throw bad(str(unread, " is not part of the configured model (a checkpoint of more layers, or another "

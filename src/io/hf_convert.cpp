@@ -491,6 +491,9 @@ std::vector<float> HfImport::local_params(const ParamLayout& layout, bool* score
 CheckpointExport::CheckpointExport(const std::string& file) : file_(file) {
   info_ = read_checkpoint_info(file);
   model_ = parse_config_text(info_.config, file + " (stored config)").model;
+  if (model_.score_head)
+    throw InputError(str("checkpoint ", file, ": a reward model (task = reward); its export to Hugging Face "
+                         "(*ForSequenceClassification) is not implemented"));
   tensors_ = hf_tensors(model_);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) throw InputError(str("checkpoint ", file, ": cannot be opened as HDF5"));

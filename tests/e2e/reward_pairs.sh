@@ -4,7 +4,7 @@
 # tokenizer; llama-tiny, started (--init.from) from a language model's checkpoint, trains its
 # score head and its pair accuracy rises to 0.9 or more on training and held-out pairs (in training
 # and in trident eval of its checkpoint). Then the
-# refusals: an odd micro-batch, a reward checkpoint given to a language-model run, eval or generate, a
+# refusals: an odd micro-batch, a reward checkpoint given to a language-model run, eval, convert --to-hf or generate, a
 # language model's checkpoint resumed by a reward run (each exit 2 with a one-line reason).
 #   reward_pairs.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
@@ -67,6 +67,8 @@ refused lm_resumed_as_reward "holds a language model, not a reward model.*--init
   --train.global_batch_size 2 --checkpoint.dir "$out/lm" --checkpoint.resume "$out/lm/step_1.h5" --train.steps 2
 refused eval_as_lm "holds a reward model.*loads only with --task reward" \
   "$trident" eval --checkpoint "$out/rm/step_24.h5" --backend cpu --data.val "$data" --train.eval_steps 1
+refused to_hf "a reward model (task = reward); its export to Hugging Face" \
+  "$trident" convert --to-hf "$out/rm/step_24.h5" --out "$out/hf"
 refused generate "a reward model (task = reward) scores text but has no LM head" \
   "$trident" generate --checkpoint "$out/rm/step_24.h5" --tokenizer byte --prompt "What is 1 + 1?"
 echo "reward_pairs: ok"

@@ -160,6 +160,9 @@ int cmd_generate(const Args& args) {
     throw InputError("parallel.pp: generation runs on one pipeline stage; use parallel.tp to split the model");
   CheckpointInfo info;
   RunConfig cfg = config_for_checkpoint(o.checkpoint, parsed.cfg, &info);
+  if (cfg.model.score_head)
+    throw InputError(str("--checkpoint ", o.checkpoint, ": a reward model (task = reward) scores text but has no LM head "
+                         "to generate with; use a language model's checkpoint"));
   std::unique_ptr<Tokenizer> tok;
   std::vector<std::string> texts{o.prompt};
   GenerationParams gp{o.sampling, o.max_new_tokens, {}, o.seed};

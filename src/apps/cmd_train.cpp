@@ -102,22 +102,29 @@ void check_init_from(const RunConfig& cfg) {
 }
 
 // A new run from init.from's weights: a trident checkpoint's parameters, or a Hugging Face
-// directory converted in memory (each rank reads its shards); fresh optimizer, step 0.
+// directory converted in memory (each rank reads its shards); fresh optimizer, step 0. A reward
+// model from a language model's weights takes their transformer, and its score head starts from
+// train.seed's initialisation, as in a run from scratch.
 void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
   const std::string& from = cfg.init.from;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> weights;
   const bool hf = std::filesystem::is_directory(from);
+  bool score_unread = false;
+  const ParamLayout& layout = trainer.model().layout();
   collective_check(MPI_COMM_WORLD, [&] {
     if (hf)
-      weights = HfImport(from).local_params(trainer.model().layout());
+      weights = HfImport(from).local_params(layout, &score_unread);
     else
-      read_checkpoint_params(from, trainer.model(), g, weights);
+      read_checkpoint_params(from, trainer.model(), g, weights, &score_unread);
   });
+  const ParamInfo* score = layout.find("score.weight");
+  if (score_unread && score) init_param_values(*score, cfg.train.seed, weights.data() + score->offset);
   trainer.set_initial_weights(weights);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds,
-               " s; fresh optimizer, step 0"));
+               " s; fresh optimizer, step 0",
+               score_unread ? "; a language model's transformer: score.weight initialised from train.seed" : ""));
 }
 
 // The tokenizer the run's checkpoints keep, and where it came from: data.tokenizer, else the one
@@ -220,9 +227,14 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
       const auto t0 = std::chrono::steady_clock::now();
-      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      const EvalResult r = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      s.val_loss = r.loss;
+      s.val_accuracy = r.accuracy;
       summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(cfg.model.score_head
+                   ? str("eval  ", s.step, " | val loss ", r.loss, " | val accuracy ", r.accuracy, " | val margin ",
+                         r.margin)
+                   : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
     summary.step(s);
@@ -294,8 +306,9 @@ int cmd_train(const Args& args) {
   RunTokenizer tokenizer;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = (cfg.task == "sft" ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
-                                                           cfg.train.seed);
+    data = (cfg.preference_task() ? open_preference_data
+            : cfg.task == "sft"   ? open_sft_data
+                                  : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));

@@ -9,8 +9,9 @@ template <class Visitor>
 void visit_run_options(RunConfig& c, Visitor&& v) {
   v.section("", "General");
   v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
-  v("task", c.task, "pretrain (token windows of data.train, every token trained) or sft (supervised fine-tuning: "
-    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only; docs/FINE_TUNING.md)");
+  v("task", c.task, "pretrain (token windows of data.train, every token trained), sft (supervised fine-tuning: "
+    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only) or reward (a reward "
+    "model: score head instead of the LM head, pairwise loss on a preference dataset; docs/FINE_TUNING.md)");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "

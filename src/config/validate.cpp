@@ -203,13 +203,18 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
-  require(cfg.task == "pretrain" || cfg.task == "sft", "task", cfg.task, "must be pretrain or sft");
+  require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "reward", "task", cfg.task,
+          "must be pretrain, sft or reward");
+  cfg.model.score_head = cfg.task == "reward";
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
+  require(!cfg.preference_task() || cfg.train.micro_batch_size % 2 == 0, "train.micro_batch_size",
+          cfg.train.micro_batch_size,
+          str("must be even for task ", cfg.task, ": a micro-batch holds whole preference pairs (chosen, rejected)"));
   const ParallelConfig& p = cfg.parallel;
   const int64_t rows = int64_t{cfg.train.micro_batch_size} * cfg.model.seq_len;
   // The backend's ops take the rows of a micro-batch (N) as an int.

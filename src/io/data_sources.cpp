@@ -10,6 +10,7 @@
 #include "trident/config/blend_spec.hpp"
 #include "trident/core/error.hpp"
 #include "trident/io/blended_source.hpp"
+#include "trident/io/preference_source.hpp"
 #include "trident/io/sft_source.hpp"
 
 namespace trident {
@@ -100,13 +101,40 @@ std::unique_ptr<BlendedSource> validation_source(const DataConfig& cfg, const st
   return nullptr;
 }
 
-// The one chat dataset a fine-tuning option names.
-std::shared_ptr<const MaskedDataset> open_chat(const char* option, const std::string& spec) {
+// What a fine-tuning task reads: chat records (sft, one sequence each) or preference pairs (dpo,
+// reward: chosen and rejected), and how the log and the errors name them.
+template <class Source>
+struct MaskedKind;
+
+template <>
+struct MaskedKind<SftSource> {
+  static constexpr int kSequences = 1;
+  static constexpr const char* kReads = "task sft reads one chat dataset";
+  static constexpr const char* kData = "a chat dataset (trident tokenize --format chat)";
+  static std::string rows(const SftSource& s) {
+    return str("one per sequence of seq_len + 1 tokens (padded; ", s.cut_records(), " longer records cut)");
+  }
+};
+
+template <>
+struct MaskedKind<PreferenceSource> {
+  static constexpr int kSequences = 2;
+  static constexpr const char* kReads = "tasks dpo and reward read one preference dataset";
+  static constexpr const char* kData = "a preference dataset (trident tokenize --format preference)";
+  static std::string rows(const PreferenceSource& s) {
+    return str("two sequences (chosen, rejected) of seq_len + 1 tokens each (padded; ", s.cut_sequences(),
+               " longer sides cut)");
+  }
+};
+
+// The one fine-tuning dataset an option names.
+template <class Source>
+std::shared_ptr<const MaskedDataset> open_masked(const char* option, const std::string& spec) {
   const std::vector<BlendPart> parts = parse_blend_spec(option, spec);
   if (parts.size() != 1)
-    throw InputError(str(option, " = '", spec, "': task sft reads one chat dataset (PREFIX), not a blend of ",
+    throw InputError(str(option, " = '", spec, "': ", MaskedKind<Source>::kReads, " (PREFIX), not a blend of ",
                          parts.size()));
-  return std::make_shared<const MaskedDataset>(parts[0].prefix, 1);
+  return std::make_shared<const MaskedDataset>(parts[0].prefix, MaskedKind<Source>::kSequences);
 }
 
 // Records [0, cut) train and [cut, n) validate under data.split.
@@ -115,59 +143,71 @@ size_t split_records(const MaskedDataset& ds, double split) {
   return std::min(n, static_cast<size_t>(std::llround(split * static_cast<double>(n))));
 }
 
-std::unique_ptr<SftSource> sft_source(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
+template <class Source>
+std::unique_ptr<Source> masked_source(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
                                       const char* role, double split, int seq_len, int vocab_size, uint64_t seed) {
   if (first >= end)
     throw InputError(str("data.split = ", split, " leaves no record of the ", ds->num_records(), " of ",
                          ds->tokens().prefix(), " for ", role,
                          std::string(role) == "training" ? "; raise data.split" : "; lower data.split or set data.val"));
-  return std::make_unique<SftSource>(std::move(ds), first, end, seq_len, vocab_size, seed);
+  return std::make_unique<Source>(std::move(ds), first, end, seq_len, vocab_size, seed);
 }
 
-std::string describe_sft(const char* role, const SftSource& s) {
+template <class Source>
+std::string describe_masked(const char* role, const Source& s) {
   const MaskedDataset& ds = s.dataset();
   return str(role, " ", ds.tokens().prefix(), ": records [", s.first_record(), ", ", s.end_record(), ") of ",
-             ds.num_records(), ", one per sequence of ", "seq_len + 1 tokens (padded; ", s.cut_records(),
-             " longer records cut)");
+             ds.num_records(), ", ", MaskedKind<Source>::rows(s));
 }
 
-std::unique_ptr<SftSource> sft_validation(const DataConfig& cfg, const std::shared_ptr<const MaskedDataset>& train,
+template <class Source>
+std::unique_ptr<Source> masked_validation(const DataConfig& cfg, const std::shared_ptr<const MaskedDataset>& train,
                                           int seq_len, int vocab_size, uint64_t seed) {
   if (!cfg.val.empty()) {
-    std::shared_ptr<const MaskedDataset> val = open_chat("data.val", cfg.val);
+    std::shared_ptr<const MaskedDataset> val = open_masked<Source>("data.val", cfg.val);
     const size_t n = val->num_records();
-    return std::make_unique<SftSource>(std::move(val), 0, n, seq_len, vocab_size, seed);
+    return std::make_unique<Source>(std::move(val), 0, n, seq_len, vocab_size, seed);
   }
   if (cfg.split < 1 && train)
-    return sft_source(train, split_records(*train, cfg.split), train->num_records(), "validation", cfg.split, seq_len,
-                      vocab_size, seed);
+    return masked_source<Source>(train, split_records(*train, cfg.split), train->num_records(), "validation",
+                                 cfg.split, seq_len, vocab_size, seed);
   return nullptr;
+}
+
+template <class Source>
+DataSources open_masked_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
+  if (cfg.train.empty())
+    throw InputError(str("data.train is empty: give the PREFIX of ", MaskedKind<Source>::kData));
+  std::shared_ptr<const MaskedDataset> train = open_masked<Source>("data.train", cfg.train);
+  const size_t end = cfg.val.empty() && cfg.split < 1 ? split_records(*train, cfg.split) : train->num_records();
+  std::unique_ptr<Source> train_source =
+      masked_source<Source>(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed);
+  std::unique_ptr<Source> val_source = masked_validation<Source>(cfg, train, seq_len, vocab_size, seed);
+  DataSources out;
+  out.train_sequences = train_source->records() * MaskedKind<Source>::kSequences;
+  out.description = describe_masked("train", *train_source);
+  if (val_source) out.description += "\n" + describe_masked("validation", *val_source);
+  out.train = std::move(train_source);
+  out.val = std::move(val_source);
+  return out;
 }
 
 }  // namespace
 
 DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
-  if (cfg.train.empty())
-    throw InputError("data.train is empty: give the PREFIX of a chat dataset (trident tokenize --format chat)");
-  std::shared_ptr<const MaskedDataset> train = open_chat("data.train", cfg.train);
-  const size_t end = cfg.val.empty() && cfg.split < 1 ? split_records(*train, cfg.split) : train->num_records();
-  std::unique_ptr<SftSource> train_source =
-      sft_source(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed);
-  std::unique_ptr<SftSource> val_source = sft_validation(cfg, train, seq_len, vocab_size, seed);
-  DataSources out;
-  out.train_sequences = train_source->records();
-  out.description = describe_sft("train", *train_source);
-  if (val_source) out.description += "\n" + describe_sft("validation", *val_source);
-  out.train = std::move(train_source);
-  out.val = std::move(val_source);
-  return out;
+  return open_masked_data<SftSource>(cfg, seq_len, vocab_size, seed);
+}
+
+DataSources open_preference_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed) {
+  return open_masked_data<PreferenceSource>(cfg, seq_len, vocab_size, seed);
 }
 
 std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,
                                                   bool sft) {
   if (sft) {
     const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
-    return sft_validation(cfg, split ? open_chat("data.train", cfg.train) : nullptr, seq_len, vocab_size, seed);
+    return masked_validation<SftSource>(cfg, split ? open_masked<SftSource>("data.train", cfg.train) : nullptr,
+                                        seq_len, vocab_size, seed);
   }
   const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
   const std::vector<OpenedPart> train = split ? open_parts(parse_blend_spec("data.train", cfg.train))

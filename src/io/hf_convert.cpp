@@ -391,6 +391,9 @@ std::vector<float> from_hf_layout(const HfTensor& t, std::vector<float> data) {
 }
 
 std::string model_difference(const ModelConfig& run, const ModelConfig& weights) {
+  // A reward model starts from a language model's transformer; the other way round has no LM head.
+  if (weights.score_head && !run.score_head)
+    return "the weights are a reward model (a score head, no LM head); they load only with --task reward";
   std::string out;
   auto field = [&](const char* key, const auto& mine, const auto& theirs) {
     if (out.empty() && !(mine == theirs))
@@ -466,9 +469,15 @@ void HfImport::read_shard(const HfTensor& t, const std::string& file_name, const
   }
 }
 
-std::vector<float> HfImport::local_params(const ParamLayout& layout) const {
+std::vector<float> HfImport::local_params(const ParamLayout& layout, bool* score_unread) const {
   std::vector<float> params(layout.total(), 0.0f);
+  if (score_unread) *score_unread = false;
   for (const ParamInfo& p : layout.params()) {
+    if (p.name == "score.weight" && !index_.count(p.name)) {
+      TRIDENT_CHECK(score_unread != nullptr, "HfImport: a reward model's layout without score_unread");
+      *score_unread = true;
+      continue;
+    }
     const size_t i = index_.at(p.name);
     read_shard(tensors_[i], file_names_[i], p, params.data() + p.offset);
   }
@@ -478,6 +487,9 @@ std::vector<float> HfImport::local_params(const ParamLayout& layout) const {
 CheckpointExport::CheckpointExport(const std::string& file) : file_(file) {
   info_ = read_checkpoint_info(file);
   model_ = parse_config_text(info_.config, file + " (stored config)").model;
+  if (model_.score_head)
+    throw InputError(str("checkpoint ", file, ": a reward model (task = reward); its export to Hugging Face "
+                         "(*ForSequenceClassification) is not implemented"));
   tensors_ = hf_tensors(model_);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) throw InputError(str("checkpoint ", file, ": cannot be opened as HDF5"));

@@ -138,8 +138,11 @@ void TensorBoardWriter::write(const StepStats& s) {
   add("train/lr", s.lr);
   add("train/grad_norm", s.grad_norm);
   add("train/skipped_steps", s.skipped_steps);
+  add("train/accuracy", s.accuracy);
+  add("train/margin", s.margin);
   add("val/loss", s.val_loss);
-  add("val/ppl", std::exp(s.val_loss));
+  add("val/accuracy", s.val_accuracy);
+  if (!std::isfinite(s.val_accuracy)) add("val/ppl", std::exp(s.val_loss));   // token losses only
   add("perf/tokens_per_s", s.tokens_per_s);
   add("perf/step_ms", s.step_ms);
   add("perf/mfu", s.mfu);

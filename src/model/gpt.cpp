@@ -41,8 +41,9 @@ struct GptStage::Slot {
 struct GptStage::Scratch {
   TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
-  TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
-  TensorView loss_acc;                         // (1) f32 sum of token losses
+  TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
+  TensorView scores, dscores;                  // (B) (B) f32; score head (reward model)
+  TensorView loss_acc;                         // (3) f32 LossSums
   // The norm outputs whole, (N, C) each, where the slots do not keep them so: under recompute
   // (selective, or a fully recomputed block's) and sequence parallelism (gathered from the ranks'
   // rows); the MLP activation (N, fc_act) under recompute.
@@ -60,7 +61,7 @@ struct GptStage::Dims {
   size_t rows;   // of the residual stream a slot keeps: N, or this rank's N/tp under sequence parallelism
   int n_layers;
   RecomputePlan rc;
-  bool sp, has_blocks, last;
+  bool sp, has_blocks, last, score_head;
   Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, const ActivationOptions& o)
       : act(a),
         bd(block_dims(m, tp)),
@@ -74,7 +75,8 @@ struct GptStage::Dims {
         rc{std::min(o.recompute.full, st.n_layers()), o.recompute.selective},
         sp(o.sequence_parallel && tp > 1),
         has_blocks(st.n_layers() > 0),
-        last(st.last()) {
+        last(st.last()),
+        score_head(m.score_head) {
     rows = sp ? N / tp : N;
   }
   size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
@@ -120,11 +122,16 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     if (!d.bd.llama) a.want(&sc.lnf_mean, DType::F32, N);
     a.want(&sc.lnf_rstd, DType::F32, N);
     a.want(&sc.dlnf, act, N * C);
-    a.want(&sc.logits, act, d.logits_rows * d.Vl);
-    a.want(&sc.rowmax, DType::F32, d.logits_rows);
-    a.want(&sc.stats, DType::F32, d.logits_rows * 2);
-    a.want(&sc.losses, DType::F32, N);
-    a.want(&sc.loss_acc, DType::F32, 1);
+    if (d.score_head) {
+      a.want(&sc.scores, DType::F32, d.B);
+      a.want(&sc.dscores, DType::F32, d.B);
+    } else {
+      a.want(&sc.logits, act, d.logits_rows * d.Vl);
+      a.want(&sc.rowmax, DType::F32, d.logits_rows);
+      a.want(&sc.stats, DType::F32, d.logits_rows * 2);
+      a.want(&sc.losses, DType::F32, N);
+    }
+    a.want(&sc.loss_acc, DType::F32, 3);
   }
 }
 
@@ -213,13 +220,16 @@ StageTensors GptStage::view_tensors(TensorView base) const {
     return base.slice(a.offset, b.offset + b.numel - a.offset);
   };
   StageTensors t;
-  const bool tied = m_.tied();
+  const bool tied = m_.head_is_wte();
   if (stage_.first() || (stage_.last() && tied)) t.wte = v("wte");
   if (stage_.first() && !m_.llama()) t.wpe = v("wpe");
   if (stage_.last()) {
     t.lnf_w = v("lnf.weight");
     if (!m_.llama()) t.lnf_b = v("lnf.bias");
-    t.lm_head = tied ? t.wte : v("lm_head");
+    if (m_.score_head)
+      t.score_w = v("score.weight");
+    else
+      t.lm_head = tied ? t.wte : v("lm_head");
   }
   for (int l = stage_.layer_begin; l < stage_.layer_end; ++l) {
     std::string b = str("blocks.", l, ".");
@@ -243,20 +253,21 @@ StageTensors GptStage::view_tensors(TensorView base) const {
   return t;
 }
 
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
+  const uint64_t stream = name_stream(p.name);
+  const long n = static_cast<long>(p.numel);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) {
+    int64_t gi = p.global_index(static_cast<size_t>(i));
+    if (gi < 0) continue;  // padding rows of the vocabulary stay zero
+    dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
+                            : static_cast<float>(p.init_value);
+  }
+}
+
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
-  for (const ParamInfo& p : layout_.params()) {
-    uint64_t stream = name_stream(p.name);
-    float* dst = host.data() + p.offset;
-    const long n = static_cast<long>(p.numel);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i) {
-      int64_t gi = p.global_index(static_cast<size_t>(i));
-      if (gi < 0) continue;  // padding rows of the vocabulary stay zero
-      dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
-                              : static_cast<float>(p.init_value);
-    }
-  }
+  for (const ParamInfo& p : layout_.params()) init_param_values(p, seed, host.data() + p.offset);
   // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or a
   // temporary one where there is none.
   Buffer staging = grads_.numel ? Buffer() : Buffer(be_, layout_.total() * sizeof(float));
@@ -644,12 +655,14 @@ void GptStage::sum_kv_replicas(int block) {
 
 std::vector<float> GptStage::forward_logits(int slot) {
   TRIDENT_CHECK(stage_.first() && stage_.last(), "forward_logits needs a single pipeline stage (pp = 1)");
+  TRIDENT_CHECK(!m_.score_head, "forward_logits: a reward model has no LM head");
   TRIDENT_CHECK(!sp_, "forward_logits: not with sequence parallelism");
   return head_logits(forward_blocks(slots_[slot]), B_ * T_);
 }
 
 std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   TRIDENT_CHECK(stage_.last() && rows <= B_ * T_, str("head_logits of ", rows, " rows"));
+  TRIDENT_CHECK(!m_.score_head, "head_logits: a reward model has no LM head");
   Scratch& sc = *scratch_;
   const int C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
   const size_t rc = static_cast<size_t>(rows) * C;
@@ -852,9 +865,10 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       });
 }
 
-// Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
-// (rows, V/tp) logits never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered.
-// With gradients, the head's backward runs here too and leaves dL/dx in s.grad.
+// Final LayerNorm, then (a reward model: score_head_forward) tied-embedding logits and
+// vocab-parallel cross-entropy, in row chunks so the (rows, V/tp) logits never exceed
+// kLogitsChunkBytes; full-vocabulary logits are never gathered. With gradients, the head's
+// backward runs here too and leaves dL/dx in s.grad.
 void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
   Scratch& sc = *scratch_;
   const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
@@ -869,6 +883,10 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   norm_fwd(be_, shape, own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), x, p_.lnf_w,
            p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
+  if (m_.score_head) {
+    score_head_forward(s, x, with_grad, dloss);
+    return;
+  }
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
     TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
@@ -890,32 +908,60 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
       be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.lm_head,
                      TensorView{}, logits, lnf, p_.lm_head, R, C, Vl);
   }
-  be_.sum(sc.loss_acc, sc.losses);
+  be_.sum(sc.loss_acc.slice(0, 1), sc.losses);
   if (!with_grad) return;
-  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
+  final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
+}
+
+// A reward model's head after the final norm: each sequence's score at its last token and the
+// pairwise loss (pairs are rows 2i, 2i+1 of the micro-batch). The score is computed alike on
+// every TP rank from the gathered norm output and the replicated score.weight, so dlnf is whole
+// on each: no TP sum.
+void GptStage::score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
+  Scratch& sc = *scratch_;
+  const int32_t* targets = s.targets.as<int32_t>();
+  be_.reward_fwd(sc.scores, with_grad ? sc.dscores : TensorView{}, sc.loss_acc, sc.lnf, p_.score_w, targets, B_, T_,
+                 C_, dloss);
+  if (!with_grad) return;
+  be_.reward_bwd(sc.dlnf, gr_.score_w, sc.dscores, sc.lnf, p_.score_w, targets, B_, T_, C_);
+  final_norm_backward(s, x, TpSum{});
+}
+
+// The final norm's backward from sc.dlnf (its TP sum `dlnf_sum` started, or none), into s.grad.
+void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
+  Scratch& sc = *scratch_;
+  const int C = C_;
+  Stream st = be_.stream();
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
-  norm_bwd_tp(be_, shape, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
-              saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(),
-              dlnf_sum.release_in_op());
+  norm_bwd_tp(be_, block_shape(B_ * T_), bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C),
+              dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),
+              bwd_row_count(), dlnf_sum.release_in_op());
   dlnf_sum.done(st);
   if (split_bwd_) start_grad_gather(s, s.grad);
 }
 
-TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
+TensorView GptStage::loss_sums() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
 
-void GptStage::zero_loss_sum() {
+void GptStage::zero_loss_sums() {
   if (stage_.last()) be_.zero(scratch_->loss_acc);
 }
 
-double GptStage::take_loss_sum() {
-  if (!stage_.last()) return 0.0;
-  float v = 0;
-  be_.copy_to_host(&v, scratch_->loss_acc);
+LossSums GptStage::take_loss_sums() {
+  if (!stage_.last()) return {};
+  float v[3] = {0, 0, 0};
+  be_.copy_to_host(v, scratch_->loss_acc);
   be_.zero(scratch_->loss_acc);
-  return v;
+  return {v[0], v[1], v[2]};
+}
+
+std::vector<float> GptStage::last_scores() const {
+  TRIDENT_CHECK(stage_.last() && m_.score_head, "last_scores: only the last stage of a reward model has scores");
+  std::vector<float> out(B_);
+  be_.copy_to_host(out.data(), scratch_->scores);
+  return out;
 }
 
 }  // namespace trident

@@ -56,7 +56,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_mask_.resize(static_cast<size_t>(B) * T);
   host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
-  stats_buf_ = Buffer(be, 2 * sizeof(float));
+  stats_buf_ = Buffer(be, 4 * sizeof(float));
 }
 
 Trainer::~Trainer() = default;
@@ -90,12 +90,14 @@ void Trainer::sync_parameters() {
 }
 
 // The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
-// kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient.
+// kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient (and which
+// places a reward model's score).
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
-  const bool masked = source.masks_targets();
+  const bool masked = source.masks_targets(), pairs = cfg_.model.score_head;
+  TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), "a reward model reads pairs of masked sequences");
   batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
-  uint64_t trained = 0;   // targets this rank trains, when masked
+  uint64_t trained = 0;   // targets this rank trains, when masked (reward model: pairs it scores)
   const auto t0 = std::chrono::steady_clock::now();
   for (int micro = 0; micro < n_micro_ && (model_->stage().first() || model_->stage().last()); ++micro) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
@@ -107,8 +109,13 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
         const bool train = !masked || host_mask_[b * T + t];
         host_batch_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
         host_batch_[n + base + b * T + t] = train ? host_tokens_[b * (T + 1) + t + 1] : kIgnoredTarget;
-        trained += train;
+        if (!pairs) trained += train;
       }
+    // A pair is scored when both its sequences have a trained target (Backend::reward_fwd).
+    auto any_trained = [&](int b) {
+      return std::any_of(&host_mask_[b * T], &host_mask_[b * T] + T, [](uint8_t m) { return m != 0; });
+    };
+    for (int b = 0; pairs && b < B; b += 2) trained += any_trained(b) && any_trained(b + 1);
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!masked) return;
@@ -131,30 +138,46 @@ void Trainer::load_micro(int micro, int slot) {
     model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
 }
 
-// Sum of token losses over the world (last stage, TP rank 0 of every DP replica contributes).
-double Trainer::reduce_loss(double local_sum) {
-  float v = g_.coord.tp == 0 ? static_cast<float>(local_sum) : 0.0f;
-  TensorView s = stats_buf_.view(DType::F32).slice(0, 1);
-  be_.copy_from_host(s, &v);
-  g_.world->all_reduce(s.data, 1, DType::F32, ReduceOp::Sum, be_.stream());
-  be_.copy_to_host(&v, s);
-  return v;
+// LossSums over the world (last stage, TP rank 0 of every DP replica contributes).
+LossSums Trainer::reduce_loss(LossSums local) {
+  float v[3] = {0, 0, 0};
+  if (g_.coord.tp == 0) {
+    v[0] = static_cast<float>(local.loss);
+    v[1] = static_cast<float>(local.correct);
+    v[2] = static_cast<float>(local.margin);
+  }
+  TensorView s = stats_buf_.view(DType::F32).slice(0, 3);
+  be_.copy_from_host(s, v);
+  g_.world->all_reduce(s.data, 3, DType::F32, ReduceOp::Sum, be_.stream());
+  be_.copy_to_host(v, s);
+  return {v[0], v[1], v[2]};
 }
 
-double Trainer::evaluate(BatchSource& source, int steps) {
+EvalResult Trainer::evaluate(BatchSource& source, int steps) {
   TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
   TraceRange range("evaluation");
   const int64_t G = cfg_.train.global_batch_size;
-  double sum = 0, targets = 0;
+  LossSums sum;
+  double targets = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
     eval_executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, false, 0.0f, UnitDone{});
-    sum += reduce_loss(model_->take_loss_sum());
+    const LossSums batch = reduce_loss(model_->take_loss_sums());
+    sum.loss += batch.loss;
+    sum.correct += batch.correct;
+    sum.margin += batch.margin;
     targets += batch_targets_;
   }
-  return sum / std::max(targets, 1.0);
+  EvalResult r;
+  const double n = std::max(targets, 1.0);
+  r.loss = sum.loss / n;
+  if (cfg_.model.score_head) {
+    r.accuracy = sum.correct / n;
+    r.margin = sum.margin / n;
+  }
+  return r;
 }
 
 StepStats Trainer::train_step(int step) {
@@ -176,8 +199,9 @@ void Trainer::queue_step(int step) {
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
-  // The loss is the mean over the global batch's trained targets (all of them, but for sft): each
-  // target's gradient is scaled by the inverse of their count (a batch without any trains nothing).
+  // The loss is the mean over the global batch's trained targets (all of them, but for sft; a
+  // reward model's scored pairs): each target's (pair's) gradient is scaled by the inverse of
+  // their count (a batch without any trains nothing).
   q.targets = batch_targets_;
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
@@ -189,13 +213,13 @@ void Trainer::queue_step(int step) {
   if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
     be_.scale(model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
-  // [sum of token losses, squared gradient norm] in one world all-reduce.
-  TensorView stats = stats_buf_.view(DType::F32).slice(0, 2);
+  // [LossSums, squared gradient norm] in one world all-reduce.
+  TensorView stats = stats_buf_.view(DType::F32).slice(0, 4);
   be_.zero(stats);
-  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, 1), model_->loss_sum());
-  model_->zero_loss_sum();
-  optimizer_->add_norm_sq(stats.slice(1, 1));
-  g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
+  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, 3), model_->loss_sums());
+  model_->zero_loss_sums();
+  optimizer_->add_norm_sq(stats.slice(3, 1));
+  g_.world->all_reduce(stats.data, 4, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
   // Every rank reads the same reduced values, so all make the same decision. The read waits for
@@ -205,10 +229,10 @@ void Trainer::queue_step(int step) {
   // backward are done. Timed to its own end instead, a step finished right after the next one
   // was queued would show only what is left of it after this wait (near nothing).
   if (be_.is_device()) q.done = std::chrono::steady_clock::now();
-  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[1])));
+  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[3])));
   if (q.skipped.empty()) {
     TraceRange range("optimizer");
-    optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+    optimizer_->step(q.lr, stats.slice(3, 1), cfg_.train.grad_clip, step + 1);
   }
   queued_.push_back(q);
   // The host prepares the next batch while the device works through this step.
@@ -240,7 +264,11 @@ StepStats Trainer::finish_step() {
   s.step = q.step + 1;
   s.lr = q.lr;
   s.loss = q.stats[0] / std::max(q.targets, 1.0);
-  s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
+  if (cfg_.model.score_head) {
+    s.accuracy = q.stats[1] / std::max(q.targets, 1.0);
+    s.margin = q.stats[2] / std::max(q.targets, 1.0);
+  }
+  s.grad_norm = std::sqrt(static_cast<double>(q.stats[3]));
   s.skipped = q.skipped;
   if (!q.skipped.empty()) ++skipped_steps_;
   s.skipped_steps = skipped_steps_;

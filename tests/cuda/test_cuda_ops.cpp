@@ -876,6 +876,43 @@ TEST_F(CudaOps, CrossEntropyFused) {
 
 // ---------------------------------------------------------------- reductions and optimizer
 
+// ---------------------------------------------------------------- reward head
+
+// Pairs of sequences scored at their last token (after the last trained target, or the last
+// position), one pair with an untrained sequence (left out): scores, the (3) sums accumulated
+// onto earlier values, dscores, and the backward's dlnf rows and dw (+=).
+TEST_F(CudaOps, RewardHead) {
+  for (const RowsCase& k : {RowsCase{6, 96}, RowsCase{4, 1000}}) {
+    const int B = k.N, T = 37, C = k.C;
+    SCOPED_TRACE(announce(str("B=", B, " T=", T, " C=", C)));
+    Ints targets(static_cast<size_t>(B) * T, kIgnoredTarget);
+    for (int b = 0; b < B; ++b) {
+      const int last = b == 3 ? -1 : b == 1 ? T - 1 : static_cast<int>(hash3(9, b, 0) % (T - 1));
+      for (int t = 0; t <= last; ++t) targets[static_cast<size_t>(b) * T + t] = t % 5 == 0 ? kIgnoredTarget : 7;
+      if (last >= 0) targets[static_cast<size_t>(b) * T + last] = 7;
+    }
+    Both tgt = ints(targets);
+    Both lnf = act(random_vector(static_cast<size_t>(B) * T * C, 121));
+    Both w = act(random_vector(C, 122));
+    Both scores = f32(Vec(B)), dscores = f32(Vec(B)), stats = f32({0.5f, 1.0f, -0.25f});
+    Both dlnf = act(random_vector(static_cast<size_t>(B) * T * C, 123));   // overwritten
+    Both dw = f32(random_vector(C, 124));                                    // += onto earlier micro-batches
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      const int32_t* tp = g ? tgt.gpu.ptr<int32_t>() : tgt.cpu.ptr<int32_t>();
+      be->reward_fwd(v(scores), v(dscores), v(stats), v(lnf), v(w), tp, B, T, C, 0.125f);
+      be->reward_bwd(v(dlnf), v(dw), v(dscores), v(lnf), v(w), tp, B, T, C);
+    }
+    // fp32 dot products of the same bf16 rows; only the association differs.
+    expect_close(scores, kFp32Order, "reward_fwd scores");
+    expect_close(stats, kFp32Order, "reward_fwd stats");
+    expect_close(dscores, kFp32Order, "reward_fwd dscores");
+    expect_close(dlnf, kOneRounding, "reward_bwd dlnf");
+    expect_close(dw, kFp32Order, "reward_bwd dw");
+  }
+}
+
 TEST_F(CudaOps, Reductions) {
   for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
     SCOPED_TRACE(announce(str("n=", n)));

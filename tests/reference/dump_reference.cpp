@@ -1,10 +1,12 @@
 // Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
 // weights, the token batches, the logits and loss at initialisation, every parameter gradient of
 // the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft]
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-reward]
 // The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
 // llama-sft trains it with --task sft on samples whose targets are partly masked (the mask is
 // dumped as target_mask): the loss is the mean over the trained targets of each global batch.
+// llama-reward trains it as a reward model (--task reward: score head, pairs of samples 2i, 2i + 1
+// on the same masked samples): the scores of the first micro-batch replace the logits.
 #include <mpi.h>
 
 #include <cstdio>
@@ -50,6 +52,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     c.model.qkv_bias = model == "llama-qkv-bias";
   }
   if (model == "llama-sft") c.task = "sft";
+  if (model == "llama-reward") c.task = "reward";
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
   c.model.n_positions = 32;
@@ -68,7 +71,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   std::unique_ptr<Backend> be = make_backend(backend);
   test::MaskedLearnableSource masked(T, V, 2024);
   test::LearnableSource plain(T, V, 2024);
-  BatchSource& data = c.task == "sft" ? static_cast<BatchSource&>(masked) : plain;
+  BatchSource& data = c.task != "pretrain" ? static_cast<BatchSource&>(masked) : plain;
   Trainer trainer(c, g, *be, data);
   test::ReferenceDump dump(dir);
   dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
@@ -80,7 +83,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
                                {"ln_eps", c.model.norm_eps}, {"backend", backend}, {"arch", c.model.arch},
                                {"n_kv_head", c.model.kv_heads()}, {"ffn_hidden_size", c.model.ffn()},
                                {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
-                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}};
+                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"reward", c.task == "reward"}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -92,13 +95,22 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   }
 
   std::vector<int32_t> inputs(B * T), targets(B * T);
+  std::vector<uint8_t> mask(B * T, 1);
+  if (data.masks_targets()) data.target_mask(0, B, mask.data());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       inputs[b * T + t] = tokens[b * (T + 1) + t];
-      targets[b * T + t] = tokens[b * (T + 1) + t + 1];
+      targets[b * T + t] = mask[b * T + t] ? tokens[b * (T + 1) + t + 1] : kIgnoredTarget;
     }
   trainer.model().set_tokens(0, inputs.data(), targets.data());
-  dump.add("logits0", trainer.model().forward_logits(0), {B * T, V});
+  if (c.task == "reward") {
+    // The scores need the targets' mask (it places them); the forward's loss sums are dropped.
+    trainer.model().forward(0, false, 0.0f, UnitDone{});
+    dump.add("scores0", trainer.model().last_scores(), {B});
+    trainer.model().zero_loss_sums();
+  } else {
+    dump.add("logits0", trainer.model().forward_logits(0), {B * T, V});
+  }
 
   for (const auto& [name, v] : gather_params(trainer.model(), g).tensors) {
     const ParamInfo& p = trainer.model().layout().get(name);
@@ -129,8 +141,10 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const std::string model = argc > 4 ? argv[4] : "gpt2";
   if (argc < 2 || argc > 5 ||
-      (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft")) {
-    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft]\n");
+      (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft" &&
+       model != "llama-reward")) {
+    std::fprintf(stderr,
+                 "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-reward]\n");
     return 2;
   }
   run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10, model);

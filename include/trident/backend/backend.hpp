@@ -265,6 +265,22 @@ class Backend {
     xent_bwd(losses, logits, rowmax, stats, targets, N, v_local, v_valid, 0, dloss);
   }
 
+  // ---- reward head (task reward): B sequences of T positions in pairs, sequence 2i the chosen
+  // and 2i+1 the rejected answer of pair i. Sequence b is scored at its last token: position
+  // p_b = min(t_b + 1, T - 1), t_b the last t with targets[b*T + t] >= 0 (the last trained
+  // target, so token t_b + 1 ends the answer). A pair either of whose sequences has no trained
+  // target is left out: it adds nothing and its gradients are 0. lnf (B*T, C) act holds the final
+  // norm's output, w (C) act the score weight.
+  // scores (B) f32 = lnf[b, p_b] . w (0 for a sequence without a trained target); stats (3) f32 += [sum over pairs of -log sigmoid(d_i), pairs
+  // with d_i > 0, sum of d_i], d_i = scores[2i] - scores[2i+1]; dscores (B) f32, if given,
+  // = dloss * d(-log sigmoid(d_i))/d(scores). B is even.
+  virtual void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                          const int32_t* targets, int B, int T, int C, float dloss) = 0;
+  // dlnf (B*T, C) act = dscores[b] * w at row (b, p_b), 0 in every other row; dw (C) f32 +=
+  // sum over b of dscores[b] * lnf[b, p_b].
+  virtual void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                          const int32_t* targets, int B, int T, int C) = 0;
+
   // ---- reductions and optimizer
   virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)
   virtual void sum(TensorView acc, TensorView x) = 0;          // acc (1) f32 += sum(x), x f32

@@ -24,6 +24,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;   // rotary embedding base
   std::string tie_embeddings = "auto";   // true | false | auto (tied for gpt2, untied for llama)
   bool qkv_bias = false;         // llama: biases on q, k, v (Qwen2); gpt2 has every bias
+  // Not an option: set from task = reward (validate_run_config, parse_config_text). A reward
+  // model's head is score.weight (C -> 1), read at each sequence's last token, and it has no LM head.
+  bool score_head = false;
 
   bool llama() const { return arch == "llama"; }
   int head_size() const { return n_embd / n_head; }
@@ -33,6 +36,9 @@ struct ModelConfig {
   int kv_heads_per_rank(int tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
   int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * n_embd; }
   bool tied() const { return tie_embeddings == "auto" ? !llama() : tie_embeddings == "true"; }
+  // The LM head is the token embedding; a reward model has no LM head, so its embedding is the
+  // first stage's alone.
+  bool head_is_wte() const { return tied() && !score_head; }
   bool has_qkv_bias() const { return !llama() || qkv_bias; }
   // Positions: the learned table's rows (gpt2) or the longest sequence RoPE is used at (llama).
   int positions() const { return n_positions > 0 ? n_positions : seq_len; }
@@ -144,8 +150,11 @@ struct RunConfig {
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
-  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset)
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | reward
   std::vector<std::string> config_files;
+
+  // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.
+  bool preference_task() const { return task == "dpo" || task == "reward"; }
 
   // Resolved from the world size (parallel.dp = 0) by validate_run_config.
   int dp() const { return parallel.dp; }

@@ -30,6 +30,12 @@ DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64
 // blend, a dataset without its mask, a preference dataset, or a split that leaves no record.
 DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 
+// The same for preference pairs (tasks dpo and reward): data.train (and data.val) name one preference
+// dataset each (trident tokenize --format preference), read as PreferenceSource: samples 2i and 2i + 1
+// are pair i's chosen and rejected sides. train_sequences counts sequences (twice the records). Throws
+// InputError for a blend, a dataset without its mask, a chat dataset, or a split that leaves no record.
+DataSources open_preference_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
+
 // The validation source alone, as open_data (sft: open_sft_data) builds it: data.val, else the documents data.split
 // holds out of data.train; null when there is neither. data.train is opened only for a split.
 std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,

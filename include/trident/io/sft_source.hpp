@@ -12,6 +12,15 @@
 
 namespace trident {
 
+// end - first after checking that [first, end) is a non-empty range of ds's records.
+uint64_t record_count(const MaskedDataset& ds, size_t first, size_t end);
+// One side of record `record` as a sample row of seq_len + 1 tokens (cut, or padded with token 0),
+// and its target mask row of seq_len (the mask shifted by one: target t is token t + 1; padding
+// untrained). Token ids out of [0, vocab_size) throw InputError naming the dataset and the record.
+// SftSource and PreferenceSource read their rows through these.
+void masked_sample_row(const MaskedDataset& ds, size_t record, int which, int seq_len, int vocab_size, int32_t* row);
+void masked_target_row(const MaskedDataset& ds, size_t record, int which, int seq_len, uint8_t* row);
+
 class SftSource : public BatchSource {
  public:
   // Records [first, end) of ds, which must hold at least one.

@@ -21,7 +21,15 @@ namespace trident {
 struct StageTensors {
   TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them (llama: wpe, lnf_b)
   TensorView lm_head;                  // the head's (V/tp, C) matrix: wte when the embeddings are tied
+  TensorView score_w;                  // a reward model's (1, C) score head (it has no lm_head)
   std::vector<BlockTensors> blocks;    // this stage's blocks in forward order
+};
+
+// The head's sums over the micro-batches since they were last zeroed: of the token losses (LM head)
+// or the pair losses (reward model), and for a reward model the pairs whose chosen answer scored
+// higher and the sum of the margins score(chosen) - score(rejected).
+struct LossSums {
+  double loss = 0, correct = 0, margin = 0;
 };
 
 // Called with a unit id as soon as that unit's gradients are final for the step.
@@ -53,6 +61,10 @@ struct ActivationOptions {
   // the TP all-reduces become reduce-scatters into own rows.
   bool sequence_parallel = false;
 };
+
+// The initial values of this rank's shard of p (GptStage::init_params) into dst (p.numel): each
+// element a pure function of (seed, name, global index); padding elements are left as they are.
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst);
 
 class GptStage {
  public:
@@ -127,17 +139,20 @@ class GptStage {
   void set_tokens(int slot, TensorView inputs, TensorView targets);
 
   // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
-  // the backward of the head (dloss = d(total loss)/d(token loss)), leaving slot_grad ready.
+  // the backward of the head (dloss = d(total loss)/d(token loss), or of a pair's loss for a
+  // reward model), leaving slot_grad ready.
   void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done);
   // Backward of one micro-batch from slot_grad; parameter gradients accumulate (+=).
   void backward(int slot, const UnitDone& unit_done);
 
-  // Sum of token losses computed since the last call (0 on stages without the head).
-  double take_loss_sum();
-  // The same on the device: the (1) f32 accumulator (last stage only; empty elsewhere), and
-  // its reset; neither waits for the host.
-  TensorView loss_sum() const;
-  void zero_loss_sum();
+  // The LossSums computed since the last call (zeros on stages without the head).
+  LossSums take_loss_sums();
+  // The same on the device: the (3) f32 accumulator [loss, correct, margin] (last stage only;
+  // empty elsewhere), and its reset; neither waits for the host.
+  TensorView loss_sums() const;
+  void zero_loss_sums();
+  // A reward model's scores (B) of the micro-batch the last forward ran (last stage; waits).
+  std::vector<float> last_scores() const;
 
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
@@ -240,6 +255,8 @@ class GptStage {
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                       const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);
   StageTensors view_tensors(TensorView base) const;
 
   ModelConfig m_;

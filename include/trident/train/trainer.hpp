@@ -23,12 +23,16 @@ namespace trident {
 
 struct StepStats {
   int step = 0;             // optimizer updates done with this one: the first step is step 1
-  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft)
+  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft),
+                            // or for a reward model over its pairs
+  double accuracy = std::nan("");   // reward model: share of the pairs whose chosen answer scored higher
+  double margin = std::nan("");     // reward model: mean of score(chosen) - score(rejected) over the pairs
   double grad_norm = 0;     // before clipping
   double lr = 0;
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
+  double val_accuracy = std::nan("");   // and for a reward model its validation accuracy
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
@@ -38,6 +42,12 @@ struct StepStats {
   double elapsed_s = std::nan("");        // since the run's first step was queued
   double eta_s = std::nan("");            // to the last step, at the run's mean rate so far
   std::vector<double> mem_used_bytes, mem_total_bytes;   // per rank, on printed steps (memory monitor)
+};
+
+// An evaluation's mean loss; for a reward model also the accuracy and mean margin over its pairs.
+struct EvalResult {
+  double loss = 0;
+  double accuracy = std::nan(""), margin = std::nan("");
 };
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
@@ -73,7 +83,8 @@ class Trainer {
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
   // [0, steps * global batch), the same set for every layout; over the trained targets only when
   // the source masks targets (the sum of their losses over the count of them in all the batches).
-  double evaluate(BatchSource& source, int steps);
+  // A reward model's is the mean pair loss, with its accuracy and margin, over the scored pairs.
+  EvalResult evaluate(BatchSource& source, int steps);
 
   // Starts from given weights instead of the random initialisation (init.from), before any step:
   // `params` is this rank's layout().total() fp32 parameters; the fp32 master weights get them
@@ -107,7 +118,7 @@ class Trainer {
   void read_batch(BatchSource& source, int64_t step_first_sample);
   void upload_batch();
   void load_micro(int micro, int slot);   // micro-batch `micro` of batch_buf_ into a model slot
-  double reduce_loss(double local_sum);
+  LossSums reduce_loss(LossSums local);
 
   RunConfig cfg_;
   const ParallelGroups& g_;
@@ -122,8 +133,10 @@ class Trainer {
     int step = 0;
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
-    float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm], read before the update
-    double targets = 0;        // trained targets of the global batch: the loss is their mean
+    float stats[4] = {0, 0, 0, 0};   // [LossSums' loss, correct, margin, squared gradient norm], read
+                                     // before the update
+    double targets = 0;        // trained targets (reward model: scored pairs) of the global batch: the
+                               // loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;
@@ -136,10 +149,11 @@ class Trainer {
   std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
   // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
   // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
+  // A reward model counts its scored pairs instead: those whose two sequences train a target.
   double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
-  Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
+  Buffer stats_buf_;         // f32 [LossSums (3), squared gradient norm]
   StepGuard guard_;
   int skipped_steps_ = 0;
   double data_s_ = 0;

@@ -77,6 +77,11 @@ class CpuBackend final : public Backend, public PeerOps {
                 const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                 float dloss) override;
 
+  void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C, float dloss) override;
+  void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C) override;
+
   void sum_squares(TensorView acc, TensorView x) override;
   void sum(TensorView acc, TensorView x) override;
   void scale(TensorView x, float s) override;

@@ -16,6 +16,7 @@
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "reduce.cuh"
+#include "reward.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
 #include "sampling.cuh"
@@ -502,6 +503,26 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::xent_fused(f32_optional(losses, N, "xent_fused: losses"),
                     act(logits, rows_x_cols(N, v_local), "xent_fused: logits"), targets, N, v_local, v_valid, dloss,
                     stream_);
+  }
+
+  void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C, float dloss) override {
+    gpu::ProfileScope prof(stream_, "reward_fwd", B, C);
+    TRIDENT_CHECK(B > 0 && B % 2 == 0, str("reward_fwd: B = ", B, " sequences do not form pairs"));
+    TRIDENT_CHECK(targets != nullptr, "reward_fwd: targets not given");
+    gpu::reward_fwd(f32(scores, B, "reward_fwd: scores"), f32_optional(dscores, B, "reward_fwd: dscores"),
+                    f32(stats, 3, "reward_fwd: stats"), act(lnf, rows_x_cols(B * T, C), "reward_fwd: lnf"),
+                    act(w, C, "reward_fwd: w"), targets, B, T, C, dloss, stream_);
+  }
+
+  void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C) override {
+    gpu::ProfileScope prof(stream_, "reward_bwd", B, C);
+    TRIDENT_CHECK(B > 0 && B % 2 == 0, str("reward_bwd: B = ", B, " sequences do not form pairs"));
+    TRIDENT_CHECK(targets != nullptr, "reward_bwd: targets not given");
+    gpu::reward_bwd(act(dlnf, rows_x_cols(B * T, C), "reward_bwd: dlnf"), f32(dw, C, "reward_bwd: dw"),
+                    f32(dscores, B, "reward_bwd: dscores"), act(lnf, rows_x_cols(B * T, C), "reward_bwd: lnf"),
+                    act(w, C, "reward_bwd: w"), targets, B, T, C, stream_);
   }
 
   // ---- reductions and optimizer

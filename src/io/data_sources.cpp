@@ -116,19 +116,25 @@ size_t split_records(const MaskedDataset& ds, double split) {
 }
 
 std::unique_ptr<SftSource> sft_source(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
-                                      const char* role, double split, int seq_len, int vocab_size, uint64_t seed) {
+                                      const char* role, double split, int seq_len, int vocab_size, uint64_t seed,
+                                      bool pack) {
   if (first >= end)
     throw InputError(str("data.split = ", split, " leaves no record of the ", ds->num_records(), " of ",
                          ds->tokens().prefix(), " for ", role,
                          std::string(role) == "training" ? "; raise data.split" : "; lower data.split or set data.val"));
-  return std::make_unique<SftSource>(std::move(ds), first, end, seq_len, vocab_size, seed);
+  return std::make_unique<SftSource>(std::move(ds), first, end, seq_len, vocab_size, seed, pack);
 }
 
-std::string describe_sft(const char* role, const SftSource& s) {
+// The packing efficiency: the share of sample tokens that hold record tokens (the rest is padding).
+std::string describe_sft(const char* role, SftSource& s) {
   const MaskedDataset& ds = s.dataset();
+  const std::string layout = s.packs_documents() ? str("packed into ", s.epoch_samples(), " sequences per epoch of ")
+                                                 : std::string("one per sequence of ");
+  char filled[16];
+  std::snprintf(filled, sizeof filled, "%.1f%%", 100.0 * s.fill());
   return str(role, " ", ds.tokens().prefix(), ": records [", s.first_record(), ", ", s.end_record(), ") of ",
-             ds.num_records(), ", one per sequence of ", "seq_len + 1 tokens (padded; ", s.cut_records(),
-             " longer records cut)");
+             ds.num_records(), ", ", layout, "seq_len + 1 tokens (", filled, " filled, the rest padding; ",
+             s.cut_records(), " longer records cut)");
 }
 
 std::unique_ptr<SftSource> sft_validation(const DataConfig& cfg, const std::shared_ptr<const MaskedDataset>& train,
@@ -136,11 +142,11 @@ std::unique_ptr<SftSource> sft_validation(const DataConfig& cfg, const std::shar
   if (!cfg.val.empty()) {
     std::shared_ptr<const MaskedDataset> val = open_chat("data.val", cfg.val);
     const size_t n = val->num_records();
-    return std::make_unique<SftSource>(std::move(val), 0, n, seq_len, vocab_size, seed);
+    return std::make_unique<SftSource>(std::move(val), 0, n, seq_len, vocab_size, seed, cfg.pack);
   }
   if (cfg.split < 1 && train)
     return sft_source(train, split_records(*train, cfg.split), train->num_records(), "validation", cfg.split, seq_len,
-                      vocab_size, seed);
+                      vocab_size, seed, cfg.pack);
   return nullptr;
 }
 
@@ -152,10 +158,10 @@ DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, ui
   std::shared_ptr<const MaskedDataset> train = open_chat("data.train", cfg.train);
   const size_t end = cfg.val.empty() && cfg.split < 1 ? split_records(*train, cfg.split) : train->num_records();
   std::unique_ptr<SftSource> train_source =
-      sft_source(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed);
+      sft_source(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed, cfg.pack);
   std::unique_ptr<SftSource> val_source = sft_validation(cfg, train, seq_len, vocab_size, seed);
   DataSources out;
-  out.train_sequences = train_source->records();
+  out.train_sequences = train_source->epoch_samples();
   out.description = describe_sft("train", *train_source);
   if (val_source) out.description += "\n" + describe_sft("validation", *val_source);
   out.train = std::move(train_source);

@@ -93,11 +93,11 @@ std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
   const bool wpe = g.coord.tp == 0 && !w.wpe.empty();
   be.encoder_fwd(x, tokens_.as<int32_t>(), w.wte,
                  wpe ? w.wpe.slice(static_cast<size_t>(pos_) * C, static_cast<size_t>(n) * C) : TensorView{}, 1, n, C,
-                 layout.vocab_start(), layout.vocab_local());
+                 layout.vocab_start(), layout.vocab_local(), nullptr);
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      if (d.llama) be.rope_fwd(a.qkv, model_.rope(), 1, n, d.NHl, d.NKVl, d.HS, pos_);
+      if (d.llama) be.rope_fwd(a.qkv, model_.rope(), 1, n, d.NHl, d.NKVl, d.HS, pos_, nullptr);
       be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, d.NHl, d.NKVl, d.HS);
     };
     block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);

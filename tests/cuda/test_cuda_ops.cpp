@@ -166,7 +166,7 @@ class CudaOps : public ::testing::Test {
     Both qkv = act(random_vector(BTC_qkv, 81, 2.0f));
     // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
     Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS, nullptr);
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(BTC_qkv));
@@ -175,7 +175,7 @@ class CudaOps : public ::testing::Test {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
       be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NKV,
-                        HS);
+                        HS, nullptr);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
@@ -288,9 +288,9 @@ TEST_F(CudaOps, EncoderFwd) {
     Both wpe = act(random_vector(static_cast<size_t>(block) * k.C, 4));
     Both out = act(Vec(static_cast<size_t>(N) * k.C));
     cpu().encoder_fwd(out.cpu.view(), tok.cpu.ptr<int32_t>(), wte.cpu.view(), k.wpe ? wpe.cpu.view() : TensorView(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     gpu().encoder_fwd(out.gpu.view(), tok.gpu.ptr<int32_t>(), wte.gpu.view(), k.wpe ? wpe.gpu.view() : TensorView(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     expect_close(out, kOneRounding, "encoder_fwd out");  // exact fp32 sum of two bf16, one rounding
   }
 }
@@ -307,9 +307,9 @@ TEST_F(CudaOps, EncoderBwd) {
     Both dwte = f32(random_vector(static_cast<size_t>(k.v_local) * k.C, 7));  // += onto earlier micro-batches
     Both dwpe = f32(random_vector(static_cast<size_t>(k.T) * k.C, 8));
     cpu().encoder_bwd(dwte.cpu.view(), k.wpe ? dwpe.cpu.view() : TensorView(), dout.cpu.view(), tok.cpu.ptr<int32_t>(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     gpu().encoder_bwd(dwte.gpu.view(), k.wpe ? dwpe.gpu.view() : TensorView(), dout.gpu.view(), tok.gpu.ptr<int32_t>(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     // fp32 sums of the same bf16 rows; only the association differs.
     expect_close(dwte, kFp32Order, "encoder_bwd dwte");
     expect_close(dwpe, kFp32Order, "encoder_bwd dwpe");
@@ -576,8 +576,8 @@ TEST_F(CudaOps, AttentionFwd) {
     SCOPED_TRACE(announce(describe(k)));
     Both qkv = act(random_vector(qkv_elems(k), 71, 2.0f));  // large enough for peaked softmax rows
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     // fp32 online softmax vs the CPU's two-pass one (expf/exp ulps), one rounding of out.
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
@@ -601,8 +601,8 @@ TEST_F(CudaOps, AttentionManyItemsPerBlock) {
     SCOPED_TRACE(announce(describe(k)));
     Both qkv = act(random_vector(qkv_elems(k), 72, 2.0f));
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
     attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, k.T == 448);
@@ -621,8 +621,8 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
     Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(rows));
     Misaligned out_m = misaligned(Vec(out_elems(k)), DType::BF16);
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
 
@@ -634,9 +634,9 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
                dqkv_m = misaligned(Vec(qkv_elems(k)), DType::BF16);
     Both dbias = f32(random_vector(C_qkv, 163));
     cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
-                        lse_r.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+                        lse_r.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(),
-                        lse_r.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+                        lse_r.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
     expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
   }
@@ -693,7 +693,7 @@ TEST_F(CudaOps, AttentionDecodeMatchesForward) {
       Tensor qkv = upload(gpu(), qkv_values, DType::BF16);
       Tensor full = upload(gpu(), Vec(out_elems(k)), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
 
       const size_t cache = static_cast<size_t>(k.B) * k.T * k.NKV * k.HS;
       Tensor k_cache = upload(gpu(), Vec(cache), DType::BF16), v_cache = upload(gpu(), Vec(cache), DType::BF16);
@@ -1062,8 +1062,8 @@ TEST_F(CudaOps, Rope) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->rope_fwd(v(x), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
-      be->rope_bwd(v(dx), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
+      be->rope_fwd(v(x), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0, nullptr);
+      be->rope_bwd(v(dx), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0, nullptr);
     }
     // fp32 math on the same table, one rounding; the value heads are copied through unchanged.
     expect_close(x, kOneRounding, "rope_fwd");
@@ -1099,8 +1099,8 @@ TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
   const Vec q = random_vector(n, 344);
   Both table = f32(table_host), qb = act(q);
   Misaligned q_m = misaligned(q, DType::BF16);
-  cpu().rope_fwd(qb.cpu.view(), table.cpu.view(), B, T, NH, NKV, HS, 0);
-  gpu().rope_fwd(q_m.view(), table.gpu.view(), B, T, NH, NKV, HS, 0);
+  cpu().rope_fwd(qb.cpu.view(), table.cpu.view(), B, T, NH, NKV, HS, 0, nullptr);
+  gpu().rope_fwd(q_m.view(), table.gpu.view(), B, T, NH, NKV, HS, 0, nullptr);
   expect_close(q_m.view(), qb.cpu.view(), kOneRounding, "rope_fwd");
 }
 
@@ -1118,13 +1118,13 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
       Tensor dout = upload(gpu(), random_vector(out_elems(k), 132), DType::BF16);
       Tensor out = upload(gpu(), Vec(out_elems(k)), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, HS);
+      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, HS, nullptr);
       std::vector<unsigned char> first, first_bias;
       for (int run = 0; run < 3; ++run) {
         Tensor dqkv = upload(gpu(), Vec(qkv_elems(k)), DType::BF16);
         Tensor dbias = upload(gpu(), Vec(C_qkv), DType::F32);
         gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), k.B, k.T, k.NH,
-                            k.NKV, HS);
+                            k.NKV, HS, nullptr);
         const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
         if (run == 0) first = bits, first_bias = bias_bits;
         EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
@@ -1157,7 +1157,7 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
       Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32);
       Tensor dsum = upload(gpu(), Vec(C), DType::F32);
       Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
-      gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
+      gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local, nullptr);
       gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), in.view(), w.view(), mean.view(),
                           rstd.view(), N, C);
       const std::vector<unsigned char> bits[5] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),

@@ -218,7 +218,7 @@ TEST(SftSource, WholeRecordsPaddedOrCutWithShiftedMask) {
     w.finish();
   }
   auto ds = std::make_shared<const MaskedDataset>(dir / "chat", 1);
-  SftSource src(ds, 0, 2, 5, 300, 7);
+  SftSource src(ds, 0, 2, 5, 300, 7, false);
   EXPECT_EQ(src.cut_records(), 1u);
   // Each epoch visits both records once.
   Ids tokens(4 * 6);
@@ -239,7 +239,7 @@ TEST(SftSource, WholeRecordsPaddedOrCutWithShiftedMask) {
     }
   }
   EXPECT_EQ(short_seen, 2);
-  SftSource small_vocab(ds, 0, 2, 5, 12, 7);
+  SftSource small_vocab(ds, 0, 2, 5, 12, 7, false);
   expect_input_error([&] { small_vocab.samples(0, 2, tokens.data()); }, {"chat.bin", "token id", "model.vocab_size = 12"});
 }
 

@@ -159,14 +159,15 @@ class CudaOps : public ::testing::Test {
   }
 
   // attention_bwd on both backends from the CPU forward's out and lse, with or without the bias
-  // gradient (the kernels skip their column sums without it).
-  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias) {
+  // gradient (the kernels skip their column sums without it); docs: packed sequences' doc_start.
+  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias, const Both* docs = nullptr) {
     const size_t BTC = static_cast<size_t>(B) * T * NH * HS, C_qkv = static_cast<size_t>(NH + 2 * NKV) * HS;
     const size_t rows = static_cast<size_t>(B) * NH * T, BTC_qkv = static_cast<size_t>(B) * T * C_qkv;
     Both qkv = act(random_vector(BTC_qkv, 81, 2.0f));
     // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
     Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS, nullptr);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS,
+                        docs ? docs->cpu.ptr<int32_t>() : nullptr);
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(BTC_qkv));
@@ -174,8 +175,9 @@ class CudaOps : public ::testing::Test {
     for (Backend* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      const int32_t* doc_start = docs ? (g ? docs->gpu : docs->cpu).ptr<int32_t>() : nullptr;
       be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NKV,
-                        HS, nullptr);
+                        HS, doc_start);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
@@ -590,6 +592,72 @@ TEST_F(CudaOps, AttentionBwd) {
     SCOPED_TRACE(announce(describe(k) + (with_bias ? " with dbias" : "")));
     attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, with_bias);
   }
+}
+
+// doc_start (B, T) of packed sequences whose documents take 1 to max_len positions (drawn per
+// document), so that some span several 64-row blocks and several start inside one.
+Ints packed_doc_start(int B, int T, int max_len, uint64_t seed) {
+  Ints docs(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0, start = 0, doc = 0, len = 0; t < T; ++t) {
+      if (t == start + len) start = t, len = 1 + static_cast<int>(hash3(seed, b, doc++) % max_len);
+      docs[static_cast<size_t>(b) * T + t] = start;
+    }
+  return docs;
+}
+
+// Document masking (packed sequences) on every kernel family: the tensor-core kernels at HS 64 and
+// 128 (on Hopper the wgmma forward replaces the warp-specialized one), the generic kernels at the
+// other head sizes, multi-head and grouped-query; long documents skip whole key blocks.
+TEST_F(CudaOps, PackedAttention) {
+  for (const AttentionCase& k : {AttentionCase{2, 37, 3, 3, 4}, AttentionCase{2, 300, 2, 2, 32},
+                                 AttentionCase{1, 1024, 2, 2, 64}, AttentionCase{1, 1000, 2, 2, 128},
+                                 AttentionCase{2, 300, 8, 2, 64}, AttentionCase{1, 520, 32, 8, 64},
+                                 AttentionCase{2, 200, 8, 1, 128}, AttentionCase{1, 150, 8, 2, 37}}) {
+    for (const int max_len : {5, 200}) {
+      SCOPED_TRACE(announce(describe(k) + str(" documents of up to ", max_len)));
+      Both docs = ints(packed_doc_start(k.B, k.T, max_len, 73));
+      Both qkv = act(random_vector(qkv_elems(k), 74, 2.0f));
+      Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+      cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS,
+                          docs.cpu.ptr<int32_t>());
+      gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS,
+                          docs.gpu.ptr<int32_t>());
+      expect_close(out, kOneRounding, "packed attention_fwd out");
+      expect_close(lse, kFp32Order, "packed attention_fwd lse");
+      attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, max_len == 5, &docs);
+    }
+  }
+}
+
+// Packed sequences' positions restart in each document: the learned position embedding (forward,
+// and its gradient sorted by position) and RoPE on both of its paths.
+TEST_F(CudaOps, PackedPositions) {
+  const int B = 3, T = 70, C = 64, V = 50, HS = 64, NH = 4, NKV = 2;
+  Both docs = ints(packed_doc_start(B, T, 20, 75));
+  Ints tokens(B * T);
+  for (int n = 0; n < B * T; ++n) tokens[n] = static_cast<int32_t>(hash3(76, 0, n) % V);
+  Both tok = ints(tokens), wte = act(random_vector(V * C, 77)), wpe = act(random_vector(T * C, 78));
+  Both out = act(Vec(B * T * C)), dout = act(random_vector(B * T * C, 79));
+  Both dwte = f32(random_vector(V * C, 80)), dwpe = f32(random_vector(T * C, 81));
+  Vec table_host(static_cast<size_t>(T) * HS);
+  rope_table(table_host.data(), T, HS, 10000.0f);
+  const size_t n = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
+  Both table = f32(table_host), x = act(random_vector(n, 82, 2.0f)), dx = act(random_vector(n, 83));
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    auto p = [&](const Both& t) { return (g ? t.gpu : t.cpu).ptr<int32_t>(); };
+    be->encoder_fwd(v(out), p(tok), v(wte), v(wpe), B, T, C, 0, V, p(docs));
+    be->encoder_bwd(v(dwte), v(dwpe), v(dout), p(tok), B, T, C, 0, V, p(docs));
+    be->rope_fwd(v(x), v(table), B, T, NH, NKV, HS, 0, p(docs));
+    be->rope_bwd(v(dx), v(table), B, T, NH, NKV, HS, 0, p(docs));
+  }
+  expect_close(out, kOneRounding, "packed encoder_fwd out");
+  expect_close(dwte, kFp32Order, "packed encoder_bwd dwte");
+  expect_close(dwpe, kFp32Order, "packed encoder_bwd dwpe");
+  expect_close(x, kOneRounding, "packed rope_fwd");
+  expect_close(dx, kOneRounding, "packed rope_bwd");
 }
 
 // More work items than a GPU has multiprocessors: the persistent kernels' blocks take several,

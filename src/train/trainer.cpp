@@ -121,7 +121,9 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
 
 void Trainer::upload_batch() {
   if (!packed_ && !model_->stage().first() && !model_->stage().last()) return;
-  be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
+  // [inputs | targets], and the doc_starts only when packed.
+  const size_t n = host_batch_.size() / 3;
+  be_.copy_from_host(batch_buf_.view(DType::I32).slice(0, packed_ ? 3 * n : 2 * n), host_batch_.data());
 }
 
 void Trainer::load_micro(int micro, int slot) {

@@ -97,10 +97,38 @@ double worst(const GatheredParams& got, const GatheredParams& want, std::string&
   return e;
 }
 
-TEST(Sft, EveryLayoutMatchesOneRank) {
+// Every dp/tp/pp layout of the world trained from `data` against ref, one rank's run of base.
+void expect_layouts_match(const RunConfig& base, BatchSource& data, const SftRun& ref, const std::string& label) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int tp = 1; tp <= world; tp *= 2)
+    for (int pp = 1; tp * pp <= world; pp *= 2) {
+      RunConfig cfg = base;
+      cfg.parallel.tp = tp;
+      cfg.parallel.pp = pp;
+      cfg.parallel.dp = world / (tp * pp);
+      if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
+      const std::string name = str(label, " dp", cfg.parallel.dp, " tp", tp, " pp", pp);
+      SCOPED_TRACE(name);
+      const SftRun got = train(cfg, MPI_COMM_WORLD, data);
+      if (rank != 0) continue;
+      double loss_err = 0;
+      for (int s = 0; s < kSteps; ++s)
+        loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
+      std::string gt, wt;
+      const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
+      EXPECT_LE(loss_err, kTol);
+      EXPECT_LE(grad_err, kTol) << gt;
+      EXPECT_LE(weight_err, kTol) << wt;
+      std::printf("  %-24s loss rel err %.2e  first-step gradient rel err %.2e (%s)  weights %.2e (%s)\n",
+                  name.c_str(), loss_err, grad_err, gt.c_str(), weight_err, wt.c_str());
+    }
+}
+
+TEST(Sft, EveryLayoutMatchesOneRank) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // One rank: four micro-batches of 2, and one of 8 (accumulation changes nothing).
   SftRun ref, whole;
   if (rank == 0) {
@@ -112,32 +140,12 @@ TEST(Sft, EveryLayoutMatchesOneRank) {
     EXPECT_LE(std::fabs(whole.losses[0] - ref.losses[0]) / ref.losses[0], kTol);
     EXPECT_LE(worst(whole.grads, ref.grads, t), kTol) << t;
   }
-  for (int tp = 1; tp <= world; tp *= 2)
-    for (int pp = 1; tp * pp <= world; pp *= 2) {
-      RunConfig cfg = sft_config();
-      cfg.parallel.tp = tp;
-      cfg.parallel.pp = pp;
-      cfg.parallel.dp = world / (tp * pp);
-      if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
-      const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp);
-      SCOPED_TRACE(name);
-      const SftRun got = train(cfg, MPI_COMM_WORLD);
-      if (rank != 0) continue;
-      double loss_err = 0;
-      for (int s = 0; s < kSteps; ++s)
-        loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
-      std::string gt, wt;
-      const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
-      EXPECT_LE(loss_err, kTol);
-      EXPECT_LE(grad_err, kTol) << gt;
-      EXPECT_LE(weight_err, kTol) << wt;
-      std::printf("  sft %-14s loss rel err %.2e  first-step gradient rel err %.2e (%s)  weights %.2e (%s)\n",
-                  name.c_str(), loss_err, grad_err, gt.c_str(), weight_err, wt.c_str());
-    }
+  test::MaskedLearnableSource data(sft_config().model.seq_len, sft_config().model.vocab_size, 5);
+  expect_layouts_match(sft_config(), data, ref, "sft");
 }
 
 // Every layout against one rank with packed sequences, Llama (RoPE) and GPT-2 (learned positions):
-// the document starts reach every pipeline stage and both halves of a micro-batch.
+// the document starts reach every pipeline stage.
 TEST(Sft, PackedEveryLayoutMatchesOneRank) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -151,28 +159,7 @@ TEST(Sft, PackedEveryLayoutMatchesOneRank) {
     PackedLearnableSource data(base.model.seq_len, base.model.vocab_size, 5);
     SftRun ref;
     if (rank == 0) ref = train(base, MPI_COMM_SELF, data);
-    for (int tp = 1; tp <= world; tp *= 2)
-      for (int pp = 1; tp * pp <= world; pp *= 2) {
-        RunConfig cfg = base;
-        cfg.parallel.tp = tp;
-        cfg.parallel.pp = pp;
-        cfg.parallel.dp = world / (tp * pp);
-        if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
-        const std::string name = str(arch, " dp", cfg.parallel.dp, " tp", tp, " pp", pp);
-        SCOPED_TRACE(name);
-        const SftRun got = train(cfg, MPI_COMM_WORLD, data);
-        if (rank != 0) continue;
-        double loss_err = 0;
-        for (int s = 0; s < kSteps; ++s)
-          loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
-        std::string gt, wt;
-        const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
-        EXPECT_LE(loss_err, kTol);
-        EXPECT_LE(grad_err, kTol) << gt;
-        EXPECT_LE(weight_err, kTol) << wt;
-        std::printf("  packed sft %-20s loss rel err %.2e  first-step gradient rel err %.2e (%s)  weights %.2e (%s)\n",
-                    name.c_str(), loss_err, grad_err, gt.c_str(), weight_err, wt.c_str());
-      }
+    expect_layouts_match(base, data, ref, str("packed ", arch));
   }
 }
 

@@ -97,10 +97,28 @@ double worst(const GatheredParams& got, const GatheredParams& want, std::string&
   return e;
 }
 
+// cfg's run from `data` on the world against ref, one rank's run.
+void expect_matches(const RunConfig& cfg, BatchSource& data, const SftRun& ref, const std::string& name) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  SCOPED_TRACE(name);
+  const SftRun got = train(cfg, MPI_COMM_WORLD, data);
+  if (rank != 0) return;
+  double loss_err = 0;
+  for (int s = 0; s < kSteps; ++s)
+    loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
+  std::string gt, wt;
+  const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
+  EXPECT_LE(loss_err, kTol);
+  EXPECT_LE(grad_err, kTol) << gt;
+  EXPECT_LE(weight_err, kTol) << wt;
+  std::printf("  %-36s loss rel err %.2e  first-step gradient rel err %.2e (%s)  weights %.2e (%s)\n", name.c_str(),
+              loss_err, grad_err, gt.c_str(), weight_err, wt.c_str());
+}
+
 // Every dp/tp/pp layout of the world trained from `data` against ref, one rank's run of base.
 void expect_layouts_match(const RunConfig& base, BatchSource& data, const SftRun& ref, const std::string& label) {
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2) {
@@ -109,20 +127,7 @@ void expect_layouts_match(const RunConfig& base, BatchSource& data, const SftRun
       cfg.parallel.pp = pp;
       cfg.parallel.dp = world / (tp * pp);
       if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
-      const std::string name = str(label, " dp", cfg.parallel.dp, " tp", tp, " pp", pp);
-      SCOPED_TRACE(name);
-      const SftRun got = train(cfg, MPI_COMM_WORLD, data);
-      if (rank != 0) continue;
-      double loss_err = 0;
-      for (int s = 0; s < kSteps; ++s)
-        loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
-      std::string gt, wt;
-      const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
-      EXPECT_LE(loss_err, kTol);
-      EXPECT_LE(grad_err, kTol) << gt;
-      EXPECT_LE(weight_err, kTol) << wt;
-      std::printf("  %-24s loss rel err %.2e  first-step gradient rel err %.2e (%s)  weights %.2e (%s)\n",
-                  name.c_str(), loss_err, grad_err, gt.c_str(), weight_err, wt.c_str());
+      expect_matches(cfg, data, ref, str(label, " dp", cfg.parallel.dp, " tp", tp, " pp", pp));
     }
 }
 
@@ -160,6 +165,18 @@ TEST(Sft, PackedEveryLayoutMatchesOneRank) {
     SftRun ref;
     if (rank == 0) ref = train(base, MPI_COMM_SELF, data);
     expect_layouts_match(base, data, ref, str("packed ", arch));
+    // The forward's other paths at tp 2: the micro-batch in two halves (each its own document
+    // starts), sequence parallelism, and recomputed blocks (their attention again in the backward).
+    RunConfig tp2 = base;
+    tp2.parallel.tp = 2;
+    tp2.parallel.dp = world / 2;
+    RunConfig halves = tp2, sequence = tp2, recompute = tp2;
+    halves.parallel.tp_overlap = true;
+    sequence.parallel.sequence_parallel = true;
+    recompute.parallel.recompute = "full";
+    expect_matches(halves, data, ref, str("packed ", arch, " tp2 tp_overlap"));
+    expect_matches(sequence, data, ref, str("packed ", arch, " tp2 sequence_parallel"));
+    expect_matches(recompute, data, ref, str("packed ", arch, " tp2 recompute"));
   }
 }
 

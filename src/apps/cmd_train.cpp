@@ -120,13 +120,46 @@ void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGr
                " s; fresh optimizer, step 0"));
 }
 
-SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
+// The tokenizer the run's checkpoints keep, and where it came from: data.tokenizer, else the one
+// kept by the checkpoint the run resumes from, else init.from's (kept in its checkpoint, or the
+// tokenizer.json of its Hugging Face directory); checked against the model's vocabulary. None
+// where none is known.
+struct RunTokenizer {
+  TokenizerFiles files;
+  std::string source;
+};
+
+RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, const std::string& resume_file) {
+  RunTokenizer t;
+  const std::string& from = cfg.init.from;
+  if (!cfg.data.tokenizer.empty()) {
+    t.source = "data.tokenizer " + cfg.data.tokenizer;
+    try {
+      t.files = read_tokenizer_files(cfg.data.tokenizer);
+    } catch (const InputError& e) {
+      throw InputError(str("data.tokenizer: ", e.what()));
+    }
+  } else if (resumed) {
+    t = {resumed->tokenizer, "the checkpoint " + resume_file};
+  } else if (!from.empty() && std::filesystem::is_directory(from)) {
+    if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
+      t = {read_tokenizer_files(from), "init.from " + from};
+  } else if (!from.empty()) {
+    t = {read_checkpoint_info(from).tokenizer, "init.from " + from};
+  }
+  if (!t.files.empty()) hf_tokenizer_ids(t.files, t.source, cfg.model.vocab_size);
+  return t;
+}
+
+SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done,
+                const TokenizerFiles& tokenizer) {
   CheckpointInfo info;
   info.step = steps_done;
   info.consumed_samples = trainer.consumed_samples(steps_done);
   info.seed = cfg.train.seed;
   info.config = to_ini(cfg);
   info.layout = layout_string(cfg);
+  info.tokenizer = tokenizer;
   trainer.sync_parameters();
   SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
@@ -142,7 +175,7 @@ struct RunOutputs {
 
 // Resumes and trains; errors here are one rank's (see abort_job_on_error).
 int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs& outputs,
-          const ResumePlan& resume) {
+          const ResumePlan& resume, const TokenizerFiles& tokenizer) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   RunSummary summary(cfg, *rt.backend, MPI_COMM_WORLD);
   int first_step = 0;
@@ -176,7 +209,7 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
   Progress progress(cfg, *rt.backend, MPI_COMM_WORLD, first_step);
   const auto save_and_count = [&](int done) {
-    const SaveResult r = save(cfg, trainer, rt.groups, done);
+    const SaveResult r = save(cfg, trainer, rt.groups, done, tokenizer);
     summary.checkpoint_saved(r.bytes, r.seconds);
   };
   bool stopping = false;
@@ -258,6 +291,7 @@ int cmd_train(const Args& args) {
   DataSources data;
   RunOutputs outputs;
   ResumePlan resume;
+  RunTokenizer tokenizer;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
     data = (cfg.task == "sft" ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
@@ -272,8 +306,12 @@ int cmd_train(const Args& args) {
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if (resume.file.empty() && !cfg.init.from.empty()) check_init_from(cfg);
-    if (!resume.file.empty())
-      lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
+    CheckpointInfo resumed;
+    if (!resume.file.empty()) {
+      resumed = read_checkpoint_info(resume.file);
+      lr_note = keep_lr_decay(cfg.train, resumed.config, resume.file);
+    }
+    tokenizer = run_tokenizer(cfg, resume.file.empty() ? nullptr : &resumed, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
@@ -285,8 +323,9 @@ int cmd_train(const Args& args) {
   log_info("data:\n" + data.description);
   for (const std::string& note : {resume.note, length_note, lr_note})
     if (!note.empty()) log_info(note);
+  if (!tokenizer.files.empty()) log_info("tokenizer: " + tokenizer.source + " (the checkpoints keep it)");
 
-  return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume); });
+  return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume, tokenizer.files); });
 }
 
 }  // namespace trident

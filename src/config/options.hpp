@@ -123,6 +123,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("data.split", c.data.split,
     "fraction of each training dataset's documents used for training when data.val is empty; the remaining "
     "documents are the validation data (1 = no validation data)");
+  v("data.tokenizer", c.data.tokenizer,
+    "the Hugging Face tokenizer.json (or its directory) the data was tokenized with: the checkpoints keep it, "
+    "so convert --to-hf writes it and generate uses it; empty = the one of the resumed checkpoint or init.from, "
+    "if any");
   v("data.pack", c.data.pack,
     "task sft: pack consecutive records greedily into each sequence of seq_len + 1 tokens instead of one record "
     "padded per sequence; each record keeps its own positions and attends only to itself, so its loss is unchanged");

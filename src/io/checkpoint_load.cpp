@@ -48,6 +48,30 @@ void require_regular_file(const std::string& file, const Bad& bad) {
   if (!std::filesystem::is_regular_file(st)) throw bad("not a regular file (a checkpoint is a step_<n>.h5 file)");
 }
 
+// The tokenizer files a run kept (/tokenizer/<file name>, byte datasets); none where the group is
+// absent. A declared size is checked against the file's before anything is allocated.
+template <class Bad>
+TokenizerFiles read_tokenizer(const std::string& file, hid_t f, const Bad& bad) {
+  TokenizerFiles t;
+  if (H5Lexists(f, "tokenizer", H5P_DEFAULT) <= 0) return t;
+  for (const std::string& name : tokenizer_file_names()) {
+    const std::string path = "tokenizer/" + name;
+    if (H5Lexists(f, path.c_str(), H5P_DEFAULT) <= 0) continue;
+    h5::Handle dset(H5Dopen2(f, path.c_str(), H5P_DEFAULT));
+    const std::vector<int64_t> shape = dset.valid() ? h5::dataset_shape(dset.get()) : std::vector<int64_t>{};
+    if (shape.size() != 1) throw bad(str("/", path, " is not a one-dimensional byte dataset"));
+    std::error_code ec;
+    if (shape[0] < 0 || static_cast<uint64_t>(shape[0]) > std::filesystem::file_size(file, ec) || ec)
+      throw bad(str("/", path, " declares ", shape[0], " bytes, more than the file holds"));
+    std::string text(static_cast<size_t>(shape[0]), '\0');
+    if (!text.empty() && H5Dread(dset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) < 0)
+      throw bad(str("reading /", path, " failed (truncated file?)"));
+    t.files.emplace_back(name, std::move(text));
+  }
+  if (!t.empty() && !t.find("tokenizer.json")) throw bad("/tokenizer holds files but no tokenizer.json");
+  return t;
+}
+
 template <class Bad>
 CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   CheckpointInfo info;
@@ -70,11 +94,12 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   const std::string name = std::filesystem::path(file).filename().string();
   if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
     throw bad(str("its name says ", name, " but its step attribute is ", info.step));
+  info.tokenizer = read_tokenizer(file, f, bad);
   return info;
 }
 
 // Every object of the file must be one of the model's datasets (under /model and each optimizer
-// group) or one of their groups, reached by a hard link: a checkpoint of a larger model must not
+// group), a tokenizer file (/tokenizer), or one of their groups, reached by a hard link: a checkpoint of a larger model must not
 // load into a smaller one by reading only its first layers, and no link may lead out of the
 // file. Returns the first other object's path ("dataset /model/blocks.3.ln1.weight", "link
 // /x"), or "".
@@ -90,6 +115,8 @@ std::string first_unread_object(hid_t f, const CheckpointPlan& plan) {
     for (size_t slash = group.find('/'); slash != std::string::npos; slash = group.find('/', slash + 1))
       v.groups.insert(group.substr(0, slash));
   }
+  v.groups.insert("tokenizer");
+  for (const std::string& name : tokenizer_file_names()) v.datasets.insert("tokenizer/" + name);
   auto visit = [](hid_t root, const char* name, const H5L_info_t* link, void* data) -> herr_t {
     Visit& v = *static_cast<Visit*>(data);
     if (link->type != H5L_TYPE_HARD) {

@@ -266,10 +266,6 @@ bool is_known_buffer(const std::string& name) {
   return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
 }
 
-std::string tokenizer_file(const std::string& src) {
-  return fs::is_directory(src) ? (fs::path(src) / "tokenizer.json").string() : src;
-}
-
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& dir) {
@@ -516,27 +512,12 @@ std::vector<float> CheckpointExport::read_hf(size_t i) const {
   return to_hf_layout(t, std::move(data));
 }
 
-HfSpecialTokens hf_tokenizer_ids(const std::string& src, int vocab_size) {
-  const HfTokenizer tok(src);
+HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size) {
+  const HfTokenizer tok(files, where);
   if (tok.vocab_size() > vocab_size)
-    throw InputError(str(tokenizer_file(src), ": ", tok.vocab_size(), " token ids, more than the model's vocab_size ",
+    throw InputError(str(where, ": the tokenizer has ", tok.vocab_size(), " token ids, more than the model's vocab_size ",
                          vocab_size));
   return {tok.bos_id(), tok.eot_id()};
-}
-
-HfSpecialTokens copy_hf_tokenizer(const std::string& src, const std::string& dir, int vocab_size) {
-  const HfSpecialTokens ids = hf_tokenizer_ids(src, vocab_size);
-  const fs::path json_file = tokenizer_file(src);
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                           "merges.txt"}) {
-    const fs::path from = name == std::string("tokenizer.json") ? json_file : json_file.parent_path() / name;
-    if (!fs::exists(from)) continue;
-    std::ifstream in(from, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw InputError(str(from.string(), ": cannot read (", std::strerror(errno), ")"));
-    write_file_atomically((fs::path(dir) / name).string(), text);
-  }
-  return ids;
 }
 
 }  // namespace trident

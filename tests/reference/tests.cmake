@@ -42,3 +42,11 @@ add_test(NAME reference_hf_convert
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_hf_convert.py $<TARGET_FILE:trident>
                  $<TARGET_FILE:hf_logits> ${CMAKE_SOURCE_DIR})
 set_tests_properties(reference_hf_convert PROPERTIES LABELS reference ENVIRONMENT OMP_NUM_THREADS=2)
+
+# GRPO and PPO losses (group advantages, clipped ratio, k3 KL, entropy, GAE, clipped value loss;
+# both loss normalisations) against PyTorch autograd: losses and gradients within 1e-5.
+add_executable(dump_rl_loss reference/dump_rl_loss.cpp)
+target_link_libraries(dump_rl_loss PRIVATE trident_train nlohmann_json::nlohmann_json)
+add_test(NAME reference_rl_loss
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_rl_loss.py $<TARGET_FILE:dump_rl_loss>)
+set_tests_properties(reference_rl_loss PROPERTIES LABELS reference)

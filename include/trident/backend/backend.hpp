@@ -41,6 +41,9 @@ struct AdamWArgs {
   float bias_correction2 = 1; // 1 - beta2^t
 };
 
+// Floats per row of sample_shard's stats.
+constexpr int kSampleStats = 5;
+
 // The target id of a position the cross-entropy ignores (loss 0, gradient 0); any negative id is.
 constexpr int32_t kIgnoredTarget = -1;
 
@@ -222,12 +225,28 @@ class Backend {
                         const int32_t* doc_start) = 0;
 
   // ---- incremental decoding with a KV cache (generation)
-  // qkv (B, Tn, NH + 2 NKV, HS) act holds Tn new positions [past, past + Tn). Their keys and values
-  // are stored into k_cache, v_cache (B, NKV, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
-  // is causal attention of each new query over cache positions [0, its own position]. The
-  // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward.
-  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
-                                int Tn, int past, int Tmax, int NH, int NKV, int HS) = 0;
+  // qkv (N, NH + 2 NKV, HS) act holds N new tokens; token i belongs to cache slot rows[2i] at
+  // position rows[2i + 1] (rows (N, 2) I32 in backend memory; no two tokens share a slot and a
+  // position). Every token's key and value are stored into k_cache, v_cache (S, NKV, Tmax, HS) act
+  // first; then out (N, NH, HS) act is causal attention of each token's query over its slot's
+  // positions [0, its position], which the slot's sequence must have written (now or before). So
+  // the new tokens of many sequences of different lengths, several per sequence (a prompt) or one
+  // (a step), go in one call. The arithmetic matches attention_fwd, so decoding with the cache
+  // reproduces a full forward.
+  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
+                                const int32_t* rows, int N, int S, int Tmax, int NH, int NKV, int HS) = 0;
+
+  // ---- sampling (generation) from a vocab-parallel shard of logits (N, v_local) act, whose first
+  // v_valid local columns are the vocabulary ids vocab_start + j. Row i is sequence keys[2i] at
+  // position keys[2i + 1] (keys (N, 2) I32 in backend memory). A token's score is logit /
+  // temperature + gumbel_at(seed, sequence, position, id) (rng.hpp), whose argmax over the
+  // vocabulary is a draw from softmax(logits / temperature) that depends on those keys only; with
+  // temperature 0 the score is the logit (greedy). stats (N, kSampleStats) f32 = [max logit,
+  // sum exp(logit - max), best score, its id, its logit], the best the highest score with ties to
+  // the lowest id ([-inf, 0, -inf, -1, 0] for a shard without a valid column). The model
+  // combines the TP shards' rows (combine_sample_stats, generator.hpp).
+  virtual void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature,
+                            int N, int v_local, int v_valid, int vocab_start) = 0;
 
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).

@@ -93,6 +93,7 @@ struct DataConfig {
   std::string train;    // blend spec: PREFIX or "W1 PREFIX1 W2 PREFIX2 ..." (<prefix>.bin, <prefix>.idx)
   std::string val;      // blend spec of the validation data; empty: held out by split
   double split = 1.0;   // fraction of each train dataset's documents trained on when val is empty
+  std::string tokenizer;   // tokenizer.json (or its directory) the checkpoints keep; empty: inherited, if any
   bool pack = false;    // task sft: records packed into each sequence, each attending to itself only
 };
 

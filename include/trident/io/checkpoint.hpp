@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trident/config/run_config.hpp"
+#include "trident/io/tokenizer_files.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/train/optimizer.hpp"
 
@@ -23,6 +24,7 @@ struct CheckpointInfo {
   uint64_t seed = 0;              // train.seed: initialisation and data order are pure functions of it
   std::string config;             // the resolved configuration (INI)
   std::string layout;             // "dp=2 tp=2 pp=2 zero=1 schedule=1f1b"
+  TokenizerFiles tokenizer;       // the run's Hugging Face tokenizer (/tokenizer/<file>); empty: none known
 };
 
 struct SaveResult {

@@ -100,12 +100,8 @@ class CheckpointExport {
   std::vector<HfTensor> tensors_;
 };
 
-// Copies a tokenizer.json tokenizer (the file, or a directory holding it) into `dir`: tokenizer.json
-// and, where they are beside it, tokenizer_config.json, special_tokens_map.json, vocab.json and
-// merges.txt. It is loaded first (InputError for one trident cannot read, or with more ids than
-// vocab_size); returns its BOS and EOS ids.
-HfSpecialTokens copy_hf_tokenizer(const std::string& src, const std::string& dir, int vocab_size);
-// The ids alone, for ranks that do not copy.
-HfSpecialTokens hf_tokenizer_ids(const std::string& src, int vocab_size);
+// The BOS and EOS ids of a tokenizer (read_tokenizer_files, or kept in a checkpoint), after loading
+// it: InputError, naming `where`, for one trident cannot read or with more ids than vocab_size.
+HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size);
 
 }  // namespace trident

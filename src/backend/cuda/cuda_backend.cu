@@ -18,6 +18,7 @@
 #include "reduce.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
+#include "sampling.cuh"
 #include "swiglu.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/backend/peer_ops.hpp"
@@ -426,14 +427,27 @@ class CudaBackend final : public Backend, public PeerOps {
                        f32(lse, BT * NH, "attention_bwd: lse"), doc_start, B, T, NH, NKV, HS, *scratch_, stream_);
   }
 
-  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
-                        int Tmax, int NH, int NKV, int HS) override {
-    gpu::ProfileScope prof(stream_, "attention_decode", B * Tn, NH, HS);
-    const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
-    const size_t cache = rows_x_cols(B, Tmax) * rows_x_cols(NKV, HS);
-    gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,
+                        int N, int S, int Tmax, int NH, int NKV, int HS) override {
+    gpu::ProfileScope prof(stream_, "attention_decode", N, NH, HS);
+    const size_t C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
+    const size_t cache = rows_x_cols(S, Tmax) * rows_x_cols(NKV, HS);
+    gpu::attention_decode(act(out, rows_x_cols(N, C), "attention_decode: out"),
+                          act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
-                          act(qkv, BT * C_qkv, "attention_decode: qkv"), B, Tn, past, Tmax, NH, NKV, HS, stream_);
+                          act(qkv, rows_x_cols(N, C_qkv), "attention_decode: qkv"), rows, N, S, Tmax, NH, NKV, HS,
+                          stream_);
+  }
+
+  // ---- sampling
+  void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature, int N,
+                    int v_local, int v_valid, int vocab_start) override {
+    gpu::ProfileScope prof(stream_, "sample_shard", N, v_local);
+    check_vocab(v_local, v_valid, "sample_shard");
+    TRIDENT_CHECK(keys != nullptr || N == 0, "sample_shard: keys not given");
+    gpu::sample_shard(f32(stats, rows_x_cols(N, kSampleStats), "sample_shard: stats"),
+                      act(logits, rows_x_cols(N, v_local), "sample_shard: logits"), keys, seed, temperature, N,
+                      v_local, v_valid, vocab_start, stream_);
   }
 
   // ---- rotary position embedding

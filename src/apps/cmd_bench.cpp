@@ -203,10 +203,10 @@ void kernel_bench(Backend& be) {
     // With the qkv bias gradient, as the model runs it.
     double s = time_op(be, reps, [&] {
       be.attention_fwd(view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), view(qkv, act, n_qkv), B, T, NH,
-                       NKV, HS);
+                       NKV, HS, nullptr);
       be.attention_bwd(view(dqkv, act, n_qkv), view(dbias, DType::F32, n_bias), view(out, act, n),
                        view(qkv, act, n_qkv), view(out, act, n), view(lse, DType::F32, size_t(B) * NH * T), B, T, NH,
-                       NKV, HS);
+                       NKV, HS, nullptr);
     });
     // Causal: half of the T x T scores of every query head. Forward 2 GEMMs, backward 5 (2.5x the
     // forward).
@@ -273,8 +273,8 @@ void kernel_bench(Backend& be) {
     Buffer table = buf(DType::F32, host.size()), qkv = buf(act, n_qkv);
     be.copy_from_host(view(table, DType::F32, host.size()), host.data());
     s = time_op(be, reps, [&] {
-      be.rope_fwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0);
-      be.rope_bwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0);
+      be.rope_fwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0, nullptr);
+      be.rope_bwd(view(qkv, act, n_qkv), view(table, DType::F32, host.size()), 1, N, NH, NKV, HS, 0, nullptr);
     });
     // Each pass reads and writes the q and k heads (the table is small and cached).
     std::snprintf(name, sizeof name, "rope fwd+bwd T=%d NH=%d NKV=%d", N, NH, NKV);

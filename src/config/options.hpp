@@ -132,6 +132,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "the Hugging Face tokenizer.json (or its directory) the data was tokenized with: the checkpoints keep it, "
     "so convert --to-hf writes it and generate uses it; empty = the one of the resumed checkpoint or init.from, "
     "if any");
+  v("data.pack", c.data.pack,
+    "task sft: pack consecutive records greedily into each sequence of seq_len + 1 tokens instead of one record "
+    "padded per sequence; each record keeps its own positions and attends only to itself, so its loss is unchanged");
 
   v.section("checkpoint", "Checkpoints [checkpoint]");
   v("checkpoint.dir", c.checkpoint.dir, "directory of step_<n>.h5 checkpoints and the 'latest' pointer; empty = none");

@@ -206,6 +206,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "reward", "task", cfg.task,
           "must be pretrain, sft or reward");
   cfg.model.score_head = cfg.task == "reward";
+  require(!cfg.data.pack || cfg.task == "sft", "data.pack", "true",
+          "packs fine-tuning records: use it with task = sft (pre-training sequences are already full)");
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");

@@ -111,8 +111,19 @@ struct MaskedKind<SftSource> {
   static constexpr int kSequences = 1;
   static constexpr const char* kReads = "task sft reads one chat dataset";
   static constexpr const char* kData = "a chat dataset (trident tokenize --format chat)";
-  static std::string rows(const SftSource& s) {
-    return str("one per sequence of seq_len + 1 tokens (padded; ", s.cut_records(), " longer records cut)");
+  static std::unique_ptr<SftSource> make(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
+                                         int seq_len, int vocab_size, uint64_t seed, bool pack) {
+    return std::make_unique<SftSource>(std::move(ds), first, end, seq_len, vocab_size, seed, pack);
+  }
+  static uint64_t sequences(SftSource& s) { return s.epoch_samples(); }
+  // With the packing efficiency: the share of sample tokens that hold record tokens.
+  static std::string rows(SftSource& s) {
+    const std::string layout = s.packs_documents() ? str("packed into ", s.epoch_samples(), " sequences per epoch of ")
+                                                   : std::string("one per sequence of ");
+    char filled[16];
+    std::snprintf(filled, sizeof filled, "%.1f%%", 100.0 * s.fill());
+    return str(layout, "seq_len + 1 tokens (", filled, " filled, the rest padding; ", s.cut_records(),
+               " longer records cut)");
   }
 };
 
@@ -121,6 +132,12 @@ struct MaskedKind<PreferenceSource> {
   static constexpr int kSequences = 2;
   static constexpr const char* kReads = "tasks dpo and reward read one preference dataset";
   static constexpr const char* kData = "a preference dataset (trident tokenize --format preference)";
+  // Pairs are not packed (data.pack is refused for these tasks).
+  static std::unique_ptr<PreferenceSource> make(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
+                                                int seq_len, int vocab_size, uint64_t seed, bool) {
+    return std::make_unique<PreferenceSource>(std::move(ds), first, end, seq_len, vocab_size, seed);
+  }
+  static uint64_t sequences(PreferenceSource& s) { return s.records() * kSequences; }
   static std::string rows(const PreferenceSource& s) {
     return str("two sequences (chosen, rejected) of seq_len + 1 tokens each (padded; ", s.cut_sequences(),
                " longer sides cut)");
@@ -145,16 +162,17 @@ size_t split_records(const MaskedDataset& ds, double split) {
 
 template <class Source>
 std::unique_ptr<Source> masked_source(std::shared_ptr<const MaskedDataset> ds, size_t first, size_t end,
-                                      const char* role, double split, int seq_len, int vocab_size, uint64_t seed) {
+                                      const char* role, double split, int seq_len, int vocab_size, uint64_t seed,
+                                      bool pack) {
   if (first >= end)
     throw InputError(str("data.split = ", split, " leaves no record of the ", ds->num_records(), " of ",
                          ds->tokens().prefix(), " for ", role,
                          std::string(role) == "training" ? "; raise data.split" : "; lower data.split or set data.val"));
-  return std::make_unique<Source>(std::move(ds), first, end, seq_len, vocab_size, seed);
+  return MaskedKind<Source>::make(std::move(ds), first, end, seq_len, vocab_size, seed, pack);
 }
 
 template <class Source>
-std::string describe_masked(const char* role, const Source& s) {
+std::string describe_masked(const char* role, Source& s) {
   const MaskedDataset& ds = s.dataset();
   return str(role, " ", ds.tokens().prefix(), ": records [", s.first_record(), ", ", s.end_record(), ") of ",
              ds.num_records(), ", ", MaskedKind<Source>::rows(s));
@@ -166,11 +184,11 @@ std::unique_ptr<Source> masked_validation(const DataConfig& cfg, const std::shar
   if (!cfg.val.empty()) {
     std::shared_ptr<const MaskedDataset> val = open_masked<Source>("data.val", cfg.val);
     const size_t n = val->num_records();
-    return std::make_unique<Source>(std::move(val), 0, n, seq_len, vocab_size, seed);
+    return MaskedKind<Source>::make(std::move(val), 0, n, seq_len, vocab_size, seed, cfg.pack);
   }
   if (cfg.split < 1 && train)
     return masked_source<Source>(train, split_records(*train, cfg.split), train->num_records(), "validation",
-                                 cfg.split, seq_len, vocab_size, seed);
+                                 cfg.split, seq_len, vocab_size, seed, cfg.pack);
   return nullptr;
 }
 
@@ -181,10 +199,10 @@ DataSources open_masked_data(const DataConfig& cfg, int seq_len, int vocab_size,
   std::shared_ptr<const MaskedDataset> train = open_masked<Source>("data.train", cfg.train);
   const size_t end = cfg.val.empty() && cfg.split < 1 ? split_records(*train, cfg.split) : train->num_records();
   std::unique_ptr<Source> train_source =
-      masked_source<Source>(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed);
+      masked_source<Source>(train, 0, end, "training", cfg.split, seq_len, vocab_size, seed, cfg.pack);
   std::unique_ptr<Source> val_source = masked_validation<Source>(cfg, train, seq_len, vocab_size, seed);
   DataSources out;
-  out.train_sequences = train_source->records() * MaskedKind<Source>::kSequences;
+  out.train_sequences = MaskedKind<Source>::sequences(*train_source);
   out.description = describe_masked("train", *train_source);
   if (val_source) out.description += "\n" + describe_masked("validation", *val_source);
   out.train = std::move(train_source);

@@ -179,12 +179,12 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const BlockDims& d = shape.d;
   const BlockActs acts = block_rows(acts_, 0, n, d, 0);
   TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
-  be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local());
+  be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
   // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
   // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
   if (g.coord.tp == 0 && !w.wpe.empty()) {
     TensorView pe = pe_.slice(0, static_cast<size_t>(n) * C);
-    be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions());
+    be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
     be.add(x, x, pe);
   }
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
@@ -198,7 +198,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   }
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      if (d.llama) be.rope_fwd(a.qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0);
+      if (d.llama) be.rope_fwd(a.qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
       be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, rows, n, slots_, max_len_, d.NHl, d.NKVl, d.HS);
     };
     block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);

@@ -32,6 +32,8 @@ uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a
 struct GptStage::Slot {
   TensorView input, grad;        // (B, T, C)
   TensorView tokens, targets;    // (B, T) int32
+  TensorView doc_start;          // (B, T) int32, valid when packed
+  bool packed = false;
   std::vector<BlockActs> layers;
   // Split LayerNorm backward: grad's rows being gathered (the head's, started in the forward,
   // which GPipe runs for every micro-batch before any backward; then each LayerNorm's).
@@ -91,6 +93,7 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   a.want(&s.grad, act, N * C);
   a.want(&s.tokens, DType::I32, N);
   a.want(&s.targets, DType::I32, N);
+  a.want(&s.doc_start, DType::I32, N);
   s.layers.resize(d.n_layers);
   for (int i = 0; i < d.n_layers; ++i) {
     if (i < d.rc.full)
@@ -307,6 +310,12 @@ void GptStage::set_tokens(int slot, TensorView inputs, TensorView targets) {
   if (stage_.last()) be_.copy(s.targets, targets);
 }
 
+void GptStage::set_doc_starts(int slot, TensorView doc_start) {
+  Slot& s = slots_[slot];
+  s.packed = !doc_start.empty();
+  if (s.packed) be_.copy(s.doc_start, doc_start);
+}
+
 void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
   if (with_grad) require_grads("forward with gradients");
   Slot& s = slots_[slot];
@@ -323,13 +332,14 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
 }
 
 TensorView GptStage::forward_blocks(Slot& s) {
+  docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   if (stage_.first()) {
     need(layout_.tied_unit());
     need(layout_.embedding_unit());
     // Vocab-parallel embedding: each TP rank looks up its rows (zeros elsewhere), rank 0 adds
     // the positions, and the reduction sums the shards.
     be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
-                    layout_.vocab_start(), layout_.vocab_local());
+                    layout_.vocab_start(), layout_.vocab_local(), doc_starts());
     if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
   }
   TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
@@ -457,7 +467,7 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
       TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
       auto attention = [&](const BlockActs& part) {
         prefetch_after_block(i);
-        attend(part, half_b);
+        attend(part, half_b, h * rows);
       };
       attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
@@ -629,9 +639,9 @@ BlockShape GptStage::block_shape(int rows) const {
   return s;
 }
 
-void GptStage::attend(const BlockActs& a, int batch) {
-  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
-  be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS);
+void GptStage::attend(const BlockActs& a, int batch, size_t row0) {
+  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts(row0));
+  be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(row0));
 }
 
 // Each rank holds the gradient of its one key/value head from its own query heads only. An
@@ -706,6 +716,7 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 void GptStage::backward(int slot, const UnitDone& unit_done) {
   require_grads("backward");
   Slot& s = slots_[slot];
+  docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   int held = -1;   // a unit done but not yet announced
   if (head_done_slot_ == slot) {
     held = layout_.head_unit();
@@ -737,7 +748,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     // position gradient and its own vocabulary rows.
     gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
-                    layout_.vocab_local());
+                    layout_.vocab_local(), doc_starts());
     if (unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
   }
 }
@@ -846,8 +857,8 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
   // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
   be_.attention_bwd(sc.dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
-                    bd_.NKVl, bd_.HS);
-  if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+                    bd_.NKVl, bd_.HS, doc_starts());
+  if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
   ln_part(

@@ -61,12 +61,12 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
   // parallel.dp_copy_engine: the other rank's partials of this rank's shards (ZeroShards' inbox).
   if (p.dp_copy_engine && p.dp == 2 && p.zero == 1) e.grads += static_cast<double>(state) * sizeof(float);
-  // As the trainer allocates them: inputs and targets of every micro-batch of the step (I32),
-  // [loss sum, norm^2] (f32), and the optimizer's piece tables of the DP rank with the most
-  // (shard boundaries cut parameters into slightly different numbers of pieces).
+  // As the trainer allocates them: inputs, targets and document starts of every micro-batch of the
+  // step (I32), [LossSums (3), norm^2] (f32), and the optimizer's piece tables of the DP rank with
+  // the most (shard boundaries cut parameters into slightly different numbers of pieces).
   size_t tables = 0;
   for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero == 1));
-  e.trainer = 2.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) + 2 * sizeof(float) +
+  e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) + 4 * sizeof(float) +
               static_cast<double>(tables);
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;

@@ -54,8 +54,8 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
   host_mask_.resize(static_cast<size_t>(B) * T);
-  host_batch_.resize(2 * tokens_per_step);
-  batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
+  host_batch_.resize(3 * tokens_per_step);
+  batch_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(int32_t));
   stats_buf_ = Buffer(be, 4 * sizeof(float));
 }
 
@@ -91,19 +91,23 @@ void Trainer::sync_parameters() {
 
 // The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
 // kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient (and which
-// places a reward model's score).
+// places a reward model's score). Packed sequences' doc_starts go to every stage (each one's
+// attention reads them).
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const bool masked = source.masks_targets(), pairs = cfg_.model.score_head;
   TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), "a reward model reads pairs of masked sequences");
+  packed_ = source.packs_documents();
   batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
   uint64_t trained = 0;   // targets this rank trains, when masked (reward model: pairs it scores)
   const auto t0 = std::chrono::steady_clock::now();
-  for (int micro = 0; micro < n_micro_ && (model_->stage().first() || model_->stage().last()); ++micro) {
+  const bool reads = packed_ || model_->stage().first() || model_->stage().last();
+  for (int micro = 0; micro < n_micro_ && reads; ++micro) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
     source.samples(first, B, host_tokens_.data());
     if (masked) source.target_mask(first, B, host_mask_.data());
-    const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 2;
+    const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 3;
+    if (packed_) source.doc_starts(first, B, host_batch_.data() + 2 * n + base);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
         const bool train = !masked || host_mask_[b * T + t];
@@ -126,16 +130,19 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
 }
 
 void Trainer::upload_batch() {
-  if (!model_->stage().first() && !model_->stage().last()) return;
-  be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
+  if (!packed_ && !model_->stage().first() && !model_->stage().last()) return;
+  // [inputs | targets], and the doc_starts only when packed.
+  const size_t n = host_batch_.size() / 3;
+  be_.copy_from_host(batch_buf_.view(DType::I32).slice(0, packed_ ? 3 * n : 2 * n), host_batch_.data());
 }
 
 void Trainer::load_micro(int micro, int slot) {
   const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
-  const size_t n = host_batch_.size() / 2;
+  const size_t n = host_batch_.size() / 3;
   TensorView all = batch_buf_.view(DType::I32);
   if (model_->stage().first() || model_->stage().last())
     model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
+  model_->set_doc_starts(slot, packed_ ? all.slice(2 * n + micro * bt, bt) : TensorView{});
 }
 
 // LossSums over the world (last stage, TP rank 0 of every DP replica contributes).

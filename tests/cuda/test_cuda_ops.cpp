@@ -159,14 +159,15 @@ class CudaOps : public ::testing::Test {
   }
 
   // attention_bwd on both backends from the CPU forward's out and lse, with or without the bias
-  // gradient (the kernels skip their column sums without it).
-  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias) {
+  // gradient (the kernels skip their column sums without it); docs: packed sequences' doc_start.
+  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias, const Both* docs = nullptr) {
     const size_t BTC = static_cast<size_t>(B) * T * NH * HS, C_qkv = static_cast<size_t>(NH + 2 * NKV) * HS;
     const size_t rows = static_cast<size_t>(B) * NH * T, BTC_qkv = static_cast<size_t>(B) * T * C_qkv;
     Both qkv = act(random_vector(BTC_qkv, 81, 2.0f));
     // out and lse of the CPU forward, given to both (out rounded to bf16 as the GPU stores it).
     Tensor cpu_out = upload(cpu(), Vec(BTC), DType::F32), cpu_lse = upload(cpu(), Vec(rows), DType::F32);
-    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS);
+    cpu().attention_fwd(cpu_out.view(), cpu_lse.view(), qkv.cpu.view(), B, T, NH, NKV, HS,
+                        docs ? docs->cpu.ptr<int32_t>() : nullptr);
     Both out = act(download(cpu(), cpu_out.view())), lse = f32(download(cpu(), cpu_lse.view()));
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(BTC_qkv));
@@ -174,8 +175,9 @@ class CudaOps : public ::testing::Test {
     for (Backend* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      const int32_t* doc_start = docs ? (g ? docs->gpu : docs->cpu).ptr<int32_t>() : nullptr;
       be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NKV,
-                        HS);
+                        HS, doc_start);
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
@@ -288,9 +290,9 @@ TEST_F(CudaOps, EncoderFwd) {
     Both wpe = act(random_vector(static_cast<size_t>(block) * k.C, 4));
     Both out = act(Vec(static_cast<size_t>(N) * k.C));
     cpu().encoder_fwd(out.cpu.view(), tok.cpu.ptr<int32_t>(), wte.cpu.view(), k.wpe ? wpe.cpu.view() : TensorView(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     gpu().encoder_fwd(out.gpu.view(), tok.gpu.ptr<int32_t>(), wte.gpu.view(), k.wpe ? wpe.gpu.view() : TensorView(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     expect_close(out, kOneRounding, "encoder_fwd out");  // exact fp32 sum of two bf16, one rounding
   }
 }
@@ -307,9 +309,9 @@ TEST_F(CudaOps, EncoderBwd) {
     Both dwte = f32(random_vector(static_cast<size_t>(k.v_local) * k.C, 7));  // += onto earlier micro-batches
     Both dwpe = f32(random_vector(static_cast<size_t>(k.T) * k.C, 8));
     cpu().encoder_bwd(dwte.cpu.view(), k.wpe ? dwpe.cpu.view() : TensorView(), dout.cpu.view(), tok.cpu.ptr<int32_t>(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     gpu().encoder_bwd(dwte.gpu.view(), k.wpe ? dwpe.gpu.view() : TensorView(), dout.gpu.view(), tok.gpu.ptr<int32_t>(),
-                      k.B, k.T, k.C, k.vocab_start, k.v_local);
+                      k.B, k.T, k.C, k.vocab_start, k.v_local, nullptr);
     // fp32 sums of the same bf16 rows; only the association differs.
     expect_close(dwte, kFp32Order, "encoder_bwd dwte");
     expect_close(dwpe, kFp32Order, "encoder_bwd dwpe");
@@ -576,8 +578,8 @@ TEST_F(CudaOps, AttentionFwd) {
     SCOPED_TRACE(announce(describe(k)));
     Both qkv = act(random_vector(qkv_elems(k), 71, 2.0f));  // large enough for peaked softmax rows
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     // fp32 online softmax vs the CPU's two-pass one (expf/exp ulps), one rounding of out.
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
@@ -592,6 +594,72 @@ TEST_F(CudaOps, AttentionBwd) {
   }
 }
 
+// doc_start (B, T) of packed sequences whose documents take 1 to max_len positions (drawn per
+// document), so that some span several 64-row blocks and several start inside one.
+Ints packed_doc_start(int B, int T, int max_len, uint64_t seed) {
+  Ints docs(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0, start = 0, doc = 0, len = 0; t < T; ++t) {
+      if (t == start + len) start = t, len = 1 + static_cast<int>(hash3(seed, b, doc++) % max_len);
+      docs[static_cast<size_t>(b) * T + t] = start;
+    }
+  return docs;
+}
+
+// Document masking (packed sequences) on every kernel family: the tensor-core kernels at HS 64 and
+// 128 (on Hopper the wgmma forward replaces the warp-specialized one), the generic kernels at the
+// other head sizes, multi-head and grouped-query; long documents skip whole key blocks.
+TEST_F(CudaOps, PackedAttention) {
+  for (const AttentionCase& k : {AttentionCase{2, 37, 3, 3, 4}, AttentionCase{2, 300, 2, 2, 32},
+                                 AttentionCase{1, 1024, 2, 2, 64}, AttentionCase{1, 1000, 2, 2, 128},
+                                 AttentionCase{2, 300, 8, 2, 64}, AttentionCase{1, 520, 32, 8, 64},
+                                 AttentionCase{2, 200, 8, 1, 128}, AttentionCase{1, 150, 8, 2, 37}}) {
+    for (const int max_len : {5, 200}) {
+      SCOPED_TRACE(announce(describe(k) + str(" documents of up to ", max_len)));
+      Both docs = ints(packed_doc_start(k.B, k.T, max_len, 73));
+      Both qkv = act(random_vector(qkv_elems(k), 74, 2.0f));
+      Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
+      cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS,
+                          docs.cpu.ptr<int32_t>());
+      gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS,
+                          docs.gpu.ptr<int32_t>());
+      expect_close(out, kOneRounding, "packed attention_fwd out");
+      expect_close(lse, kFp32Order, "packed attention_fwd lse");
+      attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, max_len == 5, &docs);
+    }
+  }
+}
+
+// Packed sequences' positions restart in each document: the learned position embedding (forward,
+// and its gradient sorted by position) and RoPE on both of its paths.
+TEST_F(CudaOps, PackedPositions) {
+  const int B = 3, T = 70, C = 64, V = 50, HS = 64, NH = 4, NKV = 2;
+  Both docs = ints(packed_doc_start(B, T, 20, 75));
+  Ints tokens(B * T);
+  for (int n = 0; n < B * T; ++n) tokens[n] = static_cast<int32_t>(hash3(76, 0, n) % V);
+  Both tok = ints(tokens), wte = act(random_vector(V * C, 77)), wpe = act(random_vector(T * C, 78));
+  Both out = act(Vec(B * T * C)), dout = act(random_vector(B * T * C, 79));
+  Both dwte = f32(random_vector(V * C, 80)), dwpe = f32(random_vector(T * C, 81));
+  Vec table_host(static_cast<size_t>(T) * HS);
+  rope_table(table_host.data(), T, HS, 10000.0f);
+  const size_t n = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
+  Both table = f32(table_host), x = act(random_vector(n, 82, 2.0f)), dx = act(random_vector(n, 83));
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    auto p = [&](const Both& t) { return (g ? t.gpu : t.cpu).ptr<int32_t>(); };
+    be->encoder_fwd(v(out), p(tok), v(wte), v(wpe), B, T, C, 0, V, p(docs));
+    be->encoder_bwd(v(dwte), v(dwpe), v(dout), p(tok), B, T, C, 0, V, p(docs));
+    be->rope_fwd(v(x), v(table), B, T, NH, NKV, HS, 0, p(docs));
+    be->rope_bwd(v(dx), v(table), B, T, NH, NKV, HS, 0, p(docs));
+  }
+  expect_close(out, kOneRounding, "packed encoder_fwd out");
+  expect_close(dwte, kFp32Order, "packed encoder_bwd dwte");
+  expect_close(dwpe, kFp32Order, "packed encoder_bwd dwpe");
+  expect_close(x, kOneRounding, "packed rope_fwd");
+  expect_close(dx, kOneRounding, "packed rope_bwd");
+}
+
 // More work items than a GPU has multiprocessors: the persistent kernels' blocks take several,
 // so their stage rings and per-item buffers go round across items (and T = 448 is not a
 // multiple of their 128-row tiles); with 4 query heads per key/value head as well.
@@ -601,8 +669,8 @@ TEST_F(CudaOps, AttentionManyItemsPerBlock) {
     SCOPED_TRACE(announce(describe(k)));
     Both qkv = act(random_vector(qkv_elems(k), 72, 2.0f));
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(static_cast<size_t>(k.B) * k.NH * k.T));
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out.gpu.view(), lse.gpu.view(), qkv.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(out, kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
     attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, k.T == 448);
@@ -621,8 +689,8 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
     Misaligned qkv_m = misaligned(qkv_values, DType::BF16);
     Both out = act(Vec(out_elems(k))), lse = f32(Vec(rows));
     Misaligned out_m = misaligned(Vec(out_elems(k)), DType::BF16);
-    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
-    gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+    cpu().attention_fwd(out.cpu.view(), lse.cpu.view(), qkv.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+    gpu().attention_fwd(out_m.view(), lse.gpu.view(), qkv_m.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(out_m.view(), out.cpu.view(), kOneRounding, "attention_fwd out");
     expect_close(lse, kFp32Order, "attention_fwd lse");
 
@@ -634,9 +702,9 @@ TEST_F(CudaOps, AttentionOnMisalignedViews) {
                dqkv_m = misaligned(Vec(qkv_elems(k)), DType::BF16);
     Both dbias = f32(random_vector(C_qkv, 163));
     cpu().attention_bwd(dqkv.cpu.view(), dbias.cpu.view(), dout.cpu.view(), qkv.cpu.view(), out_r.cpu.view(),
-                        lse_r.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+                        lse_r.cpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     gpu().attention_bwd(dqkv_m.view(), dbias.gpu.view(), dout_m.view(), qkv_m.view(), out_rm.view(),
-                        lse_r.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+                        lse_r.gpu.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
     expect_close(dqkv_m.view(), dqkv.cpu.view(), 5e-3, "attention_bwd dqkv");
     expect_close(dbias, 5e-3, "attention_bwd dbias (generic kernels, then a column sum)");
   }
@@ -756,7 +824,7 @@ TEST_F(CudaOps, AttentionDecodeMatchesForward) {
       Tensor qkv = upload(gpu(), qkv_values, DType::BF16);
       Tensor full = upload(gpu(), Vec(out_elems(k)), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS);
+      gpu().attention_fwd(full.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
 
       const size_t cache = static_cast<size_t>(k.B) * k.T * k.NKV * k.HS;
       Tensor k_cache = upload(gpu(), Vec(cache), DType::BF16), v_cache = upload(gpu(), Vec(cache), DType::BF16);
@@ -1163,8 +1231,8 @@ TEST_F(CudaOps, Rope) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->rope_fwd(v(x), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
-      be->rope_bwd(v(dx), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0);
+      be->rope_fwd(v(x), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0, nullptr);
+      be->rope_bwd(v(dx), v(table), k.B, k.T, k.NH, k.NKV, k.HS, k.pos0, nullptr);
     }
     // fp32 math on the same table, one rounding; the value heads are copied through unchanged.
     expect_close(x, kOneRounding, "rope_fwd");
@@ -1200,8 +1268,8 @@ TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
   const Vec q = random_vector(n, 344);
   Both table = f32(table_host), qb = act(q);
   Misaligned q_m = misaligned(q, DType::BF16);
-  cpu().rope_fwd(qb.cpu.view(), table.cpu.view(), B, T, NH, NKV, HS, 0);
-  gpu().rope_fwd(q_m.view(), table.gpu.view(), B, T, NH, NKV, HS, 0);
+  cpu().rope_fwd(qb.cpu.view(), table.cpu.view(), B, T, NH, NKV, HS, 0, nullptr);
+  gpu().rope_fwd(q_m.view(), table.gpu.view(), B, T, NH, NKV, HS, 0, nullptr);
   expect_close(q_m.view(), qb.cpu.view(), kOneRounding, "rope_fwd");
 }
 
@@ -1219,13 +1287,13 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
       Tensor dout = upload(gpu(), random_vector(out_elems(k), 132), DType::BF16);
       Tensor out = upload(gpu(), Vec(out_elems(k)), DType::BF16);
       Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
-      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, HS);
+      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, HS, nullptr);
       std::vector<unsigned char> first, first_bias;
       for (int run = 0; run < 3; ++run) {
         Tensor dqkv = upload(gpu(), Vec(qkv_elems(k)), DType::BF16);
         Tensor dbias = upload(gpu(), Vec(C_qkv), DType::F32);
         gpu().attention_bwd(dqkv.view(), dbias.view(), dout.view(), qkv.view(), out.view(), lse.view(), k.B, k.T, k.NH,
-                            k.NKV, HS);
+                            k.NKV, HS, nullptr);
         const auto bits = download_bits(gpu(), dqkv.view()), bias_bits = download_bits(gpu(), dbias.view());
         if (run == 0) first = bits, first_bias = bias_bits;
         EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
@@ -1258,7 +1326,7 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
       Tensor dw = upload(gpu(), Vec(C), DType::F32), db = upload(gpu(), Vec(C), DType::F32);
       Tensor dsum = upload(gpu(), Vec(C), DType::F32);
       Tensor din = upload(gpu(), Vec(static_cast<size_t>(N) * C), DType::BF16);
-      gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local);
+      gpu().encoder_bwd(dwte.view(), dwpe.view(), dout.view(), tok.ptr<int32_t>(), B, T, C, 0, v_local, nullptr);
       gpu().layernorm_bwd(din.view(), dw.view(), db.view(), dsum.view(), dout.view(), in.view(), w.view(), mean.view(),
                           rstd.view(), N, C);
       const std::vector<unsigned char> bits[5] = {download_bits(gpu(), dwte.view()), download_bits(gpu(), dwpe.view()),

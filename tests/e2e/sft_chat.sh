@@ -2,7 +2,8 @@
 # e2e: supervised fine-tuning from a generated chat set. Synthetic arithmetic Q&A (tools/
 # make_arithmetic_chat.py) plus bad records is tokenized with the byte tokenizer and the plain
 # template (the bad records counted by reason in the summary), then llama-tiny trains on it with
-# --task sft over train.epochs and its masked loss falls; a pre-training dataset is refused for sft.
+# --task sft over train.epochs and its masked loss falls; packed (data.pack) the same records fill
+# fewer, fuller sequences; a pre-training dataset is refused for sft.
 #   sft_chat.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
 # shellcheck source=tests/e2e/lib.sh
@@ -36,6 +37,24 @@ print(f"masked loss of steps 1-3: {first:.3f}, of steps 41-45: {last:.3f}; valid
 assert first > 4.5, f"initial masked loss {first:.3f} should be near ln(257) = 5.55"
 assert last < 2.5, f"masked loss after 2 epochs {last:.3f} is not below 2.5"
 assert val and val[-1] < 2.5, f"validation masked loss {val} is not below 2.5"
+PY
+
+# Packed into sequences of 128: the data line reports fewer sequences per epoch, each holding more
+# record tokens than one record per sequence of 48 did.
+"$@" "$trident" train --config "$root/inputs/models/llama-tiny.cfg" --backend cpu --task sft --data.pack true \
+  --data.train "$out/arith" --data.split 0.9 --model.seq_len 128 --train.micro_batch_size 8 \
+  --train.global_batch_size 16 --train.steps 2 --log.every 1 | tee "$out/packed.log"
+/usr/bin/python3 - "$out/train.log" "$out/packed.log" <<'PY'
+import re, sys
+def train_line(path):
+    return next(l for l in open(path) if l.startswith("train ") and "records [0, 360)" in l)
+one, packed = train_line(sys.argv[1]), train_line(sys.argv[2])
+fill = lambda line: float(re.search(r"\(([0-9.]+)% filled", line).group(1)) / 100
+sequences = int(re.search(r"packed into (\d+) sequences per epoch", packed).group(1))
+one_tokens, packed_tokens = fill(one) * 49, fill(packed) * 129   # record tokens per sequence
+print(f"one record per sequence of 49 tokens: {one_tokens:.1f} record tokens each; packed into {sequences} "
+      f"sequences of 129: {packed_tokens:.1f} each ({100 * fill(packed):.1f}% filled)")
+assert sequences < 360 / 2 and packed_tokens > 2 * one_tokens and fill(packed) > 0.8, (one, packed)
 PY
 
 set +e

@@ -48,8 +48,8 @@ void run_block(test::ReferenceDump& dump, const BlockShape& s, uint64_t seed) {
   Vec sw(static_cast<size_t>(N) * s.F), m(x.size()), out(x.size());
   be->rmsnorm_fwd(view(n1), view(rstd1), view(x), view(w1), N, s.C, s.eps);
   be->matmul_fwd(view(qkv), view(n1), view(wqkv), TensorView{}, N, s.C, QKV);
-  be->rope_fwd(view(qkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0);
-  be->attention_fwd(view(att), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
+  be->rope_fwd(view(qkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0, nullptr);
+  be->attention_fwd(view(att), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS, nullptr);
   be->matmul_fwd(view(o), view(att), view(wo), TensorView{}, N, A, s.C);
   be->add_rmsnorm_fwd(view(h1), view(n2), view(rstd2), view(o), view(x), view(w2), N, s.C, s.eps);
   be->matmul_fwd(view(gu), view(n2), view(wgu), TensorView{}, N, s.C, 2 * s.F);
@@ -65,8 +65,8 @@ void run_block(test::ReferenceDump& dump, const BlockShape& s, uint64_t seed) {
   be->matmul_bwd(view(dn2), view(dwgu), TensorView{}, view(dgu), view(n2), view(wgu), N, s.C, 2 * s.F);
   be->rmsnorm_bwd(view(dh1), view(dw2), view(dn2), view(h1), view(w2), view(rstd2), N, s.C);
   be->matmul_bwd(view(datt), view(dwo), TensorView{}, view(dh1), view(att), view(wo), N, A, s.C);
-  be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(qkv), view(att), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
-  be->rope_bwd(view(dqkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0);
+  be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(qkv), view(att), view(lse), s.B, s.T, s.NH, s.NKV, s.HS, nullptr);
+  be->rope_bwd(view(dqkv), view(table), s.B, s.T, s.NH, s.NKV, s.HS, 0, nullptr);
   be->matmul_bwd(view(dn1), view(dwqkv), TensorView{}, view(dqkv), view(n1), view(wqkv), N, s.C, QKV);
   Vec dx = dh1;   // the residual's gradient, plus the first RMSNorm's
   be->rmsnorm_bwd(view(dx), view(dw1), view(dn1), view(x), view(w1), view(rstd1), N, s.C);

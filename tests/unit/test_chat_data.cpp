@@ -218,7 +218,7 @@ TEST(SftSource, WholeRecordsPaddedOrCutWithShiftedMask) {
     w.finish();
   }
   auto ds = std::make_shared<const MaskedDataset>(dir / "chat", 1);
-  SftSource src(ds, 0, 2, 5, 300, 7);
+  SftSource src(ds, 0, 2, 5, 300, 7, false);
   EXPECT_EQ(src.cut_records(), 1u);
   // Each epoch visits both records once.
   Ids tokens(4 * 6);
@@ -239,8 +239,77 @@ TEST(SftSource, WholeRecordsPaddedOrCutWithShiftedMask) {
     }
   }
   EXPECT_EQ(short_seen, 2);
-  SftSource small_vocab(ds, 0, 2, 5, 12, 7);
+  SftSource small_vocab(ds, 0, 2, 5, 12, 7, false);
   expect_input_error([&] { small_vocab.samples(0, 2, tokens.data()); }, {"chat.bin", "token id", "model.vocab_size = 12"});
+}
+
+// Packed samples (data.pack): records fill each sample greedily in visiting order, each with its
+// own document start and shifted mask; the target across a record's end is untrained; a record
+// longer than a sample is cut, alone; fewer, fuller samples than one record each.
+TEST(SftSource, PackedRecordsFillSamplesGreedily) {
+  TempDir dir;
+  const std::vector<MaskedTokens> records = {{{1, 2, 3}, {0, 1, 1}},
+                                             {{4, 5}, {1, 1}},
+                                             {{6, 7, 8, 9}, {0, 0, 1, 1}},
+                                             {{10, 11, 12, 13, 14, 15, 16, 17}, {0, 1, 1, 1, 1, 1, 1, 1}},
+                                             {{18}, {1}}};
+  {
+    MaskedDatasetWriter w(dir / "chat", 300);
+    for (const MaskedTokens& r : records) {
+      w.add_sequence(r);
+      w.end_document();
+    }
+    w.finish();
+  }
+  auto ds = std::make_shared<const MaskedDataset>(dir / "chat", 1);
+  const int T = 5;   // samples of 6 tokens
+  SftSource packed(ds, 0, 5, T, 300, 7, true), unpacked(ds, 0, 5, T, 300, 7, false);
+  EXPECT_TRUE(packed.packs_documents());
+  EXPECT_FALSE(unpacked.packs_documents());
+  EXPECT_EQ(unpacked.epoch_samples(), 5u);
+  EXPECT_LT(packed.epoch_samples(), 5u);
+  // 3 + 2 + 4 + 6 (cut) + 1 = 16 record tokens in 6-token samples.
+  EXPECT_NEAR(unpacked.fill(), 16.0 / 30, 1e-12);
+  EXPECT_NEAR(packed.fill(), 16.0 / (6.0 * packed.epoch_samples()), 1e-12);
+  EXPECT_GT(packed.fill(), unpacked.fill());
+
+  // Two epochs of packed samples hold every record once per epoch, laid out as the greedy rule says.
+  const int64_t n = static_cast<int64_t>(packed.epoch_samples());
+  for (int64_t s = 0; s < 2 * n + 1; ++s) {
+    SCOPED_TRACE(s);
+    Ids tokens(T + 1);
+    std::vector<uint8_t> mask(T);
+    std::vector<int32_t> docs(T);
+    packed.samples(s, 1, tokens.data());
+    packed.target_mask(s, 1, mask.data());
+    packed.doc_starts(s, 1, docs.data());
+    // Rebuild the sample from its documents: each one a whole record (or the cut long one).
+    for (int t = 0; t < T;) {
+      const int start = docs[t];
+      ASSERT_EQ(start, t);
+      int end = t;
+      while (end < T && docs[end] == start) ++end;
+      const auto r = std::find_if(records.begin(), records.end(), [&](const MaskedTokens& m) { return m.tokens[0] == tokens[start]; });
+      if (r == records.end()) {   // padding: token 0, untrained, a document to the end
+        EXPECT_EQ(end, T);
+        for (int u = start; u <= T; ++u) EXPECT_EQ(tokens[u], 0);
+        for (int u = start; u < T; ++u) EXPECT_EQ(mask[u], 0);
+        break;
+      }
+      const int len = std::min<int>(static_cast<int>(r->tokens.size()), T + 1);
+      EXPECT_TRUE(end == start + len || (end == T && start + len == T + 1)) << "document " << start << ".." << end;
+      for (int u = 0; u < len; ++u) EXPECT_EQ(tokens[start + u], r->tokens[u]);
+      for (int u = 0; u + 1 < len; ++u) EXPECT_EQ(mask[start + u], r->mask[u + 1]);
+      if (start + len - 1 < T) EXPECT_EQ(mask[start + len - 1], 0);   // the target across the record's end
+      t = end;
+    }
+  }
+  // A fresh source (a resumed run) reads a later epoch's sample without the earlier ones.
+  SftSource resumed(ds, 0, 5, T, 300, 7, true);
+  Ids a(T + 1), b(T + 1);
+  resumed.samples(2 * n - 1, 1, a.data());
+  packed.samples(2 * n - 1, 1, b.data());
+  EXPECT_EQ(a, b);
 }
 
 TEST(TokenizeRecords, OverLongRecordsDroppedOrTruncated) {

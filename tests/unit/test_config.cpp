@@ -146,6 +146,7 @@ TEST(Config, BadInputCases) {
   const int w = 1;
   expect_error({"--model.n_embd", "100", "--model.n_head", "12"}, w, {"model.n_embd", "100", "n_head"});
   expect_error({"--model.n_positions", "1024", "--model.seq_len", "2048"}, w, {"model.seq_len", "2048", "n_positions = 1024"});
+  expect_error({"--data.pack", "true"}, w, {"data.pack", "task = sft"});
   expect_error({"--train.global_batch_size", "10", "--train.micro_batch_size", "4"}, w,
                {"train.global_batch_size", "10", "micro_batch_size*dp"});
   expect_error({"--bogus.option", "1"}, w, {"bogus.option"});

@@ -120,7 +120,7 @@ TEST(CpuOps, EncoderGradients) {
   Vec out(B * T * C);
 
   auto loss = [&] {
-    be->encoder_fwd(view(out), tokens.data(), view(wte), view(wpe), B, T, C, vocab_start, v_local);
+    be->encoder_fwd(view(out), tokens.data(), view(wte), view(wpe), B, T, C, vocab_start, v_local, nullptr);
     return weighted_sum(out, r);
   };
   loss();
@@ -135,7 +135,7 @@ TEST(CpuOps, EncoderGradients) {
   // One guard row past dwte catches a write for the first token beyond this shard.
   Vec dwte_guarded((v_local + 1) * C), dwpe(block * C);
   be->encoder_bwd(TensorView(dwte_guarded.data(), DType::F32, v_local * C), view(dwpe), view(r), tokens.data(), B, T,
-                  C, vocab_start, v_local);
+                  C, vocab_start, v_local, nullptr);
   EXPECT_EQ(Vec(dwte_guarded.end() - C, dwte_guarded.end()), Vec(C, 0.0f));
   const Vec dwte(dwte_guarded.begin(), dwte_guarded.end() - C);
   expect_grad("wte", wte, dwte, loss);
@@ -145,12 +145,12 @@ TEST(CpuOps, EncoderGradients) {
   // Parameter gradients accumulate.
   const Vec d0 = random_vector(v_local * C, 14), p0 = random_vector(block * C, 15);
   Vec acc_wte = d0, acc_wpe = p0;
-  be->encoder_bwd(view(acc_wte), view(acc_wpe), view(r), tokens.data(), B, T, C, vocab_start, v_local);
+  be->encoder_bwd(view(acc_wte), view(acc_wpe), view(r), tokens.data(), B, T, C, vocab_start, v_local, nullptr);
   EXPECT_LT(max_abs_diff(minus(acc_wte, d0), dwte), 1e-6);
   EXPECT_LT(max_abs_diff(minus(acc_wpe, p0), dwpe), 1e-6);
 
   // Without a position table the output is the (shard-local) token embedding alone.
-  be->encoder_fwd(view(out), tokens.data(), view(wte), TensorView(), B, T, C, vocab_start, v_local);
+  be->encoder_fwd(view(out), tokens.data(), view(wte), TensorView(), B, T, C, vocab_start, v_local, nullptr);
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[C], wte[0]);
 }
@@ -439,7 +439,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec out(n_act), lse(s.B * s.NH * s.T);
 
   auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NH, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NH, s.HS, nullptr);
     return weighted_sum(out, r);
   };
   loss();
@@ -451,7 +451,7 @@ TEST_P(CpuAttention, ForwardMatchesReferenceAndGradients) {
   Vec dqkv(3 * n_act, 7.0f);  // written, not accumulated: the 7s must vanish
   const int C3 = 3 * s.NH * s.HS;
   Vec dbias(C3, 0.5f);         // accumulated: the bias gradient adds onto it
-  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NH, s.HS);
+  be->attention_bwd(view(dqkv), view(dbias), view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NH, s.HS, nullptr);
   expect_grad("qkv", qkv, dqkv, loss, 63);
   // A bias added to every row of qkv has the column sums of dqkv as its gradient.
   for (int c = 0; c < C3; ++c) {
@@ -503,7 +503,7 @@ TEST(CpuOps, RopeTableForwardAndGradient) {
   Vec y(n);
   auto loss = [&] {
     y = x;
-    be->rope_fwd(view(y), view(table), B, T, NH, NKV, HS, 0);
+    be->rope_fwd(view(y), view(table), B, T, NH, NKV, HS, 0, nullptr);
     return weighted_sum(y, r);
   };
   loss();
@@ -515,19 +515,19 @@ TEST(CpuOps, RopeTableForwardAndGradient) {
       EXPECT_EQ(y[i], x[i]);
     }
   Vec grad = r;
-  be->rope_bwd(view(grad), view(table), B, T, NH, NKV, HS, 0);
+  be->rope_bwd(view(grad), view(table), B, T, NH, NKV, HS, 0, nullptr);
   expect_grad("qkv", x, grad, loss);
 
   // The backward undoes the forward (a rotation's inverse is its transpose).
   loss();  // y of the unperturbed x again
   Vec back = y;
-  be->rope_bwd(view(back), view(table), B, T, NH, NKV, HS, 0);
+  be->rope_bwd(view(back), view(table), B, T, NH, NKV, HS, 0, nullptr);
   EXPECT_LT(max_abs_diff(back, x), 1e-6);
 
   // Generation: T = 3 new positions after 4 earlier ones read table rows 4..6.
   const int Tn = 3, pos0 = 4;
   Vec z = random_vector(static_cast<size_t>(B) * Tn * (NH + 2 * NKV) * HS, 233), z_rot = z;
-  be->rope_fwd(view(z_rot), view(table), B, Tn, NH, NKV, HS, pos0);
+  be->rope_fwd(view(z_rot), view(table), B, Tn, NH, NKV, HS, pos0, nullptr);
   EXPECT_LT(max_abs_diff(z_rot, rope_reference(z, B, Tn, NH, NKV, HS, pos0, theta)), 1e-5);
 }
 
@@ -567,7 +567,7 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   const Vec r = random_vector(n_act, 242);
   Vec out(n_act), lse(s.B * s.NH * s.T);
   auto loss = [&] {
-    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), s.B, s.T, s.NH, s.NKV, s.HS, nullptr);
     return weighted_sum(out, r);
   };
   loss();
@@ -579,15 +579,15 @@ TEST_P(CpuGqaAttention, MatchesRepeatedHeadsAndGradients) {
   EXPECT_LT(max_abs_diff(lse, lse_ref), 1e-5);
 
   Vec dqkv(n_qkv, 7.0f);  // written, not accumulated
-  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS);
+  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(qkv), view(out), view(lse), s.B, s.T, s.NH, s.NKV, s.HS, nullptr);
   expect_grad("qkv", qkv, dqkv, loss, 243);
 
   // Against the multi-head backward on the repeated heads: the same dq, and dk, dv of a key/value
   // head the sums over its group's query heads.
   Vec full_out(n_act), full_lse(lse.size()), dfull(full.size());
-  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.NH, s.HS);
+  be->attention_fwd(view(full_out), view(full_lse), view(full), s.B, s.T, s.NH, s.NH, s.HS, nullptr);
   be->attention_bwd(view(dfull), TensorView{}, view(r), view(full), view(full_out), view(full_lse), s.B, s.T, s.NH,
-                    s.NH, s.HS);
+                    s.NH, s.HS, nullptr);
   Vec summed(n_qkv, 0.0f);
   const int group = s.NH / s.NKV, H3 = s.NH + 2 * s.NKV;
   for (int bt = 0; bt < s.B * s.T; ++bt)
@@ -607,6 +607,68 @@ INSTANTIATE_TEST_SUITE_P(Cpu, CpuGqaAttention,
                          [](const ::testing::TestParamInfo<GqaShape>& info) {
                            return ::testing::PrintToString(info.param);
                          });
+
+// ---------------------------------------------------------------- packed sequences (doc_start)
+
+// Two sequences of T = 11 packing documents of 3, 4, 4 and 5, 6 positions: each document's
+// attention, rotation and gradients are those of the document alone, bit for bit.
+TEST(CpuOps, PackedDocumentsAttendAndRotateAsAlone) {
+  auto be = make_cpu_backend();
+  const int B = 2, T = 11, NH = 4, NKV = 2, HS = 8, H3 = NH + 2 * NKV;
+  const std::vector<int32_t> doc_start = {0, 0, 0, 3, 3, 3, 3, 7, 7, 7, 7, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5};
+  struct Doc { int b, start, len; };
+  const std::vector<Doc> docs = {{0, 0, 3}, {0, 3, 4}, {0, 7, 4}, {1, 0, 5}, {1, 5, 6}};
+  const size_t row_qkv = static_cast<size_t>(H3) * HS, row_act = static_cast<size_t>(NH) * HS;
+  Vec table(T * HS);
+  rope_table(table.data(), T, HS, 10000.0f);
+  Vec qkv = random_vector(B * T * row_qkv, 251, 1.5f);
+  const Vec r = random_vector(B * T * row_act, 252);
+  Vec out(B * T * row_act), lse(B * NH * T), dqkv(qkv.size()), rotated(qkv.size());
+  auto loss = [&] {
+    rotated = qkv;
+    be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0, doc_start.data());
+    be->attention_fwd(view(out), view(lse), view(rotated), B, T, NH, NKV, HS, doc_start.data());
+    return weighted_sum(out, r);
+  };
+  loss();
+  be->attention_bwd(view(dqkv), TensorView{}, view(r), view(rotated), view(out), view(lse), B, T, NH, NKV, HS,
+                    doc_start.data());
+  be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0, doc_start.data());
+  expect_grad("packed qkv", qkv, dqkv, loss, 253);
+  loss();
+  for (const Doc& d : docs) {
+    const size_t q0 = (static_cast<size_t>(d.b) * T + d.start) * row_qkv, a0 = (static_cast<size_t>(d.b) * T + d.start) * row_act;
+    Vec x(qkv.begin() + q0, qkv.begin() + q0 + d.len * row_qkv), rd(r.begin() + a0, r.begin() + a0 + d.len * row_act);
+    Vec o(d.len * row_act), l(NH * d.len), dx(x.size());
+    be->rope_fwd(view(x), view(table), 1, d.len, NH, NKV, HS, 0, nullptr);
+    be->attention_fwd(view(o), view(l), view(x), 1, d.len, NH, NKV, HS, nullptr);
+    be->attention_bwd(view(dx), TensorView{}, view(rd), view(x), view(o), view(l), 1, d.len, NH, NKV, HS, nullptr);
+    be->rope_bwd(view(dx), view(table), 1, d.len, NH, NKV, HS, 0, nullptr);
+    EXPECT_EQ(Vec(out.begin() + a0, out.begin() + a0 + o.size()), o) << d.b << "," << d.start;
+    EXPECT_EQ(Vec(dqkv.begin() + q0, dqkv.begin() + q0 + dx.size()), dx) << d.b << "," << d.start;
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < d.len; ++t) EXPECT_EQ(lse[(d.b * NH + h) * T + d.start + t], l[h * d.len + t]);
+  }
+}
+
+// The learned position embedding restarts with each document; its gradient sums each position's rows.
+TEST(CpuOps, PackedDocumentsRestartPositionEmbedding) {
+  auto be = make_cpu_backend();
+  const int B = 2, T = 5, C = 3, V = 7;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 0, 1, 2, 3}, doc_start = {0, 0, 2, 2, 2, 0, 1, 1, 1, 1};
+  const Vec wte = random_vector(V * C, 261), wpe = random_vector(T * C, 262), g = random_vector(B * T * C, 263);
+  Vec out(B * T * C), dwte(V * C, 0.0f), dwpe(T * C, 0.0f), dwpe_ref(T * C, 0.0f);
+  be->encoder_fwd(view(out), tokens.data(), view(wte), view(wpe), B, T, C, 0, V, doc_start.data());
+  be->encoder_bwd(view(dwte), view(dwpe), view(g), tokens.data(), B, T, C, 0, V, doc_start.data());
+  for (int n = 0; n < B * T; ++n) {
+    const int pos = n % T - doc_start[n];
+    for (int c = 0; c < C; ++c) {
+      EXPECT_EQ(out[n * C + c], wte[tokens[n] * C + c] + wpe[pos * C + c]) << n;
+      dwpe_ref[pos * C + c] += g[n * C + c];
+    }
+  }
+  EXPECT_EQ(dwpe, dwpe_ref);
+}
 
 // ---------------------------------------------------------------- cross-entropy
 
@@ -845,8 +907,8 @@ TEST(CpuDeterminism, AttentionSameBitsForAnyThreadCount) {
   Vec qkv = random_vector(3 * n_act, 131), dout = random_vector(n_act, 132);
   expect_same_bits_across_threads([&] {
     Vec out(n_act), lse(B * NH * T), dqkv(3 * n_act);
-    be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, NH, HS);
-    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, NH, HS);
+    be->attention_fwd(view(out), view(lse), view(qkv), B, T, NH, NH, HS, nullptr);
+    be->attention_bwd(view(dqkv), TensorView{}, view(dout), view(qkv), view(out), view(lse), B, T, NH, NH, HS, nullptr);
     Vec all = out;
     for (const Vec* v : {&lse, &dqkv}) all.insert(all.end(), v->begin(), v->end());
     return all;
@@ -865,7 +927,7 @@ TEST(CpuDeterminism, NormEmbeddingAndSumsSameBitsForAnyThreadCount) {
     be->layernorm_fwd(view(out), view(mean), view(rstd), view(in), view(w), view(b), N, C, 1e-5f);
     be->layernorm_bwd(view(din), view(dw), view(db), TensorView{}, view(dout), view(in), view(w), view(mean),
                       view(rstd), N, C);
-    be->encoder_bwd(view(dwte), view(dwpe), view(dout), tokens.data(), B, T, C, 0, V);
+    be->encoder_bwd(view(dwte), view(dwpe), view(dout), tokens.data(), B, T, C, 0, V, nullptr);
     be->sum_squares(view(acc), view(big));
     Vec all = out;
     for (const Vec* v : {&din, &dw, &db, &dwte, &dwpe, &acc}) all.insert(all.end(), v->begin(), v->end());
@@ -889,10 +951,10 @@ TEST(CpuDeterminism, LlamaOpsSameBitsForAnyThreadCount) {
     be->swiglu_fwd(view(swi), view(gate_up), N, F);
     be->swiglu_bwd(view(dgate_up), view(dswi), view(gate_up), N, F);
     Vec rotated = qkv, att(n_act), lse(B * NH * T), dqkv(n_qkv);
-    be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0);
-    be->attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS);
-    be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS);
-    be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0);
+    be->rope_fwd(view(rotated), view(table), B, T, NH, NKV, HS, 0, nullptr);
+    be->attention_fwd(view(att), view(lse), view(rotated), B, T, NH, NKV, HS, nullptr);
+    be->attention_bwd(view(dqkv), TensorView{}, view(datt), view(rotated), view(att), view(lse), B, T, NH, NKV, HS, nullptr);
+    be->rope_bwd(view(dqkv), view(table), B, T, NH, NKV, HS, 0, nullptr);
     Vec all = out;
     for (const Vec* v : {&rstd, &din, &dw, &swi, &dgate_up, &rotated, &att, &lse, &dqkv})
       all.insert(all.end(), v->begin(), v->end());

@@ -59,10 +59,10 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   hw.act_bytes = 2;
   // Parameters: lnf 128 + 2 blocks * 49,984 + wpe 1,024 + wte 8,192 = 109,312.
   const double P = 109312;
-  // One slot (N = 32 rows): input, grad 4,096 B each; tokens, targets 256 B each (128 rounded up
-  // to the 256-byte arena alignment); per layer ln1, atty, x2, ln2, x3 4,096 B; qkv 12,288 B;
-  // fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
-  const double slot = 2 * 4096 + 2 * 256 + 2 * 66816;
+  // One slot (N = 32 rows): input, grad 4,096 B each; tokens, targets, doc_start 256 B each (128
+  // rounded up to the 256-byte arena alignment); per layer ln1, atty, x2, ln2, x3 4,096 B; qkv
+  // 12,288 B; fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
+  const double slot = 2 * 4096 + 3 * 256 + 2 * 66816;
   // Scratch: dln 4,096 + dqkv 12,288 + datty 4,096 + dfch 16,384; head: lnf, dlnf 4,096 each,
   // logits 32*128*2 = 8,192, and six 256-byte f32 vectors.
   const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 6 * 256;
@@ -74,17 +74,17 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_EQ(plain.in_flight, 1);
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
-  // Trainer: inputs and targets of 2 micro-batches of 2 x 16 tokens (512 B), loss and norm^2
-  // (8 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
+  // Trainer: inputs, targets and document starts of 2 micro-batches of 2 x 16 tokens (768 B), the
+  // loss sums and norm^2 (16 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
   // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
-  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 8 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2166728);   // 18 P + slot + scratch + trainer
+  EXPECT_DOUBLE_EQ(plain.trainer, 768 + 16 + (28 + 18) * 32);
+  EXPECT_DOUBLE_EQ(plain.total(), 2167248);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
-  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 8 + (18 + 18) * 32);   // it updates only its shard's tensors
+  EXPECT_DOUBLE_EQ(zero.trainer, 768 + 16 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1510536);
+  EXPECT_DOUBLE_EQ(zero.total(), 1511056);
 }
 
 // The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute
@@ -122,7 +122,7 @@ TEST(Planner, SlotBytesFollowTheActivationFormula) {
           const MemoryEstimate e = estimate_memory(c, hw);
           const double N = 4 * 128, C = 256;
           const bool selective = c.parallel.recompute == "selective";
-          double want = 2 * N * C * 2 + 2 * N * 4;   // the stage input and gradient, tokens and targets
+          double want = 2 * N * C * 2 + 3 * N * 4;   // the stage input and gradient; tokens, targets, doc starts
           for (int i = 0; i < 4; ++i) {
             const bool full = c.parallel.recompute == "full" || (selective && i < layers);
             want += block_activation_bytes(c.model, tp, 4, 2, c.parallel.sequence_parallel, selective, full);

@@ -10,7 +10,11 @@
 //  - gradient contract: parameter gradients (f32) accumulate (+=) across micro-batches;
 //    activation gradients are written (=), except arguments named *_accum, which accumulate.
 //  - an empty TensorView means "not given" where an argument is optional.
-//  - integer index arrays (tokens, targets) live in backend memory.
+//  - integer index arrays (tokens, targets, doc_start) live in backend memory.
+//  - doc_start (B, T) int32, or nullptr: packed sequences (data.pack). Position t of sequence b
+//    belongs to the document (packed record) that starts at position doc_start[b T + t] <= t of
+//    the sequence; doc_start is nondecreasing along t. Positions restart at 0 in each document and
+//    attention stays inside it. nullptr: every sequence is one document (position t is t).
 //  - every op is queued on stream(); only copy_to_host and synchronize wait.
 #pragma once
 
@@ -117,13 +121,14 @@ class Backend {
   virtual size_t peak_bytes() const = 0;  // high-water mark of alloc()
 
   // ---- embedding (vocab-parallel: this rank holds rows [vocab_start, vocab_start + v_local))
-  // out (B,T,C) act = wte[tok - vocab_start] if the token is local, else 0; + wpe[t] if wpe given.
+  // out (B,T,C) act = wte[tok - vocab_start] if the token is local, else 0; + wpe[p] if wpe given,
+  // p the position in the document (t, or t - doc_start[b T + t] with doc_start).
   virtual void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe,
-                           int B, int T, int C, int vocab_start, int v_local) = 0;
-  // dwte (v_local,C) f32 += rows of local tokens; dwpe (T,C) f32 += sum over B (if given).
-  // Deterministic: no atomics whose order changes the result.
+                           int B, int T, int C, int vocab_start, int v_local, const int32_t* doc_start) = 0;
+  // dwte (v_local,C) f32 += rows of local tokens; dwpe (T,C) f32 += the rows of each position p
+  // (if given). Deterministic: no atomics whose order changes the result.
   virtual void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens,
-                           int B, int T, int C, int vocab_start, int v_local) = 0;
+                           int B, int T, int C, int vocab_start, int v_local, const int32_t* doc_start) = 0;
 
   // ---- LayerNorm
   // out (N,C) act; mean, rstd (N) f32; w, b (C) act.
@@ -196,23 +201,28 @@ class Backend {
   // qkv (B, T, NH + 2 NKV, HS) act: per position NH query heads, then NKV key heads, then NKV value
   // heads (GPT-2's (B, T, 3, NH, HS) is the case NKV = NH); NKV divides NH and query head h reads
   // key/value head h / (NH / NKV). out (B,T,NH,HS) act; lse (B,NH,T) f32 = logsumexp of each score row.
+  // With doc_start (see the conventions), query t attends keys doc_start[b T + t] .. t only
+  // (document masking: block-diagonal causal attention); nullptr takes the unpacked path.
   virtual void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
-                             int HS) = 0;
+                             int HS, const int32_t* doc_start) = 0;
   // dqkv (same layout as qkv) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS), the
   // key/value gradients summed over each group's query heads; dbias ((NH + 2 NKV) HS) f32, if
   // given, += column sums of dqkv over the B T rows: the gradient of a bias added to qkv, which a
-  // backend can sum while dqkv is still on chip.
+  // backend can sum while dqkv is still on chip. doc_start as the forward's.
   virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                             TensorView lse, int B, int T, int NH, int NKV, int HS) = 0;
+                             TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) = 0;
 
   // ---- rotary position embedding (Hugging Face rotate_half convention: the two halves of a head
   // are rotated against each other, element d with d + HS/2, not interleaved pairs).
   // In place on the q and k heads of qkv (B, T, NH + 2 NKV, HS) act (NH query heads, then NKV
   // key heads, then NKV value heads per position; value heads are untouched), at positions
-  // pos0 .. pos0 + T - 1. rope (T_table, HS) f32 is a table from rope_table(), T_table >= pos0 + T.
-  virtual void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
+  // pos0 .. pos0 + T - 1 (with doc_start, row t is at position pos0 + t - doc_start[b T + t]).
+  // rope (T_table, HS) f32 is a table from rope_table(), T_table >= pos0 + T.
+  virtual void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                        const int32_t* doc_start) = 0;
   // The inverse rotation, in place on the q and k parts of the gradient dqkv (same layout).
-  virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
+  virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                        const int32_t* doc_start) = 0;
 
   // ---- incremental decoding with a KV cache (generation)
   // qkv (N, NH + 2 NKV, HS) act holds N new tokens; token i belongs to cache slot rows[2i] at

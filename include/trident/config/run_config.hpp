@@ -109,6 +109,7 @@ struct DataConfig {
   std::string val;      // blend spec of the validation data; empty: held out by split
   double split = 1.0;   // fraction of each train dataset's documents trained on when val is empty
   std::string tokenizer;   // tokenizer.json (or its directory) the checkpoints keep; empty: inherited, if any
+  bool pack = false;    // task sft: records packed into each sequence, each attending to itself only
 };
 
 struct CheckpointConfig {

@@ -25,8 +25,9 @@ struct DataSources {
 DataSources open_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 
 // The same for supervised fine-tuning (task sft): data.train (and data.val) name one chat dataset
-// each (PREFIX with PREFIX_mask, see docs/FINE_TUNING.md), read one record per sample (SftSource);
-// data.split holds out the last records. train_sequences counts records. Throws InputError for a
+// each (PREFIX with PREFIX_mask, see docs/FINE_TUNING.md), read one record per sample, or packed
+// with data.pack (SftSource); data.split holds out the last records. train_sequences counts the
+// first epoch's samples (records, unpacked). Throws InputError for a
 // blend, a dataset without its mask, a preference dataset, or a split that leaves no record.
 DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 

@@ -137,6 +137,10 @@ class GptStage {
   void set_tokens(int slot, const int32_t* inputs, const int32_t* targets);
   // The same from I32 tensors (B*T each) already in backend memory: queued, no host wait.
   void set_tokens(int slot, TensorView inputs, TensorView targets);
+  // Packed sequences (data.pack): the micro-batch's doc_start (B*T I32 in backend memory, see
+  // backend.hpp), read by every stage: positions restart and attention stays in each document.
+  // An empty view makes the slot's sequences unpacked again (one document each).
+  void set_doc_starts(int slot, TensorView doc_start);
 
   // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
   // the backward of the head (dloss = d(total loss)/d(token loss), or of a pair's loss for a
@@ -232,8 +236,10 @@ class GptStage {
   void prefetch_after_block(int i);
   void require_grads(const char* op) const;   // fatal for a stage built without gradients
   // Causal attention of a micro-batch of `batch` sequences: a.atty, a.lse from a.qkv (llama:
-  // after rotating its q and k in place).
-  void attend(const BlockActs& a, int batch);
+  // after rotating its q and k in place); the sequences start at row row0 of the micro-batch.
+  void attend(const BlockActs& a, int batch, size_t row0 = 0);
+  // doc_start of the micro-batch being computed from its row row0, nullptr when unpacked.
+  const int32_t* doc_starts(size_t row0 = 0) const { return docs_ ? docs_ + row0 : nullptr; }
   // Llama with more TP ranks than key/value heads: the gradients of block i's K and V (each
   // rank's head shared by kv_replicas ranks) summed over the ranks that share them.
   void sum_kv_replicas(int block);
@@ -276,6 +282,7 @@ class GptStage {
   StageTensors p_;   // parameter views (compute dtype)
   StageTensors gr_;  // gradient views (fp32)
   std::vector<Slot> slots_;
+  const int32_t* docs_ = nullptr;   // the doc_start of the slot that forward/backward computes
   // The head unit's completion, held back by forward() until the slot's backward reaches its
   // first attention backward (see backward()).
   int head_done_slot_ = -1;

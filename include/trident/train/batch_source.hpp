@@ -17,6 +17,11 @@ class BatchSource {
   // The same samples' target mask into out (count, T): 1 where target t (token t + 1 of the sample)
   // is trained, 0 where the loss ignores it. Called only when masks_targets().
   virtual void target_mask(int64_t /*first*/, int /*count*/, uint8_t* /*out*/) {}
+  // Whether a sample packs several documents (data.pack); doc_starts() then says where each
+  // begins: out (count, T) gets, for each input position t, the position at which its document
+  // starts (the doc_start of backend.hpp). Called only when packs_documents().
+  virtual bool packs_documents() const { return false; }
+  virtual void doc_starts(int64_t /*first*/, int /*count*/, int32_t* /*out*/) {}
 };
 
 // Which global samples a rank reads. A step's global batch is G consecutive samples; DP rank r of

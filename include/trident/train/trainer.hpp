@@ -145,14 +145,15 @@ class Trainer {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)
-  std::vector<int32_t> host_batch_;    // [inputs | targets] of all micro-batches, as batch_buf_
+  std::vector<int32_t> host_batch_;    // [inputs | targets | doc_starts] of all micro-batches, as batch_buf_
   std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
   // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
   // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
   // A reward model counts its scored pairs instead: those whose two sequences train a target.
   double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
-  Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
+  bool packed_ = false;      // the host buffers hold packed sequences (their doc_starts are valid)
+  Buffer batch_buf_;         // I32 [inputs | targets | doc_starts] of the step's micro-batches
   Buffer stats_buf_;         // f32 [LossSums (3), squared gradient norm]
   StepGuard guard_;
   int skipped_steps_ = 0;

@@ -39,24 +39,24 @@ float prob(const float* q, const float* k, float lse, float scale, int HS) {
   return std::exp(scale * dot(q, k, HS) - lse);
 }
 
-// One causal query row over keys and values 0..last: writes the output row, returns the row's
-// logsumexp. Shared by the forward and decoding, so both produce the same bits. p holds last+1
-// floats of scratch.
+// One causal query row over keys and values first..last: writes the output row, returns the row's
+// logsumexp. Shared by the forward and decoding, so both produce the same bits; a packed record
+// (first > 0) gets the bits it gets alone at first = 0. p holds last+1 floats of scratch.
 template <class KeyAt, class ValueAt>
-float attend_row(float* orow, const float* q, int last, const KeyAt& key, const ValueAt& value, float scale, int HS,
-                 float* p) {
+float attend_row(float* orow, const float* q, int first, int last, const KeyAt& key, const ValueAt& value,
+                 float scale, int HS, float* p) {
   float mx = -INFINITY;
-  for (int j = 0; j <= last; ++j) {
+  for (int j = first; j <= last; ++j) {
     p[j] = scale * dot(q, key(j), HS);
     mx = std::max(mx, p[j]);
   }
   double s = 0;
-  for (int j = 0; j <= last; ++j) {
+  for (int j = first; j <= last; ++j) {
     p[j] = std::exp(p[j] - mx);
     s += p[j];
   }
   std::fill(orow, orow + HS, 0.0f);
-  for (int j = 0; j <= last; ++j) axpy(orow, p[j], value(j), HS);
+  for (int j = first; j <= last; ++j) axpy(orow, p[j], value(j), HS);
   const float inv = static_cast<float>(1.0 / s);
   for (int d = 0; d < HS; ++d) orow[d] *= inv;
   return static_cast<float>(mx + std::log(s));
@@ -67,8 +67,15 @@ void check_heads(int NH, int NKV, const char* op) {
                 str(op, ": ", NKV, " key/value heads do not divide ", NH, " query heads"));
 }
 
-void attention_forward(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) {
+// The first key of query row t of sequence b: its document's start.
+int first_key(const int32_t* doc_start, int b, int t, int T) {
+  return doc_start ? doc_start[static_cast<size_t>(b) * T + t] : 0;
+}
+
+void attention_forward(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS,
+                       const int32_t* doc_start) {
   check_heads(NH, NKV, "attention_fwd");
+  cpu::check_doc_start(doc_start, B, T, "attention_fwd");
   const size_t BTC = static_cast<size_t>(B) * T * NH * HS, BT = static_cast<size_t>(B) * T;
   float* o = f32_data(out, BTC, "attention_fwd: out");                                       // (B, T, NH, HS)
   float* ls = f32_data(lse, static_cast<size_t>(B) * NH * T, "attention_fwd: lse");          // (B, NH, T)
@@ -83,14 +90,16 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int B, in
       const int t = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
       auto key = [&](int j) { return x + L.k(b, j, h); };
       auto value = [&](int j) { return x + L.v(b, j, h); };
-      ls[idx] = attend_row(o + L.act(b, t, h), x + L.q(b, t, h), t, key, value, scale, HS, p.data());
+      ls[idx] = attend_row(o + L.act(b, t, h), x + L.q(b, t, h), first_key(doc_start, b, t, T), t, key, value, scale,
+                           HS, p.data());
     }
   }
 }
 
 void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                        TensorView lse, int B, int T, int NH, int NKV, int HS) {
+                        TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) {
   check_heads(NH, NKV, "attention_bwd");
+  cpu::check_doc_start(doc_start, B, T, "attention_bwd");
   const size_t BTC = static_cast<size_t>(B) * T * NH * HS;
   const size_t n_qkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HS;
   const int rows = B * NH * T, group = NH / NKV;
@@ -123,13 +132,14 @@ void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, Tens
       const int i = idx % T, h = (idx / T) % NH, b = idx / (T * NH);
       const float* q = x + L.q(b, i, h);
       const float* gi = g + L.act(b, i, h);
-      for (int j = 0; j <= i; ++j) {
+      const int j0 = first_key(doc_start, b, i, T);
+      for (int j = j0; j <= i; ++j) {
         const float p = prob(q, x + L.k(b, j, h), ls[idx], scale, HS);
         ds[j] = p * (dot(gi, x + L.v(b, j, h), HS) - D[idx]);
       }
       float* dq = dx + L.q(b, i, h);
       std::fill(dq, dq + HS, 0.0f);
-      for (int j = 0; j <= i; ++j) axpy(dq, ds[j], x + L.k(b, j, h), HS);
+      for (int j = j0; j <= i; ++j) axpy(dq, ds[j], x + L.k(b, j, h), HS);
       for (int d = 0; d < HS; ++d) dq[d] *= scale;
     }
   }
@@ -146,7 +156,9 @@ void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, Tens
     std::fill(dv, dv + HS, 0.0f);
     for (int h = h0; h < h0 + group; ++h) {
       const int row0 = (b * NH + h) * T;  // lse/D index of (b, h, i = 0)
-      for (int i = j; i < T; ++i) {
+      // The queries of key j's document: doc_start is nondecreasing, so they end at the first
+      // query of a later document.
+      for (int i = j; i < T && first_key(doc_start, b, i, T) <= j; ++i) {
         const float* q = x + L.q(b, i, h);
         const float* gi = g + L.act(b, i, h);
         const float p = prob(q, k, ls[row0 + i], scale, HS);
@@ -171,13 +183,13 @@ void attention_backward(TensorView dqkv, TensorView dbias, TensorView dout, Tens
 }  // namespace
 
 void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
-                               int HS) {
-  attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
+                               int HS, const int32_t* doc_start) {
+  attention_forward(out, lse, qkv, B, T, NH, NKV, HS, doc_start);
 }
 
 void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                               TensorView lse, int B, int T, int NH, int NKV, int HS) {
-  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS);
+                               TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) {
+  attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS, doc_start);
 }
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
@@ -212,7 +224,7 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
       const int s = rows[2 * i];
       auto key = [&](int j) { return kc + at(s, h / group, j); };
       auto value = [&](int j) { return vc + at(s, h / group, j); };
-      attend_row(o + L.act(0, i, h), x + L.q(0, i, h), rows[2 * i + 1], key, value, scale, HS, p.data());
+      attend_row(o + L.act(0, i, h), x + L.q(0, i, h), 0, rows[2 * i + 1], key, value, scale, HS, p.data());
     }
 }
 

@@ -26,9 +26,9 @@ class CpuBackend final : public Backend, public PeerOps {
   size_t peak_bytes() const override;
 
   void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe,
-                   int B, int T, int C, int vocab_start, int v_local) override;
+                   int B, int T, int C, int vocab_start, int v_local, const int32_t* doc_start) override;
   void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens,
-                   int B, int T, int C, int vocab_start, int v_local) override;
+                   int B, int T, int C, int vocab_start, int v_local, const int32_t* doc_start) override;
 
   void layernorm_fwd(TensorView out, TensorView mean, TensorView rstd, TensorView in,
                      TensorView w, TensorView b, int N, int C, float eps) override;
@@ -60,15 +60,17 @@ class CpuBackend final : public Backend, public PeerOps {
                   TensorView in, TensorView w, int N, int K, int M) override;
 
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
-                     int HS) override;
+                     int HS, const int32_t* doc_start) override;
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,
                         int N, int S, int Tmax, int NH, int NKV, int HS) override;
   void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature, int N,
                     int v_local, int v_valid, int vocab_start) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                     TensorView lse, int B, int T, int NH, int NKV, int HS) override;
-  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
-  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
+                     TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) override;
+  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                const int32_t* doc_start) override;
+  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                const int32_t* doc_start) override;
 
   void xent_max(TensorView rowmax, TensorView logits, int N, int v_local, int v_valid) override;
   void xent_stats(TensorView stats, TensorView logits, TensorView rowmax, const int32_t* targets,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "trident/core/error.hpp"
 #include "trident/core/tensor.hpp"
@@ -47,5 +48,21 @@ inline float dot(const float* a, const float* b, int n) {
   for (int l = 0; k < n; ++k, ++l) acc[l] += a[k] * b[k];
   return reduce_lanes(acc);
 }
+
+// Checks doc_start (B, T) of packed sequences (backend.hpp): each row starts a document at 0, and
+// every position either starts a new one or continues the previous position's. nullptr passes.
+inline void check_doc_start(const int32_t* doc_start, int B, int T, const char* op) {
+  if (!doc_start) return;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const int32_t d = doc_start[static_cast<size_t>(b) * T + t];
+      TRIDENT_CHECK(d == t || (t > 0 && d == doc_start[static_cast<size_t>(b) * T + t - 1]),
+                    str(op, ": doc_start of sequence ", b, " position ", t, " is ", d,
+                        "; a position starts a document or continues the previous one's"));
+    }
+}
+
+// Position in its document of row n (b T + t) of a (B, T) batch.
+inline int doc_position(const int32_t* doc_start, int n, int T) { return n % T - (doc_start ? doc_start[n] : 0); }
 
 }  // namespace trident::cpu

@@ -30,16 +30,17 @@ namespace {
 // Rotates the q and k heads of x (B, T, NH + 2 NKV, HS) in place by +angle (sign 1, the forward:
 // x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin for the halves x1, x2) or by -angle (sign -1, the
 // backward: the transpose of the rotation).
-void rotate(TensorView x_view, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0, float sign,
-            const char* op) {
+void rotate(TensorView x_view, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+            const int32_t* doc_start, float sign, const char* op) {
   check_rope_args(rope, T, NH, NKV, HS, pos0, op);
+  cpu::check_doc_start(doc_start, B, T, op);
   const int H3 = NH + 2 * NKV, half = HS / 2;
   const size_t n = static_cast<size_t>(B) * T * H3 * HS;
   float* x = f32_data(x_view, n, str(op, ": qkv").c_str());                                  // (B, T, NH + 2 NKV, HS)
   const float* table = f32_data(rope, rope.numel, str(op, ": rope").c_str()) + static_cast<size_t>(pos0) * HS;  // (T, HS)
 #pragma omp parallel for schedule(static) if (cpu::worth_threads(n))
   for (int bt = 0; bt < B * T; ++bt) {
-    const float* cs = table + static_cast<size_t>(bt % T) * HS;
+    const float* cs = table + static_cast<size_t>(cpu::doc_position(doc_start, bt, T)) * HS;
     for (int h = 0; h < NH + NKV; ++h) {
       float* head = x + (static_cast<size_t>(bt) * H3 + h) * HS;
       for (int d = 0; d < half; ++d) {
@@ -53,12 +54,14 @@ void rotate(TensorView x_view, TensorView rope, int B, int T, int NH, int NKV, i
 
 }  // namespace
 
-void CpuBackend::rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) {
-  rotate(qkv, rope, B, T, NH, NKV, HS, pos0, 1.0f, "rope_fwd");
+void CpuBackend::rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                          const int32_t* doc_start) {
+  rotate(qkv, rope, B, T, NH, NKV, HS, pos0, doc_start, 1.0f, "rope_fwd");
 }
 
-void CpuBackend::rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) {
-  rotate(dqkv, rope, B, T, NH, NKV, HS, pos0, -1.0f, "rope_bwd");
+void CpuBackend::rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                          const int32_t* doc_start) {
+  rotate(dqkv, rope, B, T, NH, NKV, HS, pos0, doc_start, -1.0f, "rope_bwd");
 }
 
 }  // namespace trident

@@ -88,8 +88,14 @@ __device__ __forceinline__ void store_row(bf16* dst, const float (&acc)[kDimsPer
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kRows; }
 
+// The first key of query qi: its document's start with docs (this sequence's doc_start), else 0.
+__device__ __forceinline__ int first_key(const int32_t* docs, int qi) { return docs ? docs[qi] : 0; }
+
+// docs (packed sequences): key tiles before the block's first document are skipped, and a row
+// skips the tiles before its own document, so every tile it scores holds a key it sees.
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, int HS, float scale) {
+    attention_fwd_kernel(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int T, int NH, int NKV,
+                         int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
@@ -113,8 +119,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kDimsPerLane; ++i) o[r][i] = 0.0f;
   }
 
+  const int32_t* docs = doc_start ? doc_start + static_cast<size_t>(b) * T : nullptr;
   const int q_last = min(T, q0 + kRows) - 1;
-  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+  for (int k0 = first_key(docs, q0) / kTile * kTile; k0 <= q_last; k0 += kTile) {
     __syncthreads();  // every warp is done with the previous tile (and q_s is loaded)
     load_rows(k_s, stride, keys, k0, kTile, T, HS);
     load_rows(v_s, stride, values, k0, kTile, T, HS);
@@ -123,17 +130,20 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int qr = warp * kRowsPerWarp + r, qi = q0 + qr;
       if (qi >= T) continue;  // warp-uniform
+      const int first = first_key(docs, qi);
+      if (k0 + kTile <= first) continue;  // warp-uniform: the tile precedes the row's document
       const int kj = k0 + lane;
-      const bool visible = kj <= qi;
+      const bool visible = kj <= qi && kj >= first;
       const float s = visible ? scale * dot_rows(q_s + qr * stride, k_s + lane * stride, HS) : -INFINITY;
-      const float m_new = fmaxf(m[r], warp_max(s));  // finite: key k0 <= qi is visible
+      const float m_new = fmaxf(m[r], warp_max(s));  // finite: key max(k0, first) <= qi is visible
       const float p = visible ? expf(s - m_new) : 0.0f;
       const float correction = expf(m[r] - m_new);
       l[r] = l[r] * correction + warp_sum(p);
 #pragma unroll
       for (int i = 0; i < kDimsPerLane; ++i) o[r][i] *= correction;
       const int n_keys = min(kTile, qi - k0 + 1);
-      for (int j = 0; j < n_keys; ++j) axpy_row(o[r], __shfl_sync(kFullMask, p, j), v_s + j * stride, lane, HS);
+      for (int j = max(0, first - k0); j < n_keys; ++j)
+        axpy_row(o[r], __shfl_sync(kFullMask, p, j), v_s + j * stride, lane, HS);
       m[r] = m_new;
     }
   }
@@ -188,10 +198,11 @@ __global__ void attention_delta_vec_kernel(float* delta, const bf16* dout, const
 }
 
 // dK, dV of the kRows keys of this block, streaming the queries that see them: those of each
-// query head of the group in turn, so each key's sum over the group has one order.
+// query head of the group in turn, so each key's sum over the group has one order. With docs,
+// the query tiles end at the first that starts in a document after the block's last key.
 __global__ void __launch_bounds__(kThreads)
-    attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                         int NH, int NKV, int HS, float scale) {
+    attention_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
+                         const int32_t* doc_start, int T, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* k_s = reinterpret_cast<bf16*>(smem_raw);                   // (kRows, stride)
@@ -212,7 +223,14 @@ __global__ void __launch_bounds__(kThreads)
 
   float dk[kRowsPerWarp][kDimsPerLane] = {}, dv[kRowsPerWarp][kDimsPerLane] = {};
   // The query tiles of each query head of the group in turn.
-  const int n_tiles = (T - k0 + kTile - 1) / kTile;  // per query head
+  const int32_t* docs = doc_start ? doc_start + static_cast<size_t>(b) * T : nullptr;
+  int n_tiles = (T - k0 + kTile - 1) / kTile;  // per query head
+  if (docs) {
+    const int k_last = min(T, k0 + kRows) - 1;
+    int n = 0;
+    while (n < n_tiles && docs[k0 + n * kTile] <= k_last) ++n;
+    n_tiles = n;
+  }
   for (int i = 0; i < group * n_tiles; ++i) {
     const int h = kvh * group + i / n_tiles, q0 = k0 + (i % n_tiles) * kTile;
     const size_t bh = static_cast<size_t>(b) * NH + h;
@@ -228,7 +246,7 @@ __global__ void __launch_bounds__(kThreads)
       if (kj >= T) continue;  // warp-uniform
       const int qi = q0 + lane;
       float p = 0.0f, ds = 0.0f;
-      if (qi < T && qi >= kj) {
+      if (qi < T && qi >= kj && first_key(docs, qi) <= kj) {
         const float s = scale * dot_rows(q_s + lane * stride, k_s + kr * stride, HS);
         p = expf(s - lse_s[lane]);
         const float dp = dot_rows(do_s + lane * stride, v_s + kr * stride, HS);
@@ -254,8 +272,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // dQ of the kRows queries of this block, streaming the keys they see.
 __global__ void __launch_bounds__(kThreads)
-    attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int T,
-                        int NH, int NKV, int HS, float scale) {
+    attention_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
+                        const int32_t* doc_start, int T, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);  // (kRows, stride)
@@ -280,8 +298,9 @@ __global__ void __launch_bounds__(kThreads)
     row_delta[r] = qi < T ? delta[static_cast<size_t>(blockIdx.x) * T + qi] : 0.0f;
   }
 
+  const int32_t* docs = doc_start ? doc_start + static_cast<size_t>(b) * T : nullptr;
   const int q_last = min(T, q0 + kRows) - 1;
-  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+  for (int k0 = first_key(docs, q0) / kTile * kTile; k0 <= q_last; k0 += kTile) {
     __syncthreads();
     load_rows(k_s, stride, keys, k0, kTile, T, HS);
     load_rows(v_s, stride, values, k0, kTile, T, HS);
@@ -290,15 +309,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int qr = warp * kRowsPerWarp + r, qi = q0 + qr;
       if (qi >= T) continue;  // warp-uniform
+      const int first = first_key(docs, qi);
       float ds = 0.0f;
-      if (k0 + lane <= qi) {
+      if (k0 + lane <= qi && k0 + lane >= first) {
         const float s = scale * dot_rows(q_s + qr * stride, k_s + lane * stride, HS);
         const float p = expf(s - row_lse[r]);
         const float dp = dot_rows(do_s + qr * stride, v_s + lane * stride, HS);
         ds = p * (dp - row_delta[r]);
       }
       const int n_keys = min(kTile, qi - k0 + 1);
-      for (int j = 0; j < n_keys; ++j) axpy_row(dq[r], __shfl_sync(kFullMask, ds, j), k_s + j * stride, lane, HS);
+      for (int j = max(0, first - k0); j < n_keys; ++j)
+        axpy_row(dq[r], __shfl_sync(kFullMask, ds, j), k_s + j * stride, lane, HS);
     }
   }
 
@@ -414,23 +435,24 @@ size_t smem_bytes(int HS, int bf16_rows, int float_rows) {
 
 }  // namespace
 
-void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
-                   cudaStream_t stream) {
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int B, int T, int NH, int NKV,
+                   int HS, cudaStream_t stream) {
   check_shape(B, T, NH, NKV, HS, "attention_fwd");
   if (B * T * NH == 0) return;
   if (attention_mma_supported(HS, {out, qkv})) {
-    attention_fwd_mma(out, lse, qkv, B, T, NH, NKV, HS, stream);
+    attention_fwd_mma(out, lse, qkv, doc_start, B, T, NH, NKV, HS, stream);
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const dim3 grid(B * NH, ceil_div(T, kRows));
-  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, T, NH, NKV,
-                                                                                         HS, scale);
+  attention_fwd_kernel<<<grid, kThreads, smem_bytes(HS, kRows + 2 * kTile, 0), stream>>>(out, lse, qkv, doc_start, T,
+                                                                                         NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_fwd_kernel");
 }
 
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream) {
+                   const int32_t* doc_start, int B, int T, int NH, int NKV, int HS, Scratch& scratch,
+                   cudaStream_t stream) {
   check_shape(B, T, NH, NKV, HS, "attention_bwd");
   if (B * T * NH == 0) return;
   const size_t rows = static_cast<size_t>(B) * T * NH, row_width = qkv_row_stride(NH, NKV, HS);
@@ -453,7 +475,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
   if (mma) {
-    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, HS, stream);
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, HS, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
     return;
   }
@@ -461,10 +483,10 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const int blocks = ceil_div(T, kRows);
   attention_dkv_kernel<<<dim3(B * NKV, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
-      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
+      dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_kernel");
   attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
-      dqkv, dout, qkv, lse, delta, T, NH, NKV, HS, scale);
+      dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
   // The generic kernels leave the bias gradient to a column sum of what they wrote.
   if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);

@@ -14,16 +14,18 @@ constexpr int kMaxHeadSize = 128;
 // h / (NH / NKV). The kernels index that head; nothing copies it per query head.
 
 // out (B,T,NH,HS) = softmax(q k^T / sqrt(HS), causal) v from qkv (B,T,NH+2NKV,HS);
-// lse (B,NH,T) = logsumexp of each scaled score row.
-void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
-                   cudaStream_t stream);
+// lse (B,NH,T) = logsumexp of each scaled score row. doc_start (B,T), or null: packed sequences
+// (backend.hpp); key blocks outside a query block's documents are skipped, not only masked.
+void attention_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int B, int T, int NH, int NKV,
+                   int HS, cudaStream_t stream);
 
 // dqkv (B,T,NH+2NKV,HS) from dout (B,T,NH,HS), recomputing probabilities from lse, the key and
 // value gradients summed over each group's query heads; with dbias, also dbias ((NH+2NKV) HS) +=
 // column sums of dqkv over the B T rows (the qkv bias gradient). Deterministic: every output
 // element is summed by one thread in a fixed order.
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream);
+                   const int32_t* doc_start, int B, int T, int NH, int NKV, int HS, Scratch& scratch,
+                   cudaStream_t stream);
 
 // Stores the keys and values of the N new tokens of qkv (N,NH+2NKV,HS), token i at slot rows[2i] and
 // position rows[2i + 1] (rows (N,2) on the device), into k_cache, v_cache (S,NKV,Tmax,HS); then

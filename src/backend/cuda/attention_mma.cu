@@ -268,6 +268,17 @@ __device__ __forceinline__ size_t bias_partial_offset(int b, int block, int h, i
 // blocks do not start in the final wave.
 __device__ __forceinline__ int query_block_start() { return (gridDim.y - 1 - blockIdx.y) * kBlockRows; }
 
+// Packed: the end of the queries that see keys [k0, k_last]: the first query after k_last whose
+// document starts after k_last (doc_start is nondecreasing: a binary search), or T.
+__device__ __forceinline__ int query_end(const int32_t* docs, int k_last, int T) {
+  int lo = k_last + 1, hi = T;   // docs[q] <= k_last for q <= k_last
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (docs[mid] > k_last) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
 // The key and value tiles of one (b, key/value head) that the forward and dQ kernels stream,
 // kKeyTile rows at a time, through two stages of K then V in `smem`: tile j sits in stage j % 2.
 template <class Mma, int HS>
@@ -305,9 +316,23 @@ constexpr size_t fwd_smem_bytes() {
          Mma::kAlign - 16;
 }
 
-template <class Mma, int HS>
+// The first key tile a query block streams: packed (kPacked, doc_start given) the tile of its first
+// query's document start, since every later query's document starts no earlier; else tile 0.
+template <bool kPacked>
+__device__ __forceinline__ int first_key_tile(const int32_t* docs, int q0) {
+  return kPacked ? docs[q0] / kKeyTile : 0;
+}
+
+// Document start of query qi of a packed sequence (0 past T, where nothing is stored).
+__device__ __forceinline__ int doc_of(const int32_t* docs, int qi, int T) { return qi < T ? docs[qi] : 0; }
+
+// kPacked: docs (T) is this sequence's doc_start (backend.hpp); key tiles before the block's
+// first document are skipped, keys before a row's document are hidden. A row may then see no key
+// of a tile: its running max stays -inf, and the exponentials are taken against 0 instead.
+template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int NKV, float scale) {
+    attention_fwd_mma_kernel(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int T, int NH, int NKV,
+                             float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
@@ -317,16 +342,19 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
+  const int32_t* docs = kPacked ? doc_start + static_cast<size_t>(b) * T : nullptr;
+  const int j0 = first_key_tile<kPacked>(docs, q0);
   load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), kv.row_stride, q0, T);
-  kv.load(0);
+  kv.load(j0);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
   const int row_lo = q0 + warp * kWarpRows + lane / 4;
+  const int row_doc[2] = {kPacked ? doc_of(docs, row_lo, T) : 0, kPacked ? doc_of(docs, row_lo + 8, T) : 0};
   const float scale_log2 = scale * kLog2e;
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (raw score) and sum
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
@@ -346,6 +374,13 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 4; ++e)
           if (k0 + nt * 8 + (lane % 4) * 2 + e % 2 > row_lo + 8 * (e / 2)) s[nt][e] = -INFINITY;
     }
+    if (kPacked && k0 < max(row_doc[0], row_doc[1])) {  // a tile before a row's document: hide its keys
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (k0 + nt * 8 + (lane % 4) * 2 + e % 2 < row_doc[e / 2]) s[nt][e] = -INFINITY;
+    }
     float m_new[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -355,7 +390,7 @@ __global__ void __launch_bounds__(kThreads)
       // The four lanes of a row group share the row.
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      m_new[r] = fmaxf(m[r], mx);  // finite: every row sees the first key of every tile
+      m_new[r] = fmaxf(m[r], mx);  // finite unpacked: every row sees the first key of every tile
     }
     // Lazy rescaling: the exponentials are taken against m, the row's largest score when o and l
     // were last rescaled, until some row of the warp outgrows it by more than 2^kRescaleLog2 in
@@ -366,7 +401,9 @@ __global__ void __launch_bounds__(kThreads)
     if (__any_sync(kFullMask, grow)) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float correction = fast_exp2((m[r] - m_new[r]) * scale_log2);  // 0 on the first tile (m = -inf)
+        // 0 on the first tile (m = -inf); packed, 1 while the row has seen no key (both -inf).
+        const float correction =
+            kPacked && m_new[r] == -INFINITY ? 1.0f : fast_exp2((m[r] - m_new[r]) * scale_log2);
         l[r] *= correction;
 #pragma unroll
         for (int dt = 0; dt < HS / 8; ++dt) {
@@ -378,7 +415,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float offset = m[r] * scale_log2;
+      const float offset = kPacked && m[r] == -INFINITY ? 0.0f : m[r] * scale_log2;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles8; ++nt)
@@ -417,10 +454,12 @@ constexpr size_t dkv_smem_bytes() {
 // dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
 // each query head of the group in turn, through one pipeline, so each key's sum over the group
 // is accumulated in registers in one order.
-template <class Mma, int HS>
+// kPacked: the queries of each head end at the first one of a document after the block's last
+// key (query_end); queries of an earlier document than a key's are hidden.
+template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                             const float* delta, int T, int NH, int NKV, float scale) {
+                             const float* delta, const int32_t* doc_start, int T, int NH, int NKV, float scale) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -453,14 +492,16 @@ __global__ void __launch_bounds__(kThreads)
   // element e of n8 tile nt is query q0 + 8 nt + 2 (lane % 4) + e % 2.
   const int key_lo = k0 + warp * kWarpRows + lane / 4;
   const float scale_log2 = scale * kLog2e;
-  const int n_tiles = group * ((T - k0 + kQTile - 1) / kQTile);
+  const int32_t* docs = kPacked ? doc_start + static_cast<size_t>(b) * T : nullptr;
+  const int q_end = kPacked ? query_end(docs, min(T, k0 + kBlockRows) - 1, T) : T;
+  const int n_tiles = group * ((q_end - k0 + kQTile - 1) / kQTile);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     // Tile j + 1: the next query tile of this head, or the first of the next head.
     int h_next = h, q_next = q0 + kQTile;
-    if (q_next >= T) {
+    if (q_next >= q_end) {
       ++h_next;
       q_next = k0;
     }
@@ -482,6 +523,7 @@ __global__ void __launch_bounds__(kThreads)
         const int qc = nt * 8 + (lane % 4) * 2 + e % 2, qi = q0 + qc;
         float pe = fast_exp2(fmaf(p[nt][e], scale_log2, -lse_s[qc] * kLog2e));
         if (edge && (qi < key_lo + 8 * (e / 2) || qi >= T)) pe = 0.0f;
+        if (kPacked && qi < T && docs[qi] > key_lo + 8 * (e / 2)) pe = 0.0f;   // a later document's query
         p[nt][e] = pe;
         ds[nt][e] = pe * (ds[nt][e] - delta_s[qc]);
       }
@@ -523,10 +565,11 @@ constexpr int dq_min_blocks() {
 }
 
 // dQ of the 64 queries of this block, streaming the keys they see.
-template <class Mma, int HS>
+// kPacked as the forward's.
+template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
     attention_dq_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                            const float* delta, int T, int NH, int NKV, float scale) {
+                            const float* delta, const int32_t* doc_start, int T, int NH, int NKV, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
@@ -538,13 +581,16 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   const int q0 = query_block_start();
   const int n_tiles = (min(T, q0 + kBlockRows) - 1) / kKeyTile + 1;
   const size_t row_stride = kv.row_stride;
+  const int32_t* docs = kPacked ? doc_start + static_cast<size_t>(b) * T : nullptr;
+  const int j0 = first_key_tile<kPacked>(docs, q0);
   load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0, T);
   load_tile<Mma, HS, kBlockRows>(do_s, dout + head_offset(b, h, T, NH, HS), static_cast<size_t>(NH) * HS, q0, T);
-  kv.load(0);
+  kv.load(j0);
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
   const int row_lo = q0 + warp * kWarpRows + lane / 4;
+  const int row_doc[2] = {kPacked ? doc_of(docs, row_lo, T) : 0, kPacked ? doc_of(docs, row_lo + 8, T) : 0};
   const float scale_log2 = scale * kLog2e;
   float row_lse[2], row_delta[2];
 #pragma unroll
@@ -555,7 +601,7 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   }
 
   float dq[HS / 8][4] = {};
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
     __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
     if (j + 1 < n_tiles) {
@@ -577,6 +623,7 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
         const int r = e / 2;
         float pe = fast_exp2(fmaf(p[nt][e], scale_log2, -row_lse[r]));
         if (diagonal && k0 + nt * 8 + (lane % 4) * 2 + e % 2 > row_lo + 8 * r) pe = 0.0f;
+        if (kPacked && k0 + nt * 8 + (lane % 4) * 2 + e % 2 < row_doc[r]) pe = 0.0f;   // an earlier document's key
         ds[nt][e] = pe * (ds[nt][e] - row_delta[r]);
       }
     Mma::template probs_rows<HS, kKeyTiles8>(dq, ds, k_s, lane);  // dQ += dS K
@@ -594,29 +641,33 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   }
 }
 
+// Unpacked batches (doc_start null) run the kPacked = false kernels, compiled without any
+// document code.
 template <class Mma, int HS>
-void launch_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
-                cudaStream_t stream) {
-  const auto kernel = attention_fwd_mma_kernel<Mma, HS>;
+void launch_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int B, int T, int NH, int NKV,
+                float scale, cudaStream_t stream) {
+  const auto kernel = doc_start ? attention_fwd_mma_kernel<Mma, HS, true> : attention_fwd_mma_kernel<Mma, HS, false>;
   constexpr size_t smem = fwd_smem_bytes<Mma, HS>();
   allow_smem(kernel, smem);
-  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale);
+  kernel<<<dim3(B * NH, ceil_div(T, kBlockRows)), kThreads, smem, stream>>>(out, lse, qkv, doc_start, T, NH, NKV,
+                                                                            scale);
   CUDA_CHECK_LAUNCH("attention_fwd_mma_kernel");
 }
 
 template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
+                const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, float scale,
+                cudaStream_t stream) {
   const int blocks = ceil_div(T, kBlockRows);
-  const auto dkv = attention_dkv_mma_kernel<Mma, HS>;
+  const auto dkv = doc_start ? attention_dkv_mma_kernel<Mma, HS, true> : attention_dkv_mma_kernel<Mma, HS, false>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
   dkv<<<dim3(B * NKV, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse,
-                                                                              delta, T, NH, NKV, scale);
+                                                                              delta, doc_start, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
-  const auto dq = attention_dq_mma_kernel<Mma, HS>;
+  const auto dq = doc_start ? attention_dq_mma_kernel<Mma, HS, true> : attention_dq_mma_kernel<Mma, HS, false>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
   dq<<<dim3(B * NH, blocks), kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta,
-                                                                           T, NH, NKV, scale);
+                                                                           doc_start, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
 }
 
@@ -655,25 +706,28 @@ Engine g_engine;
 bool use_wgmma() { return g_engine.wgmma; }
 bool use_tma_forward() { return g_engine.tma_forward; }
 
+// Packed sequences take the wgmma forward where the warp-specialized one would run: it has no
+// document masking.
 template <int HS>
-void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, float scale,
-                    cudaStream_t stream) {
-  if (HS == 64 && use_wgmma() && use_tma_forward()) {
+void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int B, int T, int NH, int NKV,
+                    float scale, cudaStream_t stream) {
+  if (HS == 64 && use_wgmma() && use_tma_forward() && !doc_start) {
     attention_fwd_tma(out, lse, qkv, B, T, NH, NKV, scale, stream);
   } else if (use_wgmma()) {
-    launch_fwd<GroupMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
+    launch_fwd<GroupMma, HS>(out, lse, qkv, doc_start, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd<WarpMma, HS>(out, lse, qkv, B, T, NH, NKV, scale, stream);
+    launch_fwd<WarpMma, HS>(out, lse, qkv, doc_start, B, T, NH, NKV, scale, stream);
   }
 }
 
 template <int HS>
 void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                    const float* delta, int B, int T, int NH, int NKV, float scale, cudaStream_t stream) {
+                    const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, float scale,
+                    cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
   }
 }
 
@@ -691,23 +745,24 @@ bool attention_mma_supported(int HS, std::initializer_list<const void*> tensors)
   return true;
 }
 
-void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
-                       cudaStream_t stream) {
+void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start, int B, int T, int NH,
+                       int NKV, int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_fwd_any<64>(out, lse, qkv, B, T, NH, NKV, scale, stream);
+    launch_fwd_any<64>(out, lse, qkv, doc_start, B, T, NH, NKV, scale, stream);
   } else {
-    launch_fwd_any<128>(out, lse, qkv, B, T, NH, NKV, scale, stream);
+    launch_fwd_any<128>(out, lse, qkv, doc_start, B, T, NH, NKV, scale, stream);
   }
 }
 
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                       const float* delta, int B, int T, int NH, int NKV, int HS, cudaStream_t stream) {
+                       const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, int HS,
+                       cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
   }
 }
 

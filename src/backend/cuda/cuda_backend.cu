@@ -240,23 +240,23 @@ class CudaBackend final : public Backend, public PeerOps {
 
   // ---- embedding
   void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe, int B, int T, int C,
-                   int vocab_start, int v_local) override {
+                   int vocab_start, int v_local, const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "encoder_fwd", B * T, C);
     TRIDENT_CHECK(tokens != nullptr, "encoder_fwd: tokens not given");
     gpu::encoder_fwd(act(out, rows_x_cols(B * T, C), "encoder_fwd: out"), tokens,
                      act(wte, rows_x_cols(v_local, C), "encoder_fwd: wte"),
-                     positions<bf16>(wpe, DType::BF16, T, C, "encoder_fwd: wpe"), B, T, C, vocab_start, v_local,
-                     stream_);
+                     positions<bf16>(wpe, DType::BF16, T, C, "encoder_fwd: wpe"), doc_start, B, T, C, vocab_start,
+                     v_local, stream_);
   }
 
   void encoder_bwd(TensorView dwte, TensorView dwpe, TensorView dout, const int32_t* tokens, int B, int T, int C,
-                   int vocab_start, int v_local) override {
+                   int vocab_start, int v_local, const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "encoder_bwd", B * T, C);
     TRIDENT_CHECK(tokens != nullptr, "encoder_bwd: tokens not given");
     gpu::encoder_bwd(f32(dwte, rows_x_cols(v_local, C), "encoder_bwd: dwte"),
                      positions<float>(dwpe, DType::F32, T, C, "encoder_bwd: dwpe"),
-                     act(dout, rows_x_cols(B * T, C), "encoder_bwd: dout"), tokens, B, T, C, vocab_start, v_local,
-                     *scratch_, stream_);
+                     act(dout, rows_x_cols(B * T, C), "encoder_bwd: dout"), tokens, doc_start, B, T, C, vocab_start,
+                     v_local, *scratch_, stream_);
   }
 
   // ---- LayerNorm
@@ -410,21 +410,22 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   // ---- attention
-  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS) override {
+  void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV, int HS,
+                     const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "attention_fwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_fwd(act(out, BT * C, "attention_fwd: out"), f32(lse, BT * NH, "attention_fwd: lse"),
-                       act(qkv, BT * C_qkv, "attention_fwd: qkv"), B, T, NH, NKV, HS, stream_);
+                       act(qkv, BT * C_qkv, "attention_fwd: qkv"), doc_start, B, T, NH, NKV, HS, stream_);
   }
 
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                     int B, int T, int NH, int NKV, int HS) override {
+                     int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_bwd(act(dqkv, BT * C_qkv, "attention_bwd: dqkv"),
                        f32_optional(dbias, C_qkv, "attention_bwd: dbias"), act(dout, BT * C, "attention_bwd: dout"),
                        act(qkv, BT * C_qkv, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
-                       f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, NKV, HS, *scratch_, stream_);
+                       f32(lse, BT * NH, "attention_bwd: lse"), doc_start, B, T, NH, NKV, HS, *scratch_, stream_);
   }
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,
@@ -451,20 +452,22 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   // ---- rotary position embedding
-  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override {
+  void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "rope_fwd", B * T, NH + NKV, HS);
     check_rope_args(rope, T, NH, NKV, HS, pos0, "rope_fwd");
     const size_t n = rows_x_cols(B, T) * rows_x_cols(NH + 2 * NKV, HS);
-    gpu::rope_rotate(act(qkv, n, "rope_fwd: qkv"), f32(rope, rope.numel, "rope_fwd: rope"), B, T, NH, NKV, HS, pos0,
-                     1.0f, stream_);
+    gpu::rope_rotate(act(qkv, n, "rope_fwd: qkv"), f32(rope, rope.numel, "rope_fwd: rope"), doc_start, B, T, NH, NKV,
+                     HS, pos0, 1.0f, stream_);
   }
 
-  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override {
+  void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
+                const int32_t* doc_start) override {
     gpu::ProfileScope prof(stream_, "rope_bwd", B * T, NH + NKV, HS);
     check_rope_args(rope, T, NH, NKV, HS, pos0, "rope_bwd");
     const size_t n = rows_x_cols(B, T) * rows_x_cols(NH + 2 * NKV, HS);
-    gpu::rope_rotate(act(dqkv, n, "rope_bwd: dqkv"), f32(rope, rope.numel, "rope_bwd: rope"), B, T, NH, NKV, HS, pos0,
-                     -1.0f, stream_);
+    gpu::rope_rotate(act(dqkv, n, "rope_bwd: dqkv"), f32(rope, rope.numel, "rope_bwd: rope"), doc_start, B, T, NH,
+                     NKV, HS, pos0, -1.0f, stream_);
   }
 
   // ---- cross-entropy

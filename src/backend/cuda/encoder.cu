@@ -9,12 +9,13 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void encoder_fwd_kernel(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int T, int C,
-                                   int vocab_start, int v_local) {
+__global__ void encoder_fwd_kernel(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe,
+                                   const int32_t* doc_start, int T, int C, int vocab_start, int v_local) {
   const int n = blockIdx.x;  // one block per (b, t) row
   const int local = tokens[n] - vocab_start;
   const bf16* e = local >= 0 && local < v_local ? wte + static_cast<size_t>(local) * C : nullptr;
-  const bf16* p = wpe ? wpe + static_cast<size_t>(n % T) * C : nullptr;
+  const int pos = n % T - (doc_start ? doc_start[n] : 0);
+  const bf16* p = wpe ? wpe + static_cast<size_t>(pos) * C : nullptr;
   bf16* o = out + static_cast<size_t>(n) * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float v = e ? to_float(e[c]) : 0.0f;
@@ -33,8 +34,17 @@ __global__ void token_keys_kernel(unsigned* keys, int* rows, const int32_t* toke
   rows[n] = n;
 }
 
+// Sort keys of packed sequences' position rows: each row's position in its document.
+__global__ void position_keys_kernel(unsigned* keys, int* rows, const int32_t* doc_start, int N, int T) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  keys[n] = static_cast<unsigned>(n % T - doc_start[n]);
+  rows[n] = n;
+}
+
 // One block per sorted position; only the first position of each run of equal keys works,
-// summing the run's dout rows in increasing position (the sort is stable).
+// summing the run's dout rows in increasing position (the sort is stable). Keys >= v_local
+// (another rank's tokens) are skipped.
 __global__ void dwte_kernel(float* dwte, const bf16* dout, const unsigned* keys, const int* rows, int N, int C,
                             int v_local) {
   const int i = blockIdx.x;
@@ -82,9 +92,12 @@ struct SortBuffers {
   }
 };
 
-void launch_dwte(float* dwte, const bf16* dout, const int32_t* tokens, int N, int C, int vocab_start, int v_local,
-                 Scratch& scratch, cudaStream_t stream) {
-  const int end_bit = key_bits(v_local);
+// d (n_keys, C) += the dout rows of each key, from make_keys(keys, rows) launched on the stream:
+// rows sorted by key (stable), then summed one block per key.
+template <class MakeKeys>
+void sum_rows_by_key(float* d, const bf16* dout, int N, int C, int n_keys, const MakeKeys& make_keys,
+                     Scratch& scratch, cudaStream_t stream) {
+  const int end_bit = key_bits(n_keys);
   size_t sort_bytes = 0;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const unsigned*>(nullptr),
                                              static_cast<unsigned*>(nullptr), static_cast<const int*>(nullptr),
@@ -95,29 +108,37 @@ void launch_dwte(float* dwte, const bf16* dout, const int32_t* tokens, int N, in
   Carver carver(scratch.get(measure.used(), stream));
   buf.carve(carver, N, sort_bytes);
 
-  token_keys_kernel<<<ceil_div(N, kThreads), kThreads, 0, stream>>>(buf.keys_in, buf.rows_in, tokens, N, vocab_start,
-                                                                    v_local);
-  CUDA_CHECK_LAUNCH("token_keys_kernel");
+  make_keys(buf.keys_in, buf.rows_in);
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(buf.temp, sort_bytes, buf.keys_in, buf.keys, buf.rows_in, buf.rows, N, 0,
                                              end_bit, stream));
-  dwte_kernel<<<N, kThreads, 0, stream>>>(dwte, dout, buf.keys, buf.rows, N, C, v_local);
+  dwte_kernel<<<N, kThreads, 0, stream>>>(d, dout, buf.keys, buf.rows, N, C, n_keys);
   CUDA_CHECK_LAUNCH("dwte_kernel");
 }
 
 }  // namespace
 
-void encoder_fwd(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C,
-                 int vocab_start, int v_local, cudaStream_t stream) {
+void encoder_fwd(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, const int32_t* doc_start, int B,
+                 int T, int C, int vocab_start, int v_local, cudaStream_t stream) {
   if (B * T == 0 || C == 0) return;
-  encoder_fwd_kernel<<<B * T, kThreads, 0, stream>>>(out, tokens, wte, wpe, T, C, vocab_start, v_local);
+  encoder_fwd_kernel<<<B * T, kThreads, 0, stream>>>(out, tokens, wte, wpe, doc_start, T, C, vocab_start, v_local);
   CUDA_CHECK_LAUNCH("encoder_fwd_kernel");
 }
 
-void encoder_bwd(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int T, int C,
-                 int vocab_start, int v_local, Scratch& scratch, cudaStream_t stream) {
+void encoder_bwd(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, const int32_t* doc_start, int B,
+                 int T, int C, int vocab_start, int v_local, Scratch& scratch, cudaStream_t stream) {
   if (B * T == 0 || C == 0) return;
-  if (v_local > 0) launch_dwte(dwte, dout, tokens, B * T, C, vocab_start, v_local, scratch, stream);
-  if (dwpe) {
+  const int N = B * T;
+  if (v_local > 0)
+    sum_rows_by_key(dwte, dout, N, C, v_local, [&](unsigned* keys, int* rows) {
+      token_keys_kernel<<<ceil_div(N, kThreads), kThreads, 0, stream>>>(keys, rows, tokens, N, vocab_start, v_local);
+      CUDA_CHECK_LAUNCH("token_keys_kernel");
+    }, scratch, stream);
+  if (dwpe && doc_start) {   // a position's rows lie anywhere in the batch: sorted like the tokens'
+    sum_rows_by_key(dwpe, dout, N, C, T, [&](unsigned* keys, int* rows) {
+      position_keys_kernel<<<ceil_div(N, kThreads), kThreads, 0, stream>>>(keys, rows, doc_start, N, T);
+      CUDA_CHECK_LAUNCH("position_keys_kernel");
+    }, scratch, stream);
+  } else if (dwpe) {
     TRIDENT_CHECK(T <= 65535, str("encoder_bwd: T=", T, " exceeds the grid's y dimension"));
     dwpe_kernel<<<dim3(ceil_div(C, kThreads), T), kThreads, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH("dwpe_kernel");

@@ -9,8 +9,8 @@ namespace {
 constexpr int kThreads = 256;
 
 template <int kWidth>
-__global__ void rope_kernel(bf16* qkv, const float* rope, int T, int NH, int NKV, int HS, int pos0, float sign,
-                            size_t items) {
+__global__ void rope_kernel(bf16* qkv, const float* rope, const int32_t* doc_start, int T, int NH, int NKV, int HS,
+                            int pos0, float sign, size_t items) {
   const int half = HS / 2, per_head = half / kWidth, rotated = NH + NKV;
   for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < items;
        idx += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -18,7 +18,8 @@ __global__ void rope_kernel(bf16* qkv, const float* rope, int T, int NH, int NKV
     const int h = static_cast<int>(idx / per_head % rotated);
     const size_t bt = idx / (static_cast<size_t>(per_head) * rotated);
     bf16* head = qkv + (bt * (NH + 2 * NKV) + h) * HS;
-    const float* cs = rope + static_cast<size_t>(pos0 + static_cast<int>(bt % T)) * HS;
+    const int pos = pos0 + static_cast<int>(bt % T) - (doc_start ? doc_start[bt] : 0);
+    const float* cs = rope + static_cast<size_t>(pos) * HS;
     float x1[kWidth], x2[kWidth], c[kWidth], s[kWidth];
     load_vec(x1, head + d);
     load_vec(x2, head + half + d);
@@ -37,8 +38,8 @@ __global__ void rope_kernel(bf16* qkv, const float* rope, int T, int NH, int NKV
 
 }  // namespace
 
-void rope_rotate(bf16* qkv, const float* rope, int B, int T, int NH, int NKV, int HS, int pos0, float sign,
-                 cudaStream_t stream) {
+void rope_rotate(bf16* qkv, const float* rope, const int32_t* doc_start, int B, int T, int NH, int NKV, int HS,
+                 int pos0, float sign, cudaStream_t stream) {
   const int half = HS / 2;
   // Every head and table row then starts 16-byte aligned too (HS a multiple of 16).
   const bool vec = half % kVec == 0 && aligned16(qkv, rope);
@@ -46,7 +47,8 @@ void rope_rotate(bf16* qkv, const float* rope, int B, int T, int NH, int NKV, in
   const size_t items = static_cast<size_t>(B) * T * (NH + NKV) * (half / width);
   if (items == 0) return;
   const auto kernel = vec ? rope_kernel<kVec> : rope_kernel<1>;
-  kernel<<<grid_for(items, kThreads, 65536), kThreads, 0, stream>>>(qkv, rope, T, NH, NKV, HS, pos0, sign, items);
+  kernel<<<grid_for(items, kThreads, 65536), kThreads, 0, stream>>>(qkv, rope, doc_start, T, NH, NKV, HS, pos0, sign,
+                                                                     items);
   CUDA_CHECK_LAUNCH("rope_kernel");
 }
 

@@ -10,6 +10,19 @@ namespace {
 
 constexpr int kRotatingBuffers = 3;   // at block i: i+1's bucket being ended, i's, and i-1's begun
 
+// The reused staging buffers of a stage whose buckets are reduced once where `once` says: how
+// many, and their elements (the largest bucket reduced on every micro-batch).
+std::pair<int, size_t> rotating_buffers(const ParamLayout& layout, const std::vector<char>& once) {
+  size_t largest = 0;
+  int rotating = 0;
+  for (size_t b = 0; b < once.size(); ++b)
+    if (!once[b]) {
+      ++rotating;
+      largest = std::max(largest, layout.buckets()[b].size);
+    }
+  return {std::min(rotating, kRotatingBuffers), largest};
+}
+
 }  // namespace
 
 // Buckets that get gradients outside their blocks' backward (see zero_shards.hpp).
@@ -26,17 +39,11 @@ std::vector<char> ZeroShards::reduced_once(const ParamLayout& layout) {
 
 size_t ZeroShards::staging_elements(const ParamLayout& layout) {
   const std::vector<char> once = reduced_once(layout);
-  size_t total = 0, largest = 0;
-  int rotating = 0;
-  for (size_t b = 0; b < once.size(); ++b) {
-    if (once[b]) {
-      total += layout.buckets()[b].size;
-      continue;
-    }
-    ++rotating;
-    largest = std::max(largest, layout.buckets()[b].size);
-  }
-  return total + std::min(rotating, kRotatingBuffers) * largest;
+  const auto [rotating, largest] = rotating_buffers(layout, once);
+  size_t total = rotating * largest;
+  for (size_t b = 0; b < once.size(); ++b)
+    if (once[b]) total += layout.buckets()[b].size;
+  return total;
 }
 
 ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage, bool copy_engine)
@@ -51,14 +58,8 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     grad_shard_ = Buffer(be, shard_total_ * sizeof(float));
     param_shard_ = Buffer(be, shard_total_ * dtype_size(dtype_));
     const std::vector<char> once = reduced_once(layout);
-    size_t largest = 0;
-    int rotating = 0;
-    for (size_t b = 0; b < once.size(); ++b)
-      if (!once[b]) {
-        ++rotating;
-        largest = std::max(largest, layout.buckets()[b].size);
-      }
-    n_rotating_ = std::min(rotating, kRotatingBuffers);
+    const auto [rotating, largest] = rotating_buffers(layout, once);
+    n_rotating_ = rotating;
     staging_.resize(n_rotating_);
     for (Staging& s : staging_) s.buf = Buffer(be, largest * sizeof(float));
     int turn = 0;

@@ -331,8 +331,8 @@ int cmd_train(const Args& args) {
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));
-  if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1)
-    log_info("note: parallel.zero = 1 with dp = 1 shards nothing (one data-parallel rank)");
+  if (cfg.parallel.zero >= 1 && cfg.parallel.dp == 1)
+    log_info(str("note: parallel.zero = ", cfg.parallel.zero, " with dp = 1 shards nothing (one data-parallel rank)"));
   log_info("data:\n" + data.description);
   for (const std::string& note : {resume.note, length_note, lr_note})
     if (!note.empty()) log_info(note);

@@ -42,7 +42,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.virtual_stages", c.parallel.virtual_stages,
     "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
     "model.n_layer); 1 otherwise");
-  v("parallel.zero", c.parallel.zero, "1 shards fp32 master weights and Adam moments across DP (ZeRO-1)");
+  v("parallel.zero", c.parallel.zero,
+    "1 shards fp32 master weights and Adam moments across DP (ZeRO-1); 2 also the fp32 gradients, reduce-scattered "
+    "bucket by bucket on every micro-batch (ZeRO-2)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
   v("parallel.tp_overlap", c.parallel.tp_overlap,

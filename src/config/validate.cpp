@@ -116,7 +116,8 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(m.n_layer % (int64_t{p.pp} * p.virtual_stages) == 0, "parallel.virtual_stages", p.virtual_stages,
           str("times parallel.pp = ", p.pp, " must divide model.n_layer = ", m.n_layer,
               " (each rank holds virtual_stages chunks of n_layer/(pp*virtual_stages) blocks)"));
-  require(p.zero == 0 || p.zero == 1, "parallel.zero", p.zero, "must be 0 or 1");
+  require(p.zero >= 0 && p.zero <= 2, "parallel.zero", p.zero,
+          "must be 0, 1 or 2 (ZeRO-3, parameters sharded as well, does not exist yet)");
   require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
   require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
   require(p.tp_sm_margin >= 0 && p.tp_sm_margin <= 64, "parallel.tp_sm_margin", p.tp_sm_margin,

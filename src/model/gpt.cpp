@@ -155,7 +155,7 @@ size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp
 }
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-                   size_t bucket_elems, bool with_grads, const ActivationOptions& acts)
+                   size_t bucket_elems, bool with_grads, const ActivationOptions& acts, GradStaging* staging)
     : m_(m),
       g_(groups),
       be_(be),
@@ -165,6 +165,8 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
       T_(m.seq_len),
       C_(m.n_embd),
       n_slots_(n_slots),
+      staging_(with_grads ? staging : nullptr),
+      with_grads_(with_grads),
       scratch_(std::make_unique<Scratch>()) {
   const DType act = be.compute_dtype();
   const int tp = groups.topo.tp();
@@ -191,7 +193,9 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
   params_ = param_buf_.view(act).slice(0, layout_.total());
   p_ = view_tensors(params_);
-  if (with_grads) {
+  if (staging_) {
+    gr_ = view_tensors([this](size_t offset, size_t n) { return staging_->grad_view(offset, n); });
+  } else if (with_grads) {
     grad_buf_ = Buffer(be, layout_.total() * sizeof(float));
     grads_ = grad_buf_.view(DType::F32).slice(0, layout_.total());
     gr_ = view_tensors(grads_);
@@ -212,15 +216,19 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
 GptStage::~GptStage() = default;
 
 StageTensors GptStage::view_tensors(TensorView base) const {
+  return view_tensors([&](size_t offset, size_t n) { return base.slice(offset, n); });
+}
+
+StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_t)>& at) const {
   auto v = [&](const std::string& name) {
     const ParamInfo& p = layout_.get(name);
-    return base.slice(p.offset, p.numel);
+    return at(p.offset, p.numel);
   };
   // Packed parameters (llama's q|k|v, gate|up): one view from the first's start over all of them.
   auto span = [&](const std::string& first, const std::string& last) {
     const ParamInfo& a = layout_.get(first);
     const ParamInfo& b = layout_.get(last);
-    return base.slice(a.offset, b.offset + b.numel - a.offset);
+    return at(a.offset, b.offset + b.numel - a.offset);
   };
   StageTensors t;
   const bool tied = m_.head_is_wte();
@@ -271,23 +279,38 @@ void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
   for (const ParamInfo& p : layout_.params()) init_param_values(p, seed, host.data() + p.offset);
-  // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or a
-  // temporary one where there is none.
-  Buffer staging = grads_.numel ? Buffer() : Buffer(be_, layout_.total() * sizeof(float));
-  TensorView f32 = grads_.numel ? grads_ : staging.view(DType::F32).slice(0, layout_.total());
-  be_.copy_from_host(f32, host.data());
-  be_.copy(params_, f32);
-  be_.zero(f32);
+  // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or where
+  // there is none (staged gradients, forward only) one parameter at a time through a buffer of
+  // the largest, so that no fp32 copy of the whole stage is ever allocated.
+  if (grads_.numel) {
+    be_.copy_from_host(grads_, host.data());
+    be_.copy(params_, grads_);
+    be_.zero(grads_);
+  } else {
+    size_t largest = 0;
+    for (const ParamInfo& p : layout_.params()) largest = std::max(largest, p.numel);
+    Buffer staging(be_, largest * sizeof(float));
+    for (const ParamInfo& p : layout_.params()) {
+      TensorView f32 = staging.view(DType::F32).slice(0, p.numel);
+      be_.copy_from_host(f32, host.data() + p.offset);
+      be_.copy(params_.slice(p.offset, p.numel), f32);
+      be_.synchronize();   // before the next parameter overwrites the staging buffer
+    }
+  }
   be_.synchronize();
 }
 
 void GptStage::require_grads(const char* op) const {
-  TRIDENT_CHECK(grads_.numel == layout_.total(), str(op, ": this model stage has no gradients (built for forward only)"));
+  TRIDENT_CHECK(with_grads_, str(op, ": this model stage has no gradients (built for forward only)"));
 }
 
 void GptStage::zero_grads() {
   require_grads("zero_grads");
-  be_.zero(grads_);
+  if (!staging_) be_.zero(grads_);   // staged gradients are the staging's to reset
+}
+
+TensorView GptStage::grad_at(size_t offset, size_t n) const {
+  return staging_ ? staging_->grad_view(offset, n) : grads_.slice(offset, n);
 }
 
 TensorView GptStage::slot_input(int slot) const { return block_input(slots_[slot], 0); }
@@ -654,7 +677,7 @@ void GptStage::sum_kv_replicas(int block) {
   for (const char* name : {"k.weight", "v.weight", "k.bias", "v.bias"}) {
     const ParamInfo* p = layout_.find(b + name);
     if (!p) continue;
-    TensorView mine = grads_.slice(p->offset, p->numel);
+    TensorView mine = grad_at(p->offset, p->numel);
     TensorView all = kv_sum_buf_.view(DType::F32).slice(0, p->numel * n_kv);
     be_.zero(all);
     be_.copy(all.slice(head * p->numel, p->numel), mine);
@@ -725,19 +748,28 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
   const UnitDone& announce_to = unit_done ? unit_done : head_done_;
   // The replicated gradients' TP sums run beside the next block's backward, and complete before
   // any unit is announced.
+  int staged = -1;   // a staged unit complete for this micro-batch, not yet ended
   auto announce = [&] {
     wait_replicated_sums();
     if (held >= 0) announce_to(held);
-    held = -1;
+    if (staged >= 0) staging_->end_unit(staged);
+    held = staged = -1;
   };
   for (int i = stage_.n_layers() - 1; i >= 0; --i) {
     const TensorView x = block_input(s, i);
+    const int unit = layout_.block_unit(stage_.layer_begin + i);
+    // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward).
+    if (staging_) staging_->begin_unit(unit);
+    if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(stage_.layer_begin + i - 1));
     block_backward(i, s, backward_acts(s, i, x), x, s.grad, announce);
-    // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
-    // gradients are complete, and the sum runs before the unit is announced to the DP sync.
-    if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
-    if (unit_done) sum_kv_replicas(i);
-    if (unit_done) held = layout_.block_unit(stage_.layer_begin + i);
+    // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
+    // reduced on every one. Either way the replicated gradients are complete, and the sum runs
+    // before the unit is announced to the DP sync.
+    const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
+    if (reduced_now && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (reduced_now) sum_kv_replicas(i);
+    if (unit_done) held = unit;
+    if (staging_) staged = unit;
   }
   finish_grad_gather(s);   // s.grad whole before it leaves the stage or meets the embedding
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced

@@ -4,11 +4,15 @@
 namespace trident {
 
 GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be,
-                   const ZeroShards& shards)
+                   ZeroShards& shards)
     : layout_(layout), grads_(grads), g_(g), be_(be), shards_(shards), pending_(layout.buckets().size()) {}
 
 void GradSync::launch(int b) {
   if (g_.topo.dp() == 1) return;
+  if (shards_.staged()) {   // ZeRO-2: the buckets staged per micro-batch are reduced by the staging
+    if (!shards_.per_micro_bucket(b)) shards_.reduce(b);
+    return;
+  }
   const Bucket& bk = layout_.buckets()[b];
   TensorView v = grads_.slice(bk.offset, bk.size);
   if (!shards_.inbox().empty()) {
@@ -30,8 +34,8 @@ void GradSync::unit_done(int unit) {
 void GradSync::finish() {
   if (layout_.tied_unit() >= 0) {
     const ParamInfo& wte = layout_.get("wte");
-    if (g_.embed) g_.embed->all_reduce(grads_.slice(wte.offset, wte.numel).data, wte.numel, DType::F32, ReduceOp::Sum,
-                                       be_.stream());
+    TensorView grad = shards_.staged() ? shards_.grad_view(wte.offset, wte.numel) : grads_.slice(wte.offset, wte.numel);
+    if (g_.embed) g_.embed->all_reduce(grad.data, wte.numel, DType::F32, ReduceOp::Sum, be_.stream());
     launch(layout_.bucket_of_unit(layout_.tied_unit()));
   }
   for (Request& r : pending_)
@@ -39,6 +43,7 @@ void GradSync::finish() {
       r->wait(be_.stream());
       r.reset();
     }
+  if (shards_.staged()) shards_.settle_all();
 }
 
 }  // namespace trident

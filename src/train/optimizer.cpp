@@ -21,18 +21,21 @@ void collect(const ParamLayout& layout, int b, size_t begin, size_t end, bool on
   state += end - begin;
 }
 
-// A range as pieces of at most kPieceElements (one GPU block each), appended to `out`.
+// A range as pieces of at most kPieceElements (one GPU block each), appended to `out`. With
+// `sharded` the parameters and gradients the pieces address are the shards (ZeRO-2), laid out
+// as the optimizer state.
 constexpr size_t kPieceElements = size_t(1) << 16;
 
-void append_pieces(const Optimizer::ParamRange& s, std::vector<MultiTensorEntry>& out) {
+void append_pieces(const Optimizer::ParamRange& s, bool sharded, std::vector<MultiTensorEntry>& out) {
+  const size_t flat = sharded ? s.state : s.flat;
   for (size_t k = 0; k < s.n; k += kPieceElements)
-    out.push_back(MultiTensorEntry{static_cast<int64_t>(s.flat + k), static_cast<int64_t>(s.state + k),
+    out.push_back(MultiTensorEntry{static_cast<int64_t>(flat + k), static_cast<int64_t>(s.state + k),
                               static_cast<int64_t>(std::min(kPieceElements, s.n - k)), s.decay ? 1 : 0});
 }
 
-std::vector<MultiTensorEntry> pieces_of(const std::vector<Optimizer::ParamRange>& ranges) {
+std::vector<MultiTensorEntry> pieces_of(const std::vector<Optimizer::ParamRange>& ranges, bool sharded) {
   std::vector<MultiTensorEntry> pieces;
-  for (const Optimizer::ParamRange& s : ranges) append_pieces(s, pieces);
+  for (const Optimizer::ParamRange& s : ranges) append_pieces(s, sharded, pieces);
   return pieces;
 }
 
@@ -47,8 +50,9 @@ Buffer piece_table(Backend& be, const std::vector<MultiTensorEntry>& pieces) {
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
                      const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards)
-    : layout_(layout), params_(params), grads_(grads), peer_(shards.inbox()), pair_(shards.pair()), g_(g), be_(be),
-      t_(t), zero_(shards.zero()) {
+    : layout_(layout), params_(params), grads_(shards.staged() ? shards.grad_shard() : grads),
+      updated_(shards.staged() ? shards.param_shard() : params), peer_(shards.inbox()), pair_(shards.pair()),
+      shards_(shards), g_(g), be_(be), t_(t), zero_(shards.zero()) {
   const size_t state = make_param_ranges(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
   state_buf_ = Buffer(be, 3 * state * sizeof(float));
   TensorView all = state_buf_.view(DType::F32);
@@ -62,11 +66,11 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
     auto& run = bucket_pieces_[r.bucket];
     if (run.second == 0) run.first = update_pieces.size();
     const size_t before = update_pieces.size();
-    append_pieces(r, update_pieces);
+    append_pieces(r, shards.staged(), update_pieces);
     run.second += update_pieces.size() - before;
   }
   update_table_ = piece_table(be, update_pieces);
-  norm_table_ = piece_table(be, pieces_of(norm_));
+  norm_table_ = piece_table(be, pieces_of(norm_, shards.staged()));
   lazy_gather_ = zero_ && g.topo.dp() > 1;
   if (lazy_gather_) {
     for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
@@ -103,7 +107,7 @@ size_t Optimizer::make_param_ranges(const ParamLayout& layout, int dp, int dp_ra
 size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero) {
   std::vector<ParamRange> update, norm;
   make_param_ranges(layout, dp, dp_rank, zero, update, norm);
-  return (pieces_of(update).size() + pieces_of(norm).size()) * sizeof(MultiTensorEntry);
+  return (pieces_of(update, false).size() + pieces_of(norm, false).size()) * sizeof(MultiTensorEntry);
 }
 
 void Optimizer::init_master() {
@@ -155,9 +159,9 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
 
 void Optimizer::adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
   if (peer_ops_)
-    peer_ops_->adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip, peer_);
+    peer_ops_->adamw_multi(updated_, master_, m_, v_, grads_, pieces, a, norm_sq, clip, peer_);
   else
-    be_.adamw_multi(params_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
+    be_.adamw_multi(updated_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
 }
 
 void Optimizer::start_gather(int b) {
@@ -165,6 +169,10 @@ void Optimizer::start_gather(int b) {
   stale_[b] = 0;
   const Bucket& bk = layout_.buckets()[b];
   TensorView v = params_.slice(bk.offset, bk.size);
+  if (shards_.staged()) {   // the update went to this rank's parameter shard
+    auto [begin, end] = ZeroShards::dp_slice(bk, g_.topo.dp(), g_.coord.dp);
+    be_.copy(params_.slice(begin, end - begin), updated_.slice(shards_.shard_offset(b), end - begin));
+  }
   gathering_[b] = g_.dp->all_gather_async(v.data, bk.size / g_.topo.dp(), v.dtype, be_.stream());
 }
 

@@ -16,6 +16,7 @@
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/zero_shards.hpp"
 
 namespace trident {
 
@@ -45,9 +46,15 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.stage = stage;
   e.params = static_cast<double>(layout.total()) * dtype_size(act);
   e.grads = static_cast<double>(layout.total()) * sizeof(float);
-  size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO-1
+  size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO
   for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
   e.optimizer = 3.0 * state * sizeof(float);
+  // ZeRO-2: no fp32 gradient of the whole stage but the reduced shards and the staging buffers
+  // (ZeroShards), and the parameter shards AdamW writes before the all-gathers.
+  if (p.zero >= 2 && p.dp > 1) {
+    e.grads = static_cast<double>(state + ZeroShards::staging_elements(layout)) * sizeof(float);
+    e.params += static_cast<double>(state) * dtype_size(act);
+  }
   const std::vector<Action> plan =
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
   e.in_flight = std::max(1, peak_in_flight(plan));
@@ -65,7 +72,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   // step (I32), [LossSums (3), norm^2] (f32), and the optimizer's piece tables of the DP rank with
   // the most (shard boundaries cut parameters into slightly different numbers of pieces).
   size_t tables = 0;
-  for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero == 1));
+  for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero >= 1));
   e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) + 4 * sizeof(float) +
               static_cast<double>(tables);
   e.workspace = hw.workspace_gib * double(1 << 30);
@@ -206,12 +213,22 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       // Under ZeRO-1 the all-gather of the bucket the forward reads first follows the optimizer;
       // the others run beside the next step's first forward (about 1/3).
       const double reduce = (p.zero ? shard : ring_factor(p.dp)) * grad_bytes / bw_dp;
+      // ZeRO-2 reduce-scatters the buckets of blocks on every micro-batch, each micro-batch's
+      // beside its own backward: the earlier micro-batches' transfers add what they do not hide.
+      double staged = 0;
+      if (p.zero >= 2) {
+        const std::vector<char> once = ZeroShards::reduced_once(layout);
+        double staged_bytes = 0;
+        for (size_t b = 0; b < once.size(); ++b)
+          if (!once[b]) staged_bytes += 4.0 * layout.buckets()[b].size;
+        staged = (n_micro - 1) * std::max(0.0, shard * staged_bytes / bw_dp - 2.0 / 3.0 * compute);
+      }
       const double first_bytes =
           double(layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())].size) * hw.act_bytes;
       const double gather = p.zero ? shard * first_bytes / bw_dp +
                                          std::max(0.0, shard * (param_bytes - first_bytes) / bw_dp - compute / 3.0)
                                    : 0;
-      dp_s = std::max(dp_s, std::max(0.0, reduce - 2.0 / 3.0 * compute) + gather);
+      dp_s = std::max(dp_s, std::max(0.0, reduce - 2.0 / 3.0 * compute) + gather + staged);
     }
   }
   // The tied embedding's gradient is summed between the first and the last stage.
@@ -249,7 +266,7 @@ std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw) {
       if ((n / tp) % pp) continue;
       const int dp = n / (tp * pp);
       if (G % dp) continue;
-      for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero)
+      for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
         for (const char* schedule : {"1f1b", "gpipe"}) {
           if (pp == 1 && std::string(schedule) == "gpipe") continue;   // one stage: the same plan
           for (int B = 1; B <= G / dp; ++B) {

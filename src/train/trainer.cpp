@@ -33,8 +33,15 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
                      cfg.parallel.virtual_stages);
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
+  if (train) {
+    // ZeRO-2's staging buffers hold the model's gradients, so they come first, on a layout of
+    // their own (the model's, built from the same arguments).
+    shard_layout_ = std::make_unique<ParamLayout>(cfg.model, StageInfo::of(cfg.model, g.coord.pp, g.topo.pp()),
+                                                  g.topo.tp(), g.coord.tp, g.topo.dp(), bucket_elements(cfg.parallel));
+    shards_ = std::make_unique<ZeroShards>(*shard_layout_, g, be, cfg.parallel.zero, cfg.parallel.dp_copy_engine);
+  }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      activation_options(cfg));
+                                      activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr);
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
@@ -42,8 +49,6 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
-    shards_ = std::make_unique<ZeroShards>(model_->layout(), g, be, cfg.parallel.zero == 1,
-                                           cfg.parallel.dp_copy_engine);
     sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, *shards_);
     optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
                                              cfg.train, *shards_);
@@ -213,12 +218,13 @@ void Trainer::queue_step(int step) {
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
   model_->zero_grads();
+  if (shards_->staged()) shards_->zero_grads();
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
   executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
                  unit_done);
   sync_->finish();
   if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
-    be_.scale(model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
+    be_.scale(shards_->staged() ? shards_->grad_shard() : model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
   // [LossSums, squared gradient norm] in one world all-reduce.
   TensorView stats = stats_buf_.view(DType::F32).slice(0, 4);

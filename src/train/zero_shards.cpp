@@ -1,12 +1,81 @@
-// The DP shards of the gradient buckets and the copy-engine inbox (see zero_shards.hpp).
+// The DP shards of the gradient buckets, the copy-engine inbox and ZeRO-2's staging buffers (see
+// zero_shards.hpp).
 #include "trident/train/zero_shards.hpp"
+
+#include <algorithm>
 
 namespace trident {
 
-ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, bool zero, bool copy_engine)
-    : layout_(layout), zero_(zero) {
-  if (!copy_engine || g.topo.dp() == 1) return;
-  TRIDENT_CHECK(zero && g.topo.dp() == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
+namespace {
+
+constexpr int kRotatingBuffers = 3;   // at block i: i+1's bucket being ended, i's, and i-1's begun
+
+// The reused staging buffers of a stage whose buckets are reduced once where `once` says: how
+// many, and their elements (the largest bucket reduced on every micro-batch).
+std::pair<int, size_t> rotating_buffers(const ParamLayout& layout, const std::vector<char>& once) {
+  size_t largest = 0;
+  int rotating = 0;
+  for (size_t b = 0; b < once.size(); ++b)
+    if (!once[b]) {
+      ++rotating;
+      largest = std::max(largest, layout.buckets()[b].size);
+    }
+  return {std::min(rotating, kRotatingBuffers), largest};
+}
+
+}  // namespace
+
+// Buckets that get gradients outside their blocks' backward (see zero_shards.hpp).
+std::vector<char> ZeroShards::reduced_once(const ParamLayout& layout) {
+  std::vector<char> once(layout.buckets().size(), 0);
+  for (int u : {layout.head_unit(), layout.embedding_unit(), layout.tied_unit()})
+    if (u >= 0) once[layout.bucket_of_unit(u)] = 1;
+  // On the last stage the first unit after the head is the last block (units in completion order).
+  if (layout.head_unit() >= 0 && layout.head_unit() + 1 < layout.n_units() &&
+      layout.head_unit() + 1 != layout.tied_unit() && layout.head_unit() + 1 != layout.embedding_unit())
+    once[layout.bucket_of_unit(layout.head_unit() + 1)] = 1;
+  return once;
+}
+
+size_t ZeroShards::staging_elements(const ParamLayout& layout) {
+  const std::vector<char> once = reduced_once(layout);
+  const auto [rotating, largest] = rotating_buffers(layout, once);
+  size_t total = rotating * largest;
+  for (size_t b = 0; b < once.size(); ++b)
+    if (once[b]) total += layout.buckets()[b].size;
+  return total;
+}
+
+ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage, bool copy_engine)
+    : layout_(layout), g_(g), be_(be), stage_(stage), dtype_(be.compute_dtype()) {
+  const int dp = g.topo.dp();
+  staged_ = stage >= 2 && dp > 1;
+  if (staged_) {
+    for (const Bucket& bk : layout.buckets()) {
+      shard_offset_.push_back(shard_total_);
+      shard_total_ += bk.size / dp;
+    }
+    grad_shard_ = Buffer(be, shard_total_ * sizeof(float));
+    param_shard_ = Buffer(be, shard_total_ * dtype_size(dtype_));
+    const std::vector<char> once = reduced_once(layout);
+    const auto [rotating, largest] = rotating_buffers(layout, once);
+    n_rotating_ = rotating;
+    staging_.resize(n_rotating_);
+    for (Staging& s : staging_) s.buf = Buffer(be, largest * sizeof(float));
+    int turn = 0;
+    for (size_t b = 0; b < once.size(); ++b) {
+      if (!once[b]) {
+        slot_of_.push_back(turn++ % n_rotating_);
+        continue;
+      }
+      slot_of_.push_back(static_cast<int>(staging_.size()));
+      staging_.emplace_back();
+      staging_.back().buf = Buffer(be, layout.buckets()[b].size * sizeof(float));
+      staging_.back().bucket = static_cast<int>(b);
+    }
+  }
+  if (!copy_engine || dp == 1) return;
+  TRIDENT_CHECK(stage == 1 && dp == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
   // Every bucket's exchange is pending until GradSync::finish(), and so are the optimizer's
   // gathers after it.
   const size_t buckets = layout.buckets().size();
@@ -28,6 +97,8 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
 
 ZeroShards::~ZeroShards() {
   if (inbox_.get()) pair_->unregister_window(inbox_.get());
+  for (Staging& s : staging_)
+    if (s.pending) s.pending->wait(be_.stream());
 }
 
 std::pair<size_t, size_t> ZeroShards::dp_slice(const Bucket& bk, int dp, int dp_rank) {
@@ -38,6 +109,68 @@ std::pair<size_t, size_t> ZeroShards::dp_slice(const Bucket& bk, int dp, int dp_
 
 TensorView ZeroShards::inbox_of(int b) const {
   return inbox().slice(inbox_offset_[b], layout_.buckets()[b].size / 2);
+}
+
+TensorView ZeroShards::staged_bucket(int b) const {
+  return staging_[slot_of_[b]].buf.view(DType::F32).slice(0, layout_.buckets()[b].size);
+}
+
+TensorView ZeroShards::grad_view(size_t offset, size_t n) const {
+  TRIDENT_CHECK(staged_, "grad_view: gradients are staged only under ZeRO-2 with dp > 1");
+  const std::vector<Bucket>& buckets = layout_.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b)
+    if (offset >= buckets[b].offset && offset < buckets[b].offset + buckets[b].size)
+      return staged_bucket(static_cast<int>(b)).slice(offset - buckets[b].offset, n);
+  TRIDENT_FATAL(str("grad_view: element ", offset, " is in no bucket"));
+}
+
+void ZeroShards::settle(Staging& s) {
+  if (!s.pending) return;
+  s.pending->wait(be_.stream());
+  s.pending.reset();
+  const Bucket& bk = layout_.buckets()[s.bucket];
+  const size_t share = bk.size / g_.topo.dp();
+  be_.accumulate(grad_shard().slice(shard_offset_[s.bucket], share),
+                 staged_bucket(s.bucket).slice(share * g_.coord.dp, share));
+}
+
+void ZeroShards::begin_unit(int unit) {
+  const int b = layout_.bucket_of_unit(unit);
+  if (!per_micro_bucket(b)) return;
+  Staging& s = staging_[slot_of_[b]];
+  if (s.live && s.bucket == b) return;   // begun by an earlier unit of this micro-batch
+  TRIDENT_CHECK(!s.live, str("ZeRO-2 staging: bucket ", b, " begun while bucket ", s.bucket, " is still written"));
+  settle(s);
+  s.bucket = b;
+  s.live = true;
+  be_.zero(staged_bucket(b));
+}
+
+void ZeroShards::end_unit(int unit) {
+  const int b = layout_.bucket_of_unit(unit);
+  if (!per_micro_bucket(b) || unit != layout_.buckets()[b].unit_end - 1) return;
+  Staging& s = staging_[slot_of_[b]];
+  TRIDENT_CHECK(s.live && s.bucket == b, str("ZeRO-2 staging: bucket ", b, " ended without being begun"));
+  s.live = false;
+  reduce(b);
+}
+
+void ZeroShards::reduce(int b) {
+  Staging& s = staging_[slot_of_[b]];
+  TensorView v = staged_bucket(b);
+  s.pending = g_.dp->reduce_scatter_async(v.data, v.numel / g_.topo.dp(), DType::F32, be_.stream());
+}
+
+void ZeroShards::settle_all() {
+  for (Staging& s : staging_) {
+    TRIDENT_CHECK(!s.live, str("ZeRO-2 staging: bucket ", s.bucket, " still written at the step's end"));
+    settle(s);
+  }
+}
+
+void ZeroShards::zero_grads() {
+  be_.zero(grad_shard());
+  for (size_t i = n_rotating_; i < staging_.size(); ++i) be_.zero(staging_[i].buf.view(DType::F32));
 }
 
 }  // namespace trident

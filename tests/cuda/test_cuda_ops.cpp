@@ -1008,6 +1008,14 @@ TEST_F(CudaOps, Scale) {
   expect_close(x, 0.0, "scale");  // one IEEE multiply per element: exact agreement
 }
 
+TEST_F(CudaOps, Accumulate) {
+  Both acc = f32(random_vector(12345, 112));
+  Both x = f32(random_vector(12345, 113));
+  cpu().accumulate(acc.cpu.view(), x.cpu.view());
+  gpu().accumulate(acc.gpu.view(), x.gpu.view());
+  expect_close(acc, 0.0, "accumulate");  // one IEEE add per element: exact agreement
+}
+
 TEST_F(CudaOps, AdamW) {
   const size_t n = 10007;
   Vec v0 = random_vector(n, 123, 0.1f);

@@ -110,7 +110,8 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
       const int dp = world / (tp * pp);
       for (const char* schedule : {"1f1b", "gpipe"}) {
         if (pp == 1 && std::string(schedule) == "gpipe") continue;   // identical without a pipeline
-        for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero)
+        // ZeRO-2 on up to four ranks (its staging is the same code at any dp).
+        for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? 2 : 1); ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B.
           if (sp && (tp == 1 || std::string(schedule) != "1f1b")) continue;
@@ -340,6 +341,44 @@ TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
     cfg.parallel.sequence_parallel = true;
     expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});
   }
+}
+
+// parallel.zero = 2 with one micro-batch per step: each staged bucket is reduce-scattered once, as
+// ZeRO-1 reduces it, onto a zero shard, so losses and weights are ZeRO-1's bit for bit (pp 2
+// under GPipe, which 1F1B's pp micro-batches would not leave at one). (With accumulation each micro-batch's sum over DP is added to the shard instead
+// of each rank's sum over micro-batches being reduced: another order, held to kTol in
+// every_layout.)
+TEST(Equivalence, Zero2OneMicroBatchMatchesZero1Bitwise) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world > 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
+  for (const RunConfig& model : {base_config(), llama_config()})
+    for (const auto [tp, pp] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+      if (world % (tp * pp) || world / (tp * pp) < 2) continue;
+      for (const bool sp : {false, true}) {
+        if (sp && tp == 1) continue;
+        const char* schedule = pp == 1 ? "1f1b" : "gpipe";
+        RunConfig cfg = model;
+        cfg.parallel.tp = tp;
+        cfg.parallel.pp = pp;
+        cfg.parallel.sequence_parallel = sp;
+        cfg.parallel.schedule = schedule;
+        cfg.train.global_batch_size = cfg.train.micro_batch_size * (world / (tp * pp));
+        cfg.parallel.zero = 1;
+        const RunResult zero1 = train(cfg, MPI_COMM_WORLD);
+        cfg.parallel.zero = 2;
+        const RunResult zero2 = train(cfg, MPI_COMM_WORLD);
+        if (rank != 0) continue;
+        const std::string name =
+            str(model.model.arch, " dp", world / (tp * pp), " tp", tp, " pp", pp, " ", schedule, sp ? " sp" : "");
+        EXPECT_EQ(zero2.losses, zero1.losses) << name;
+        for (const auto& [tname, want] : zero1.params.tensors)
+          EXPECT_EQ(zero2.params.tensors.at(tname), want) << name << ": " << tname;
+        std::printf("  %s zero2, one micro-batch per step: losses and weights bit-identical to zero1\n",
+                    name.c_str());
+      }
+    }
 }
 
 }  // namespace

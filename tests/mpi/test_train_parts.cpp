@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -114,7 +115,7 @@ void check_grad_sync(bool zero) {
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>((g.coord.dp + 1) * (i % 97 + 1));
   Buffer grads(*be, mine.size() * sizeof(float));
   be->copy_from_host(grads.view(DType::F32), mine.data());
-  const ZeroShards shards(layout, g, *be, zero, false);
+  ZeroShards shards(layout, g, *be, zero, false);
   GradSync sync(layout, grads.view(DType::F32), g, *be, shards);
   for (int u = 0; u < layout.n_units(); ++u) sync.unit_done(u);
   sync.finish();
@@ -129,6 +130,57 @@ void check_grad_sync(bool zero) {
 
 TEST(GradSync, AllReduceSumsEveryBucket) { check_grad_sync(false); }
 TEST(GradSync, ReduceScatterSumsEachRanksSlice) { check_grad_sync(true); }
+
+// ZeRO-2: over three micro-batches each unit's gradients, (rank + 1) * (i % 97 + 1) per micro-batch,
+// are added into the staging as the backward would (begin_unit, +=, end_unit; the GradSync
+// announcements on the last micro-batch); after finish() this rank's gradient shard holds three
+// times the sum over ranks of its slice of every bucket (the staged ones reduced per micro-batch,
+// through three reused buffers, the others once), and zeros where no parameter lies.
+TEST(GradSync, Zero2StagingSumsEachRanksSliceOverMicroBatches) {
+  const int dp = world_size();
+  if (dp == 1) GTEST_SKIP() << "ZeRO-2 stages gradients only with dp > 1";
+  RunConfig cfg = test::tiny_config();
+  cfg.model.n_layer = 8;   // a bucket per block
+  cfg.train.global_batch_size = cfg.train.micro_batch_size * dp;
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, 0, 1), 1, 0, dp, 2048);
+  ZeroShards shards(layout, g, *be, 2, false);
+  ASSERT_TRUE(shards.staged());
+  int staged_buckets = 0;
+  for (size_t b = 0; b < layout.buckets().size(); ++b) staged_buckets += shards.per_micro_bucket(static_cast<int>(b));
+  ASSERT_GT(staged_buckets, 3) << "more staged buckets than buffers, so the buffers are reused";
+  GradSync sync(layout, TensorView(), g, *be, shards);
+  shards.zero_grads();
+  std::vector<float> mine(layout.total());
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>((g.coord.dp + 1) * (i % 97 + 1));
+  Buffer part(*be, layout.total() * sizeof(float));
+  const int micro_batches = 3;
+  for (int micro = 0; micro < micro_batches; ++micro)
+    for (int u = 0; u < layout.n_units(); ++u) {
+      shards.begin_unit(u);
+      for (const ParamInfo& p : layout.params()) {
+        if (p.unit != u) continue;
+        TensorView src = part.view(DType::F32).slice(0, p.numel);
+        be->copy_from_host(src, mine.data() + p.offset);
+        be->accumulate(shards.grad_view(p.offset, p.numel), src);
+      }
+      shards.end_unit(u);
+      if (micro == micro_batches - 1) sync.unit_done(u);
+    }
+  sync.finish();
+  const std::vector<float> got = to_host(*be, shards.grad_shard());
+  std::vector<char> in_param(layout.total(), 0);
+  for (const ParamInfo& p : layout.params()) std::fill(in_param.begin() + p.offset, in_param.begin() + p.offset + p.numel, 1);
+  const double rank_sum = dp * (dp + 1) / 2.0;
+  for (size_t b = 0; b < layout.buckets().size(); ++b) {
+    auto [begin, end] = ZeroShards::dp_slice(layout.buckets()[b], dp, g.coord.dp);
+    for (size_t i = begin; i < end; ++i)
+      ASSERT_EQ(got[shards.shard_offset(static_cast<int>(b)) + i - begin],
+                in_param[i] ? static_cast<float>(micro_batches * rank_sum * (i % 97 + 1)) : 0.0f)
+          << "element " << i << " of bucket " << b;
+  }
+}
 
 // ---------------------------------------------------------------- Optimizer
 
@@ -146,7 +198,7 @@ TEST(Optimizer, AdamWStepMatchesAHandComputation) {
   Buffer params(*be, w0.size() * sizeof(float)), grads(*be, w0.size() * sizeof(float));
   be->copy_from_host(params.view(DType::F32), w0.data());
   be->copy_from_host(grads.view(DType::F32), grad.data());
-  const ZeroShards shards(layout, g, *be, false, false);
+  ZeroShards shards(layout, g, *be, false, false);
   Optimizer opt(layout, params.view(DType::F32), grads.view(DType::F32), g, *be, cfg.train, shards);
   opt.init_master();
   const double lr = 1e-2;

@@ -2,6 +2,7 @@
 trident_mpi_test(test_comm NP 3 4)
 trident_mpi_test(test_equivalence NP 2 4 8)
 trident_mpi_test(test_checkpoint NP 8)
+trident_mpi_test(test_zero_checkpoint NP 2)
 trident_mpi_test(test_generation NP 2)
 trident_mpi_test(test_train_parts NP 1 2)
 trident_mpi_test(test_sft NP 2 4)

@@ -162,7 +162,7 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.dp", "2"}, 4, {"parallel.dp*tp*pp", "number of ranks 4"});
   expect_error({"--parallel.schedule", "zigzag"}, w,
                {"parallel.schedule", "zigzag", "gpipe, 1f1b, interleaved or zero_bubble"});
-  expect_error({"--parallel.zero", "2"}, w, {"parallel.zero"});
+  expect_error({"--parallel.zero", "3"}, w, {"parallel.zero = 3", "must be 0, 1 or 2"});
   expect_error({"--parallel.pp", "4", "--train.global_batch_size", "8", "--train.micro_batch_size", "4"}, 4,
                {"1f1b", "needs at least 4", "global_batch_size >= 16"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_overlap", "true", "--train.micro_batch_size", "3",

@@ -836,6 +836,14 @@ TEST(CpuOps, SumsAccumulateInDouble) {
   EXPECT_FLOAT_EQ(x[7], 0.5f * random_vector(n, 101)[7]);
 }
 
+TEST(CpuOps, AccumulateAddsElementwise) {
+  auto be = make_cpu_backend();
+  const Vec x = random_vector(50000, 101), before = random_vector(50000, 102);
+  Vec y = before;
+  be->accumulate(view(y), view(x));
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], before[i] + x[i]) << i;
+}
+
 TEST(CpuOps, AdamWMatchesScalarReference) {
   auto be = make_cpu_backend();
   const int n = 10;

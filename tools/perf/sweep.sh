@@ -6,7 +6,7 @@
 # `tools/perf/run.sh sweep ...`.
 #
 #   tools/perf/run.sh sweep [options] LAYOUT... [-- TRIDENT FLAGS...]
-#     LAYOUT           RANKS:TP:PP[:ZERO], e.g. 8:2:2:1 (dp = RANKS / (TP*PP))
+#     LAYOUT           RANKS:TP:PP[:ZERO], e.g. 8:2:2:1 (dp = RANKS / (TP*PP); ZERO 0, 1 or 2)
 #     --trident BIN    trident binary (default: build/trident)
 #     --config FILE    config file, repeatable (default: inputs/models/tiny.cfg)
 #     --steps N        steps per layout (default: 10)
@@ -41,7 +41,7 @@ failed=0
 for spec in "${layouts[@]}"; do
   IFS=: read -r ranks tp pp zero <<<"$spec"
   zero=${zero:-0}
-  if ! [[ $ranks =~ ^[0-9]+$ && $tp =~ ^[0-9]+$ && $pp =~ ^[0-9]+$ && $zero =~ ^[01]$ ]] || ((ranks % (tp * pp))); then
+  if ! [[ $ranks =~ ^[0-9]+$ && $tp =~ ^[0-9]+$ && $pp =~ ^[0-9]+$ && $zero =~ ^[012]$ ]] || ((ranks % (tp * pp))); then
     echo "sweep: layout '$spec' is not RANKS:TP:PP[:ZERO] with TP*PP dividing RANKS" >&2
     exit 2
   fi

@@ -295,6 +295,7 @@ class Backend {
   virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)
   virtual void sum(TensorView acc, TensorView x) = 0;          // acc (1) f32 += sum(x), x f32
   virtual void scale(TensorView x, float s) = 0;               // x *= s (f32)
+  virtual void accumulate(TensorView acc, TensorView x) = 0;   // acc += x (f32)
   // AdamW over n elements (PyTorch semantics): grad, master, m, v f32; param (act) = master
   // converted to the compute dtype when given.
   virtual void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,

@@ -55,7 +55,7 @@ struct ParallelConfig {
   int dp = 0;                       // 0: world / (tp*pp)
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | zero_bubble (the last two: plans only)
   int virtual_stages = 1;           // interleaved: model chunks per rank (virtual stage c*pp + rank)
-  int zero = 0;                     // 0 | 1
+  int zero = 0;                     // 0 | 1 | 2 (ZeRO stage)
   double bucket_mb = 25.0;          // DP gradient bucket size
   double timeout_s = 600.0;         // a collective that takes longer aborts the job
   bool auto_layout = false;         // parallel.auto: pick (tp, pp, zero, micro batch) with the planner

@@ -66,13 +66,31 @@ struct ActivationOptions {
 // element a pure function of (seed, name, global index); padding elements are left as they are.
 void init_param_values(const ParamInfo& p, uint64_t seed, float* dst);
 
+// Where the backward writes parameter gradients when the stage has no gradient buffer of its own
+// (ZeRO-2: the gradients of whole buckets of blocks are staged in a few reused buffers and reduced
+// over DP on every micro-batch). grad_view gives the views once, at construction; the backward
+// calls begin_unit before it writes a block unit's gradients (also before the next block's
+// LayerNorm backward writes this one's output bias) and end_unit once they are complete for the
+// micro-batch, at the point where it would announce the unit.
+class GradStaging {
+ public:
+  virtual ~GradStaging() = default;
+  // fp32 gradients of flat elements [offset, offset + n) of ParamLayout (one parameter or a packed group).
+  virtual TensorView grad_view(size_t offset, size_t n) const = 0;
+  // Whether the unit's gradients are reduced on every micro-batch (else once, on the last).
+  virtual bool per_micro(int unit) const = 0;
+  virtual void begin_unit(int unit) = 0;
+  virtual void end_unit(int unit) = 0;
+};
+
 class GptStage {
  public:
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
   // evaluation and generation, which save its fp32 copy of every parameter (and recompute
-  // nothing).
+  // nothing). With `staging` (and with_grads) the gradients live where it says and grads() is empty.
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-           size_t bucket_elems, bool with_grads = true, const ActivationOptions& acts = {});
+           size_t bucket_elems, bool with_grads = true, const ActivationOptions& acts = {},
+           GradStaging* staging = nullptr);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -84,7 +102,7 @@ class GptStage {
   int micro_batch() const { return B_; }
   int n_slots() const { return n_slots_; }
   TensorView params() const { return params_; }   // compute dtype, layout().total()
-  TensorView grads() const { return grads_; }     // fp32, layout().total(); empty without with_grads
+  TensorView grads() const { return grads_; }     // fp32, layout().total(); empty without with_grads or with staging
 
   // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
   // allocates, so memory estimates (trident plan) are exact.
@@ -264,6 +282,10 @@ class GptStage {
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);
   StageTensors view_tensors(TensorView base) const;
+  // The same with each parameter's view given by at(offset, numel).
+  StageTensors view_tensors(const std::function<TensorView(size_t, size_t)>& at) const;
+  // fp32 gradient of flat elements [offset, offset + n): in grads_ or where staging_ keeps it.
+  TensorView grad_at(size_t offset, size_t n) const;
 
   ModelConfig m_;
   const ParallelGroups& g_;
@@ -288,6 +310,8 @@ class GptStage {
   int head_done_slot_ = -1;
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
+  GradStaging* staging_ = nullptr;
+  bool with_grads_ = false;
   bool tp_overlap_ = false;
   bool fused_sum_ = false;
   bool split_bwd_ = false;

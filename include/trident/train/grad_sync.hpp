@@ -2,7 +2,8 @@
 // ZeRO-1, reduce-scatter, or with the copy engines the scatter into the other rank's inbox: see
 // ZeroShards) starts as soon as its last unit's gradients are final, overlapping the rest of the
 // backward; finish() adds the tied embedding over the first+last stage group, reduces its bucket
-// and waits for everything.
+// and waits for everything. Under ZeRO-2 the gradients are in ZeroShards' staging buffers, which
+// reduce the buckets of blocks on every micro-batch themselves; this reduces the others once.
 #pragma once
 
 #include <vector>
@@ -16,8 +17,9 @@ namespace trident {
 
 class GradSync {
  public:
+  // grads: the stage's flat fp32 gradients (empty when shards.staged()).
   GradSync(const ParamLayout& layout, TensorView grads, const ParallelGroups& g, Backend& be,
-           const ZeroShards& shards);
+           ZeroShards& shards);
 
   void unit_done(int unit);
   void finish();
@@ -28,7 +30,7 @@ class GradSync {
   TensorView grads_;
   const ParallelGroups& g_;
   Backend& be_;
-  const ZeroShards& shards_;
+  ZeroShards& shards_;
   std::vector<Request> pending_;
 };
 

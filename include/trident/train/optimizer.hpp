@@ -1,6 +1,7 @@
 // AdamW with fp32 master weights and moments over this rank's update range of each bucket:
-// the whole bucket (zero = 0) or its DP shard (zero = 1, ZeRO-1), whose updated parameters then
-// reach the other DP ranks by an all-gather per bucket. Also the global gradient norm, counting
+// the whole bucket (zero = 0) or its DP shard (zero = 1, ZeRO-1; zero = 2, ZeRO-2, reading the
+// reduced gradient shards and writing the parameter shards of ZeroShards), whose updated
+// parameters then reach the other DP ranks by an all-gather per bucket. Also the global gradient norm, counting
 // every logical parameter once.
 #pragma once
 
@@ -69,9 +70,12 @@ class Optimizer : public ParamFetch {
 
  private:
   const ParamLayout& layout_;
-  TensorView params_, grads_, peer_;
+  TensorView params_, grads_;   // the stage's parameters; the gradients (the shards under ZeRO-2)
+  TensorView updated_;          // where AdamW writes the parameters: params_, or the shards under ZeRO-2
+  TensorView peer_;
   PairExchange* pair_;            // the DP pair's exchange where peer_ is given
   PeerOps* peer_ops_ = nullptr;   // the backend's ops that add peer_, where it is given
+  const ZeroShards& shards_;
   const ParallelGroups& g_;
   Backend& be_;
   TrainConfig t_;

@@ -29,9 +29,9 @@ struct Hardware {
 struct MemoryEstimate {
   int stage = 0;               // the pipeline stage these numbers belong to
   int in_flight = 1;           // micro-batches whose activations that stage holds at once
-  double params = 0;           // compute dtype, this rank's shard (with alignment padding)
-  double grads = 0;            // fp32
-  double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO-1)
+  double params = 0;           // compute dtype, this rank's shard (with alignment padding); ZeRO-2: and the shard AdamW writes
+  double grads = 0;            // fp32 (ZeRO-2: the shards and the staging buffers)
+  double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO)
   double activations = 0;      // in_flight slots of the stage's layers
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables

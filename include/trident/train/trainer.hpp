@@ -141,6 +141,7 @@ class Trainer {
   };
   std::deque<QueuedStep> queued_;
   StepTimer timer_;
+  std::unique_ptr<ParamLayout> shard_layout_;   // the model's layout, for shards_ (built before the model)
   std::unique_ptr<ZeroShards> shards_;   // before sync_ and optimizer_, which use it
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;

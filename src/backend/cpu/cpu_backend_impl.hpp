@@ -87,6 +87,7 @@ class CpuBackend final : public Backend, public PeerOps {
   void sum_squares(TensorView acc, TensorView x) override;
   void sum(TensorView acc, TensorView x) override;
   void scale(TensorView x, float s) override;
+  void accumulate(TensorView acc, TensorView x) override;
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override;
   void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {

@@ -67,6 +67,13 @@ void CpuBackend::scale(TensorView x, float s) {
   for (long i = 0; i < static_cast<long>(x.numel); ++i) v[i] *= s;
 }
 
+void CpuBackend::accumulate(TensorView acc, TensorView x) {
+  float* a = f32_data(acc, acc.numel, "accumulate: acc");
+  const float* v = f32_data(x, acc.numel, "accumulate: x");
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(acc.numel))
+  for (long i = 0; i < static_cast<long>(acc.numel); ++i) a[i] += v[i];
+}
+
 void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                        const AdamWArgs& a) {
   const size_t n = master.numel;

@@ -549,6 +549,11 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::scale(f32(x, x.numel, "scale: x"), s, x.numel, stream_);
   }
 
+  void accumulate(TensorView acc, TensorView x) override {
+    gpu::ProfileScope prof(stream_, "accumulate", acc.numel);
+    gpu::accumulate(f32(acc, acc.numel, "accumulate: acc"), f32(x, acc.numel, "accumulate: x"), acc.numel, stream_);
+  }
+
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override {
     gpu::ProfileScope prof(stream_, "adamw", master.numel);

@@ -90,6 +90,10 @@ void scale(float* x, float s, size_t n, cudaStream_t stream) {
   launch_map<false>(x, x, static_cast<const float*>(nullptr), n, ScaleOp{s}, "map_kernel(scale)", stream);
 }
 
+void accumulate(float* acc, const float* x, size_t n, cudaStream_t stream) {
+  launch_map<true>(acc, acc, x, n, AddOp{}, "map_kernel(accumulate)", stream);
+}
+
 void convert(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
   launch_map<false>(dst, src, static_cast<const float*>(nullptr), n, ConvertOp{}, "map_kernel(to_bf16)", stream);
 }

@@ -101,9 +101,17 @@ void check_init_from(const RunConfig& cfg) {
   if (!difference.empty()) throw InputError(str("init.from ", from, ": ", difference));
 }
 
-// A new run from init.from's weights: a trident checkpoint's parameters, or a Hugging Face
-// directory converted in memory (each rank reads its shards); fresh optimizer, step 0.
-void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
+// Task dpo's reference model is the initial weights, frozen: a new run and a resumed one alike
+// need init.from.
+void require_reference_weights(const RunConfig& cfg) {
+  if (cfg.task == "dpo" && cfg.init.from.empty())
+    throw InputError("init.from is empty: task dpo starts from given weights, which are also its frozen reference "
+                     "model; pass --init.from CHECKPOINT.h5 (e.g. an sft run's) or a Hugging Face model directory");
+}
+
+// init.from's weights for this rank: a trident checkpoint's parameters, or a Hugging Face
+// directory converted in memory (each rank reads its shards).
+std::vector<float> read_init_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
   const std::string& from = cfg.init.from;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> weights;
@@ -114,10 +122,9 @@ void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGr
     else
       read_checkpoint_params(from, trainer.model(), g, weights);
   });
-  trainer.set_initial_weights(weights);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds,
-               " s; fresh optimizer, step 0"));
+  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds, " s"));
+  return weights;
 }
 
 SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
@@ -164,9 +171,13 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
-    if (!cfg.init.from.empty()) log_info("note: init.from is not used: the run continues from its checkpoint");
+    if (cfg.task == "dpo")
+      trainer.set_reference_weights(read_init_weights(cfg, trainer, rt.groups));   // the reference stays frozen
+    else if (!cfg.init.from.empty())
+      log_info("note: init.from is not used: the run continues from its checkpoint");
   } else if (!cfg.init.from.empty()) {
-    start_from_weights(cfg, trainer, rt.groups);
+    trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
+    log_info(str("init: fresh optimizer, step 0", cfg.task == "dpo" ? "; the weights are also the reference model" : ""));
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
@@ -189,7 +200,8 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
       const auto t0 = std::chrono::steady_clock::now();
       s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
       summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      log_info(str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(cfg.task == "dpo" ? str("eval  ", s.step, " | val dpo loss ", s.val_loss)
+                                 : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
     summary.step(s);
@@ -251,6 +263,7 @@ int cmd_train(const Args& args) {
   const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
+  require_reference_weights(cfg);
   require_runnable_schedule(cfg.parallel.schedule);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
@@ -260,8 +273,8 @@ int cmd_train(const Args& args) {
   ResumePlan resume;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = (cfg.task == "sft" ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
-                                                           cfg.train.seed);
+    data = (cfg.preference_task() ? open_preference_data : cfg.task == "sft" ? open_sft_data : open_data)(
+        cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));
@@ -271,7 +284,7 @@ int cmd_train(const Args& args) {
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
-    if (resume.file.empty() && !cfg.init.from.empty()) check_init_from(cfg);
+    if ((resume.file.empty() || cfg.task == "dpo") && !cfg.init.from.empty()) check_init_from(cfg);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });

@@ -110,7 +110,11 @@ std::string Progress::line(const StepStats& s) const {
                 s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, percent_or_dash(s.mfu).c_str(),
                 s.peak_mem_bytes / double(1 << 30), percent_or_dash(s.comm_wait).c_str(), s.step_ms,
                 duration(s.elapsed_s).c_str(), std::isfinite(s.eta_s) ? duration(s.eta_s).c_str() : "-");
-  return buf;
+  if (!std::isfinite(s.reward_accuracy)) return buf;
+  char dpo[160];
+  std::snprintf(dpo, sizeof dpo, " | reward acc %.3f | chosen %.4f | rejected %.4f | margin %.4f", s.reward_accuracy,
+                s.chosen_reward, s.rejected_reward, s.chosen_reward - s.rejected_reward);
+  return buf + std::string(dpo);
 }
 
 }  // namespace trident

@@ -10,7 +10,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v.section("", "General");
   v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
   v("task", c.task, "pretrain (token windows of data.train, every token trained) or sft (supervised fine-tuning: "
-    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only; docs/FINE_TUNING.md)");
+    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only) or dpo (direct "
+    "preference optimisation on a preference dataset against the frozen init.from weights); docs/FINE_TUNING.md");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
@@ -139,6 +140,13 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "(fine-tuning): a trident checkpoint (.h5, e.g. from trident convert) or a Hugging Face model directory "
     "(config.json + safetensors, converted in memory); the [model] settings must match its model; a run that "
     "resumes from checkpoint.dir ignores it");
+
+  v.section("dpo", "Direct preference optimisation [dpo] (task = dpo)");
+  v("dpo.beta", c.dpo.beta,
+    "beta of the DPO loss -log sigmoid(beta * ((log pi - log ref)(chosen) - (log pi - log ref)(rejected))): "
+    "larger keeps the policy closer to the reference (the init.from weights)");
+  v("dpo.label_smoothing", c.dpo.label_smoothing,
+    "conservative DPO (cDPO): the share of preference labels taken to be flipped, in [0, 0.5); 0 = plain DPO");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every,

@@ -205,7 +205,11 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
-  require(cfg.task == "pretrain" || cfg.task == "sft", "task", cfg.task, "must be pretrain or sft");
+  require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "dpo", "task", cfg.task,
+          "must be pretrain, sft or dpo");
+  require(cfg.dpo.beta > 0 && std::isfinite(cfg.dpo.beta), "dpo.beta", cfg.dpo.beta, "must be > 0");
+  require(cfg.dpo.label_smoothing >= 0 && cfg.dpo.label_smoothing < 0.5, "dpo.label_smoothing",
+          cfg.dpo.label_smoothing, "must be in [0, 0.5)");
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");

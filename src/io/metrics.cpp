@@ -60,6 +60,12 @@ void MetricsWriter::write(const StepStats& s) {
                       {"skipped", !s.skipped.empty()},
                       {"skipped_steps", s.skipped_steps}};
   if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
+  if (std::isfinite(s.reward_accuracy)) {
+    j["reward_accuracy"] = s.reward_accuracy;
+    j["chosen_reward"] = s.chosen_reward;
+    j["rejected_reward"] = s.rejected_reward;
+    j["reward_margin"] = s.chosen_reward - s.rejected_reward;
+  }
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;
     j["val_ppl"] = std::exp(s.val_loss);

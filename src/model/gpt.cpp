@@ -36,13 +36,19 @@ struct GptStage::Slot {
   // Split LayerNorm backward: grad's rows being gathered (the head's, started in the forward,
   // which GPipe runs for every micro-batch before any backward; then each LayerNorm's).
   Request grad_gather;
+  // Per-sequence sums of token losses (B) f32 (set_sequence_nll): the reference model's, which the
+  // DPO head reads, and where the head writes this model's; empty when not used.
+  TensorView ref_nll, nll_out;
 };
 
 struct GptStage::Scratch {
   TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
-  TensorView loss_acc;                         // (1) f32 sum of token losses
+  // (4) f32: the loss sum (token losses, or DPO's pair losses), then DPO's metric sums
+  // [pairs with the chosen reward ahead, chosen rewards, rejected rewards] (see Backend::dpo_loss).
+  TensorView loss_acc;
+  TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
   BlockActs recomputed;                        // parallel.recompute: the recomputed blocks' activations
 };
 
@@ -106,7 +112,9 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.rowmax, DType::F32, d.logits_rows);
     a.want(&sc.stats, DType::F32, d.logits_rows * 2);
     a.want(&sc.losses, DType::F32, N);
-    a.want(&sc.loss_acc, DType::F32, 1);
+    a.want(&sc.loss_acc, DType::F32, 4);
+    a.want(&sc.seq_nll, DType::F32, d.B);
+    a.want(&sc.row_weights, DType::F32, N);
   }
 }
 
@@ -767,23 +775,58 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       });
 }
 
-// Final LayerNorm, tied-embedding logits and vocab-parallel cross-entropy, in row chunks so the
-// (rows, V/tp) logits never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered.
-// With gradients, the head's backward runs here too and leaves dL/dx in s.grad.
+// Final LayerNorm, then the loss from the tied-embedding logits (head_chunks). With gradients,
+// the head's backward runs here too and leaves dL/dx in s.grad.
 void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
   Scratch& sc = *scratch_;
-  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
+  const int C = C_;
   Stream st = be_.stream();
-  Comm& tp = *g_.tp;
 
   need(layout_.head_unit());
   need(layout_.tied_unit());
   // With sequence parallelism x is valid in own rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  const BlockShape shape = block_shape(N);
+  const BlockShape shape = block_shape(B_ * T_);
   norm_fwd(be_, shape, own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_rows(x, C),
            p_.lnf_w, p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
+  if (dpo_) {
+    // A sequence's loss couples all its tokens: first every token's loss (no gradient), then the
+    // pair losses and each sequence's weight, then the logits again for the weighted gradient.
+    TRIDENT_CHECK(!s.ref_nll.empty(), "DPO head: no reference log-probabilities for this micro-batch");
+    head_chunks(s, false, 0.0f, TensorView{});
+    be_.segment_sum(sc.seq_nll, sc.losses, B_, T_);
+    DpoArgs a = dpo_args_;
+    a.scale = dloss;
+    be_.dpo_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.seq_nll, s.ref_nll, B_ / 2, T_, a);
+    if (with_grad) head_chunks(s, true, 1.0f, sc.row_weights);
+  } else {
+    head_chunks(s, with_grad, dloss, TensorView{});
+    be_.sum(sc.loss_acc.slice(0, 1), sc.losses);
+  }
+  if (!s.nll_out.empty()) be_.segment_sum(s.nll_out, sc.losses, B_, T_);
+  if (!with_grad) return;
+  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
+  be_.zero(s.grad);
+  // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
+  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
+  const TensorView dlnf_peer = dlnf_sum.wait(st);
+  norm_bwd_tp(be_, shape, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
+              bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(),
+              dlnf_sum.release_in_op());
+  dlnf_sum.done(st);
+  if (split_bwd_) start_grad_gather(s, s.grad);
+}
+
+// Logits of sc.lnf and vocab-parallel cross-entropy in row chunks, so the (rows, V/tp) logits
+// never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered. Token losses go to
+// sc.losses; with gradients each chunk's logit gradient (scaled by row_weights where given) is
+// multiplied back into sc.dlnf and the head's weight gradient.
+void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights) {
+  Scratch& sc = *scratch_;
+  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
+  Stream st = be_.stream();
+  Comm& tp = *g_.tp;
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
     TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
@@ -801,25 +844,30 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
       tp.all_reduce(stats.data, 2 * static_cast<size_t>(R), DType::F32, ReduceOp::Sum, st);
       be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
     }
+    if (!row_weights.empty()) be_.scale_rows(logits, row_weights.slice(r0, R), R, Vl);
     if (with_grad)
       be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.lm_head,
                      TensorView{}, logits, lnf, p_.lm_head, R, C, Vl);
   }
-  be_.sum(sc.loss_acc, sc.losses);
-  if (!with_grad) return;
-  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
-  be_.zero(s.grad);
-  // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
-  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  const TensorView dlnf_peer = dlnf_sum.wait(st);
-  norm_bwd_tp(be_, shape, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
-              bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(),
-              dlnf_sum.release_in_op());
-  dlnf_sum.done(st);
-  if (split_bwd_) start_grad_gather(s, s.grad);
 }
 
-TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
+void GptStage::set_dpo(const DpoArgs& a) {
+  TRIDENT_CHECK(B_ % 2 == 0, "set_dpo: a micro-batch of whole pairs needs an even micro-batch size");
+  dpo_ = true;
+  dpo_args_ = a;
+}
+
+void GptStage::set_sequence_nll(int slot, TensorView reference, TensorView out) {
+  Slot& s = slots_[slot];
+  s.ref_nll = reference;
+  s.nll_out = out;
+}
+
+TensorView GptStage::preference_metrics() const {
+  return stage_.last() ? scratch_->loss_acc.slice(1, 3) : TensorView{};
+}
+
+TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc.slice(0, 1) : TensorView{}; }
 
 void GptStage::zero_loss_sum() {
   if (stage_.last()) be_.zero(scratch_->loss_acc);
@@ -828,7 +876,7 @@ void GptStage::zero_loss_sum() {
 double GptStage::take_loss_sum() {
   if (!stage_.last()) return 0.0;
   float v = 0;
-  be_.copy_to_host(&v, scratch_->loss_acc);
+  be_.copy_to_host(&v, scratch_->loss_acc.slice(0, 1));
   be_.zero(scratch_->loss_acc);
   return v;
 }

@@ -36,6 +36,11 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_->set_sequence_parallel(cfg.parallel.sequence_parallel);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
+  if (cfg.task == "dpo") {
+    TRIDENT_CHECK(train, "task dpo: the loss needs the reference model of a training trainer");
+    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing), 1.0f});
+    reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
+  }
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
@@ -53,7 +58,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_mask_.resize(static_cast<size_t>(B) * T);
   host_batch_.resize(2 * tokens_per_step);
   batch_buf_ = Buffer(be, 2 * tokens_per_step * sizeof(int32_t));
-  stats_buf_ = Buffer(be, 2 * sizeof(float));
+  stats_buf_ = Buffer(be, kStepStats * sizeof(float));
 }
 
 Trainer::~Trainer() = default;
@@ -68,6 +73,12 @@ void Trainer::set_initial_weights(const std::vector<float>& params) {
   for (const Optimizer::ParamRange& r : optimizer_->param_ranges())
     be_.copy(optimizer_->master().slice(r.state, r.n), f32.slice(r.flat, r.n));
   be_.synchronize();
+  if (reference_) reference_->set_weights(params);
+}
+
+void Trainer::set_reference_weights(const std::vector<float>& params) {
+  TRIDENT_CHECK(reference_ != nullptr, "set_reference_weights: only task dpo has a reference model");
+  reference_->set_weights(params);
 }
 
 void Trainer::set_position(int64_t step, int64_t consumed_samples) {
@@ -108,6 +119,10 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
       }
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (cfg_.preference_task()) {
+    batch_targets_ = static_cast<double>(cfg_.train.global_batch_size / 2);
+    return;
+  }
   if (!masked) return;
   // Each DP replica's count once: from its last stage's TP rank 0, as its loss (reduce_loss).
   std::vector<uint64_t> count{model_->stage().last() && g_.coord.tp == 0 ? trained : 0};
@@ -120,12 +135,18 @@ void Trainer::upload_batch() {
   be_.copy_from_host(batch_buf_.view(DType::I32), host_batch_.data());
 }
 
-void Trainer::load_micro(int micro, int slot) {
-  const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
+void Trainer::load_micro(GptStage& m, int micro, int slot) {
+  const int B = cfg_.train.micro_batch_size;
+  const size_t bt = static_cast<size_t>(B) * cfg_.model.seq_len;
   const size_t n = host_batch_.size() / 2;
   TensorView all = batch_buf_.view(DType::I32);
-  if (model_->stage().first() || model_->stage().last())
-    model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
+  if (m.stage().first() || m.stage().last()) m.set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
+  if (&m == model_.get() && reference_ && m.stage().last())
+    m.set_sequence_nll(slot, reference_->sequence_nll().slice(static_cast<size_t>(micro) * B, B), TensorView{});
+}
+
+void Trainer::run_reference() {
+  if (reference_) reference_->run([&](GptStage& m, int micro, int slot) { load_micro(m, micro, slot); });
 }
 
 // Sum of token losses over the world (last stage, TP rank 0 of every DP replica contributes).
@@ -147,7 +168,8 @@ double Trainer::evaluate(BatchSource& source, int steps) {
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
-    eval_executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, false, 0.0f, UnitDone{});
+    run_reference();
+    eval_executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, false, 0.0f, UnitDone{});
     sum += reduce_loss(model_->take_loss_sum());
     targets += batch_targets_;
   }
@@ -173,26 +195,31 @@ void Trainer::queue_step(int step) {
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
-  // The loss is the mean over the global batch's trained targets (all of them, but for sft): each
-  // target's gradient is scaled by the inverse of their count (a batch without any trains nothing).
+  // The loss is the mean over the global batch's trained targets (all of them, but for sft; dpo:
+  // its pairs): each one's gradient is scaled by the inverse of their count (a batch without any
+  // trains nothing).
   q.targets = batch_targets_;
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
   model_->zero_grads();
+  run_reference();
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
-  executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
-                 unit_done);
+  executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, true,
+                 static_cast<float>(1.0 / tokens), unit_done);
   sync_->finish();
   if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
     be_.scale(model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
-  // [sum of token losses, squared gradient norm] in one world all-reduce.
-  TensorView stats = stats_buf_.view(DType::F32).slice(0, 2);
+  // QueuedStep::stats in one world all-reduce.
+  TensorView stats = stats_buf_.view(DType::F32);
   be_.zero(stats);
-  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, 1), model_->loss_sum());
+  if (model_->stage().last() && g_.coord.tp == 0) {
+    be_.copy(stats.slice(0, 1), model_->loss_sum());
+    if (reference_) be_.copy(stats.slice(2, 3), model_->preference_metrics());
+  }
   model_->zero_loss_sum();
   optimizer_->add_norm_sq(stats.slice(1, 1));
-  g_.world->all_reduce(stats.data, 2, DType::F32, ReduceOp::Sum, be_.stream());
+  g_.world->all_reduce(stats.data, stats.numel, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
   // Every rank reads the same reduced values, so all make the same decision. The read waits for
@@ -238,6 +265,12 @@ StepStats Trainer::finish_step() {
   s.lr = q.lr;
   s.loss = q.stats[0] / std::max(q.targets, 1.0);
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
+  if (reference_) {
+    const double pairs = std::max(q.targets, 1.0);
+    s.reward_accuracy = q.stats[2] / pairs;
+    s.chosen_reward = q.stats[3] / pairs;
+    s.rejected_reward = q.stats[4] / pairs;
+  }
   s.skipped = q.skipped;
   if (!q.skipped.empty()) ++skipped_steps_;
   s.skipped_steps = skipped_steps_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/parallel/groups.hpp"
 
@@ -26,5 +27,10 @@ RunConfig tiny_config();
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm);
 // The same, then the MPI groups of that layout over comm (timeout: parallel.timeout_s).
 ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm);
+
+// This rank's parameters (layout().total() fp32) of cfg's model in g's layout, initialised from
+// `seed`: a task dpo reference model other than the policy's initialisation. Needs a backend that
+// computes in fp32 (the CPU backend).
+std::vector<float> initial_params(const RunConfig& cfg, const ParallelGroups& g, Backend& be, uint64_t seed);
 
 }  // namespace trident::test

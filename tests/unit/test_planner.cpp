@@ -64,8 +64,9 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   // fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
   const double slot = 2 * 4096 + 2 * 256 + 2 * 66816;
   // Scratch: dln 4,096 + dqkv 12,288 + datty 4,096 + dfch 16,384; head: lnf, dlnf 4,096 each,
-  // logits 32*128*2 = 8,192, and six 256-byte f32 vectors.
-  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 6 * 256;
+  // logits 32*128*2 = 8,192, and eight 256-byte f32 vectors (DPO's sequence NLLs and row weights
+  // among them).
+  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 8 * 256;
 
   MemoryEstimate plain = estimate_memory(small_config(0), hw);
   EXPECT_DOUBLE_EQ(plain.params, 2 * P);
@@ -74,17 +75,25 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_EQ(plain.in_flight, 1);
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
-  // Trainer: inputs and targets of 2 micro-batches of 2 x 16 tokens (512 B), loss and norm^2
-  // (8 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
+  // Trainer: inputs and targets of 2 micro-batches of 2 x 16 tokens (512 B), the step statistics
+  // (20 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
   // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
-  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 8 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2166728);   // 18 P + slot + scratch + trainer
+  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 20 + (28 + 18) * 32);
+  EXPECT_DOUBLE_EQ(plain.total(), 2167252);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
-  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 8 + (18 + 18) * 32);   // it updates only its shard's tensors
+  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 20 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1510536);
+  EXPECT_DOUBLE_EQ(zero.total(), 1511060);
+
+  // Task dpo adds the frozen reference: its parameters, one forward slot, its scratch and the
+  // sequence NLLs of 2 micro-batches of 2 (16 B).
+  RunConfig dpo = small_config(0);
+  dpo.task = "dpo";
+  const MemoryEstimate with_reference = estimate_memory(dpo, hw);
+  EXPECT_DOUBLE_EQ(with_reference.reference, 2 * P + slot + scratch + 16);
+  EXPECT_DOUBLE_EQ(with_reference.total(), plain.total() + with_reference.reference);
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

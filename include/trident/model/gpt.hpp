@@ -127,6 +127,19 @@ class GptStage {
   TensorView loss_sum() const;
   void zero_loss_sum();
 
+  // Task dpo: the head's loss is DPO's (Backend::dpo_loss, beta and label smoothing from a) over
+  // the micro-batch's B/2 pairs, rows 2i (chosen) and 2i + 1 (rejected), against the reference
+  // NLLs given by set_sequence_nll; forward()'s dloss is then d(total loss)/d(pair loss), and the
+  // loss sum sums pair losses. The head computes its logits twice (see head_forward).
+  void set_dpo(const DpoArgs& a);
+  // The slot's per-sequence sums of token losses (negative log-probabilities of the trained
+  // targets), (B) f32 on the last stage: `reference` the frozen reference model's for the DPO
+  // head to read, `out` where the head writes this model's; either may be empty.
+  void set_sequence_nll(int slot, TensorView reference, TensorView out);
+  // DPO's sums since zero_loss_sum(): (3) f32 [pairs whose chosen reward is ahead, chosen
+  // rewards, rejected rewards] on the last stage (empty elsewhere); zero_loss_sum() resets them.
+  TensorView preference_metrics() const;
+
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
   std::vector<float> forward_logits(int slot);
@@ -204,6 +217,7 @@ class GptStage {
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                       const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights);
   StageTensors view_tensors(TensorView base) const;
 
   ModelConfig m_;
@@ -227,6 +241,8 @@ class GptStage {
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
   bool tp_overlap_ = false;
+  bool dpo_ = false;
+  DpoArgs dpo_args_;
   bool fused_sum_ = false;
   bool split_bwd_ = false;
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight

@@ -16,6 +16,7 @@
 #include "trident/train/executor.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/reference_model.hpp"
 #include "trident/train/step_guard.hpp"
 #include "trident/train/step_timer.hpp"
 
@@ -23,12 +24,17 @@ namespace trident {
 
 struct StepStats {
   int step = 0;             // optimizer updates done with this one: the first step is step 1
-  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft)
+  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft);
+                            // task dpo: mean pair loss over the global batch's pairs
   double grad_norm = 0;     // before clipping
   double lr = 0;
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
+  // Task dpo, over the global batch's pairs (NaN otherwise): the share whose chosen response's
+  // implicit reward beta * (log pi - log ref) is ahead of the rejected one's, and the mean rewards.
+  double reward_accuracy = std::nan("");
+  double chosen_reward = std::nan(""), rejected_reward = std::nan("");
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
@@ -62,6 +68,8 @@ class Trainer {
   // stats. Queue the next step before finishing this one (at most kMaxQueuedSteps queued), and
   // finish every queued step before reading the model (evaluation, checkpoints).
   static constexpr int kMaxQueuedSteps = 4;
+  // Floats of a step's statistics (QueuedStep::stats), reduced over the world in one all-reduce.
+  static constexpr int kStepStats = 5;
   void queue_step(int step);
   StepStats finish_step();
   int queued_steps() const { return static_cast<int>(queued_.size()); }
@@ -77,6 +85,9 @@ class Trainer {
   // `params` is this rank's layout().total() fp32 parameters; the fp32 master weights get them
   // exactly (not rounded through the compute dtype) and the moments stay zero.
   void set_initial_weights(const std::vector<float>& params);
+  // Task dpo: the frozen reference model's weights (the initial ones: init.from), as `params` of
+  // set_initial_weights. set_initial_weights sets them too; a resumed run calls this instead.
+  void set_reference_weights(const std::vector<float>& params);
   // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
   void set_position(int64_t step, int64_t consumed_samples);
   // Global samples consumed once `step` steps are done.
@@ -104,7 +115,11 @@ class Trainer {
   // batch_targets_ (every rank calls it: a masking source's count is summed over the world).
   void read_batch(BatchSource& source, int64_t step_first_sample);
   void upload_batch();
-  void load_micro(int micro, int slot);   // micro-batch `micro` of batch_buf_ into a model slot
+  // Micro-batch `micro` of batch_buf_ into a slot of m (the policy, or the reference model).
+  void load_micro(GptStage& m, int micro, int slot);
+  // Task dpo: the reference model's sequence NLLs of the batch in the host buffers (before the
+  // policy's forward, whose head reads them).
+  void run_reference();
   double reduce_loss(double local_sum);
 
   RunConfig cfg_;
@@ -115,12 +130,15 @@ class Trainer {
   SampleOrder sample_order_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
+  std::unique_ptr<ReferenceModel> reference_;   // task dpo only
   // A queued step: what finish_step() needs to report it.
   struct QueuedStep {
     int step = 0;
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
-    float stats[2] = {0, 0};   // [sum of token losses, squared gradient norm], read before the update
+    // [sum of token losses (dpo: pair losses), squared gradient norm, then dpo's metric sums (see
+    // GptStage::preference_metrics)], read before the update
+    float stats[kStepStats] = {};
     double targets = 0;        // trained targets of the global batch: the loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
@@ -133,11 +151,12 @@ class Trainer {
   std::vector<int32_t> host_batch_;    // [inputs | targets] of all micro-batches, as batch_buf_
   std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
   // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
-  // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
+  // some (counted over every micro-batch and DP rank before the backward scales by its inverse);
+  // for preference tasks, the G/2 pairs the loss is the mean over.
   double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches
-  Buffer stats_buf_;         // f32 [loss sum, squared gradient norm]
+  Buffer stats_buf_;         // f32 QueuedStep::stats
   StepGuard guard_;
   int skipped_steps_ = 0;
   double data_s_ = 0;

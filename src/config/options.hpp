@@ -139,7 +139,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "start a new run from these weights instead of a random initialisation, with a fresh optimizer at step 0 "
     "(fine-tuning): a trident checkpoint (.h5, e.g. from trident convert) or a Hugging Face model directory "
     "(config.json + safetensors, converted in memory); the [model] settings must match its model; a run that "
-    "resumes from checkpoint.dir ignores it");
+    "resumes from checkpoint.dir ignores it, but for task dpo, which needs it and reads it again as the frozen "
+    "reference model");
 
   v.section("dpo", "Direct preference optimisation [dpo] (task = dpo)");
   v("dpo.beta", c.dpo.beta,

@@ -2,7 +2,8 @@
 # e2e: direct preference optimisation from a generated preference set. llama-tiny is fine-tuned
 # briefly with --task sft on synthetic arithmetic chat, then trained with --task dpo from that
 # checkpoint on arithmetic preference pairs (the sum chosen, a refusal to answer rejected): the DPO
-# loss falls from ln 2 (policy = reference) and the reward accuracy rises above 0.9. A run resumed
+# loss falls from ln 2 (policy = reference) and the reward accuracy rises above 0.9, and the DPO loss
+# of held-out pairs (data.split, train.eval_every) falls below 0.1. A run resumed
 # from its step-10 checkpoint (the reference read again from init.from) repeats steps 11-20 exactly.
 # Bad inputs:
 # dpo without init.from, a chat dataset for dpo, an odd micro-batch.
@@ -24,8 +25,8 @@ model=(--config "$root/inputs/models/llama-tiny.cfg" --backend cpu --model.seq_l
   --checkpoint.dir "$out/sft" --log.every 10 > "$out/sft.log"
 
 "$@" "$trident" train "${model[@]}" --task dpo --init.from "$out/sft/step_10.h5" --data.train "$out/pref" \
-  --dpo.beta 0.1 --train.micro_batch_size 8 --train.global_batch_size 16 --train.steps 20 --train.warmup_steps 3 \
-  --train.lr 1e-3 --train.min_lr 1e-3 --log.every 5 --log.metrics "$out/m.jsonl" --checkpoint.dir "$out/dpo" \
+  --data.split 0.9 --dpo.beta 0.1 --train.micro_batch_size 8 --train.global_batch_size 16 --train.steps 20 \
+  --train.warmup_steps 3 --train.lr 1e-3 --train.min_lr 1e-3 --train.eval_every 10 --train.eval_steps 1 --log.every 5 --log.metrics "$out/m.jsonl" --checkpoint.dir "$out/dpo" \
   --checkpoint.every 10 | tee "$out/dpo.log"
 grep -q "reward acc" "$out/dpo.log" || { echo "no reward metrics in the progress line"; exit 1; }
 /usr/bin/python3 - "$out/m.jsonl" <<'PY'
@@ -43,13 +44,16 @@ print(f"dpo: loss {rows[0]['loss']:.4f} -> {loss:.4f}, reward accuracy {rows[0][
       f"{acc:.2f}, margin {rows[0]['reward_margin']:.4f} -> {margin:.4f} (means of steps 16-20)")
 assert loss < 0.5, f"DPO loss of the last steps {loss:.4f} is not below 0.5"
 assert acc > 0.9, f"reward accuracy of the last steps {acc:.2f} is not above 0.9"
+val = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+print(f"dpo: validation loss on held-out pairs {val}")
+assert len(val) == 2 and val[-1] < 0.1, f"validation DPO loss {val} is not below 0.1 at step 20"
 PY
 
 mkdir "$out/resumed"
 cp "$out/dpo/step_10.h5" "$out/resumed/"
 "$@" "$trident" train "${model[@]}" --task dpo --init.from "$out/sft/step_10.h5" --data.train "$out/pref" \
-  --dpo.beta 0.1 --train.micro_batch_size 8 --train.global_batch_size 16 --train.steps 20 --train.warmup_steps 3 \
-  --train.lr 1e-3 --train.min_lr 1e-3 --log.every 5 --log.metrics "$out/m2.jsonl" --checkpoint.dir "$out/resumed" \
+  --data.split 0.9 --dpo.beta 0.1 --train.micro_batch_size 8 --train.global_batch_size 16 --train.steps 20 \
+  --train.warmup_steps 3 --train.lr 1e-3 --train.min_lr 1e-3 --train.eval_every 10 --train.eval_steps 1 --log.every 5 --log.metrics "$out/m2.jsonl" --checkpoint.dir "$out/resumed" \
   > "$out/resumed.log"
 /usr/bin/python3 - "$out/m.jsonl" "$out/m2.jsonl" <<'PY'
 import json, sys

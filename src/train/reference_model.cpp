@@ -40,6 +40,8 @@ void ReferenceModel::run(const Loader& load) {
   model_->zero_loss_sum();
 }
 
+void ReferenceModel::set_weights(TensorView params) { be_.copy(model_->params(), params); }
+
 TensorView ReferenceModel::sequence_nll() const {
   return model_->stage().last() ? nll_.view(DType::F32) : TensorView{};
 }

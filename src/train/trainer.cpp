@@ -52,6 +52,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
+    // Until init.from's weights arrive (set_initial_weights), the reference is the policy's
+    // random start, so a run without them (trident bench) computes on defined values.
+    if (reference_) reference_->set_weights(model_->params());
   }
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));

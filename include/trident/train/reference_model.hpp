@@ -24,6 +24,8 @@ class ReferenceModel {
   // The frozen weights: this rank's layout().total() fp32 parameters (the policy's initial ones),
   // rounded to the compute dtype as the policy's are.
   void set_weights(const std::vector<float>& params);
+  // The same from parameters in backend memory in the compute dtype (the policy's, at its start).
+  void set_weights(TensorView params);
   GptStage& model() { return *model_; }
 
   // Forward of the step's micro-batches through the pipeline: load(model, micro, slot) gives the

@@ -70,15 +70,6 @@ DpoRun train(RunConfig cfg, MPI_Comm comm) {
   return r;
 }
 
-double worst(const GatheredParams& got, const GatheredParams& want, std::string& which) {
-  double e = 0;
-  for (const auto& [name, w] : want.tensors) {
-    const double d = test::rel_l2(got.tensors.at(name), w);
-    if (d > e) e = d, which = name;
-  }
-  return e;
-}
-
 // The largest relative difference of the losses.
 double loss_error(const DpoRun& got, const DpoRun& want) {
   double e = 0;
@@ -110,9 +101,9 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
     std::string t;
     EXPECT_LE(loss_error(whole, ref), kTol);
     EXPECT_LE(reward_error(whole, ref), kTol);
-    EXPECT_LE(worst(whole.grads, ref.grads, t), kTol) << t;
+    EXPECT_LE(test::worst_tensor(whole.grads, ref.grads, t), kTol) << t;
     std::printf("  dpo one micro-batch of 8: loss rel err %.2e  reward err %.2e  first-step gradient rel err %.2e\n",
-                loss_error(whole, ref), reward_error(whole, ref), worst(whole.grads, ref.grads, t));
+                loss_error(whole, ref), reward_error(whole, ref), test::worst_tensor(whole.grads, ref.grads, t));
     std::printf("  dpo one rank: loss %.5f -> %.5f, reward accuracy %.3f -> %.3f, margin %.4f -> %.4f\n",
                 ref.losses.front(), ref.losses.back(), ref.accuracy.front(), ref.accuracy.back(),
                 ref.chosen.front() - ref.rejected.front(), ref.chosen.back() - ref.rejected.back());
@@ -134,8 +125,8 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
         std::string gt, wt;
         const double loss_err = loss_error(got, ref), reward_err = reward_error(got, ref);
         // ZeRO-1 leaves each DP rank the reduced gradients of its own shard only.
-        const double grad_err = zero ? 0.0 : worst(got.grads, ref.grads, gt);
-        const double weight_err = worst(got.params, ref.params, wt);
+        const double grad_err = zero ? 0.0 : test::worst_tensor(got.grads, ref.grads, gt);
+        const double weight_err = test::worst_tensor(got.params, ref.params, wt);
         EXPECT_LE(loss_err, kTol);
         EXPECT_LE(reward_err, kTol);
         EXPECT_LE(grad_err, kTol) << gt;

@@ -57,15 +57,6 @@ SftRun train(RunConfig cfg, MPI_Comm comm) {
   return r;
 }
 
-double worst(const GatheredParams& got, const GatheredParams& want, std::string& which) {
-  double e = 0;
-  for (const auto& [name, w] : want.tensors) {
-    const double d = test::rel_l2(got.tensors.at(name), w);
-    if (d > e) e = d, which = name;
-  }
-  return e;
-}
-
 TEST(Sft, EveryLayoutMatchesOneRank) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -79,7 +70,7 @@ TEST(Sft, EveryLayoutMatchesOneRank) {
     whole = train(c, MPI_COMM_SELF);
     std::string t;
     EXPECT_LE(std::fabs(whole.losses[0] - ref.losses[0]) / ref.losses[0], kTol);
-    EXPECT_LE(worst(whole.grads, ref.grads, t), kTol) << t;
+    EXPECT_LE(test::worst_tensor(whole.grads, ref.grads, t), kTol) << t;
   }
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2) {
@@ -96,7 +87,8 @@ TEST(Sft, EveryLayoutMatchesOneRank) {
       for (int s = 0; s < kSteps; ++s)
         loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
       std::string gt, wt;
-      const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
+      const double grad_err = test::worst_tensor(got.grads, ref.grads, gt);
+      const double weight_err = test::worst_tensor(got.params, ref.params, wt);
       EXPECT_LE(loss_err, kTol);
       EXPECT_LE(grad_err, kTol) << gt;
       EXPECT_LE(weight_err, kTol) << wt;

@@ -7,6 +7,7 @@
 #include "trident/config/parse.hpp"
 #include "trident/core/rng.hpp"
 #include "trident/model/gpt.hpp"
+#include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident::test {
@@ -30,6 +31,15 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
   return m;
+}
+
+double worst_tensor(const GatheredParams& got, const GatheredParams& want, std::string& which) {
+  double e = 0;
+  for (const auto& [name, w] : want.tensors) {
+    const double d = rel_l2(got.tensors.at(name), w);
+    if (d > e) e = d, which = name;
+  }
+  return e;
 }
 
 RunConfig tiny_config() {

@@ -3,11 +3,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/parallel/groups.hpp"
+
+namespace trident {
+struct GatheredParams;   // trident/train/gather.hpp
+}
 
 namespace trident::test {
 
@@ -17,6 +22,8 @@ std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f);
 // ||a - b|| / max(||b||, tiny), L2 over all elements.
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+// The largest rel_l2 of got's tensors against want's of the same name; `which` names that tensor.
+double worst_tensor(const GatheredParams& got, const GatheredParams& want, std::string& which);
 
 // A small GPT for tests on CPU ranks: L 2, NH 4, C 64, V 100, T 16; micro-batch 2, global batch
 // 8; lr 1e-2 after 2 warm-up steps; collectives time out after 120 s. Each test changes on its

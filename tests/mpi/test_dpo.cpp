@@ -1,8 +1,8 @@
 // DPO on every layout of the world against one rank: the policy and its frozen reference (another
 // initialisation, so that the reference matters) run in the same layout; the loss is the mean pair
 // loss of the global batch, so the first step's loss and every gradient, the losses, reward metrics
-// and weights after a few steps match one rank with any DP, TP, PP and ZeRO-1 layout and any number
-// of micro-batches per step.
+// and weights after a few steps match one rank with any DP, TP, PP and ZeRO-1 layout (and tp 2 with
+// sequence parallelism or tp_overlap) and any number of micro-batches per step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,17 +108,24 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
                 ref.losses.front(), ref.losses.back(), ref.accuracy.front(), ref.accuracy.back(),
                 ref.chosen.front() - ref.rejected.front(), ref.chosen.back() - ref.rejected.back());
   }
+  // Every tp x pp with and without ZeRO-1, then tp 2's head under sequence parallelism (the final
+  // norm's rows gathered) and tp_overlap (the blocks in two halves).
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2)
-      for (int zero = 0; zero <= 1; ++zero) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool zero = variant == 1, sp = variant == 2, overlap = variant == 3;
         RunConfig cfg = dpo_config();
         cfg.parallel.tp = tp;
         cfg.parallel.pp = pp;
         cfg.parallel.dp = world / (tp * pp);
         cfg.parallel.zero = zero;
+        cfg.parallel.sequence_parallel = sp;
+        cfg.parallel.tp_overlap = overlap;
         if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
         if (zero && cfg.parallel.dp == 1) continue;   // ZeRO-1 shards over DP ranks only
-        const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp, zero ? " zero1" : "");
+        if ((sp || overlap) && (tp != 2 || pp != 1)) continue;
+        const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp, zero ? " zero1" : "",
+                                     sp ? " sp" : "", overlap ? " tp_overlap" : "");
         SCOPED_TRACE(name);
         const DpoRun got = train(cfg, MPI_COMM_WORLD);
         if (rank != 0) continue;

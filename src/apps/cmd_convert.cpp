@@ -100,11 +100,16 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
   const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, g.coord.pp, p.pp), p.tp, g.coord.tp, p.dp,
                            bucket_elements(p));
   std::vector<float> params;
+  CheckpointInfo info;
   // Only DP rank 0 writes parameters (the checkpoint's ownership rule): the others read nothing.
+  // The directory's tokenizer, where it has one, goes into the checkpoint for the runs after it.
   collective_check(MPI_COMM_WORLD, [&] {
     params = g.coord.dp == 0 ? hf->local_params(layout) : std::vector<float>(layout.total(), 0.0f);
+    if (std::filesystem::exists(std::filesystem::path(o.from_hf) / "tokenizer.json")) {
+      info.tokenizer = read_tokenizer_files(o.from_hf);
+      hf_tokenizer_ids(info.tokenizer, o.from_hf, cfg.model.vocab_size);
+    }
   });
-  CheckpointInfo info;
   info.seed = cfg.train.seed;
   cfg.backend = cli.backend;
   info.config = to_ini(cfg);
@@ -132,10 +137,14 @@ int convert_to_hf(const ConvertOptions& o) {
   const SafetensorsDtype dtype = export_dtype(o.dtype, &torch_dtype);
   std::unique_ptr<CheckpointExport> ck;
   HfSpecialTokens tokens;
+  TokenizerFiles tokenizer;
   collective_check(MPI_COMM_WORLD, [&] {
     ck = std::make_unique<CheckpointExport>(o.to_hf);
     check_hf_out(o);
-    if (!o.tokenizer.empty()) tokens = hf_tokenizer_ids(o.tokenizer, ck->model().vocab_size);
+    // --tokenizer, else the one the checkpoint keeps (the run's), if any.
+    tokenizer = o.tokenizer.empty() ? ck->info().tokenizer : read_tokenizer_files(o.tokenizer);
+    if (!tokenizer.empty())
+      tokens = hf_tokenizer_ids(tokenizer, o.tokenizer.empty() ? o.to_hf : o.tokenizer, ck->model().vocab_size);
     if (rank == 0) {
       std::error_code ec;
       fs::create_directories(o.out, ec);
@@ -165,13 +174,13 @@ int convert_to_hf(const ConvertOptions& o) {
   collective_check(MPI_COMM_WORLD, [&] {
     if (rank != 0) return;
     writer.write_index(o.out);
-    if (!o.tokenizer.empty()) copy_hf_tokenizer(o.tokenizer, o.out, ck->model().vocab_size);
+    write_tokenizer_files(tokenizer, o.out);
     write_file_atomically((fs::path(o.out) / "generation_config.json").string(), hf_generation_config_json(tokens));
     write_file_atomically((fs::path(o.out) / "config.json").string(),
                           hf_config_json(ck->model(), torch_dtype, tokens));
   });
   log_info(str("convert: wrote ", o.out, " (", hf_architecture(ck->model()), ", ", torch_dtype, ", ", shards.size(),
-               shards.size() == 1 ? " file" : " shards", o.tokenizer.empty() ? ", no tokenizer" : ", with the tokenizer",
+               shards.size() == 1 ? " file" : " shards", tokenizer.empty() ? ", no tokenizer" : ", with the tokenizer",
                ") from ", o.to_hf, " (step ", ck->info().step, ") on ", world, " ranks"));
   return 0;
 }
@@ -186,7 +195,8 @@ int cmd_convert(const Args& args) {
       "out", po::value(&o.out), "--from-hf: the checkpoint file to write; --to-hf: the directory to write")(
       "dtype", po::value(&o.dtype)->default_value("bf16"), "--to-hf: bf16, f32 or f16 tensors")(
       "tokenizer", po::value(&o.tokenizer),
-      "--to-hf: the run's tokenizer.json (or its directory), copied beside the weights; its BOS/EOS ids go into "
+      "--to-hf: the tokenizer.json (or its directory) to copy beside the weights, in place of the one the "
+      "checkpoint keeps (the run's data.tokenizer or its Hugging Face source's); its BOS/EOS ids go into "
       "config.json and generation_config.json")(
       "shard-bytes", po::value(&o.shard_bytes)->default_value(kHfMaxShardBytes),
       "--to-hf: most tensor bytes per safetensors shard (Hugging Face's 5 GB)")(
@@ -204,7 +214,7 @@ int cmd_convert(const Args& args) {
   if (o.out.empty()) throw InputError("--out is required (the checkpoint file, or the Hugging Face directory)");
   if (o.shard_bytes == 0) throw InputError("--shard-bytes 0: must be at least 1");
   if (!o.from_hf.empty() && !o.tokenizer.empty())
-    throw InputError("--tokenizer is for --to-hf (a Hugging Face directory's tokenizer files are not converted)");
+    throw InputError("--tokenizer is for --to-hf (--from-hf keeps the directory's own tokenizer.json, if it has one)");
   return o.from_hf.empty() ? convert_to_hf(o) : convert_from_hf(o, parsed.cfg);
 }
 

@@ -57,6 +57,12 @@ int cmd_eval(const Args& args) {
   std::unique_ptr<BatchSource> source;
   bool on_validation = true;
   collective_check(MPI_COMM_WORLD, [&] {
+    if (cfg.preference_task()) {   // a reward model's pairs: the validation part, else the training one
+      DataSources pairs = open_preference_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+      on_validation = pairs.val != nullptr;
+      source = std::move(on_validation ? pairs.val : pairs.train);
+      return;
+    }
     source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed, sft);
     if (source) return;
     if (cfg.data.train.empty())
@@ -71,14 +77,16 @@ int cmd_eval(const Args& args) {
   // the parameters).
   Trainer trainer(cfg, rt.groups, *rt.backend, *source, Trainer::Mode::Evaluate);
   collective_check(MPI_COMM_WORLD, [&] { load_checkpoint(checkpoint, trainer.model(), nullptr, rt.groups); });
-  double loss = 0;
+  EvalResult r;
   abort_job_on_error("eval", [&] {
-    loss = trainer.evaluate(*source, cfg.train.eval_steps);
+    r = trainer.evaluate(*source, cfg.train.eval_steps);
     return 0;
   });
   log_info(str("eval ", checkpoint, " (step ", info.step, ") on ", on_validation ? "validation" : "training",
                " data, ", cfg.train.eval_steps, " batches of ", cfg.train.global_batch_size, " x ", cfg.model.seq_len,
-               " tokens: loss ", loss, ", perplexity ", std::exp(loss)));
+               " tokens: loss ", r.loss,
+               cfg.model.score_head ? str(", pair accuracy ", r.accuracy, ", mean margin ", r.margin)
+                                    : str(", perplexity ", std::exp(r.loss))));
   return 0;
 }
 

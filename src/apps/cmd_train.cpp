@@ -110,30 +110,70 @@ void require_reference_weights(const RunConfig& cfg) {
 }
 
 // init.from's weights for this rank: a trident checkpoint's parameters, or a Hugging Face
-// directory converted in memory (each rank reads its shards).
+// directory converted in memory (each rank reads its shards). A reward model from a language
+// model's weights takes their transformer, and its score head starts from train.seed's
+// initialisation, as in a run from scratch.
 std::vector<float> read_init_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
   const std::string& from = cfg.init.from;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> weights;
   const bool hf = std::filesystem::is_directory(from);
+  bool score_unread = false;
+  const ParamLayout& layout = trainer.model().layout();
   collective_check(MPI_COMM_WORLD, [&] {
     if (hf)
-      weights = HfImport(from).local_params(trainer.model().layout());
+      weights = HfImport(from).local_params(layout, &score_unread);
     else
-      read_checkpoint_params(from, trainer.model(), g, weights);
+      read_checkpoint_params(from, trainer.model(), g, weights, &score_unread);
   });
+  const ParamInfo* score = layout.find("score.weight");
+  if (score_unread && score) init_param_values(*score, cfg.train.seed, weights.data() + score->offset);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds, " s"));
+  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds, " s",
+               score_unread ? "; a language model's transformer: score.weight initialised from train.seed" : ""));
   return weights;
 }
 
-SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done) {
+// The tokenizer the run's checkpoints keep, and where it came from: data.tokenizer, else the one
+// kept by the checkpoint the run resumes from, else init.from's (kept in its checkpoint, or the
+// tokenizer.json of its Hugging Face directory); checked against the model's vocabulary. None
+// where none is known.
+struct RunTokenizer {
+  TokenizerFiles files;
+  std::string source;
+};
+
+RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, const std::string& resume_file) {
+  RunTokenizer t;
+  const std::string& from = cfg.init.from;
+  if (!cfg.data.tokenizer.empty()) {
+    t.source = "data.tokenizer " + cfg.data.tokenizer;
+    try {
+      t.files = read_tokenizer_files(cfg.data.tokenizer);
+    } catch (const InputError& e) {
+      throw InputError(str("data.tokenizer: ", e.what()));
+    }
+  } else if (resumed) {
+    t = {resumed->tokenizer, "the checkpoint " + resume_file};
+  } else if (!from.empty() && std::filesystem::is_directory(from)) {
+    if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
+      t = {read_tokenizer_files(from), "init.from " + from};
+  } else if (!from.empty()) {
+    t = {read_checkpoint_info(from).tokenizer, "init.from " + from};
+  }
+  if (!t.files.empty()) hf_tokenizer_ids(t.files, t.source, cfg.model.vocab_size);
+  return t;
+}
+
+SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done,
+                const TokenizerFiles& tokenizer) {
   CheckpointInfo info;
   info.step = steps_done;
   info.consumed_samples = trainer.consumed_samples(steps_done);
   info.seed = cfg.train.seed;
   info.config = to_ini(cfg);
   info.layout = layout_string(cfg);
+  info.tokenizer = tokenizer;
   trainer.sync_parameters();
   SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
@@ -149,7 +189,7 @@ struct RunOutputs {
 
 // Resumes and trains; errors here are one rank's (see abort_job_on_error).
 int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs& outputs,
-          const ResumePlan& resume) {
+          const ResumePlan& resume, const TokenizerFiles& tokenizer) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   RunSummary summary(cfg, *rt.backend, MPI_COMM_WORLD);
   int first_step = 0;
@@ -187,7 +227,7 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
   const auto saves_after = [&](int n) { return checkpoints && cfg.checkpoint.every > 0 && n % cfg.checkpoint.every == 0; };
   Progress progress(cfg, *rt.backend, MPI_COMM_WORLD, first_step);
   const auto save_and_count = [&](int done) {
-    const SaveResult r = save(cfg, trainer, rt.groups, done);
+    const SaveResult r = save(cfg, trainer, rt.groups, done, tokenizer);
     summary.checkpoint_saved(r.bytes, r.seconds);
   };
   bool stopping = false;
@@ -198,10 +238,14 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     skipped_in_row = s.skipped.empty() ? 0 : skipped_in_row + 1;
     if (evaluates(s.step)) {
       const auto t0 = std::chrono::steady_clock::now();
-      s.val_loss = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      const EvalResult r = trainer.evaluate(*data.val, cfg.train.eval_steps);
+      s.val_loss = r.loss;
+      s.val_accuracy = r.accuracy;
       summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      log_info(cfg.task == "dpo" ? str("eval  ", s.step, " | val dpo loss ", s.val_loss)
-                                 : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
+      log_info(cfg.preference_task()
+                   ? str("eval  ", s.step, " | val ", cfg.task, " loss ", r.loss, " | val accuracy ", r.accuracy,
+                         " | val margin ", r.margin)
+                   : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
     summary.step(s);
@@ -271,10 +315,12 @@ int cmd_train(const Args& args) {
   DataSources data;
   RunOutputs outputs;
   ResumePlan resume;
+  RunTokenizer tokenizer;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = (cfg.preference_task() ? open_preference_data : cfg.task == "sft" ? open_sft_data : open_data)(
-        cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    data = (cfg.preference_task() ? open_preference_data
+            : cfg.task == "sft"   ? open_sft_data
+                                  : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));
@@ -285,8 +331,12 @@ int cmd_train(const Args& args) {
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if ((resume.file.empty() || cfg.task == "dpo") && !cfg.init.from.empty()) check_init_from(cfg);
-    if (!resume.file.empty())
-      lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
+    CheckpointInfo resumed;
+    if (!resume.file.empty()) {
+      resumed = read_checkpoint_info(resume.file);
+      lr_note = keep_lr_decay(cfg.train, resumed.config, resume.file);
+    }
+    tokenizer = run_tokenizer(cfg, resume.file.empty() ? nullptr : &resumed, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
@@ -298,8 +348,9 @@ int cmd_train(const Args& args) {
   log_info("data:\n" + data.description);
   for (const std::string& note : {resume.note, length_note, lr_note})
     if (!note.empty()) log_info(note);
+  if (!tokenizer.files.empty()) log_info("tokenizer: " + tokenizer.source + " (the checkpoints keep it)");
 
-  return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume); });
+  return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume, tokenizer.files); });
 }
 
 }  // namespace trident

@@ -103,18 +103,21 @@ void Progress::sample_memory(StepStats& s) {
 }
 
 std::string Progress::line(const StepStats& s) const {
-  char buf[320];
+  char pairs[128] = "";   // a preference task's pair metrics, and dpo's implicit rewards
+  if (std::isfinite(s.chosen_reward))
+    std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f | chosen %.4f | rejected %.4f", s.accuracy,
+                  s.margin, s.chosen_reward, s.rejected_reward);
+  else if (std::isfinite(s.accuracy))
+    std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f", s.accuracy, s.margin);
+  char buf[448];
   std::snprintf(buf, sizeof buf,
-                "step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
+                "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
                 "comm wait %s | %.1f ms | elapsed %s | ETA %s",
-                s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, percent_or_dash(s.mfu).c_str(),
-                s.peak_mem_bytes / double(1 << 30), percent_or_dash(s.comm_wait).c_str(), s.step_ms,
-                duration(s.elapsed_s).c_str(), std::isfinite(s.eta_s) ? duration(s.eta_s).c_str() : "-");
-  if (!std::isfinite(s.reward_accuracy)) return buf;
-  char dpo[160];
-  std::snprintf(dpo, sizeof dpo, " | reward acc %.3f | chosen %.4f | rejected %.4f | margin %.4f", s.reward_accuracy,
-                s.chosen_reward, s.rejected_reward, s.chosen_reward - s.rejected_reward);
-  return buf + std::string(dpo);
+                s.step, cfg_.train.steps, s.loss, pairs, s.lr, s.grad_norm, s.tokens_per_s,
+                percent_or_dash(s.mfu).c_str(), s.peak_mem_bytes / double(1 << 30),
+                percent_or_dash(s.comm_wait).c_str(), s.step_ms, duration(s.elapsed_s).c_str(),
+                std::isfinite(s.eta_s) ? duration(s.eta_s).c_str() : "-");
+  return buf;
 }
 
 }  // namespace trident

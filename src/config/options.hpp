@@ -9,9 +9,10 @@ template <class Visitor>
 void visit_run_options(RunConfig& c, Visitor&& v) {
   v.section("", "General");
   v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
-  v("task", c.task, "pretrain (token windows of data.train, every token trained) or sft (supervised fine-tuning: "
-    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only) or dpo (direct "
-    "preference optimisation on a preference dataset against the frozen init.from weights); docs/FINE_TUNING.md");
+  v("task", c.task, "pretrain (token windows of data.train, every token trained), sft (supervised fine-tuning: "
+    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only), dpo (direct "
+    "preference optimisation on a preference dataset against the frozen init.from weights) or reward (a reward "
+    "model: score head instead of the LM head, pairwise loss on a preference dataset); docs/FINE_TUNING.md");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
@@ -57,13 +58,17 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "gradient's rows gathered beside a weight-gradient GEMM) instead of on all of them on both");
   v("parallel.sequence_parallel", c.parallel.sequence_parallel,
     "with tp > 1, run the LayerNorms and residual adds on 1/tp of the rows per TP rank (Megatron's sequence "
-    "parallelism; the TP all-reduces become reduce-scatters and all-gathers; experimental: activation memory is "
-    "not reduced yet, and the backward's all-gathers are not overlapped); micro_batch_size*seq_len must divide by tp");
+    "parallelism; the TP all-reduces become reduce-scatters and all-gathers); each rank keeps only its 1/tp of the "
+    "residual stream's and the norms' activations, gathering the norm outputs again in the backward; "
+    "micro_batch_size*seq_len must divide by tp");
   v("parallel.recompute", c.parallel.recompute,
-    "activation recompute: none, or full (the backward recomputes a block's activations from its input, which is "
-    "all a recomputed block keeps from the forward: memory for time, gradients bit for bit the same)");
+    "activation recompute, memory for time with gradients bit for bit the same: none; selective (every block "
+    "drops its norm outputs and MLP activation, which the backward redoes from the saved norm inputs and MLP "
+    "pre-activation: elementwise passes, no GEMM); or full (the backward recomputes a block's activations from its "
+    "input, which is all a recomputed block keeps from the forward)");
   v("parallel.recompute_layers", c.parallel.recompute_layers,
-    "with recompute = full, the first N blocks of each pipeline stage are recomputed (0: all of them)");
+    "with recompute = full, the first N blocks of each pipeline stage are recomputed fully (0: all of them); with "
+    "recompute = selective, the first N blocks fully and the others selectively (0: all selectively)");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "
     "tp_overlap forward, the backward's weight-gradient GEMMs); 0 = the GEMMs use all of them; no effect on the "
@@ -124,6 +129,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("data.split", c.data.split,
     "fraction of each training dataset's documents used for training when data.val is empty; the remaining "
     "documents are the validation data (1 = no validation data)");
+  v("data.tokenizer", c.data.tokenizer,
+    "the Hugging Face tokenizer.json (or its directory) the data was tokenized with: the checkpoints keep it, "
+    "so convert --to-hf writes it and generate uses it; empty = the one of the resumed checkpoint or init.from, "
+    "if any");
 
   v.section("checkpoint", "Checkpoints [checkpoint]");
   v("checkpoint.dir", c.checkpoint.dir, "directory of step_<n>.h5 checkpoints and the 'latest' pointer; empty = none");

@@ -171,6 +171,7 @@ RunConfig parse_config_text(const std::string& ini, const std::string& origin) {
   std::vector<IniEntry> entries = read_ini_stream(in, origin);
   for (auto e = entries.rbegin(); e != entries.rend(); ++e) store_one(desc, vm, e->key, e->value, e->where);
   po::notify(vm);
+  cfg.model.score_head = cfg.task == "reward";   // a stored reward model's [model] has its score head
   return cfg;
 }
 

@@ -90,16 +90,14 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
               "across TP ranks or replicated)"));
   require(m.ffn() % p.tp == 0, "parallel.tp", p.tp,
           str("must divide model.ffn_hidden_size = ", m.ffn(), " (the MLP is split across TP ranks)"));
-  require(p.recompute == "none" || p.recompute == "full", "parallel.recompute", p.recompute,
-          p.recompute == "selective" ? "selective recompute is not available yet; use full or none"
-                                     : "must be none or full");
+  require(p.recompute == "none" || p.recompute == "selective" || p.recompute == "full", "parallel.recompute",
+          p.recompute, "must be none, selective or full");
   require(p.recompute_layers >= 0 && p.recompute_layers <= m.n_layer, "parallel.recompute_layers",
           p.recompute_layers, str("must be between 0 (all blocks of a stage) and model.n_layer = ", m.n_layer));
-  // The recomputed forward is the plain one: the TP variants that change how a block's sums and
-  // rows are split have no recompute yet.
-  require(p.recompute == "none" || p.tp == 1 || (!p.tp_overlap && !p.sequence_parallel && !p.tp_fused_sum),
-          "parallel.recompute", p.recompute,
-          "cannot be combined with parallel.tp_overlap, sequence_parallel or tp_fused_sum yet; turn those off");
+  // The recomputed forward is the plain one or sequence parallelism's: the TP variants that
+  // split a block's sums into halves or partials have no recompute yet.
+  require(p.recompute == "none" || p.tp == 1 || (!p.tp_overlap && !p.tp_fused_sum), "parallel.recompute",
+          p.recompute, "cannot be combined with parallel.tp_overlap or tp_fused_sum yet; turn those off");
   require(!m.llama() || p.tp == 1 || !p.tp_fused_sum, "parallel.tp_fused_sum", "true",
           "is for gpt2 (its LayerNorm kernels add the partials); set it to false for model.arch = llama");
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
@@ -205,8 +203,10 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
-  require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "dpo", "task", cfg.task,
-          "must be pretrain, sft or dpo");
+  const std::string& task = cfg.task;
+  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward", "task", task,
+          "must be pretrain, sft, dpo or reward");
+  cfg.model.score_head = cfg.task == "reward";
   require(cfg.dpo.beta > 0 && std::isfinite(cfg.dpo.beta), "dpo.beta", cfg.dpo.beta, "must be > 0");
   require(cfg.dpo.label_smoothing >= 0 && cfg.dpo.label_smoothing < 0.5, "dpo.label_smoothing",
           cfg.dpo.label_smoothing, "must be in [0, 0.5)");

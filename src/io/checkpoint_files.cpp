@@ -221,7 +221,13 @@ std::string describe_checkpoint(const std::string& file) {
   std::ostringstream os;
   os << "checkpoint " << file << "\n  format version " << info.format_version << ", step " << info.step
      << ", consumed samples " << info.consumed_samples << ", seed " << info.seed << "\n  saved with layout: "
-     << printable(info.layout) << "\n\ntensors (fp32, global shapes):\n";
+     << printable(info.layout) << "\n";
+  if (!info.tokenizer.empty()) {
+    os << "  tokenizer kept:";
+    for (const auto& [name, text] : info.tokenizer.files) os << " " << name << " (" << text.size() << " bytes)";
+    os << "\n";
+  }
+  os << "\ntensors (fp32, global shapes):\n";
   char line[512];
   for (CkptKind kind : kCkptKinds) {
     if (H5Lexists(f.get(), ckpt_group(kind), H5P_DEFAULT) <= 0) continue;

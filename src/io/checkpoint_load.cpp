@@ -1,6 +1,8 @@
 // Collective checkpoint load into any layout: every rank reads the hyperslabs of its shard and
 // optimizer range; checksums of the owned parts are summed over ranks and compared.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -48,6 +50,30 @@ void require_regular_file(const std::string& file, const Bad& bad) {
   if (!std::filesystem::is_regular_file(st)) throw bad("not a regular file (a checkpoint is a step_<n>.h5 file)");
 }
 
+// The tokenizer files a run kept (/tokenizer/<file name>, byte datasets); none where the group is
+// absent. A declared size is checked against the file's before anything is allocated.
+template <class Bad>
+TokenizerFiles read_tokenizer(const std::string& file, hid_t f, const Bad& bad) {
+  TokenizerFiles t;
+  if (H5Lexists(f, "tokenizer", H5P_DEFAULT) <= 0) return t;
+  for (const std::string& name : tokenizer_file_names()) {
+    const std::string path = "tokenizer/" + name;
+    if (H5Lexists(f, path.c_str(), H5P_DEFAULT) <= 0) continue;
+    h5::Handle dset(H5Dopen2(f, path.c_str(), H5P_DEFAULT));
+    const std::vector<int64_t> shape = dset.valid() ? h5::dataset_shape(dset.get()) : std::vector<int64_t>{};
+    if (shape.size() != 1) throw bad(str("/", path, " is not a one-dimensional byte dataset"));
+    std::error_code ec;
+    if (shape[0] < 0 || static_cast<uint64_t>(shape[0]) > std::filesystem::file_size(file, ec) || ec)
+      throw bad(str("/", path, " declares ", shape[0], " bytes, more than the file holds"));
+    std::string text(static_cast<size_t>(shape[0]), '\0');
+    if (!text.empty() && H5Dread(dset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) < 0)
+      throw bad(str("reading /", path, " failed (truncated file?)"));
+    t.files.emplace_back(name, std::move(text));
+  }
+  if (!t.empty() && !t.find("tokenizer.json")) throw bad("/tokenizer holds files but no tokenizer.json");
+  return t;
+}
+
 template <class Bad>
 CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   CheckpointInfo info;
@@ -70,19 +96,21 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   const std::string name = std::filesystem::path(file).filename().string();
   if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
     throw bad(str("its name says ", name, " but its step attribute is ", info.step));
+  info.tokenizer = read_tokenizer(file, f, bad);
   return info;
 }
 
 // Every object of the file must be one of the model's datasets (under /model and each optimizer
-// group) or one of their groups, reached by a hard link: a checkpoint of a larger model must not
+// group), a tokenizer file (/tokenizer), or one of their groups, reached by a hard link: a checkpoint of a larger model must not
 // load into a smaller one by reading only its first layers, and no link may lead out of the
-// file. Returns the first other object's path ("dataset /model/blocks.3.ln1.weight", "link
-// /x"), or "".
-std::string first_unread_object(hid_t f, const CheckpointPlan& plan) {
+// file. `skipped` names datasets that may be there unread. Returns the first other object's path
+// ("dataset /model/blocks.3.ln1.weight", "link /x"), or "".
+std::string first_unread_object(hid_t f, const CheckpointPlan& plan, const std::set<std::string>& skipped) {
   struct Visit {
     std::set<std::string> datasets, groups;
     std::string first;
   } v;
+  v.datasets = skipped;
   for (CkptKind kind : kCkptKinds) {
     const std::string group = ckpt_group(kind);
     for (const LogicalTensor& t : plan.tensors) v.datasets.insert(group + "/" + t.name);
@@ -90,6 +118,8 @@ std::string first_unread_object(hid_t f, const CheckpointPlan& plan) {
     for (size_t slash = group.find('/'); slash != std::string::npos; slash = group.find('/', slash + 1))
       v.groups.insert(group.substr(0, slash));
   }
+  v.groups.insert("tokenizer");
+  for (const std::string& name : tokenizer_file_names()) v.datasets.insert("tokenizer/" + name);
   auto visit = [](hid_t root, const char* name, const H5L_info_t* link, void* data) -> herr_t {
     Visit& v = *static_cast<Visit*>(data);
     if (link->type != H5L_TYPE_HARD) {
@@ -126,12 +156,45 @@ struct HostCheckpoint {
   CheckpointInfo info;
   std::vector<float> params;
   std::vector<float> states[3];   // master, exp_avg, exp_avg_sq; empty without the optimizer
+  bool score_unread = false;      // a reward model's trunk from a language model's file
 };
 
+constexpr const char* kScoreWeight = "score.weight";
+
+bool has_dataset(hid_t f, const std::string& path) {
+  return H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Lexists(f, path.c_str(), H5P_DEFAULT) > 0;
+}
+
+// Reward models (a score head, no LM head) and language models load only into their own kind;
+// with `trunk_ok` a reward model takes a language model's transformer and leaves its score head
+// unread (init.from). Returns the plan without the score head in that case, else `plan`.
+CheckpointPlan match_model_kind(hid_t f, const CheckpointPlan& plan, bool trunk_ok, bool* score_unread,
+                                const std::function<InputError(const std::string&)>& bad) {
+  const bool file_scores = has_dataset(f, str("model/", kScoreWeight));
+  const bool model_scores = std::any_of(plan.tensors.begin(), plan.tensors.end(),
+                                        [](const LogicalTensor& t) { return t.name == kScoreWeight; });
+  *score_unread = false;
+  if (file_scores == model_scores) return plan;
+  if (file_scores)
+    throw bad("holds a reward model (task = reward: a score head, no LM head); it loads only with --task reward");
+  if (!trunk_ok)
+    throw bad("holds a language model, not a reward model; a run with task = reward starts from it with "
+              "--init.from (its transformer loads, score.weight starts fresh), it cannot resume or evaluate it");
+  CheckpointPlan trunk = plan;
+  trunk.tensors.erase(std::remove_if(trunk.tensors.begin(), trunk.tensors.end(),
+                                     [](const LogicalTensor& t) { return t.name == kScoreWeight; }),
+                      trunk.tensors.end());
+  for (auto* ranges : {&trunk.model_need, &trunk.model_own, &trunk.optim_need, &trunk.optim_own})
+    ranges->erase(kScoreWeight);
+  *score_unread = true;
+  return trunk;
+}
+
 // Collective: reads and checks everything (attributes, objects, shapes, checksums summed over the
-// ranks); n_state = 0 reads the parameters only. Throws InputError on every rank; changes nothing.
-HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& plan, size_t n_params, bool with_optim,
-                             size_t n_state, const ParallelGroups& g) {
+// ranks); n_state = 0 reads the parameters only; `trunk_ok` as match_model_kind. Throws
+// InputError on every rank; changes nothing.
+HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& model_plan, size_t n_params,
+                             bool with_optim, size_t n_state, const ParallelGroups& g, bool trunk_ok = false) {
   h5::silence_errors();
   auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
 
@@ -143,7 +206,12 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& plan
 
   HostCheckpoint host;
   host.info = read_info(file, f.get(), bad);
-  const std::string unread = first_unread_object(f.get(), plan);
+  const CheckpointPlan plan = match_model_kind(f.get(), model_plan, trunk_ok, &host.score_unread, bad);
+  // A language model's own head (and its optimizer state), which a reward model's trunk does not read.
+  std::set<std::string> skipped;
+  for (CkptKind kind : kCkptKinds)
+    if (host.score_unread) skipped.insert(str(ckpt_group(kind), "/lm_head"));
+  const std::string unread = first_unread_object(f.get(), plan, skipped);
   if (!unread.empty())
     throw bad(str(unread, " is not part of the configured model (a checkpoint of more layers, or another "
                   "model?); the [model] settings must match the checkpoint"));
@@ -201,10 +269,11 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& plan
 }  // namespace
 
 CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& model, const ParallelGroups& g,
-                                      std::vector<float>& params) {
+                                      std::vector<float>& params, bool* score_unread) {
   const CheckpointPlan plan = make_checkpoint_plan(model, nullptr, g);
-  HostCheckpoint host = read_verified(file, plan, model.params().numel, false, 0, g);
+  HostCheckpoint host = read_verified(file, plan, model.params().numel, false, 0, g, score_unread != nullptr);
   params = std::move(host.params);
+  if (score_unread) *score_unread = host.score_unread;
   return host.info;
 }
 

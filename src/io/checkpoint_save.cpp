@@ -56,6 +56,24 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   return h;
 }
 
+// The run's tokenizer files as /tokenizer/<file name>, one byte dataset each: created by every
+// rank (HDF5 creates collectively), written by rank 0 alone.
+void write_tokenizer(hid_t file, const TokenizerFiles& t, bool writer, const std::string& tmp) {
+  if (t.empty()) return;
+  h5::Handle group(H5Gcreate2(file, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  h5_require(group.valid(), "creating the group /tokenizer", tmp);
+  for (const auto& [name, text] : t.files) {
+    const hsize_t n = text.size();
+    h5::Handle space(H5Screate_simple(1, &n, nullptr));
+    h5::Handle dset(H5Dcreate2(group.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                               H5P_DEFAULT));
+    h5_require(dset.valid(), "creating /tokenizer/" + name, tmp);
+    if (writer && n > 0)
+      h5_require(H5Dwrite(dset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) >= 0,
+                 "writing /tokenizer/" + name, tmp);
+  }
+}
+
 // Writes `tmp` collectively: created exclusively (a leftover of an interrupted save, or a link
 // placed there, is removed first; unlink never follows a link, and O_EXCL fails on a link put back
 // in between instead of writing through it), the attributes, then the datasets of the first
@@ -80,6 +98,7 @@ void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, c
     h5::write_attr(file.get(), "rng", std::string("stateless: initialisation and data order are functions of seed"));
     h5::write_attr(file.get(), "config", info.config);
     h5::write_attr(file.get(), "layout", info.layout);
+    write_tokenizer(file.get(), info.tokenizer, g.rank == 0, tmp);
     h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     // Every element is written once by its owner: no fill values (HDF5 would write the whole

@@ -266,10 +266,6 @@ bool is_known_buffer(const std::string& name) {
   return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
 }
 
-std::string tokenizer_file(const std::string& src) {
-  return fs::is_directory(src) ? (fs::path(src) / "tokenizer.json").string() : src;
-}
-
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& dir) {
@@ -395,6 +391,9 @@ std::vector<float> from_hf_layout(const HfTensor& t, std::vector<float> data) {
 }
 
 std::string model_difference(const ModelConfig& run, const ModelConfig& weights) {
+  // A reward model starts from a language model's transformer; the other way round has no LM head.
+  if (weights.score_head && !run.score_head)
+    return "the weights are a reward model (a score head, no LM head); they load only with --task reward";
   std::string out;
   auto field = [&](const char* key, const auto& mine, const auto& theirs) {
     if (out.empty() && !(mine == theirs))
@@ -470,9 +469,15 @@ void HfImport::read_shard(const HfTensor& t, const std::string& file_name, const
   }
 }
 
-std::vector<float> HfImport::local_params(const ParamLayout& layout) const {
+std::vector<float> HfImport::local_params(const ParamLayout& layout, bool* score_unread) const {
   std::vector<float> params(layout.total(), 0.0f);
+  if (score_unread) *score_unread = false;
   for (const ParamInfo& p : layout.params()) {
+    if (p.name == "score.weight" && !index_.count(p.name)) {
+      TRIDENT_CHECK(score_unread != nullptr, "HfImport: a reward model's layout without score_unread");
+      *score_unread = true;
+      continue;
+    }
     const size_t i = index_.at(p.name);
     read_shard(tensors_[i], file_names_[i], p, params.data() + p.offset);
   }
@@ -482,6 +487,9 @@ std::vector<float> HfImport::local_params(const ParamLayout& layout) const {
 CheckpointExport::CheckpointExport(const std::string& file) : file_(file) {
   info_ = read_checkpoint_info(file);
   model_ = parse_config_text(info_.config, file + " (stored config)").model;
+  if (model_.score_head)
+    throw InputError(str("checkpoint ", file, ": a reward model (task = reward); its export to Hugging Face "
+                         "(*ForSequenceClassification) is not implemented"));
   tensors_ = hf_tensors(model_);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) throw InputError(str("checkpoint ", file, ": cannot be opened as HDF5"));
@@ -516,27 +524,12 @@ std::vector<float> CheckpointExport::read_hf(size_t i) const {
   return to_hf_layout(t, std::move(data));
 }
 
-HfSpecialTokens hf_tokenizer_ids(const std::string& src, int vocab_size) {
-  const HfTokenizer tok(src);
+HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size) {
+  const HfTokenizer tok(files, where);
   if (tok.vocab_size() > vocab_size)
-    throw InputError(str(tokenizer_file(src), ": ", tok.vocab_size(), " token ids, more than the model's vocab_size ",
+    throw InputError(str(where, ": the tokenizer has ", tok.vocab_size(), " token ids, more than the model's vocab_size ",
                          vocab_size));
   return {tok.bos_id(), tok.eot_id()};
-}
-
-HfSpecialTokens copy_hf_tokenizer(const std::string& src, const std::string& dir, int vocab_size) {
-  const HfSpecialTokens ids = hf_tokenizer_ids(src, vocab_size);
-  const fs::path json_file = tokenizer_file(src);
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                           "merges.txt"}) {
-    const fs::path from = name == std::string("tokenizer.json") ? json_file : json_file.parent_path() / name;
-    if (!fs::exists(from)) continue;
-    std::ifstream in(from, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw InputError(str(from.string(), ": cannot read (", std::strerror(errno), ")"));
-    write_file_atomically((fs::path(dir) / name).string(), text);
-  }
-  return ids;
 }
 
 }  // namespace trident

@@ -79,13 +79,25 @@ void read_post_processor(const json& processor, std::vector<int32_t>& before, st
 HfTokenizer::HfTokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
-  const std::string where = file.string();
-  const json root = read_json_file(where);
+  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
+  load(read_json_file(file.string()),
+       fs::exists(config_file) ? read_json_file(config_file.string()) : json::object(), file.string(),
+       config_file.string());
+}
+
+HfTokenizer::HfTokenizer(const TokenizerFiles& files, const std::string& where) {
+  const std::string* text = files.find("tokenizer.json");
+  if (!text) throw InputError(str(where, ": holds no tokenizer.json"));
+  const std::string* config = files.find("tokenizer_config.json");
+  const std::string root_where = where + " tokenizer.json", config_where = where + " tokenizer_config.json";
+  load(parse_json_text(*text, root_where), config ? parse_json_text(*config, config_where) : json::object(), root_where,
+       config_where);
+}
+
+void HfTokenizer::load(const json& root, const json& config, const std::string& where, const std::string& config_where) {
   if (!root.is_object() || !root.contains("model"))
     throw InputError(str(where, ": not a tokenizer.json (no \"model\"); pass a Hugging Face tokenizer.json "
                                 "or the directory holding one"));
-  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
-  const json config = fs::exists(config_file) ? read_json_file(config_file.string()) : json::object();
   name_ = "tokenizer.json " + where;
 
   try {
@@ -171,7 +183,7 @@ HfTokenizer::HfTokenizer(const std::string& path) {
   };
   const auto config_id = [&](const std::string& token, const char* what) {
     const int32_t id = id_of(token);
-    if (id < 0) throw InputError(str(config_file.string(), ": ", what, " ", quoted_text(token), " is not a token of ", where));
+    if (id < 0) throw InputError(str(config_where, ": ", what, " ", quoted_text(token), " is not a token of ", where));
     return id;
   };
   try {
@@ -179,14 +191,14 @@ HfTokenizer::HfTokenizer(const std::string& path) {
       bos_id_ = -1;
       if (config["add_bos_token"].get<bool>()) {
         const std::optional<std::string> bos = config_token(config, "bos_token");
-        if (!bos) throw InputError(str(config_file.string(), ": add_bos_token is true but bos_token is not set"));
+        if (!bos) throw InputError(str(config_where, ": add_bos_token is true but bos_token is not set"));
         bos_id_ = config_id(*bos, "bos_token");
       }
     }
     const std::optional<std::string> eos = config_token(config, "eos_token");
     eot_id_ = eos ? config_id(*eos, "eos_token") : id_of("<|endoftext|>");
   } catch (const json::exception& e) {
-    throw InputError(str(config_file.string(), ": unexpected structure (", e.what(), ")"));
+    throw InputError(str(config_where, ": unexpected structure (", e.what(), ")"));
   }
   if (eot_id_ < 0)
     throw InputError(str(where, ": no end-of-text token: put a tokenizer_config.json with eos_token beside it"));

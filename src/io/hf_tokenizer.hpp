@@ -11,6 +11,7 @@
 #include "byte_level_bpe.hpp"
 #include "split_pretokenize.hpp"
 #include "trident/io/tokenizer.hpp"
+#include "trident/io/tokenizer_files.hpp"
 
 namespace trident {
 
@@ -20,6 +21,8 @@ class HfTokenizer : public Tokenizer {
   // read when it exists. Throws InputError naming the file for anything missing, malformed or
   // outside what trident implements (the message says which part).
   explicit HfTokenizer(const std::string& path);
+  // The same from the files a checkpoint keeps; `where` names them in errors (e.g. the checkpoint).
+  HfTokenizer(const TokenizerFiles& files, const std::string& where);
 
   // Added tokens (special or not) are cut out of the text first, longest match first; the text
   // between them is normalized, pre-tokenized and merged.
@@ -36,6 +39,10 @@ class HfTokenizer : public Tokenizer {
     int32_t token = -1;                               // the added token ending here
   };
 
+  // Everything the constructors share, from the parsed tokenizer.json and tokenizer_config.json
+  // (an empty object where there is none); the where strings name them in errors.
+  void load(const nlohmann::json& root, const nlohmann::json& config, const std::string& where,
+            const std::string& config_where);
   void load_model(const nlohmann::json& model, const std::string& where);
   // Length of the longest added token at `pos` and its id through `id`; 0 for none.
   size_t added_token_at(std::string_view text, size_t pos, int32_t& id) const;

@@ -1,4 +1,4 @@
-// A JSON file read whole, with errors that name it.
+// A JSON file (or text) read whole, with errors that name it.
 #include "json_file.hpp"
 
 #include <cerrno>
@@ -16,6 +16,14 @@ nlohmann::json read_json_file(const std::string& path) {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(str(path, ": not valid JSON (", e.what(), ")"));
+  }
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(str(where, ": not valid JSON (", e.what(), ")"));
   }
 }
 

@@ -60,15 +60,18 @@ void MetricsWriter::write(const StepStats& s) {
                       {"skipped", !s.skipped.empty()},
                       {"skipped_steps", s.skipped_steps}};
   if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
-  if (std::isfinite(s.reward_accuracy)) {
-    j["reward_accuracy"] = s.reward_accuracy;
+  if (std::isfinite(s.accuracy)) {   // a preference task's pair metrics
+    j["accuracy"] = s.accuracy;
+    j["margin"] = s.margin;
+  }
+  if (std::isfinite(s.chosen_reward)) {   // dpo's implicit rewards
     j["chosen_reward"] = s.chosen_reward;
     j["rejected_reward"] = s.rejected_reward;
-    j["reward_margin"] = s.chosen_reward - s.rejected_reward;
   }
+  if (std::isfinite(s.val_accuracy)) j["val_accuracy"] = s.val_accuracy;
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;
-    j["val_ppl"] = std::exp(s.val_loss);
+    if (!std::isfinite(s.val_accuracy)) j["val_ppl"] = std::exp(s.val_loss);   // token losses only
   }
   out_ << j.dump() << '\n';
   out_.flush();

@@ -138,12 +138,13 @@ void TensorBoardWriter::write(const StepStats& s) {
   add("train/lr", s.lr);
   add("train/grad_norm", s.grad_norm);
   add("train/skipped_steps", s.skipped_steps);
-  add("dpo/reward_accuracy", s.reward_accuracy);
-  add("dpo/chosen_reward", s.chosen_reward);
-  add("dpo/rejected_reward", s.rejected_reward);
-  add("dpo/reward_margin", s.chosen_reward - s.rejected_reward);
+  add("train/accuracy", s.accuracy);
+  add("train/margin", s.margin);
+  add("train/chosen_reward", s.chosen_reward);
+  add("train/rejected_reward", s.rejected_reward);
   add("val/loss", s.val_loss);
-  add("val/ppl", std::exp(s.val_loss));
+  add("val/accuracy", s.val_accuracy);
+  if (!std::isfinite(s.val_accuracy)) add("val/ppl", std::exp(s.val_loss));   // token losses only
   add("perf/tokens_per_s", s.tokens_per_s);
   add("perf/step_ms", s.step_ms);
   add("perf/mfu", s.mfu);

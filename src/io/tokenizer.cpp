@@ -32,4 +32,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
                        "' (use byte, gpt2, or a Hugging Face tokenizer.json or the directory holding one)"));
 }
 
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& files, const std::string& where) {
+  return std::make_unique<HfTokenizer>(files, where);
+}
+
 }  // namespace trident

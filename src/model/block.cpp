@@ -17,22 +17,22 @@ BlockDims block_dims(const ModelConfig& m, int tp) {
   return d;
 }
 
-void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, const BlockDims& d, size_t lse_elems,
-                     bool with_output) {
-  const size_t C = d.C;
-  a.want(&l.ln1, act, N * C);
-  if (!d.llama) a.want(&l.ln1_mean, DType::F32, N);
-  a.want(&l.ln1_rstd, DType::F32, N);
+void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, const BlockDims& d,
+                     const BlockActsPlan& p) {
+  const size_t C = d.C, R = p.residual_rows ? p.residual_rows : N;
+  if (p.norm_outputs) a.want(&l.ln1, act, R * C);
+  if (!d.llama) a.want(&l.ln1_mean, DType::F32, R);
+  a.want(&l.ln1_rstd, DType::F32, R);
   a.want(&l.qkv, act, N * d.qkv);
   a.want(&l.atty, act, N * d.att);
-  if (lse_elems) a.want(&l.lse, DType::F32, lse_elems);
-  a.want(&l.x2, act, N * C);
-  a.want(&l.ln2, act, N * C);
-  if (!d.llama) a.want(&l.ln2_mean, DType::F32, N);
-  a.want(&l.ln2_rstd, DType::F32, N);
+  if (p.lse_elems) a.want(&l.lse, DType::F32, p.lse_elems);
+  a.want(&l.x2, act, R * C);
+  if (p.norm_outputs) a.want(&l.ln2, act, R * C);
+  if (!d.llama) a.want(&l.ln2_mean, DType::F32, R);
+  a.want(&l.ln2_rstd, DType::F32, R);
   a.want(&l.fch, act, N * d.fc);
-  a.want(&l.fcg, act, N * d.fc_act);
-  if (with_output) a.want(&l.x3, act, N * C);
+  if (p.mlp_activation) a.want(&l.fcg, act, N * d.fc_act);
+  if (p.output) a.want(&l.x3, act, R * C);
 }
 
 void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
@@ -69,12 +69,20 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows) {
   const int fc = static_cast<int>(s.d.fc);
-  if (s.d.llama) {
+  if (s.d.llama || s.gelu_apart) {
     be.matmul_fwd(a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
-    be.swiglu_fwd(a.fcg, a.fch, rows, static_cast<int>(s.d.fc_act));
+    mlp_activation(be, s, a, rows);
   } else {
     be.matmul_gelu_fwd(a.fcg, a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
   }
+}
+
+void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows) {
+  const size_t fa = s.d.fc_act, n = static_cast<size_t>(rows);
+  if (s.d.llama)
+    be.swiglu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc), rows, static_cast<int>(fa));
+  else
+    be.gelu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc));
 }
 
 TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,

@@ -1,4 +1,4 @@
-// KV-cache decoding and token sampling.
+// Batched KV-cache decoding and token sampling.
 #include "trident/model/generator.hpp"
 
 #include <algorithm>
@@ -6,104 +6,320 @@
 #include <numeric>
 
 #include "trident/core/arena.hpp"
+#include "trident/core/rng.hpp"
 #include "trident/model/tp_regions.hpp"
 
 namespace trident {
 
-int32_t sample_token(const std::vector<float>& logits, const SamplingParams& p, Rng& rng) {
+namespace {
+
+// log(sum_j exp(logits_j)) over a whole row, in double.
+double logsumexp(const std::vector<float>& logits) {
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  double s = 0;
+  for (float z : logits) s += std::exp(z - mx);
+  return mx + std::log(s);
+}
+
+}  // namespace
+
+SampledToken sample_token(const std::vector<float>& logits, const SamplingParams& p, uint64_t seed, uint64_t sequence,
+                          uint64_t position) {
   const int V = static_cast<int>(logits.size());
-  if (p.temperature <= 0) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  auto logprob = [&](int id) { return static_cast<float>(logits[id] - logsumexp(logits)); };
+  if (p.temperature <= 0) {
+    const int id = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return {id, logprob(id)};
+  }
   std::vector<int> ids(V);
   std::iota(ids.begin(), ids.end(), 0);
   // Most likely first; ties by id, so the candidate set does not depend on the sort.
   std::sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
-  const int k = p.top_k > 0 ? std::min(p.top_k, V) : V;
-  std::vector<double> prob(k);
-  const double top = logits[ids[0]] / p.temperature;
-  double total = 0;
-  for (int i = 0; i < k; ++i) total += prob[i] = std::exp(logits[ids[i]] / p.temperature - top);
-  int keep = k;
+  int keep = p.top_k > 0 ? std::min(p.top_k, V) : V;
   if (p.top_p < 1.0) {
+    std::vector<double> prob(keep);
+    const double top = logits[ids[0]] / p.temperature;
+    double total = 0;
+    for (int i = 0; i < keep; ++i) total += prob[i] = std::exp(logits[ids[i]] / p.temperature - top);
     double cum = 0;
-    for (keep = 0; keep < k;) {
-      cum += prob[keep++] / total;
+    int n = 0;
+    while (n < keep) {
+      cum += prob[n++] / total;
       if (cum >= p.top_p) break;
     }
-    total = std::accumulate(prob.begin(), prob.begin() + keep, 0.0);
+    keep = n;
   }
-  double u = rng.uniform() * total;
+  // The same score as Backend::sample_shard, so both paths draw the same token from the same logits.
+  const float temperature = static_cast<float>(p.temperature);
+  int best = ids[0];
+  float best_score = -INFINITY;
   for (int i = 0; i < keep; ++i) {
-    u -= prob[i];
-    if (u <= 0) return ids[i];
+    const float score = logits[ids[i]] / temperature + gumbel_at(seed, sequence, position, ids[i]);
+    if (score > best_score || (score == best_score && ids[i] < best)) {
+      best_score = score;
+      best = ids[i];
+    }
   }
-  return ids[keep - 1];
+  return {best, logprob(best)};
 }
 
-Generator::Generator(GptStage& model, int max_len) : model_(model), max_len_(max_len) {
+SampledToken combine_sample_stats(const float* stats, int shards, size_t stride) {
+  float mx = -INFINITY, best = -INFINITY, best_logit = 0;
+  int best_id = -1;
+  for (int k = 0; k < shards; ++k) {
+    const float* s = stats + k * stride;
+    mx = std::max(mx, s[0]);
+    const int id = static_cast<int>(s[3]);
+    if (id >= 0 && (best_id < 0 || s[2] > best || (s[2] == best && id < best_id))) {
+      best = s[2];
+      best_id = id;
+      best_logit = s[4];
+    }
+  }
+  double sum = 0;
+  for (int k = 0; k < shards; ++k) {
+    const float* s = stats + k * stride;
+    if (static_cast<int>(s[3]) >= 0) sum += s[1] * std::exp(static_cast<double>(s[0]) - mx);
+  }
+  TRIDENT_CHECK(best_id >= 0, "combine_sample_stats: no shard has a candidate");
+  return {best_id, static_cast<float>(best_logit - (mx + std::log(sum)))};
+}
+
+std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp) {
+  return {n * rank / dp, n * (rank + 1) / dp};
+}
+
+Generator::Generator(GptStage& model, int slots, int max_len)
+    : model_(model), slots_(slots), max_len_(max_len), rows_cap_(slots + max_len), length_(slots, 0) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();
   TRIDENT_CHECK(model.stage().first() && model.stage().last(), "generation needs a single pipeline stage (pp = 1)");
   TRIDENT_CHECK(max_len >= 1 && max_len <= m.positions(), str("generation length ", max_len, " outside [1, ",
                                                               m.positions(), "]"));
+  TRIDENT_CHECK(slots >= 1, str("generation batch ", slots, ": must be at least 1"));
   Backend& be = model.backend();
   const DType act = be.compute_dtype();
   const BlockDims d = block_dims(m, g.topo.tp());
-  const size_t N = max_len, C = m.n_embd, NKVl = d.NKVl, HS = d.HS;
+  const size_t N = rows_cap_, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
+  const size_t Vl = model.layout().vocab_local(), tp = g.topo.tp();
 
   // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
   ArenaLayout cache;
   k_cache_.resize(m.n_layer);
   v_cache_.resize(m.n_layer);
   for (int l = 0; l < m.n_layer; ++l) {
-    cache.want(&k_cache_[l], act, NKVl * N * HS);
-    cache.want(&v_cache_[l], act, NKVl * N * HS);
+    cache.want(&k_cache_[l], act, S * NKVl * T * HS);
+    cache.want(&v_cache_[l], act, S * NKVl * T * HS);
   }
   cache_buf_ = Buffer(be, cache.bytes());
   cache.bind(cache_buf_.get());
 
   ArenaLayout a;
   a.want(&x_, act, N * C);
-  a.want(&tokens_, DType::I32, N);
-  plan_block_acts(a, acts_, act, N, d, 0, false);
+  a.want(&pe_, act, N * C);
+  a.want(&index_, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
+  if (d.llama) a.want(&rope_rows_, DType::F32, N * HS);
+  a.want(&last_, act, S * C);
+  a.want(&lnf_, act, S * C);
+  a.want(&lnf_mean_, DType::F32, S);
+  a.want(&lnf_rstd_, DType::F32, S);
+  a.want(&logits_, act, S * Vl);
+  a.want(&stats_, DType::F32, tp * S * kSampleStats);
+  plan_block_acts(a, acts_, act, N, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
+  if (d.llama) {
+    rope_host_.resize(T * HS);
+    rope_table(rope_host_.data(), max_len, d.HS, static_cast<float>(m.rope_theta));
+  }
 }
 
 Generator::~Generator() = default;
 
-std::vector<float> Generator::feed(const std::vector<int32_t>& tokens) {
-  const int n = static_cast<int>(tokens.size());
-  TRIDENT_CHECK(n >= 1 && pos_ + n <= max_len_, str("feeding ", n, " tokens at position ", pos_, " of ", max_len_));
+void Generator::feed(const std::vector<int>& slots, const std::vector<std::vector<int32_t>>& tokens) {
+  TRIDENT_CHECK(slots.size() == tokens.size() && !slots.empty() && slots.size() <= static_cast<size_t>(slots_),
+                str("feeding ", tokens.size(), " sequences to ", slots.size(), " slots of ", slots_));
   const ModelConfig& m = model_.config();
   const ParallelGroups& g = model_.groups();
-  model_.need_all_params();
   const StageTensors& w = model_.weights();
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
   const int C = m.n_embd;
+
+  // Host tables of the N new rows: tokens (N), positions (N), (slot, position) pairs (N, 2).
+  int n = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) n += static_cast<int>(tokens[i].size());
+  TRIDENT_CHECK(n <= rows_cap_, str("feeding ", n, " tokens at once; the generator holds ", rows_cap_));
+  std::vector<int32_t> index(4 * static_cast<size_t>(n));
+  std::vector<int> last_rows;
+  int r = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int s = slots[i];
+    TRIDENT_CHECK(s >= 0 && s < slots_ && !tokens[i].empty() && length_[s] + tokens[i].size() <= size_t(max_len_),
+                  str("feeding ", tokens[i].size(), " tokens to slot ", s, " at position ", s >= 0 && s < slots_ ? length_[s] : -1,
+                      " of ", max_len_));
+    for (int32_t t : tokens[i]) {
+      index[r] = t;
+      index[n + r] = length_[s];
+      index[2 * n + 2 * r] = s;
+      index[2 * n + 2 * r + 1] = length_[s]++;
+      ++r;
+    }
+    last_rows.push_back(r - 1);
+  }
+  fed_slots_ = slots;
+  be.copy_from_host(index_.slice(0, index.size()), index.data());
+  const int32_t* tok = index_.as<int32_t>();
+  const int32_t* pos = tok + n;
+  const int32_t* rows = tok + 2 * n;
+
+  model_.need_all_params();
   const BlockShape shape = model_.block_shape(n);
   const BlockDims& d = shape.d;
   const BlockActs acts = block_rows(acts_, 0, n, d, 0);
-
-  be.copy_from_host(tokens_.slice(0, n), tokens.data());
   TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
-  // Positions [pos_, pos_ + n): the position table (gpt2) is entered at row pos_, the RoPE table
-  // (llama) read from there.
-  const bool wpe = g.coord.tp == 0 && !w.wpe.empty();
-  be.encoder_fwd(x, tokens_.as<int32_t>(), w.wte,
-                 wpe ? w.wpe.slice(static_cast<size_t>(pos_) * C, static_cast<size_t>(n) * C) : TensorView{}, 1, n, C,
-                 layout.vocab_start(), layout.vocab_local());
+  be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local());
+  // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
+  // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
+  if (g.coord.tp == 0 && !w.wpe.empty()) {
+    TensorView pe = pe_.slice(0, static_cast<size_t>(n) * C);
+    be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions());
+    be.add(x, x, pe);
+  }
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
+  TensorView rope;
+  if (d.llama) {
+    std::vector<float> table(static_cast<size_t>(n) * d.HS);
+    for (int i = 0; i < n; ++i)
+      std::copy_n(rope_host_.begin() + static_cast<size_t>(index[n + i]) * d.HS, d.HS, table.begin() + static_cast<size_t>(i) * d.HS);
+    rope = rope_rows_.slice(0, table.size());
+    be.copy_from_host(rope, table.data());
+  }
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      if (d.llama) be.rope_fwd(a.qkv, model_.rope(), 1, n, d.NHl, d.NKVl, d.HS, pos_);
-      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, 1, n, pos_, max_len_, d.NHl, d.NKVl, d.HS);
+      if (d.llama) be.rope_fwd(a.qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0);
+      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, rows, n, slots_, max_len_, d.NHl, d.NKVl, d.HS);
     };
     block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);
   }
-  pos_ += n;
-  return model_.head_logits(x.slice(static_cast<size_t>(n - 1) * C, C), 1);
+  // The last row of each fed sequence, in feed order (contiguous when each fed one token).
+  for (size_t i = 0; i < last_rows.size(); ++i)
+    be.copy(last_.slice(i * C, C), x.slice(static_cast<size_t>(last_rows[i]) * C, C));
+}
+
+std::vector<float> Generator::logits() {
+  const int R = static_cast<int>(fed_slots_.size()), V = model_.config().vocab_size;
+  // head_logits takes at most a micro-batch of rows at a time.
+  const int chunk = model_.micro_batch() * model_.config().seq_len;
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(R) * V);
+  for (int r0 = 0; r0 < R; r0 += chunk) {
+    const int rows = std::min(chunk, R - r0);
+    std::vector<float> part = model_.head_logits(last_.slice(static_cast<size_t>(r0) * model_.config().n_embd,
+                                                             static_cast<size_t>(rows) * model_.config().n_embd),
+                                                 rows);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t seed,
+                                            const std::vector<uint64_t>& sequences) {
+  const int R = static_cast<int>(fed_slots_.size());
+  TRIDENT_CHECK(sequences.size() == fed_slots_.size(), str(sequences.size(), " sequence ids for ", R, " sequences"));
+  std::vector<SampledToken> out(R);
+  if (!p.on_device()) {
+    const std::vector<float> all = logits();
+    const size_t V = model_.config().vocab_size;
+    const size_t kept = p.vocab_limit > 0 ? std::min<size_t>(V, p.vocab_limit) : V;
+    for (int i = 0; i < R; ++i)
+      out[i] = sample_token(std::vector<float>(all.begin() + i * V, all.begin() + i * V + kept), p, seed, sequences[i],
+                            length_[fed_slots_[i]]);
+    return out;
+  }
+  const ModelConfig& m = model_.config();
+  const ParallelGroups& g = model_.groups();
+  const StageTensors& w = model_.weights();
+  const ParamLayout& layout = model_.layout();
+  Backend& be = model_.backend();
+  const size_t C = m.n_embd, Vl = layout.vocab_local(), tp = g.topo.tp(), n_stats = static_cast<size_t>(R) * kSampleStats;
+  std::vector<int32_t> keys(2 * static_cast<size_t>(R));
+  for (int i = 0; i < R; ++i) {
+    TRIDENT_CHECK(sequences[i] <= 0x7fffffffu, str("sequence id ", sequences[i], " exceeds the 31 bits of a key"));
+    keys[2 * i] = static_cast<int32_t>(sequences[i]);
+    keys[2 * i + 1] = length_[fed_slots_[i]];
+  }
+  TensorView key_view = index_.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
+  be.copy_from_host(key_view, keys.data());
+  // The head on this rank's vocabulary shard, then each shard's candidate per row.
+  TensorView lnf = lnf_.slice(0, R * C), logits = logits_.slice(0, R * Vl);
+  norm_fwd(be, model_.block_shape(R), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, R),
+           lnf_rstd_.slice(0, R), last_.slice(0, R * C), w.lnf_w, w.lnf_b, R);
+  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, R, static_cast<int>(C), static_cast<int>(Vl));
+  TensorView stats = stats_.slice(0, n_stats * tp);
+  // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
+  const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())
+                                      : layout.vocab_valid();
+  be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits, key_view.as<int32_t>(), seed,
+                  static_cast<float>(p.temperature), R, static_cast<int>(Vl), valid, layout.vocab_start());
+  if (tp > 1) g.tp->all_gather(stats.data, n_stats, DType::F32, be.stream());
+  std::vector<float> host(stats.numel);
+  be.copy_to_host(host.data(), stats);
+  for (int i = 0; i < R; ++i)
+    out[i] = combine_sample_stats(host.data() + static_cast<size_t>(i) * kSampleStats, static_cast<int>(tp), n_stats);
+  return out;
+}
+
+std::vector<Completion> Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                            const GenerationParams& p, uint64_t first_sequence) {
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (prompts[i].empty() || prompts[i].size() >= static_cast<size_t>(max_len_))
+      throw InputError(str("prompt ", first_sequence + i, " has ", prompts[i].size(), " tokens; it needs 1 to ",
+                           max_len_ - 1, " (the generation length)"));
+  std::vector<Completion> out(prompts.size());
+  std::vector<int> prompt_in(slots_, -1);   // the prompt each slot generates, -1: free
+  std::vector<int32_t> next_token(slots_);
+  size_t next_prompt = 0;
+  for (;;) {
+    // Every running sequence feeds its last token; free slots take the next prompts whole while
+    // they fit beside them.
+    std::vector<int> slots;
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<uint64_t> sequences;
+    int rows = 0;
+    for (int s = 0; s < slots_; ++s)
+      if (prompt_in[s] >= 0) {
+        slots.push_back(s);
+        tokens.push_back({next_token[s]});
+        sequences.push_back(first_sequence + prompt_in[s]);
+        ++rows;
+      }
+    for (int s = 0; s < slots_ && next_prompt < prompts.size(); ++s)
+      if (prompt_in[s] < 0 && rows + prompts[next_prompt].size() <= static_cast<size_t>(rows_cap_)) {
+        reset(s);
+        prompt_in[s] = static_cast<int>(next_prompt);
+        slots.push_back(s);
+        tokens.push_back(prompts[next_prompt]);
+        sequences.push_back(first_sequence + next_prompt);
+        rows += static_cast<int>(prompts[next_prompt++].size());
+      }
+    if (slots.empty()) break;
+    feed(slots, tokens);
+    const std::vector<SampledToken> drawn = sample(p.sampling, p.seed, sequences);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const int s = slots[i];
+      Completion& c = out[prompt_in[s]];
+      c.tokens.push_back(drawn[i].token);
+      c.logprobs.push_back(drawn[i].logprob);
+      c.stopped = std::find(p.stop_tokens.begin(), p.stop_tokens.end(), drawn[i].token) != p.stop_tokens.end();
+      if (c.stopped || static_cast<int>(c.tokens.size()) >= p.max_new_tokens || length_[s] >= max_len_)
+        prompt_in[s] = -1;
+      else
+        next_token[s] = drawn[i].token;
+    }
+  }
+  return out;
 }
 
 }  // namespace trident

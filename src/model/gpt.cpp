@@ -44,12 +44,16 @@ struct GptStage::Slot {
 struct GptStage::Scratch {
   TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
-  TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32
-  // (4) f32: the loss sum (token losses, or DPO's pair losses), then DPO's metric sums
-  // [pairs with the chosen reward ahead, chosen rewards, rejected rewards] (see Backend::dpo_loss).
-  TensorView loss_acc;
+  TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
   TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
-  BlockActs recomputed;                        // parallel.recompute: the recomputed blocks' activations
+  TensorView scores, dscores;                  // (B) (B) f32; score head (reward model)
+  TensorView loss_acc;                         // (kLossSums) f32 LossSums
+  // The norm outputs whole, (N, C) each, where the slots do not keep them so: under recompute
+  // (selective, or a fully recomputed block's) and sequence parallelism (gathered from the ranks'
+  // rows); the MLP activation (N, fc_act) under recompute.
+  TensorView ln1, ln2, fcg;
+  TensorView partial;                          // sequence parallelism: a row-parallel GEMM's (N, C) output
+  BlockActs recomputed;                        // the rest of the fully recomputed blocks' activations
 };
 
 // The memory plans of a stage, shared by the constructor and the static size queries, so that
@@ -58,9 +62,11 @@ struct GptStage::Dims {
   DType act;
   BlockDims bd;
   size_t N, C, B, T, Vl, logits_rows;
-  int n_layers, recompute;
-  bool has_blocks, last;
-  Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, int recomputed)
+  size_t rows;   // of the residual stream a slot keeps: N, or this rank's N/tp under sequence parallelism
+  int n_layers;
+  RecomputePlan rc;
+  bool sp, has_blocks, last, score_head;
+  Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, const ActivationOptions& o)
       : act(a),
         bd(block_dims(m, tp)),
         N(static_cast<size_t>(micro_batch) * m.seq_len),
@@ -70,10 +76,16 @@ struct GptStage::Dims {
         Vl(m.padded_vocab(tp) / tp),
         logits_rows(logits_chunk_rows(N, Vl * dtype_size(a))),
         n_layers(st.n_layers()),
-        recompute(std::min(recomputed, st.n_layers())),
+        rc{std::min(o.recompute.full, st.n_layers()), o.recompute.selective},
+        sp(o.sequence_parallel && tp > 1),
         has_blocks(st.n_layers() > 0),
-        last(st.last()) {}
+        last(st.last()),
+        score_head(m.score_head) {
+    rows = sp ? N / tp : N;
+  }
   size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
+  // What a slot keeps of a block that is not fully recomputed.
+  BlockActsPlan kept() const { return {lse_elems(), true, !rc.selective, !rc.selective, rows}; }
 };
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
@@ -85,10 +97,10 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   a.want(&s.targets, DType::I32, N);
   s.layers.resize(d.n_layers);
   for (int i = 0; i < d.n_layers; ++i) {
-    if (i < d.recompute)
-      a.want(&s.layers[i].x3, act, N * C);   // a recomputed block keeps its output only
+    if (i < d.rc.full)
+      a.want(&s.layers[i].x3, act, d.rows * C);   // a recomputed block keeps its output only
     else
-      plan_block_acts(a, s.layers[i], act, N, d.bd, d.lse_elems(), true);
+      plan_block_acts(a, s.layers[i], act, N, d.bd, d.kept());
   }
 }
 
@@ -101,41 +113,52 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.datty, act, N * d.bd.att);
     a.want(&sc.dfch, act, N * d.bd.fc);
     if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
-    if (d.recompute > 0) plan_block_acts(a, sc.recomputed, act, N, d.bd, d.lse_elems(), true);
+    if (d.rc.any() || d.sp) {
+      a.want(&sc.ln1, act, N * C);
+      a.want(&sc.ln2, act, N * C);
+    }
+    if (d.rc.any()) a.want(&sc.fcg, act, N * d.bd.fc_act);
+    if (d.sp) a.want(&sc.partial, act, N * C);
+    if (d.rc.full > 0) plan_block_acts(a, sc.recomputed, act, N, d.bd, {d.lse_elems(), false, false, false, d.rows});
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
     if (!d.bd.llama) a.want(&sc.lnf_mean, DType::F32, N);
     a.want(&sc.lnf_rstd, DType::F32, N);
     a.want(&sc.dlnf, act, N * C);
-    a.want(&sc.logits, act, d.logits_rows * d.Vl);
-    a.want(&sc.rowmax, DType::F32, d.logits_rows);
-    a.want(&sc.stats, DType::F32, d.logits_rows * 2);
-    a.want(&sc.losses, DType::F32, N);
-    a.want(&sc.loss_acc, DType::F32, 4);
-    a.want(&sc.seq_nll, DType::F32, d.B);
-    a.want(&sc.row_weights, DType::F32, N);
+    if (d.score_head) {
+      a.want(&sc.scores, DType::F32, d.B);
+      a.want(&sc.dscores, DType::F32, d.B);
+    } else {
+      a.want(&sc.logits, act, d.logits_rows * d.Vl);
+      a.want(&sc.rowmax, DType::F32, d.logits_rows);
+      a.want(&sc.stats, DType::F32, d.logits_rows * 2);
+      a.want(&sc.losses, DType::F32, N);
+      a.want(&sc.seq_nll, DType::F32, d.B);
+      a.want(&sc.row_weights, DType::F32, N);
+    }
+    a.want(&sc.loss_acc, DType::F32, kLossSums);
   }
 }
 
 size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
-                            int recompute) {
+                            const ActivationOptions& acts) {
   ArenaLayout a;
   Slot s;
-  plan_slot(a, s, Dims(m, st, tp, micro_batch, act, recompute));
+  plan_slot(a, s, Dims(m, st, tp, micro_batch, act, acts));
   return a.bytes();
 }
 
 size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
-                               int recompute) {
+                               const ActivationOptions& acts) {
   ArenaLayout a;
   Scratch sc;
-  plan_scratch(a, sc, Dims(m, st, tp, micro_batch, act, recompute));
+  plan_scratch(a, sc, Dims(m, st, tp, micro_batch, act, acts));
   return a.bytes();
 }
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-                   size_t bucket_elems, bool with_grads, int recompute)
+                   size_t bucket_elems, bool with_grads, const ActivationOptions& acts)
     : m_(m),
       g_(groups),
       be_(be),
@@ -147,9 +170,16 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
       n_slots_(n_slots),
       scratch_(std::make_unique<Scratch>()) {
   const DType act = be.compute_dtype();
-  const Dims d(m, stage_, groups.topo.tp(), micro_batch, act, with_grads ? recompute : 0);
+  const int tp = groups.topo.tp();
+  TRIDENT_CHECK(!acts.sequence_parallel || (B_ * T_) % tp == 0,
+                str("parallel.sequence_parallel splits the B*T = ", B_ * T_, " rows of a micro-batch over tp = ", tp,
+                    ": they must divide evenly"));
+  const Dims d(m, stage_, tp, micro_batch, act,
+               ActivationOptions{with_grads ? acts.recompute : RecomputePlan{}, acts.sequence_parallel});
   logits_rows_ = static_cast<int>(d.logits_rows);
-  recompute_ = d.recompute;
+  recompute_ = d.rc;
+  sp_ = d.sp;
+  set_row_split();
   bd_ = d.bd;
   if (m.llama()) {
     std::vector<float> table(static_cast<size_t>(m.positions()) * bd_.HS);
@@ -171,11 +201,11 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   }
 
   // One allocation for the activations of every slot and one for the scratch.
-  ArenaLayout acts;
+  ArenaLayout slots;
   slots_.resize(n_slots);
-  for (Slot& s : slots_) plan_slot(acts, s, d);
-  act_buf_ = Buffer(be, acts.bytes());
-  acts.bind(act_buf_.get());
+  for (Slot& s : slots_) plan_slot(slots, s, d);
+  act_buf_ = Buffer(be, slots.bytes());
+  slots.bind(act_buf_.get());
   ArenaLayout scratch;
   plan_scratch(scratch, *scratch_, d);
   scratch_buf_ = Buffer(be, scratch.bytes());
@@ -196,13 +226,16 @@ StageTensors GptStage::view_tensors(TensorView base) const {
     return base.slice(a.offset, b.offset + b.numel - a.offset);
   };
   StageTensors t;
-  const bool tied = m_.tied();
+  const bool tied = m_.head_is_wte();
   if (stage_.first() || (stage_.last() && tied)) t.wte = v("wte");
   if (stage_.first() && !m_.llama()) t.wpe = v("wpe");
   if (stage_.last()) {
     t.lnf_w = v("lnf.weight");
     if (!m_.llama()) t.lnf_b = v("lnf.bias");
-    t.lm_head = tied ? t.wte : v("lm_head");
+    if (m_.score_head)
+      t.score_w = v("score.weight");
+    else
+      t.lm_head = tied ? t.wte : v("lm_head");
   }
   for (int l = stage_.layer_begin; l < stage_.layer_end; ++l) {
     std::string b = str("blocks.", l, ".");
@@ -226,20 +259,21 @@ StageTensors GptStage::view_tensors(TensorView base) const {
   return t;
 }
 
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
+  const uint64_t stream = name_stream(p.name);
+  const long n = static_cast<long>(p.numel);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) {
+    int64_t gi = p.global_index(static_cast<size_t>(i));
+    if (gi < 0) continue;  // padding rows of the vocabulary stay zero
+    dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
+                            : static_cast<float>(p.init_value);
+  }
+}
+
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
-  for (const ParamInfo& p : layout_.params()) {
-    uint64_t stream = name_stream(p.name);
-    float* dst = host.data() + p.offset;
-    const long n = static_cast<long>(p.numel);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i) {
-      int64_t gi = p.global_index(static_cast<size_t>(i));
-      if (gi < 0) continue;  // padding rows of the vocabulary stay zero
-      dst[i] = p.init_std > 0 ? static_cast<float>(p.init_std * normal_at(seed, stream, static_cast<uint64_t>(gi)))
-                              : static_cast<float>(p.init_value);
-    }
-  }
+  for (const ParamInfo& p : layout_.params()) init_param_values(p, seed, host.data() + p.offset);
   // Staged through the gradient buffer (fp32, same layout), which holds nothing yet, or a
   // temporary one where there is none.
   Buffer staging = grads_.numel ? Buffer() : Buffer(be_, layout_.total() * sizeof(float));
@@ -259,11 +293,12 @@ void GptStage::zero_grads() {
   be_.zero(grads_);
 }
 
-TensorView GptStage::slot_input(int slot) const { return slots_[slot].input; }
+TensorView GptStage::slot_input(int slot) const { return block_input(slots_[slot], 0); }
 TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
-TensorView GptStage::slot_output(int slot) const {
-  const Slot& s = slots_[slot];
-  return s.layers.empty() ? s.input : s.layers.back().x3;
+TensorView GptStage::slot_output(int slot) const { return block_input(slots_[slot], stage_.n_layers()); }
+
+TensorView GptStage::block_input(const Slot& s, int i) const {
+  return i > 0 ? s.layers[i - 1].x3 : own_rows(s.input, C_);
 }
 
 void GptStage::set_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
@@ -303,13 +338,13 @@ TensorView GptStage::forward_blocks(Slot& s) {
                     layout_.vocab_start(), layout_.vocab_local());
     if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
   }
-  TRIDENT_CHECK(recompute_ == 0 || !(tp_overlap_ || sp_ || fused_sum_),
-                "parallel.recompute has no tp_overlap, sequence_parallel or tp_fused_sum variant");
+  TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
+                "parallel.recompute has no tp_overlap or tp_fused_sum variant");
   if (tp_overlap_) return forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
   TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
-  BlockShape shape = block_shape(B_ * T_);
+  BlockShape shape = forward_shape(B_ * T_);
   shape.fused_sum = fused_sum_;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
@@ -320,7 +355,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
       prefetch_after_block(i);
       attend(a, B_);
     };
-    const BlockActs a = forward_acts(s, i);
+    const BlockActs a = work_acts(s, i);
     x_sum = block_forward(be_, *g_.tp, p_.blocks[i], a, x, std::move(x_sum), shape, attention, pending, last);
     x = a.x3;
     // A recomputed block's x2 is in the shared activations: the next block reads it first thing.
@@ -329,25 +364,74 @@ TensorView GptStage::forward_blocks(Slot& s) {
   return x;
 }
 
-BlockActs GptStage::forward_acts(const Slot& s, int i) const {
-  if (i >= recompute_) return s.layers[i];
-  BlockActs a = scratch_->recomputed;
+BlockActs GptStage::work_acts(const Slot& s, int i) const {
+  const Scratch& sc = *scratch_;
+  BlockActs a = i < recompute_.full ? sc.recomputed : s.layers[i];
   a.x3 = s.layers[i].x3;
+  if (sp_ || a.ln1.empty()) {
+    a.ln1 = sc.ln1;
+    a.ln2 = sc.ln2;
+  }
+  if (a.fcg.empty()) a.fcg = sc.fcg;
   return a;
+}
+
+BlockShape GptStage::forward_shape(int rows) const {
+  BlockShape shape = block_shape(rows);
+  shape.gelu_apart = recompute_.selective;   // as backward_acts recomputes it
+  return shape;
 }
 
 // The block's forward again from its complete input x (the previous block's output, completed in
 // the forward by this block's first norm; or the stage input), up to the MLP activation (the
 // down projection's output is not needed): the same ops on the same values give the same bits.
-const BlockActs& GptStage::recompute_block(int i, TensorView x) {
-  const BlockActs& a = scratch_->recomputed;
-  const BlockShape shape = block_shape(B_ * T_);
+BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
+  const BlockActs a = work_acts(s, i);
   be_.side_join();   // the previous block's side work may still read the shared activations
   auto attention = [&](const BlockActs& acts) { attend(acts, B_); };
+  if (sp_) {
+    attention_fwd_sequence(i, a, x, TensorView{}, attention);
+    mlp_in_fwd_sequence(i, a, x);
+    return a;
+  }
+  const BlockShape shape = forward_shape(B_ * T_);
   TpSum x_sum;
   TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, x_sum, shape, attention, TensorView{});
   block_mlp_in_fwd(be_, p_.blocks[i], a, x, x2_sum, shape);
   return a;
+}
+
+// Selective recompute redoes the norms from their saved inputs (rewriting the saved statistics
+// with the same values) and the MLP activation from the saved pre-activation: the forward's ops
+// on the same values. Under sequence parallelism each rank redoes its own rows of a norm, or
+// copies those the slot kept, and the whole output is gathered beside the backward's first GEMMs.
+BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
+  if (i < recompute_.full) return recompute_block(s, i, x);
+  const BlockActs a = work_acts(s, i);
+  const BlockActs& kept = s.layers[i];
+  const BlockTensors& p = p_.blocks[i];
+  const BlockShape shape = forward_shape(B_ * T_);
+  const int rows = own_row_count();
+  be_.side_join();   // the previous block's side work may still read the shared activations
+  auto redo = [&](int ln, TensorView out, TensorView kept_out, TensorView mean, TensorView rstd, TensorView in,
+                  TensorView w, TensorView b) {
+    if (kept_out.empty())
+      norm_fwd(be_, shape, own_rows(out, C_), mean, rstd, in, w, b, rows);
+    else if (sp_)
+      be_.copy(my_rows(out, C_), kept_out);
+    if (sp_) norm_gather_[ln - 1] = g_.tp->all_gather_async(out.data, sp_rows_ * C_, out.dtype, be_.stream());
+  };
+  redo(2, a.ln2, kept.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
+  redo(1, a.ln1, kept.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
+  if (kept.fcg.empty()) mlp_activation(be_, shape, a, B_ * T_);
+  return a;
+}
+
+void GptStage::wait_norm_gather(int ln) {
+  Request& r = norm_gather_[ln - 1];
+  if (!r) return;
+  r->wait(be_.stream());
+  r.reset();
 }
 
 // parallel.tp_overlap: the micro-batch as two halves of B/2 sequences, one part of a block
@@ -393,51 +477,67 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
 }
 
 // parallel.sequence_parallel (Megatron's sequence parallelism): the residual stream x, x2, x3
-// holds valid values only in this rank's own rows; the LayerNorms (and the residual adds fused
-// into them) run on those rows, their outputs are all-gathered for the column-parallel GEMMs,
-// and the row-parallel GEMMs' partial sums are reduce-scattered back into own rows. The bytes
-// moved equal those of the all-reduces they replace.
+// is held as this rank's own rows only; the norms (and the residual adds fused into them) run on
+// those rows, their outputs are all-gathered for the column-parallel GEMMs, and the row-parallel
+// GEMMs' partial sums are reduce-scattered into own rows of sc.partial, which the next norm adds
+// to the residual. The bytes moved equal those of the all-reduces they replace.
 TensorView GptStage::forward_blocks_sequence(Slot& s) {
   const int N = B_ * T_;
-  const size_t C = C_;
-  const int rows = own_row_count();
-  const BlockShape shape = block_shape(N);
-  const bool bias_here = shape.bias_here;   // the row-parallel biases, once before the reduce-scatter
+  const bool bias_here = block_shape(N).bias_here;   // the row-parallel biases, once before the reduce-scatter
   Stream st = be_.stream();
-  TensorView x = s.input, pending;
+  TensorView x = block_input(s, 0), pending;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     const bool last = i + 1 == stage_.n_layers();
-    const BlockTensors& p = p_.blocks[i];
-    const BlockActs& a = s.layers[i];
+    const BlockActs a = work_acts(s, i);
+    const BlockActs& kept = s.layers[i];
     need(layout_.block_unit(stage_.layer_begin + i));
-    if (pending.empty())
-      norm_fwd(be_, shape, own_rows(a.ln1, C), own_rows(a.ln1_mean, 1), own_rows(a.ln1_rstd, 1), own_rows(x, C),
-               p.ln1_w, p.ln1_b, rows);
-    else
-      add_norm_fwd_tp(be_, shape, own_rows(x, C), own_rows(a.ln1, C), own_rows(a.ln1_mean, 1),
-                      own_rows(a.ln1_rstd, 1), own_rows(x, C), TensorView{}, own_rows(pending, C), p.ln1_w, p.ln1_b,
-                      rows, PeerRelease{});
-    gather_rows(a.ln1);
-    be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(bd_.qkv));
-    prefetch_after_block(i);
-    attend(a, B_);
-    be_.matmul_fwd(a.x2, a.atty, p.proj_w, bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(bd_.att), C_);
-    sum_over_tp(a.x2)->wait(st);
-    add_norm_fwd_tp(be_, shape, own_rows(a.x2, C), own_rows(a.ln2, C), own_rows(a.ln2_mean, 1),
-                    own_rows(a.ln2_rstd, 1), own_rows(a.x2, C), TensorView{}, own_rows(x, C), p.ln2_w, p.ln2_b, rows,
-                    PeerRelease{});
-    gather_rows(a.ln2);
-    mlp_activation_fwd(be_, shape, p, a, a.ln2, N);
-    be_.matmul_fwd(a.x3, a.fcg, p.fcproj_w, bias_here ? p.fcproj_b : TensorView{}, N, static_cast<int>(bd_.fc_act),
-                   C_);
-    sum_over_tp(a.x3)->wait(st);
-    // Each block's output add is fused into the next block's first LayerNorm (the last block
-    // of the stage completes its own).
-    if (last) be_.add(own_rows(a.x3, C), own_rows(a.x3, C), own_rows(a.x2, C));
+    auto attention = [&](const BlockActs& acts) {
+      prefetch_after_block(i);
+      attend(acts, B_);
+    };
+    attention_fwd_sequence(i, a, x, pending, attention);
+    if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
+    mlp_in_fwd_sequence(i, a, x);
+    if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
+    be_.matmul_fwd(scratch_->partial, a.fcg, p_.blocks[i].fcproj_w, bias_here ? p_.blocks[i].fcproj_b : TensorView{},
+                   N, static_cast<int>(bd_.fc_act), C_);
+    sum_over_tp(scratch_->partial)->wait(st);
+    // Each block's output add is fused into the next block's first norm (the last block of the
+    // stage completes its own).
+    if (last) be_.add(a.x3, my_rows(scratch_->partial, C_), a.x2);
     x = a.x3;
     pending = last ? TensorView{} : a.x2;
   }
   return x;
+}
+
+void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
+                                      const AttentionStep& attention) {
+  const BlockTensors& p = p_.blocks[i];
+  const int N = B_ * T_, rows = own_row_count();
+  const BlockShape shape = forward_shape(N);
+  const TensorView partial = scratch_->partial;
+  if (pending.empty())
+    norm_fwd(be_, shape, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, rows);
+  else
+    add_norm_fwd_tp(be_, shape, x, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, my_rows(partial, C_), TensorView{},
+                    pending, p.ln1_w, p.ln1_b, rows, PeerRelease{});
+  gather_rows(a.ln1);
+  be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(bd_.qkv));
+  attention(a);
+  be_.matmul_fwd(partial, a.atty, p.proj_w, shape.bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(bd_.att),
+                 C_);
+  sum_over_tp(partial)->wait(be_.stream());
+}
+
+void GptStage::mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x) {
+  const BlockTensors& p = p_.blocks[i];
+  const int N = B_ * T_;
+  const BlockShape shape = forward_shape(N);
+  add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(scratch_->partial, C_),
+                  TensorView{}, x, p.ln2_w, p.ln2_b, own_row_count(), PeerRelease{});
+  gather_rows(a.ln2);
+  mlp_activation_fwd(be_, shape, p, a, a.ln2, N);
 }
 
 TpSum GptStage::start_sum(TensorView v) {
@@ -458,16 +558,6 @@ Request GptStage::sum_over_tp(TensorView v) {
 
 void GptStage::gather_rows(TensorView v) {
   if (sp_) g_.tp->all_gather(v.data, sp_rows_ * C_, v.dtype, be_.stream());
-}
-
-void GptStage::set_sequence_parallel(bool on) {
-  const int tp = g_.topo.tp();
-  sp_ = on && tp > 1;
-  TRIDENT_CHECK(!sp_ || !tp_overlap_, "parallel.sequence_parallel and parallel.tp_overlap cannot be combined");
-  TRIDENT_CHECK(!sp_ || (B_ * T_) % tp == 0,
-                str("parallel.sequence_parallel splits the B*T = ", B_ * T_, " rows of a micro-batch over tp = ", tp,
-                    ": they must divide evenly"));
-  set_row_split();
 }
 
 void GptStage::set_row_split() {
@@ -522,6 +612,7 @@ void GptStage::set_tp_fused_sum(bool on) {
 
 void GptStage::set_tp_overlap(bool on) {
   tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
+  TRIDENT_CHECK(!tp_overlap_ || !sp_, "parallel.sequence_parallel and parallel.tp_overlap cannot be combined");
   TRIDENT_CHECK(!tp_overlap_ || B_ % 2 == 0,
                 str("parallel.tp_overlap splits the micro-batch in two halves: train.micro_batch_size = ", B_,
                     " must be even"));
@@ -570,12 +661,14 @@ void GptStage::sum_kv_replicas(int block) {
 
 std::vector<float> GptStage::forward_logits(int slot) {
   TRIDENT_CHECK(stage_.first() && stage_.last(), "forward_logits needs a single pipeline stage (pp = 1)");
+  TRIDENT_CHECK(!m_.score_head, "forward_logits: a reward model has no LM head");
   TRIDENT_CHECK(!sp_, "forward_logits: not with sequence parallelism");
   return head_logits(forward_blocks(slots_[slot]), B_ * T_);
 }
 
 std::vector<float> GptStage::head_logits(TensorView x, int rows) {
   TRIDENT_CHECK(stage_.last() && rows <= B_ * T_, str("head_logits of ", rows, " rows"));
+  TRIDENT_CHECK(!m_.score_head, "head_logits: a reward model has no LM head");
   Scratch& sc = *scratch_;
   const int C = C_, Vl = layout_.vocab_local(), tp = g_.topo.tp(), V = m_.vocab_size;
   const size_t rc = static_cast<size_t>(rows) * C;
@@ -633,8 +726,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     held = -1;
   };
   for (int i = stage_.n_layers() - 1; i >= 0; --i) {
-    const TensorView x = i == 0 ? s.input : s.layers[i - 1].x3;
-    block_backward(i, s, i < recompute_ ? recompute_block(i, x) : s.layers[i], x, s.grad, announce);
+    const TensorView x = block_input(s, i);
+    block_backward(i, s, backward_acts(s, i, x), x, s.grad, announce);
     // unit_done comes with the step's last micro-batch (PipelineExecutor): the replicated
     // gradients are complete, and the sum runs before the unit is announced to the DP sync.
     if (unit_done && bwd_split()) sum_replicated_grads_over_tp(i);
@@ -732,6 +825,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
+  wait_norm_gather(2);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC);
   ln_part(
       [&] {
@@ -740,7 +834,8 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC); },
       [&](TensorView dln_peer, PeerRelease release) {
         norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
-                    bwd_rows(a.x2, C), p.ln2_w, bwd_rows(a.ln2_mean, 1), bwd_rows(a.ln2_rstd, 1), ln_rows, release);
+                    saved_rows(a.x2, C), p.ln2_w, saved_rows(a.ln2_mean, 1), saved_rows(a.ln2_rstd, 1), ln_rows,
+                    release);
       });
 
   gather_rows(dres);
@@ -759,6 +854,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   be_.attention_bwd(sc.dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
                     bd_.NKVl, bd_.HS);
   if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0);
+  wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
   ln_part(
       [&] {
@@ -770,26 +866,27 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
         norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
-                    bwd_rows(sc.dln, C), dln_peer, bwd_rows(x, C), p.ln1_w, bwd_rows(a.ln1_mean, 1),
-                    bwd_rows(a.ln1_rstd, 1), ln_rows, release);
+                    bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
+                    saved_rows(a.ln1_rstd, 1), ln_rows, release);
       });
 }
 
-// Final LayerNorm, then the loss from the tied-embedding logits (head_chunks). With gradients,
-// the head's backward runs here too and leaves dL/dx in s.grad.
+// Final LayerNorm, then the loss: a reward model's score head (score_head_forward), or the
+// tied-embedding logits' cross-entropy (head_chunks), which task dpo turns into its pair loss.
+// With gradients, the head's backward runs here too and leaves dL/dx in s.grad.
 void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
   Scratch& sc = *scratch_;
-  const int C = C_;
-  Stream st = be_.stream();
-
   need(layout_.head_unit());
   need(layout_.tied_unit());
-  // With sequence parallelism x is valid in own rows: the final LayerNorm runs there and its
+  // With sequence parallelism x is this rank's rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  const BlockShape shape = block_shape(B_ * T_);
-  norm_fwd(be_, shape, own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), own_rows(x, C),
+  norm_fwd(be_, block_shape(B_ * T_), own_rows(sc.lnf, C_), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), x,
            p_.lnf_w, p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
+  if (m_.score_head) {
+    score_head_forward(s, x, with_grad, dloss);
+    return;
+  }
   if (dpo_) {
     // A sequence's loss couples all its tokens: first every token's loss (no gradient), then the
     // pair losses and each sequence's weight, then the logits again for the weighted gradient.
@@ -806,16 +903,7 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   }
   if (!s.nll_out.empty()) be_.segment_sum(s.nll_out, sc.losses, B_, T_);
   if (!with_grad) return;
-  TpSum dlnf_sum = start_sum(sc.dlnf);   // copy_to_tp_region's backward
-  be_.zero(s.grad);
-  // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
-  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
-  const TensorView dlnf_peer = dlnf_sum.wait(st);
-  norm_bwd_tp(be_, shape, bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C), dlnf_peer,
-              bwd_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1), bwd_row_count(),
-              dlnf_sum.release_in_op());
-  dlnf_sum.done(st);
-  if (split_bwd_) start_grad_gather(s, s.grad);
+  final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
 }
 
 // Logits of sc.lnf and vocab-parallel cross-entropy in row chunks, so the (rows, V/tp) logits
@@ -851,8 +939,39 @@ void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_
   }
 }
 
+// A reward model's head after the final norm: each sequence's score at its last token and the
+// pairwise loss (pairs are rows 2i, 2i+1 of the micro-batch). The score is computed alike on
+// every TP rank from the gathered norm output and the replicated score.weight, so dlnf is whole
+// on each: no TP sum.
+void GptStage::score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
+  Scratch& sc = *scratch_;
+  const int32_t* targets = s.targets.as<int32_t>();
+  be_.reward_fwd(sc.scores, with_grad ? sc.dscores : TensorView{}, sc.loss_acc.slice(0, 3), sc.lnf, p_.score_w,
+                 targets, B_, T_, C_, dloss);
+  if (!with_grad) return;
+  be_.reward_bwd(sc.dlnf, gr_.score_w, sc.dscores, sc.lnf, p_.score_w, targets, B_, T_, C_);
+  final_norm_backward(s, x, TpSum{});
+}
+
+// The final norm's backward from sc.dlnf (its TP sum `dlnf_sum` started, or none), into s.grad.
+void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
+  Scratch& sc = *scratch_;
+  const int C = C_;
+  Stream st = be_.stream();
+  be_.zero(s.grad);
+  // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
+  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
+  const TensorView dlnf_peer = dlnf_sum.wait(st);
+  norm_bwd_tp(be_, block_shape(B_ * T_), bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C),
+              dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),
+              bwd_row_count(), dlnf_sum.release_in_op());
+  dlnf_sum.done(st);
+  if (split_bwd_) start_grad_gather(s, s.grad);
+}
+
 void GptStage::set_dpo(const DpoArgs& a) {
   TRIDENT_CHECK(B_ % 2 == 0, "set_dpo: a micro-batch of whole pairs needs an even micro-batch size");
+  TRIDENT_CHECK(!m_.score_head, "set_dpo: a reward model has no language-model head to train with DPO");
   dpo_ = true;
   dpo_args_ = a;
 }
@@ -863,22 +982,25 @@ void GptStage::set_sequence_nll(int slot, TensorView reference, TensorView out) 
   s.nll_out = out;
 }
 
-TensorView GptStage::preference_metrics() const {
-  return stage_.last() ? scratch_->loss_acc.slice(1, 3) : TensorView{};
-}
+TensorView GptStage::loss_sums() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
 
-TensorView GptStage::loss_sum() const { return stage_.last() ? scratch_->loss_acc.slice(0, 1) : TensorView{}; }
-
-void GptStage::zero_loss_sum() {
+void GptStage::zero_loss_sums() {
   if (stage_.last()) be_.zero(scratch_->loss_acc);
 }
 
-double GptStage::take_loss_sum() {
-  if (!stage_.last()) return 0.0;
-  float v = 0;
-  be_.copy_to_host(&v, scratch_->loss_acc.slice(0, 1));
+LossSums GptStage::take_loss_sums() {
+  if (!stage_.last()) return {};
+  float v[kLossSums] = {};
+  be_.copy_to_host(v, scratch_->loss_acc);
   be_.zero(scratch_->loss_acc);
-  return v;
+  return {v[0], v[1], v[2], v[3], v[4]};
+}
+
+std::vector<float> GptStage::last_scores() const {
+  TRIDENT_CHECK(stage_.last() && m_.score_head, "last_scores: only the last stage of a reward model has scores");
+  std::vector<float> out(B_);
+  be_.copy_to_host(out.data(), scratch_->scores);
+  return out;
 }
 
 }  // namespace trident

@@ -113,13 +113,15 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
     p.count_in_norm = tp_rank % kv_replicas_ == 0;
   };
 
-  const bool llama = m.llama(), tied = m.tied();
+  const bool llama = m.llama(), tied = m.head_is_wte();
   int unit = 0;
   if (stage.last()) {
     head_unit_ = unit++;
     replicated("lnf.weight", {C}, head_unit_, false, 0, 1);
     if (!llama) replicated("lnf.bias", {C}, head_unit_, false, 0, 0);
-    if (!tied) split("lm_head", {m.vocab_size, C}, 0, vocab_local_, head_unit_, true, m.init_std);
+    // A reward model's score head, Hugging Face's *ForSequenceClassification score with one label.
+    if (m.score_head) replicated("score.weight", {1, C}, head_unit_, true, m.init_std, 0);
+    else if (!tied) split("lm_head", {m.vocab_size, C}, 0, vocab_local_, head_unit_, true, m.init_std);
   }
   first_block_unit_ = unit;
   for (int l = stage.layer_end - 1; l >= stage.layer_begin; --l) {

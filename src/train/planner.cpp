@@ -51,11 +51,11 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   const std::vector<Action> plan =
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
   e.in_flight = std::max(1, peak_in_flight(plan));
-  const int recompute = cfg.recomputed_blocks();
+  const ActivationOptions acts = activation_options(cfg);
   // An interleaved plan counts model chunks, each 1/virtual_stages of the stage's layers.
   e.activations =
-      static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, recompute) / p.virtual_stages;
-  e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, recompute));
+      static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts) / p.virtual_stages;
+  e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
     e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
@@ -68,13 +68,14 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero == 1));
   e.trainer = 2.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) +
               Trainer::kStepStats * sizeof(float) + static_cast<double>(tables);
-  // Task dpo: ReferenceModel's stage (forward only, its forward plan's slots, no recompute) and its
-  // sequence NLLs of every micro-batch.
+  // Task dpo: ReferenceModel's stage (forward only, its forward plan's slots, no recompute, the
+  // run's sequence parallelism) and its sequence NLLs of every micro-batch.
   if (cfg.task == "dpo") {
     const int n_micro = cfg.micro_batches_per_step();
     const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
-    e.reference = e.params + static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act) +
-                  static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act)) +
+    const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
+    e.reference = e.params + static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
+                  static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
                   (st.last() ? static_cast<double>(n_micro) * B * sizeof(float) : 0.0);
   }
   e.workspace = hw.workspace_gib * double(1 << 30);
@@ -138,6 +139,18 @@ double flops_per_token(const ModelConfig& m) {
   return m.n_layer * block_flops_per_token(m) + 6.0 * m.vocab_size * m.n_embd;
 }
 
+double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes, bool sequence_parallel,
+                              bool selective, bool full) {
+  const BlockDims d = block_dims(m, tp);
+  const double N = double(micro_batch) * m.seq_len, a = act_bytes;
+  const double rows = sequence_parallel && tp > 1 ? N / tp : N;   // of the residual stream and the norms
+  if (full) return a * rows * d.C;                                 // the block output x3
+  const double residual = (selective ? 2 : 4) * a * rows * d.C;    // x2, x3 (and ln1, ln2)
+  const double split = a * N * (d.qkv + d.att + d.fc + (selective ? 0 : d.fc_act));   // over tp: qkv, atty, fch (fcg)
+  const double stats = 4.0 * rows * (d.llama ? 2 : 4) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
+  return residual + split + stats;
+}
+
 double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
 
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw) {
@@ -164,8 +177,8 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0;
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
-    // Recomputed blocks run their forward (a third of their training FLOPs) twice.
-    const double recomputed = cfg.recomputed_blocks() / 3.0 * block_flops_per_token(m);
+    // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
+    const double recomputed = cfg.recompute_plan().full / 3.0 * block_flops_per_token(m);
     const double compute =
         (stage_flops_per_token(m, st, p.tp) + recomputed) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with

@@ -11,8 +11,9 @@ namespace trident {
 ReferenceModel::ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro)
     : be_(be), B_(cfg.train.micro_batch_size) {
   std::vector<Action> plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro);
+  // Forward only: the stage drops the recompute, and keeps the run's sequence parallelism.
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B_, PipelineExecutor::slots_needed(plan),
-                                      bucket_elements(cfg.parallel), false);
+                                      bucket_elements(cfg.parallel), false, activation_options(cfg));
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
   if (model_->stage().last()) nll_ = Buffer(be, static_cast<size_t>(n_micro) * B_ * sizeof(float));
 }
@@ -37,7 +38,7 @@ void ReferenceModel::run(const Loader& load) {
         if (!nll.empty()) model_->set_sequence_nll(slot, TensorView{}, nll.slice(static_cast<size_t>(micro) * B_, B_));
       },
       false, 0.0f, UnitDone{});
-  model_->zero_loss_sum();
+  model_->zero_loss_sums();
 }
 
 void ReferenceModel::set_weights(TensorView params) { be_.copy(model_->params(), params); }

@@ -16,6 +16,10 @@ size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
 }
 
+ActivationOptions activation_options(const RunConfig& cfg) {
+  return ActivationOptions{cfg.recompute_plan(), cfg.parallel.sequence_parallel};
+}
+
 Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode)
     : cfg_(cfg), g_(g), be_(be), data_(data), n_micro_(cfg.micro_batches_per_step()),
       sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()},
@@ -30,10 +34,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      cfg.recomputed_blocks());
+                                      activation_options(cfg));
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
-  model_->set_sequence_parallel(cfg.parallel.sequence_parallel);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
   if (cfg.task == "dpo") {
@@ -101,12 +104,14 @@ void Trainer::sync_parameters() {
 }
 
 // The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
-// kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient.
+// kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient (and which
+// places a reward model's score).
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
-  const bool masked = source.masks_targets();
+  const bool masked = source.masks_targets(), pairs = cfg_.preference_task();
+  TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), str("task ", cfg_.task, " reads pairs of masked sequences"));
   batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
-  uint64_t trained = 0;   // targets this rank trains, when masked
+  uint64_t trained = 0;   // targets this rank trains, when masked (preference tasks: its pairs)
   const auto t0 = std::chrono::steady_clock::now();
   for (int micro = 0; micro < n_micro_ && (model_->stage().first() || model_->stage().last()); ++micro) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
@@ -118,14 +123,16 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
         const bool train = !masked || host_mask_[b * T + t];
         host_batch_[base + b * T + t] = host_tokens_[b * (T + 1) + t];
         host_batch_[n + base + b * T + t] = train ? host_tokens_[b * (T + 1) + t + 1] : kIgnoredTarget;
-        trained += train;
+        if (!pairs) trained += train;
       }
+    // A reward model scores a pair when both its sequences have a trained target
+    // (Backend::reward_fwd); DPO's loss counts every pair (one without targets adds ln 2, no gradient).
+    auto any_trained = [&](int b) {
+      return std::any_of(&host_mask_[b * T], &host_mask_[b * T] + T, [](uint8_t m) { return m != 0; });
+    };
+    for (int b = 0; pairs && b < B; b += 2) trained += !cfg_.model.score_head || (any_trained(b) && any_trained(b + 1));
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (cfg_.preference_task()) {
-    batch_targets_ = static_cast<double>(cfg_.train.global_batch_size / 2);
-    return;
-  }
   if (!masked) return;
   // Each DP replica's count once: from its last stage's TP rank 0, as its loss (reduce_loss).
   std::vector<uint64_t> count{model_->stage().last() && g_.coord.tp == 0 ? trained : 0};
@@ -152,31 +159,46 @@ void Trainer::run_reference() {
   if (reference_) reference_->run([&](GptStage& m, int micro, int slot) { load_micro(m, micro, slot); });
 }
 
-// Sum of token losses over the world (last stage, TP rank 0 of every DP replica contributes).
-double Trainer::reduce_loss(double local_sum) {
-  float v = g_.coord.tp == 0 ? static_cast<float>(local_sum) : 0.0f;
-  TensorView s = stats_buf_.view(DType::F32).slice(0, 1);
-  be_.copy_from_host(s, &v);
-  g_.world->all_reduce(s.data, 1, DType::F32, ReduceOp::Sum, be_.stream());
-  be_.copy_to_host(&v, s);
-  return v;
+// LossSums over the world (last stage, TP rank 0 of every DP replica contributes).
+LossSums Trainer::reduce_loss(LossSums local) {
+  float v[kLossSums] = {};
+  if (g_.coord.tp == 0) {
+    const double in[kLossSums] = {local.loss, local.correct, local.margin, local.chosen, local.rejected};
+    std::copy(in, in + kLossSums, v);
+  }
+  TensorView s = stats_buf_.view(DType::F32).slice(0, kLossSums);
+  be_.copy_from_host(s, v);
+  g_.world->all_reduce(s.data, kLossSums, DType::F32, ReduceOp::Sum, be_.stream());
+  be_.copy_to_host(v, s);
+  return {v[0], v[1], v[2], v[3], v[4]};
 }
 
-double Trainer::evaluate(BatchSource& source, int steps) {
+EvalResult Trainer::evaluate(BatchSource& source, int steps) {
   TRIDENT_CHECK(queued_.empty(), "evaluate: finish the queued steps first");
   TraceRange range("evaluation");
   const int64_t G = cfg_.train.global_batch_size;
-  double sum = 0, targets = 0;
+  LossSums sum;
+  double targets = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
     run_reference();
     eval_executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, false, 0.0f, UnitDone{});
-    sum += reduce_loss(model_->take_loss_sum());
+    const LossSums batch = reduce_loss(model_->take_loss_sums());
+    sum.loss += batch.loss;
+    sum.correct += batch.correct;
+    sum.margin += batch.margin;
     targets += batch_targets_;
   }
-  return sum / std::max(targets, 1.0);
+  EvalResult r;
+  const double n = std::max(targets, 1.0);
+  r.loss = sum.loss / n;
+  if (cfg_.preference_task()) {
+    r.accuracy = sum.correct / n;
+    r.margin = sum.margin / n;
+  }
+  return r;
 }
 
 StepStats Trainer::train_step(int step) {
@@ -198,9 +220,9 @@ void Trainer::queue_step(int step) {
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
-  // The loss is the mean over the global batch's trained targets (all of them, but for sft; dpo:
-  // its pairs): each one's gradient is scaled by the inverse of their count (a batch without any
-  // trains nothing).
+  // The loss is the mean over the global batch's trained targets (all of them, but for sft; a
+  // preference task's pairs): each target's (pair's) gradient is scaled by the inverse of their
+  // count (a batch without any trains nothing).
   q.targets = batch_targets_;
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
@@ -216,12 +238,9 @@ void Trainer::queue_step(int step) {
   // QueuedStep::stats in one world all-reduce.
   TensorView stats = stats_buf_.view(DType::F32);
   be_.zero(stats);
-  if (model_->stage().last() && g_.coord.tp == 0) {
-    be_.copy(stats.slice(0, 1), model_->loss_sum());
-    if (reference_) be_.copy(stats.slice(2, 3), model_->preference_metrics());
-  }
-  model_->zero_loss_sum();
-  optimizer_->add_norm_sq(stats.slice(1, 1));
+  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, kLossSums), model_->loss_sums());
+  model_->zero_loss_sums();
+  optimizer_->add_norm_sq(stats.slice(kLossSums, 1));
   g_.world->all_reduce(stats.data, stats.numel, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
@@ -232,10 +251,10 @@ void Trainer::queue_step(int step) {
   // backward are done. Timed to its own end instead, a step finished right after the next one
   // was queued would show only what is left of it after this wait (near nothing).
   if (be_.is_device()) q.done = std::chrono::steady_clock::now();
-  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[1])));
+  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[kLossSums])));
   if (q.skipped.empty()) {
     TraceRange range("optimizer");
-    optimizer_->step(q.lr, stats.slice(1, 1), cfg_.train.grad_clip, step + 1);
+    optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, step + 1);
   }
   queued_.push_back(q);
   // The host prepares the next batch while the device works through this step.
@@ -267,13 +286,16 @@ StepStats Trainer::finish_step() {
   s.step = q.step + 1;
   s.lr = q.lr;
   s.loss = q.stats[0] / std::max(q.targets, 1.0);
-  s.grad_norm = std::sqrt(static_cast<double>(q.stats[1]));
-  if (reference_) {
+  if (cfg_.preference_task()) {
     const double pairs = std::max(q.targets, 1.0);
-    s.reward_accuracy = q.stats[2] / pairs;
-    s.chosen_reward = q.stats[3] / pairs;
-    s.rejected_reward = q.stats[4] / pairs;
+    s.accuracy = q.stats[1] / pairs;
+    s.margin = q.stats[2] / pairs;
+    if (reference_) {
+      s.chosen_reward = q.stats[3] / pairs;
+      s.rejected_reward = q.stats[4] / pairs;
+    }
   }
+  s.grad_norm = std::sqrt(static_cast<double>(q.stats[kLossSums]));
   s.skipped = q.skipped;
   if (!q.skipped.empty()) ++skipped_steps_;
   s.skipped_steps = skipped_steps_;

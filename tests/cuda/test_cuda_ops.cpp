@@ -646,6 +646,15 @@ struct DecodeCase {
   int B, NH, NKV, HS, Tmax, prefill, steps;
 };
 
+// The rows table of attention_decode for Tn new positions [past, past + Tn) of each of B
+// sequences, sequence b in cache slot b: token b Tn + t at (b, past + t).
+Ints decode_rows(int B, int Tn, int past) {
+  Ints rows;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t) rows.insert(rows.end(), {b, past + t});
+  return rows;
+}
+
 // Prefill, then one token at a time, on both backends: every step's output and, at the end,
 // both caches (copies of the same bf16 values: exact). The last cases share each key/value
 // head among 2, 4 and 8 query heads.
@@ -662,19 +671,73 @@ TEST_F(CudaOps, AttentionDecode) {
     Both k_cache = act(random_vector(cache, 171)), v_cache = act(random_vector(cache, 172));
     int past = 0;
     for (int step = 0; step <= k.steps; ++step) {
-      const int Tn = step == 0 ? k.prefill : 1;
-      const size_t BT = static_cast<size_t>(k.B) * Tn;
-      Both qkv = act(random_vector(BT * C_qkv, 173 + step, 2.0f)), out = act(Vec(BT * C));
+      const int Tn = step == 0 ? k.prefill : 1, N = k.B * Tn;
+      Both qkv = act(random_vector(static_cast<size_t>(N) * C_qkv, 173 + step, 2.0f)), out = act(Vec(N * C));
+      Both rows = ints(decode_rows(k.B, Tn, past));
       for (auto* be : {&cpu(), &gpu()}) {
         const bool g = be == &gpu();
         auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), k.B, Tn, past, k.Tmax, k.NH, k.NKV, k.HS);
+        be->attention_decode(v(out), v(k_cache), v(v_cache), v(qkv), (g ? rows.gpu : rows.cpu).ptr<int32_t>(), N,
+                             k.B, k.Tmax, k.NH, k.NKV, k.HS);
       }
       expect_close(out, kOneRounding, step == 0 ? "attention_decode prefill" : "attention_decode step");
       past += Tn;
     }
     expect_close(k_cache, 0.0, "attention_decode k_cache");
     expect_close(v_cache, 0.0, "attention_decode v_cache");
+  }
+}
+
+// A batch as the generator feeds it: the new tokens of 3 sequences in slots 2, 0 and 3 of 4, a
+// whole prompt of 9 beside single steps at positions 30 and 4, in one call.
+TEST_F(CudaOps, AttentionDecodeRagged) {
+  const int NH = 4, NKV = 2, HS = 64, Tmax = 40, S = 4;
+  const Ints rows_host = [] {
+    Ints r;
+    for (int t = 0; t < 9; ++t) r.insert(r.end(), {2, t});
+    r.insert(r.end(), {0, 30, 3, 4});
+    return r;
+  }();
+  const int N = static_cast<int>(rows_host.size() / 2);
+  const size_t C = static_cast<size_t>(NH) * HS, C_qkv = static_cast<size_t>(NH + 2 * NKV) * HS;
+  const size_t cache = static_cast<size_t>(S) * Tmax * NKV * HS;
+  Both k_cache = act(random_vector(cache, 191)), v_cache = act(random_vector(cache, 192));
+  Both qkv = act(random_vector(N * C_qkv, 193, 2.0f)), out = act(Vec(N * C)), rows = ints(rows_host);
+  cpu().attention_decode(out.cpu.view(), k_cache.cpu.view(), v_cache.cpu.view(), qkv.cpu.view(),
+                         rows.cpu.ptr<int32_t>(), N, S, Tmax, NH, NKV, HS);
+  gpu().attention_decode(out.gpu.view(), k_cache.gpu.view(), v_cache.gpu.view(), qkv.gpu.view(),
+                         rows.gpu.ptr<int32_t>(), N, S, Tmax, NH, NKV, HS);
+  expect_close(out, kOneRounding, "attention_decode ragged");
+  expect_close(k_cache, 0.0, "attention_decode ragged k_cache");
+  expect_close(v_cache, 0.0, "attention_decode ragged v_cache");
+}
+
+// sample_shard on both backends from the same bf16 logits: the same statistics up to fp32 sums
+// in another order, the same best candidate (greedy and sampled; a shard with padding columns,
+// vocab_start past 0).
+TEST_F(CudaOps, SampleShard) {
+  const int N = 7, v_local = 3000, v_valid = 2990, vocab_start = 6000;
+  Both logits = act(random_vector(static_cast<size_t>(N) * v_local, 201, 4.0f));
+  Ints keys_host;
+  for (int r = 0; r < N; ++r) keys_host.insert(keys_host.end(), {r * 3, 17 + r});
+  Both keys = ints(keys_host);
+  for (float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE(announce(str("temperature ", temperature)));
+    Both stats = f32(Vec(static_cast<size_t>(N) * kSampleStats));
+    cpu().sample_shard(stats.cpu.view(), logits.cpu.view(), keys.cpu.ptr<int32_t>(), 77, temperature, N, v_local,
+                       v_valid, vocab_start);
+    gpu().sample_shard(stats.gpu.view(), logits.gpu.view(), keys.gpu.ptr<int32_t>(), 77, temperature, N, v_local,
+                       v_valid, vocab_start);
+    const Vec a = download(cpu(), stats.cpu.view()), b = download(gpu(), stats.gpu.view());
+    for (int r = 0; r < N; ++r) {
+      const float* x = a.data() + r * kSampleStats;
+      const float* y = b.data() + r * kSampleStats;
+      EXPECT_EQ(x[0], y[0]) << "row " << r << " max";
+      EXPECT_NEAR(x[1], y[1], 1e-5 * x[1]) << "row " << r << " sum";
+      EXPECT_EQ(x[3], y[3]) << "row " << r << " best id";
+      EXPECT_NEAR(x[2], y[2], 1e-5 * std::abs(x[2])) << "row " << r << " best score";
+      EXPECT_EQ(x[4], y[4]) << "row " << r << " best logit";
+    }
   }
 }
 
@@ -707,8 +770,9 @@ TEST_F(CudaOps, AttentionDecodeMatchesForward) {
                       step_qkv.begin() + static_cast<size_t>(b) * Tn * C_qkv);
         Tensor step_in = upload(gpu(), step_qkv, DType::BF16);
         Tensor step_out = upload(gpu(), Vec(static_cast<size_t>(k.B) * Tn * C), DType::BF16);
-        gpu().attention_decode(step_out.view(), k_cache.view(), v_cache.view(), step_in.view(), k.B, Tn, past, k.T,
-                               k.NH, k.NKV, k.HS);
+        Tensor rows = upload_ints(gpu(), decode_rows(k.B, Tn, past));
+        gpu().attention_decode(step_out.view(), k_cache.view(), v_cache.view(), step_in.view(), rows.ptr<int32_t>(),
+                               k.B * Tn, k.B, k.T, k.NH, k.NKV, k.HS);
         const Vec o = download(gpu(), step_out.view());
         for (int b = 0; b < k.B; ++b)
           std::copy_n(o.begin() + static_cast<size_t>(b) * Tn * C, Tn * C,
@@ -810,7 +874,7 @@ TEST_F(CudaOps, CrossEntropyFused) {
   }
 }
 
-// ---------------------------------------------------------------- reductions and optimizer
+// ---------------------------------------------------------------- preference losses
 
 // DPO's sequence-level ops: per-sequence sums of token losses (a length past one block's threads),
 // the pair loss with label smoothing and its per-row weights (pairs past one block's threads, both
@@ -822,7 +886,7 @@ TEST_F(CudaOps, PreferenceLossOps) {
   Vec pol = random_vector(S, 152, 4.0f), ref = random_vector(S, 153, 4.0f);
   pol[0] = 400.0f;   // z = -beta * 400 + ...: a saturated pair
   Both policy = f32(pol), reference = f32(ref);
-  Both acc = f32({0.5f, 1.0f, -2.0f, 3.0f});   // accumulates onto these
+  Both acc = f32({0.5f, 1.0f, -2.0f, 3.0f, -1.5f});   // accumulates onto these
   Both weights = f32(Vec(static_cast<size_t>(S) * T));
   DpoArgs a{0.3f, 0.1f, 0.25f};
   const int rows = 70, cols = 1003;
@@ -840,6 +904,45 @@ TEST_F(CudaOps, PreferenceLossOps) {
   expect_close(weights, kFp32Order, "dpo_loss row weights");
   expect_close(x, kOneRounding, "scale_rows");   // one product of a bf16 and an fp32, rounded once
 }
+
+// ---------------------------------------------------------------- reward head
+
+// Pairs of sequences scored at their last token (after the last trained target, or the last
+// position), one pair with an untrained sequence (left out): scores, the (3) sums accumulated
+// onto earlier values, dscores, and the backward's dlnf rows and dw (+=).
+TEST_F(CudaOps, RewardHead) {
+  for (const RowsCase& k : {RowsCase{6, 96}, RowsCase{4, 1000}}) {
+    const int B = k.N, T = 37, C = k.C;
+    SCOPED_TRACE(announce(str("B=", B, " T=", T, " C=", C)));
+    Ints targets(static_cast<size_t>(B) * T, kIgnoredTarget);
+    for (int b = 0; b < B; ++b) {
+      const int last = b == 3 ? -1 : b == 1 ? T - 1 : static_cast<int>(hash3(9, b, 0) % (T - 1));
+      for (int t = 0; t <= last; ++t) targets[static_cast<size_t>(b) * T + t] = t % 5 == 0 ? kIgnoredTarget : 7;
+      if (last >= 0) targets[static_cast<size_t>(b) * T + last] = 7;
+    }
+    Both tgt = ints(targets);
+    Both lnf = act(random_vector(static_cast<size_t>(B) * T * C, 121));
+    Both w = act(random_vector(C, 122));
+    Both scores = f32(Vec(B)), dscores = f32(Vec(B)), stats = f32({0.5f, 1.0f, -0.25f});
+    Both dlnf = act(random_vector(static_cast<size_t>(B) * T * C, 123));   // overwritten
+    Both dw = f32(random_vector(C, 124));                                    // += onto earlier micro-batches
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      const int32_t* tp = g ? tgt.gpu.ptr<int32_t>() : tgt.cpu.ptr<int32_t>();
+      be->reward_fwd(v(scores), v(dscores), v(stats), v(lnf), v(w), tp, B, T, C, 0.125f);
+      be->reward_bwd(v(dlnf), v(dw), v(dscores), v(lnf), v(w), tp, B, T, C);
+    }
+    // fp32 dot products of the same bf16 rows; only the association differs.
+    expect_close(scores, kFp32Order, "reward_fwd scores");
+    expect_close(stats, kFp32Order, "reward_fwd stats");
+    expect_close(dscores, kFp32Order, "reward_fwd dscores");
+    expect_close(dlnf, kOneRounding, "reward_bwd dlnf");
+    expect_close(dw, kFp32Order, "reward_bwd dw");
+  }
+}
+
+// ---------------------------------------------------------------- reductions and optimizer
 
 TEST_F(CudaOps, Reductions) {
   for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {

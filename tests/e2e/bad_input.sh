@@ -36,6 +36,9 @@ expect_2 "plan-only schedule to bench" "parallel.schedule = zero_bubble is a pla
 expect_2 "virtual stages without interleaved" "parallel.virtual_stages = 2: applies to parallel.schedule = interleaved" \
   train --config "$root/inputs/models/tiny.cfg" --parallel.virtual_stages 2
 expect_2 "unknown command" "frobnicate" frobnicate
+expect_2 "generate batch of 0" "--batch = 0: must be at least 1" generate --checkpoint "$out/none.h5" --batch 0
+expect_2 "generate with --prompt and --prompts" "--prompt and --prompts: give one of them" generate \
+  --checkpoint "$out/none.h5" --prompt a --prompts "$out/none.txt"
 expect_2 "stray argument to train" "unexpected argument 'stray'" train --config "$root/inputs/models/tiny.cfg" stray
 expect_2 "stray argument to bench" "unexpected argument 'stray'" bench --config "$root/inputs/models/tiny.cfg" stray
 expect_2 "metrics path is a directory" "log.metrics" train --config "$root/inputs/models/tiny.cfg" \

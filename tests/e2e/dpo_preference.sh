@@ -28,7 +28,7 @@ model=(--config "$root/inputs/models/llama-tiny.cfg" --backend cpu --model.seq_l
   --data.split 0.9 --dpo.beta 0.1 --train.micro_batch_size 8 --train.global_batch_size 16 --train.steps 20 \
   --train.warmup_steps 3 --train.lr 1e-3 --train.min_lr 1e-3 --train.eval_every 10 --train.eval_steps 1 --log.every 5 --log.metrics "$out/m.jsonl" --checkpoint.dir "$out/dpo" \
   --checkpoint.every 10 | tee "$out/dpo.log"
-grep -q "reward acc" "$out/dpo.log" || { echo "no reward metrics in the progress line"; exit 1; }
+grep -q "accuracy .* | margin .* | chosen .* | rejected " "$out/dpo.log" || { echo "no reward metrics in the progress line"; exit 1; }
 /usr/bin/python3 - "$out/m.jsonl" <<'PY'
 import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -38,10 +38,10 @@ assert abs(rows[0]["loss"] - math.log(2)) < 1e-4, f"first DPO loss {rows[0]['los
 assert rows[0]["chosen_reward"] == 0 and rows[0]["rejected_reward"] == 0, rows[0]
 last = rows[-5:]
 loss = sum(r["loss"] for r in last) / 5
-acc = sum(r["reward_accuracy"] for r in last) / 5
-margin = sum(r["reward_margin"] for r in last) / 5
-print(f"dpo: loss {rows[0]['loss']:.4f} -> {loss:.4f}, reward accuracy {rows[0]['reward_accuracy']:.2f} -> "
-      f"{acc:.2f}, margin {rows[0]['reward_margin']:.4f} -> {margin:.4f} (means of steps 16-20)")
+acc = sum(r["accuracy"] for r in last) / 5
+margin = sum(r["margin"] for r in last) / 5
+print(f"dpo: loss {rows[0]['loss']:.4f} -> {loss:.4f}, reward accuracy {rows[0]['accuracy']:.2f} -> "
+      f"{acc:.2f}, margin {rows[0]['margin']:.4f} -> {margin:.4f} (means of steps 16-20)")
 assert loss < 0.5, f"DPO loss of the last steps {loss:.4f} is not below 0.5"
 assert acc > 0.9, f"reward accuracy of the last steps {acc:.2f} is not above 0.9"
 val = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
@@ -58,7 +58,7 @@ cp "$out/dpo/step_10.h5" "$out/resumed/"
 /usr/bin/python3 - "$out/m.jsonl" "$out/m2.jsonl" <<'PY'
 import json, sys
 whole, resumed = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
-keys = ("loss", "reward_accuracy", "chosen_reward", "rejected_reward")
+keys = ("loss", "accuracy", "margin", "chosen_reward", "rejected_reward")
 got = [[r[k] for k in keys] for r in resumed]
 want = [[r[k] for k in keys] for r in whole[10:]]
 assert got == want, f"resumed steps 11-20 differ from the uninterrupted run: {got} vs {want}"

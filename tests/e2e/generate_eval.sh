@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`: the training
 # run's validation loss again, also with the checkpoint alone) and sampled (`trident generate`): greedy output is identical across
-# runs and across tp 1 / tp 2. MODEL (environment) names the preset: tiny (GPT-2, the default) or
+# runs and across tp 1 / tp 2; a file of prompts generates the same JSON lines in batches of 2 on
+# one rank, split over dp 2, and on tp 2, and --stop ends completions at a token. MODEL (environment) names the preset: tiny (GPT-2, the default) or
 # llama-tiny.
 #   generate_eval.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
@@ -50,4 +51,27 @@ cat "$work/g1.txt" "$work/g4.txt"
 cmp -s "$work/g1.txt" "$work/g2.txt" || fail "greedy generation differs between runs"
 cmp -s "$work/g1.txt" "$work/g3.txt" || fail "greedy generation differs between tp 1 and tp 2"
 grep -q "^The " "$work/g4.txt" || fail "sampled generation lost the prompt"
-echo "ok: eval and generation from a trained checkpoint; greedy output stable across runs and tp"
+printf 'The \n"A fortune"\n\n{"prompt": "You will"}\nNo\nEvery\n' >"$work/prompts.txt"
+gen_file() {   # ranks, output, generate options...
+  local np=$1 out=$2
+  shift 2
+  "${mpirun[@]}" -np "$np" "$trident" generate --checkpoint "$work/ck/step_60.h5" --prompts "$work/prompts.txt" \
+    --max-new-tokens 24 --backend cpu --temperature 0.9 --seed 3 "$@" >"$out" 2>"$out.err" ||
+    { cat "$out" "$out.err"; fail "generate --prompts $*"; }
+}
+gen_file 1 "$work/p1.jsonl" --batch 2
+gen_file 2 "$work/p2.jsonl" --batch 3
+gen_file 2 "$work/p3.jsonl" --parallel.tp 2
+gen_file 1 "$work/p4.jsonl" --stop " "
+cat "$work/p1.jsonl" "$work/p4.jsonl"
+[[ $(grep -c '^{"prompt":' "$work/p1.jsonl") == 5 ]] || fail "generate --prompts: expected 5 JSON lines"
+grep -q '^{"prompt":"You will","completion":' "$work/p1.jsonl" || fail "generate --prompts: JSON prompt not read"
+grep -q "tokens/s; batch 2" "$work/p1.jsonl" || { cat "$work/p1.jsonl.err"; fail "generate --prompts: no tokens/s"; }
+cmp -s <(grep '^{' "$work/p1.jsonl") <(grep '^{' "$work/p2.jsonl") || fail "generate --prompts differs between 1 rank and dp 2"
+cmp -s <(grep '^{' "$work/p1.jsonl") <(grep '^{' "$work/p3.jsonl") || fail "generate --prompts differs between 1 rank and tp 2"
+grep -q '"completion":"[^ "]*","tokens":[0-9]*,"stopped":true' "$work/p4.jsonl" || fail "--stop ' ' stopped nothing"
+! grep -q '"completion":"[^"]* ' "$work/p4.jsonl" || fail "--stop ' ': a completion goes past a space"
+"${mpirun[@]}" -np 1 "$trident" generate --checkpoint "$work/ck/step_60.h5" --prompts "$work/none.txt" --backend cpu \
+  >"$work/bad.log" 2>&1 && fail "a missing --prompts file was accepted"
+grep -q "prompts.*cannot open the file" "$work/bad.log" || { cat "$work/bad.log"; fail "missing --prompts file message"; }
+echo "ok: eval and generation from a trained checkpoint; greedy output stable across runs and tp; prompt files alike on 1 rank, dp 2 and tp 2"

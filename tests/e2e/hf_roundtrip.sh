@@ -61,4 +61,54 @@ for l in "${losses[@]}"; do
   awk -v a="$l" -v b="${losses[0]}" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' ||
     fail "first-step losses differ: ${losses[*]}"
 done
+# The tokenizer travels with the weights: a Hugging Face directory with a tokenizer.json (bytes,
+# <|end|> 256 as EOS, <|bos|> 257 as BOS) is converted in, started from, resumed and exported
+# again without --tokenizer: the same files come out, with its BOS/EOS ids in config.json, and
+# generate finds it in the checkpoint. data.tokenizer names one for a run's checkpoints.
+tok=$out/tok
+mkdir -p "$tok"
+python3 - "$tok" <<'PY'
+import json, sys
+printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+spell, n = {}, 0
+for b in range(256):
+    spell[b] = chr(b) if b in printable else chr(256 + n)
+    n += b not in printable
+tok = {"version": "1.0", "normalizer": None, "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+       "added_tokens": [{"id": 256, "content": "<|end|>", "special": True}, {"id": 257, "content": "<|bos|>", "special": True}],
+       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+       "model": {"type": "BPE", "vocab": {spell[b]: b for b in range(256)}, "merges": []}}
+json.dump(tok, open(sys.argv[1] + "/tokenizer.json", "w"))
+json.dump({"add_bos_token": True, "bos_token": "<|bos|>", "eos_token": "<|end|>"},
+          open(sys.argv[1] + "/tokenizer_config.json", "w"))
+PY
+llama=(--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96)
+cp -r "$out/llama-np1-hf1" "$out/tok-hf" && cp "$tok"/* "$out/tok-hf/"
+"$@" -np 2 "$trident" convert --from-hf "$out/tok-hf" --out "$out/tok.h5" >/dev/null || fail "tokenizer: from-hf"
+"$@" -np 2 "$trident" train "${small[@]}" "${llama[@]}" --parallel.tp 2 --init.from "$out/tok.h5" --train.steps 1 \
+  --checkpoint.dir "$out/tokrun" >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "tokenizer: init.from"; }
+grep -q "tokenizer: init.from $out/tok.h5 (the checkpoints keep it)" "$out/tok.log" || { cat "$out/tok.log"; fail "no tokenizer line"; }
+"$trident" inspect "$out/tok.h5" | grep -q "tokenizer kept: tokenizer.json ([0-9]* bytes) tokenizer_config.json" ||
+  fail "tokenizer: inspect does not show the kept tokenizer"
+"$@" -np 1 "$trident" train "${small[@]}" "${llama[@]}" --train.steps 2 --checkpoint.dir "$out/tokrun" >"$out/tok.log" 2>&1 ||
+  { cat "$out/tok.log"; fail "tokenizer: resume"; }
+"$@" -np 2 "$trident" convert --to-hf "$out/tokrun/step_2.h5" --out "$out/tok-out" >"$out/tok.log" 2>&1 ||
+  { cat "$out/tok.log"; fail "tokenizer: to-hf"; }
+grep -q "with the tokenizer" "$out/tok.log" || { cat "$out/tok.log"; fail "to-hf wrote no tokenizer"; }
+for f in tokenizer.json tokenizer_config.json; do
+  cmp -s "$tok/$f" "$out/tok-out/$f" || fail "tokenizer: $f did not come back unchanged"
+done
+grep -q '"bos_token_id": 257' "$out/tok-out/config.json" && grep -q '"eos_token_id": 256' "$out/tok-out/config.json" ||
+  { cat "$out/tok-out/config.json"; fail "tokenizer: BOS/EOS ids not in config.json"; }
+"$@" -np 1 "$trident" generate --checkpoint "$out/tokrun/step_2.h5" --prompt "hello" --max-new-tokens 3 \
+  >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "tokenizer: generate"; }
+head -1 "$out/tok.log" | grep -q "^hello" || { cat "$out/tok.log"; fail "generate did not use the kept tokenizer"; }
+echo "ok   the tokenizer goes from-hf -> init.from -> resume -> to-hf unchanged, and generate uses it"
+"$@" -np 1 "$trident" train "${small[@]}" --data.tokenizer "$tok" --train.steps 1 --checkpoint.dir "$out/tokdata" \
+  >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "data.tokenizer"; }
+"$@" -np 1 "$trident" convert --to-hf "$out/tokdata/step_1.h5" --out "$out/tokdata-out" >/dev/null || fail "to-hf of tokdata"
+cmp -s "$tok/tokenizer.json" "$out/tokdata-out/tokenizer.json" || fail "data.tokenizer: tokenizer.json not exported"
+"$@" -np 1 "$trident" train "${small[@]}" --data.tokenizer "$out/nothing" --train.steps 1 >"$out/tok.log" 2>&1
+[[ $? == 2 ]] && grep -q "data.tokenizer: .*nothing.*no such file" "$out/tok.log" || { cat "$out/tok.log"; fail "bad data.tokenizer"; }
+echo "ok   data.tokenizer: kept and exported; a missing one exits 2 naming the option"
 echo "all checks passed"

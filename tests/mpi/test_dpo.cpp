@@ -57,7 +57,7 @@ DpoRun train(RunConfig cfg, MPI_Comm comm) {
   for (int s = 0; s < kSteps; ++s) {
     const StepStats st = trainer.train_step(s);
     r.losses.push_back(st.loss);
-    r.accuracy.push_back(st.reward_accuracy);
+    r.accuracy.push_back(st.accuracy);
     r.chosen.push_back(st.chosen_reward);
     r.rejected.push_back(st.rejected_reward);
     if (s == 0) {

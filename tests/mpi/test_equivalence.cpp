@@ -282,10 +282,30 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
                 sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
 }
 
-// parallel.recompute = full: the backward recomputes the blocks' activations from their inputs,
-// the same ops on the same values, so losses and weights are those without recompute bit for bit;
-// for all blocks and for the first one of each stage, GPT-2 and Llama, on every layout of tp and
-// pp of the world.
+// Trains `plain` and then each recompute mode of `modes` (recompute, recompute_layers) on comm,
+// and checks on rank 0 that losses and weights are those without recompute bit for bit.
+void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
+                                     const std::vector<std::pair<const char*, int>>& modes) {
+  const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp,
+                                cfg.parallel.sequence_parallel ? " sp" : "");
+  const RunResult plain = train(cfg, comm);
+  for (const auto& [mode, layers] : modes) {
+    cfg.parallel.recompute = mode;
+    cfg.parallel.recompute_layers = layers;
+    const RunResult got = train(cfg, comm);
+    if (rank != 0) continue;
+    const std::string what = str(where, ", recompute ", mode, " layers ", layers);
+    EXPECT_EQ(got.losses, plain.losses) << what;
+    for (const auto& [tname, want] : plain.params.tensors) EXPECT_EQ(got.params.tensors.at(tname), want) << what << ": " << tname;
+  }
+  if (rank == 0) std::printf("  %s: every recompute mode bit-identical\n", where.c_str());
+}
+
+// parallel.recompute: the backward recomputes the blocks' activations from their inputs (full) or
+// the norm outputs and MLP activation from the saved norm inputs and pre-activation (selective),
+// the same ops on the same values, so losses and weights are those without recompute bit for bit:
+// full for all blocks, selective alone and with the first block of each stage full, GPT-2 and
+// Llama, on every layout of tp and pp of the world.
 TEST(Equivalence, RecomputeChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -299,22 +319,27 @@ TEST(Equivalence, RecomputeChangesNoBit) {
       cfg.parallel.pp = pp;
       MPI_Comm comm = tp * pp == world ? MPI_COMM_WORLD : MPI_COMM_SELF;
       if (comm == MPI_COMM_SELF && rank != 0) continue;
-      const RunResult plain = train(cfg, comm);
-      cfg.parallel.recompute = "full";
-      const RunResult all = train(cfg, comm);
-      cfg.parallel.recompute_layers = 1;
-      const RunResult first = train(cfg, comm);
-      if (rank != 0) continue;
-      for (const RunResult* got : {&all, &first}) {
-        const char* what = got == &all ? "every block" : "the first block of each stage";
-        EXPECT_EQ(got->losses, plain.losses) << model.model.arch << " tp" << tp << " pp" << pp << ", " << what;
-        for (const auto& [tname, want] : plain.params.tensors)
-          EXPECT_EQ(got->params.tensors.at(tname), want) << model.model.arch << " tp" << tp << " pp" << pp << ", "
-                                                         << what << ": " << tname;
-      }
-      std::printf("  %s tp%d pp%d recompute full (all blocks, first block): losses and weights bit-identical\n",
-                  model.model.arch.c_str(), tp, pp);
+      // Selective with the first block full covers both kinds of block in one stage.
+      if (tp * pp == 1)
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 0}, {"selective", 1}});
+      else
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
     }
+}
+
+// The same under sequence parallelism (tp 2), whose slots keep only each rank's rows of the
+// residual stream and norm outputs: the norms redone on own rows, or those kept copied, and
+// gathered again in the backward; against sequence parallelism without recompute.
+TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world != 2) GTEST_SKIP() << "runs on 2 ranks";
+  for (RunConfig cfg : {base_config(), llama_config()}) {
+    cfg.parallel.tp = 2;
+    cfg.parallel.sequence_parallel = true;
+    expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});
+  }
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ check_llama_vs_torch.py fed through a name map written here (GPT-2's Conv1D tran
 1e-5. Export: a run started from those weights (train --init.from) trains two steps; its
 checkpoint is exported (f32 and bf16), read here (own reader), and the PyTorch logits on the
 exported tensors must match trident's on the checkpoint.
-    check_hf_convert.py TRIDENT HF_LOGITS REPO_ROOT"""
+    check_hf_convert.py TRIDENT HF_LOGITS REPO_ROOT
+Its pieces (the variants, the name maps, trident_logits) also serve tests/cuda/check_transformers.py."""
 import json
 import os
 import subprocess
@@ -22,7 +23,6 @@ from check_llama_vs_torch import llama_forward  # noqa: E402
 from check_safetensors import bf16_to_f32, read_st, write_st  # noqa: E402
 from check_vs_torch import gpt2_forward, rel  # noqa: E402
 
-TRIDENT, HF_LOGITS, ROOT = sys.argv[1:4]
 B, T = 2, 16
 TOL = 1e-5
 
@@ -150,9 +150,10 @@ def hf_logits(kind, cfg, sd, tokens):
     return llama_forward(p, tokens, mine)
 
 
-def trident_logits(ckpt, tokens_file, tmp, V):
+def trident_logits(hf_logits_bin, ckpt, tokens_file, tmp, V):
+    """trident's CPU logits (B, T, V) of a checkpoint on the tokens in tokens_file (tests' hf_logits)."""
     out = os.path.join(tmp, "logits.bin")
-    run(HF_LOGITS, ckpt, tokens_file, B, T, out)
+    run(hf_logits_bin, ckpt, tokens_file, B, T, out)
     return torch.tensor(np.fromfile(out, np.float32).reshape(B, T, V))
 
 
@@ -172,6 +173,15 @@ def model_flags(kind, cfg):
 failures = []
 
 
+def train_two_steps(trident, root, kind, cfg, ckpt, ck_dir):
+    """A run started from ckpt (train --init.from) trains two small steps; returns its checkpoint."""
+    run(trident, "train", "--backend", "cpu", "--init.from", ckpt, *model_flags(kind, cfg), "--model.seq_len", T,
+        "--data.train", os.path.join(root, "data/fortunes_byte"), "--train.steps", 2, "--train.micro_batch_size", 2,
+        "--train.global_batch_size", 2, "--train.warmup_steps", 1, "--train.lr", 1e-5, "--train.min_lr", 1e-5,
+        "--checkpoint.dir", ck_dir)
+    return os.path.join(ck_dir, "step_2.h5")
+
+
 def check(what, err, tol):
     ok = err <= tol
     print(f"  {what:<58} {err:.3e}  (tol {tol:.0e})  {'ok' if ok else 'FAIL'}")
@@ -179,56 +189,56 @@ def check(what, err, tol):
         failures.append(what)
 
 
-gen = torch.Generator().manual_seed(25)
-with tempfile.TemporaryDirectory() as tmp:
-    for kind, cfg in VARIANTS.items():
-        print(kind)
-        V = cfg["vocab_size"]
-        tokens = torch.randint(0, V, (B, T), generator=gen)
-        tokens_file = os.path.join(tmp, "tokens.bin")
-        tokens.numpy().astype(np.int32).tofile(tokens_file)
+def main(trident, hf_logits_bin, root):
+    gen = torch.Generator().manual_seed(25)
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, cfg in VARIANTS.items():
+            print(kind)
+            V = cfg["vocab_size"]
+            tokens = torch.randint(0, V, (B, T), generator=gen)
+            tokens_file = os.path.join(tmp, "tokens.bin")
+            tokens.numpy().astype(np.int32).tofile(tokens_file)
 
-        # Import: Hugging Face weights written here, converted in by trident.
-        src = os.path.join(tmp, kind + "-hf")
-        os.makedirs(src)
-        sd = hf_weights(kind, cfg, gen)
-        write_safetensors(os.path.join(src, "model.safetensors"), sd)
-        json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
-        ckpt = os.path.join(tmp, kind + ".h5")
-        run(TRIDENT, "convert", "--from-hf", src, "--out", ckpt)
-        with torch.no_grad():
-            want = hf_logits(kind, cfg, sd, tokens)
-        check("import: trident logits vs PyTorch on the HF weights", rel(trident_logits(ckpt, tokens_file, tmp, V), want),
-              TOL)
-
-        # Export: a run started from the converted weights trains two steps; its checkpoint goes out.
-        ck_dir = os.path.join(tmp, kind + "-run")
-        run(TRIDENT, "train", "--backend", "cpu", "--init.from", ckpt, *model_flags(kind, cfg), "--model.seq_len", T,
-            "--data.train", os.path.join(ROOT, "data/fortunes_byte"), "--train.steps", 2, "--train.micro_batch_size", 2,
-            "--train.global_batch_size", 2, "--train.warmup_steps", 1, "--train.lr", 1e-5, "--train.min_lr", 1e-5,
-            "--checkpoint.dir", ck_dir)
-        trained = os.path.join(ck_dir, "step_2.h5")
-        mine = trident_logits(trained, tokens_file, tmp, V)
-        # Two small steps move the logits a little from the imported model's, not to a random one's.
-        moved = rel(mine, want)
-        check("init.from: trained logits near the imported model's", moved, 1e-2)
-        check("init.from: ... but not equal (the run trained)", 0 if moved > 1e-7 else 1, 0)
-        for dtype, tol in (("f32", TOL), ("bf16", 3e-2)):
-            out = os.path.join(tmp, f"{kind}-out-{dtype}")
-            run(TRIDENT, "convert", "--to-hf", trained, "--out", out, "--dtype", dtype)
-            exported = json.load(open(os.path.join(out, "config.json")))
-            for key, value in cfg.items():
-                if key not in ("rope_scaling",):
-                    check(f"export {dtype}: config.json {key}", 0 if exported.get(key) == value else 1, 0)
-            tensors = read_safetensors(os.path.join(out, "model.safetensors"))
-            names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
-            expected = {k for k in sd if not k.endswith(".attn.bias")}
-            check(f"export {dtype}: tensor names (missing + extra)", len(names ^ expected), 0)
+            # Import: Hugging Face weights written here, converted in by trident.
+            src = os.path.join(tmp, kind + "-hf")
+            os.makedirs(src)
+            sd = hf_weights(kind, cfg, gen)
+            write_safetensors(os.path.join(src, "model.safetensors"), sd)
+            json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
+            ckpt = os.path.join(tmp, kind + ".h5")
+            run(trident, "convert", "--from-hf", src, "--out", ckpt)
             with torch.no_grad():
-                check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
-                      rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)
+                want = hf_logits(kind, cfg, sd, tokens)
+            check("import: trident logits vs PyTorch on the HF weights", rel(trident_logits(hf_logits_bin, ckpt, tokens_file, tmp, V), want),
+                  TOL)
 
-if failures:
-    print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
-    sys.exit(1)
-print("all checks passed")
+            # Export: a run started from the converted weights trains two steps; its checkpoint goes out.
+            trained = train_two_steps(trident, root, kind, cfg, ckpt, os.path.join(tmp, kind + "-run"))
+            mine = trident_logits(hf_logits_bin, trained, tokens_file, tmp, V)
+            # Two small steps move the logits a little from the imported model's, not to a random one's.
+            moved = rel(mine, want)
+            check("init.from: trained logits near the imported model's", moved, 1e-2)
+            check("init.from: ... but not equal (the run trained)", 0 if moved > 1e-7 else 1, 0)
+            for dtype, tol in (("f32", TOL), ("bf16", 3e-2)):
+                out = os.path.join(tmp, f"{kind}-out-{dtype}")
+                run(trident, "convert", "--to-hf", trained, "--out", out, "--dtype", dtype)
+                exported = json.load(open(os.path.join(out, "config.json")))
+                for key, value in cfg.items():
+                    if key not in ("rope_scaling",):
+                        check(f"export {dtype}: config.json {key}", 0 if exported.get(key) == value else 1, 0)
+                tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+                names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
+                expected = {k for k in sd if not k.endswith(".attn.bias")}
+                check(f"export {dtype}: tensor names (missing + extra)", len(names ^ expected), 0)
+                with torch.no_grad():
+                    check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
+                          rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)
+
+    if failures:
+        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -7,7 +7,11 @@ in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py). For an SFT
 the loss is PyTorch's cross-entropy with the masked targets set to ignore_index: the mean over the
 trained targets of the whole global batch. For a DPO dump (llama-dpo) it is the DPO loss written in
 check_vs_torch.py from the per-sequence sums of those token log-probabilities under the policy and the
-dumped reference weights."""
+dumped reference weights. For a reward model (llama-reward: Hugging Face
+LlamaForSequenceClassification with one label, score.weight instead of the LM head) the loss is
+the Bradley-Terry -log sigmoid(r_chosen - r_rejected) averaged over the global batch's pairs
+(samples 2i, 2i + 1), each sequence scored at its last token: the token after its last trained
+target (kept inside the T inputs); a pair with an untrained sequence is left out."""
 import math
 import os
 import sys
@@ -28,8 +32,8 @@ def rope_cos_sin(T, HS, theta):
     return emb.cos(), emb.sin()
 
 
-def llama_forward(p, idx, cfg):
-    """logits (B, T, V) of LlamaForCausalLM on trident's parameter names."""
+def llama_hidden(p, idx, cfg):
+    """The final norm's output (B, T, C) of LlamaModel on trident's parameter names."""
     B, T = idx.shape
     C, NH, NKV = cfg["n_embd"], cfg["n_head"], cfg["n_kv_head"]
     HS = C // NH
@@ -58,19 +62,46 @@ def llama_forward(p, idx, cfg):
         h = rms_norm(x, p[b + "ln2.weight"], eps)
         h = F.silu(h @ p[b + "mlp.gate.weight"].T) * (h @ p[b + "mlp.up.weight"].T)
         x = x + h @ p[b + "mlp.down.weight"].T
-    x = rms_norm(x, p["lnf.weight"], eps)
-    return x @ p["wte" if cfg["tied"] else "lm_head"].T
+    return rms_norm(x, p["lnf.weight"], eps)
+
+
+def llama_forward(p, idx, cfg):
+    """logits (B, T, V) of LlamaForCausalLM on trident's parameter names."""
+    return llama_hidden(p, idx, cfg) @ p["wte" if cfg["tied"] else "lm_head"].T
+
+
+def reward_scores(p, idx, mask, cfg):
+    """Scores (B,) of LlamaForSequenceClassification (one label) at each sequence's last token,
+    and whether each sequence has one (a trained target; trident's score is 0 where not)."""
+    T = idx.shape[1]
+    h = llama_hidden(p, idx, cfg)
+    t = torch.arange(T).expand_as(mask)
+    last = torch.where(mask, t, torch.full_like(t, -1)).max(dim=1).values
+    scored = last >= 0
+    pos = (last + 1).clamp(max=T - 1).clamp(min=0)
+    rows = h[torch.arange(idx.shape[0]), pos]
+    return torch.where(scored, (rows @ p["score.weight"].T)[:, 0], 0.0), scored
+
+
+def reward_loss(p, tokens, masks, cfg):
+    """Mean over the scored pairs of -log sigmoid(r_chosen - r_rejected)."""
+    T = cfg["seq_len"]
+    r, scored = reward_scores(p, tokens[:, :T], masks, cfg)
+    d = r[0::2] - r[1::2]
+    keep = scored[0::2] & scored[1::2]
+    return -F.logsigmoid(d[keep]).sum() / max(int(keep.sum()), 1)
 
 
 def decays(name):
     """AdamW weight decay on matrices (embeddings and projections), not on norms and biases."""
-    return name in ("wte", "lm_head") or (name.endswith(".weight") and not name.split(".")[-2].startswith("ln"))
+    return name in ("wte", "lm_head", "score.weight") or (name.endswith(".weight") and not name.split(".")[-2].startswith("ln"))
 
 
 def main():
     cfg, a = load(sys.argv[1])
     assert cfg["arch"] == "llama", "check_llama_vs_torch.py checks a llama dump"
-    expected = {"wte", "lnf.weight"} | ({"lm_head"} if not cfg["tied"] else set())
+    reward = cfg.get("reward", False)
+    expected = {"wte", "lnf.weight"} | ({"score.weight"} if reward else {"lm_head"} if not cfg["tied"] else set())
     for l in range(cfg["n_layer"]):
         b = f"blocks.{l}."
         expected |= {b + s for s in ("ln1.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
@@ -81,7 +112,21 @@ def main():
     names = {k[len("param."):] for k in a if k.startswith("param.")}
     failures = [] if names == expected else [f"parameter names: missing {expected - names}, extra {names - expected}"]
     print(f"  parameter names {'ok' if not failures else failures[0]}")
-    check_training(cfg, a, llama_forward, decays, failures)
+    if not reward:
+        check_training(cfg, a, llama_forward, decays, failures)
+        finish(failures)
+        return
+    tokens = torch.tensor(a["tokens"], dtype=torch.long)
+    masks = torch.tensor(a["target_mask"]) > 0
+    B, G = cfg["micro_batch_size"], cfg["global_batch_size"]
+
+    def loss_of(p, step):
+        return reward_loss(p, tokens[step * G:(step + 1) * G], masks[step * G:(step + 1) * G], cfg)
+
+    def init_output(p):
+        return "scores0", reward_scores(p, tokens[:B, :cfg["seq_len"]], masks[:B], cfg)[0]
+
+    check_training(cfg, a, llama_forward, decays, failures, loss_of, init_output)
     finish(failures)
 
 

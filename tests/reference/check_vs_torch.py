@@ -76,10 +76,12 @@ def lr_at(cfg, step):
     return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + math.cos(math.pi * progress))
 
 
-def check_training(cfg, a, forward, decays, failures):
+def check_training(cfg, a, forward, decays, failures, loss_of=None, init_output=None):
     """Checks a dump against `forward` (params, idx, cfg) -> logits: logits at init, the loss and
     every gradient of step 0, each step's gradient norm and lr, and the loss of each AdamW step
-    (weight decay where decays(name)). Failed checks are appended to `failures`."""
+    (weight decay where decays(name)). Failed checks are appended to `failures`. A model without
+    an LM head (a reward model) gives loss_of (params, step) -> the loss of step's global batch and
+    init_output (params) -> (dump name, tensor) for the check at init instead."""
     tol = CUDA_TOL if cfg.get("backend") == "cuda" else CPU_TOL
     torch.manual_seed(0)
     names = sorted(k[len("param."):] for k in a if k.startswith("param."))
@@ -94,8 +96,12 @@ def check_training(cfg, a, forward, decays, failures):
             failures.append(what)
 
     with torch.no_grad():
-        logits = forward(params, tokens[:B, :T], cfg)
-    check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), tol["logits"])
+        if init_output:
+            name, out = init_output(params)
+            check(f"{name} at init", rel(out, a[name]), tol["logits"])
+        else:
+            logits = forward(params, tokens[:B, :T], cfg)
+            check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), tol["logits"])
 
     ref_params = {n: torch.tensor(a["ref." + n]) for n in names} if cfg.get("dpo") else None
     rewards = []   # DPO: [accuracy, mean chosen reward, mean rejected reward] of each step
@@ -140,7 +146,7 @@ def check_training(cfg, a, forward, decays, failures):
         for group in opt.param_groups:
             group["lr"] = lr
         opt.zero_grad()
-        loss = batch_loss(step)
+        loss = loss_of(params, step) if loss_of else batch_loss(step)
         loss.backward()
         if step == 0:
             check("loss at init", abs(loss.item() - float(a["losses"][0])) / loss.item(), tol["loss"])
@@ -155,9 +161,10 @@ def check_training(cfg, a, forward, decays, failures):
         check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, tol["steps"])
     for step, (acc, chosen, rejected) in enumerate(rewards):
         # Rewards are beta times differences of sequence log-probabilities: compared absolutely.
-        check(f"reward accuracy of step {step}", abs(float(a["reward_accuracy"][step]) - acc), 1e-6)
+        check(f"reward accuracy of step {step}", abs(float(a["accuracy"][step]) - acc), 1e-6)
         check(f"rewards of step {step}", max(abs(float(a["chosen_rewards"][step]) - chosen),
                                              abs(float(a["rejected_rewards"][step]) - rejected)), tol["steps"])
+        check(f"margin of step {step}", abs(float(a["margins"][step]) - (chosen - rejected)), tol["steps"])
     print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
 
 

@@ -1,13 +1,15 @@
 // Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
 // weights, the token batches, the logits and loss at initialisation, every parameter gradient of
 // the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo]
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]
 // The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
 // llama-sft trains it with --task sft on samples whose targets are partly masked (the mask is
 // dumped as target_mask): the loss is the mean over the trained targets of each global batch.
 // llama-dpo (cpu) trains it with --task dpo on those samples as pairs (2i chosen, 2i + 1 rejected)
 // against a reference model of another initialisation (dumped as ref.NAME), and dumps each step's
-// reward accuracy and mean chosen and rejected rewards.
+// reward accuracy, mean margin and mean chosen and rejected rewards.
+// llama-reward trains it as a reward model (--task reward: score head, pairs of samples 2i, 2i + 1
+// on the same masked samples): the scores of the first micro-batch replace the logits.
 #include <mpi.h>
 
 #include <cstdio>
@@ -58,6 +60,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     c.dpo.beta = 0.5;
     c.dpo.label_smoothing = 0.1;
   }
+  if (model == "llama-reward") c.task = "reward";
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
   c.model.n_positions = 32;
@@ -96,8 +99,9 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
                                {"ln_eps", c.model.norm_eps}, {"backend", backend}, {"arch", c.model.arch},
                                {"n_kv_head", c.model.kv_heads()}, {"ffn_hidden_size", c.model.ffn()},
                                {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
-                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"dpo", c.task == "dpo"},
-                               {"dpo_beta", c.dpo.beta}, {"dpo_label_smoothing", c.dpo.label_smoothing}};
+                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"reward", c.task == "reward"},
+                               {"dpo", c.task == "dpo"}, {"dpo_beta", c.dpo.beta},
+                               {"dpo_label_smoothing", c.dpo.label_smoothing}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -109,25 +113,35 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   }
 
   std::vector<int32_t> inputs(B * T), targets(B * T);
+  std::vector<uint8_t> mask(B * T, 1);
+  if (data.masks_targets()) data.target_mask(0, B, mask.data());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       inputs[b * T + t] = tokens[b * (T + 1) + t];
-      targets[b * T + t] = tokens[b * (T + 1) + t + 1];
+      targets[b * T + t] = mask[b * T + t] ? tokens[b * (T + 1) + t + 1] : kIgnoredTarget;
     }
   trainer.model().set_tokens(0, inputs.data(), targets.data());
-  dump.add("logits0", trainer.model().forward_logits(0), {B * T, V});
+  if (c.task == "reward") {
+    // The scores need the targets' mask (it places them); the forward's loss sums are dropped.
+    trainer.model().forward(0, false, 0.0f, UnitDone{});
+    dump.add("scores0", trainer.model().last_scores(), {B});
+    trainer.model().zero_loss_sums();
+  } else {
+    dump.add("logits0", trainer.model().forward_logits(0), {B * T, V});
+  }
 
   for (const auto& [name, v] : gather_params(trainer.model(), g).tensors) {
     const ParamInfo& p = trainer.model().layout().get(name);
     dump.add("param." + name, v, p.global_shape);
   }
-  std::vector<float> losses, lrs, norms, accuracy, chosen, rejected;
+  std::vector<float> losses, lrs, norms, accuracy, margin, chosen, rejected;
   for (int s = 0; s < c.train.steps; ++s) {
     StepStats st = trainer.train_step(s);
     losses.push_back(static_cast<float>(st.loss));
     lrs.push_back(static_cast<float>(st.lr));
     norms.push_back(static_cast<float>(st.grad_norm));
-    accuracy.push_back(static_cast<float>(st.reward_accuracy));
+    accuracy.push_back(static_cast<float>(st.accuracy));
+    margin.push_back(static_cast<float>(st.margin));
     chosen.push_back(static_cast<float>(st.chosen_reward));
     rejected.push_back(static_cast<float>(st.rejected_reward));
     if (s == 0) {
@@ -140,7 +154,8 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   dump.add("lrs", lrs, {c.train.steps});
   dump.add("grad_norms", norms, {c.train.steps});
   if (c.task == "dpo") {
-    dump.add("reward_accuracy", accuracy, {c.train.steps});
+    dump.add("accuracy", accuracy, {c.train.steps});
+    dump.add("margins", margin, {c.train.steps});
     dump.add("chosen_rewards", chosen, {c.train.steps});
     dump.add("rejected_rewards", rejected, {c.train.steps});
   }
@@ -155,9 +170,9 @@ int main(int argc, char** argv) {
   const std::string model = argc > 4 ? argv[4] : "gpt2";
   if (argc < 2 || argc > 5 ||
       (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft" &&
-       model != "llama-dpo")) {
-    std::fprintf(stderr,
-                 "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo]\n");
+       model != "llama-dpo" && model != "llama-reward")) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] "
+                         "[gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]\n");
     return 2;
   }
   if (model == "llama-dpo" && argc > 2 && std::string(argv[2]) != "cpu") {

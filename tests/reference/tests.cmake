@@ -13,7 +13,8 @@ set_tests_properties(tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_COD
 # llama-sft: the same with --task sft's masked loss (targets partly masked, mean over the trained ones).
 # llama-dpo: --task dpo's pair loss (beta, label smoothing) against a reference model of other
 # weights, on those masked samples as pairs; also each step's reward accuracy and mean rewards.
-foreach(variant llama llama-qkv-bias llama-sft llama-dpo)
+# llama-reward: a reward model (--task reward: score head, pairwise loss over the trained pairs).
+foreach(variant llama llama-qkv-bias llama-sft llama-dpo llama-reward)
   add_test(NAME reference_${variant}_vs_torch
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/run_torch_check.sh $<TARGET_FILE:dump_reference>
                    ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_llama_vs_torch.py cpu 10 ${variant})
@@ -44,3 +45,11 @@ add_test(NAME reference_hf_convert
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_hf_convert.py $<TARGET_FILE:trident>
                  $<TARGET_FILE:hf_logits> ${CMAKE_SOURCE_DIR})
 set_tests_properties(reference_hf_convert PROPERTIES LABELS reference ENVIRONMENT OMP_NUM_THREADS=2)
+
+# GRPO and PPO losses (group advantages, clipped ratio, k3 KL, entropy, GAE, clipped value loss;
+# both loss normalisations) against PyTorch autograd: losses and gradients within 1e-5.
+add_executable(dump_rl_loss reference/dump_rl_loss.cpp)
+target_link_libraries(dump_rl_loss PRIVATE trident_train nlohmann_json::nlohmann_json)
+add_test(NAME reference_rl_loss
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_rl_loss.py $<TARGET_FILE:dump_rl_loss>)
+set_tests_properties(reference_rl_loss PROPERTIES LABELS reference)

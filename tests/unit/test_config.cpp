@@ -104,7 +104,7 @@ TEST(Config, DpoOptionsAndEvenMicroBatches) {
   expect_error({"--task", "dpo", "--dpo.beta", "0", "--train.micro_batch_size", "2"}, 1, {"dpo.beta = 0", "> 0"});
   expect_error({"--task", "dpo", "--dpo.label_smoothing", "0.5", "--train.micro_batch_size", "2"}, 1,
                {"dpo.label_smoothing = 0.5", "[0, 0.5)"});
-  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft or dpo"});
+  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo or reward"});
 }
 
 TEST(Config, HelpListsEveryOptionWithDefaults) {
@@ -233,9 +233,9 @@ TEST(Config, BadInputCases) {
   expect_error({"--model.tie_embeddings", "maybe"}, w, {"model.tie_embeddings", "true, false or auto"});
   expect_error({"--model.qkv_bias", "true"}, w, {"model.qkv_bias", "needs model.arch = llama"});
   expect_error(with({{"--model.rope_theta", "0.5"}}), w, {"model.rope_theta", "> 1"});
-  expect_error({"--parallel.recompute", "selective"}, w, {"parallel.recompute = selective", "not available yet"});
-  expect_error({"--parallel.recompute", "full", "--parallel.tp", "2", "--parallel.sequence_parallel", "true"}, 2,
-               {"parallel.recompute = full", "sequence_parallel"});
+  expect_error({"--parallel.recompute", "some"}, w, {"parallel.recompute = some", "none, selective or full"});
+  expect_error({"--parallel.recompute", "selective", "--parallel.tp", "2", "--parallel.tp_overlap", "true"}, 2,
+               {"parallel.recompute = selective", "tp_overlap"});
   expect_error({"--parallel.recompute_layers", "13"}, w, {"parallel.recompute_layers = 13", "model.n_layer = 12"});
 }
 

@@ -40,6 +40,19 @@ TEST(Inspect, ShapeLargerThanTheFileIsRefused) {
   expect_input_error([&] { describe_checkpoint(path); }, {path, "/model/wte", "1048576 x 1048576", "bytes"});
 }
 
+// A kept tokenizer file declaring 2^40 bytes in a file of a few KB: refused before it is allocated.
+TEST(Inspect, TokenizerLargerThanTheFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir / "huge_tokenizer.h5";
+  {
+    CraftedFile f(path);
+    f.checkpoint_attrs();
+    ASSERT_TRUE(f.dataset("/model", "wte", {4, 3}));
+    ASSERT_TRUE(f.dataset("/tokenizer", "tokenizer.json", {hsize_t{1} << 40}));
+  }
+  expect_input_error([&] { read_checkpoint_info(path); }, {path, "/tokenizer/tokenizer.json", "more than the file holds"});
+}
+
 // An attribute of many values where one is expected would be written past the variable that
 // receives it.
 TEST(Inspect, AttributeOfSeveralValuesIsRefused) {

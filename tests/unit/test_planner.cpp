@@ -76,16 +76,17 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
   // Trainer: inputs and targets of 2 micro-batches of 2 x 16 tokens (512 B), the step statistics
-  // (20 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
-  // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
-  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 20 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2167252);   // 18 P + slot + scratch + trainer
+  // (24 B: LossSums and the squared gradient norm), and 32-byte optimizer pieces: 28 to update (one
+  // per tensor) and 18 for the norm (the tensors meeting a DP rank's half of the single bucket; the
+  // planner takes the larger rank).
+  EXPECT_DOUBLE_EQ(plain.trainer, 512 + 24 + (28 + 18) * 32);
+  EXPECT_DOUBLE_EQ(plain.total(), 2167256);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
-  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 20 + (18 + 18) * 32);   // it updates only its shard's tensors
+  EXPECT_DOUBLE_EQ(zero.trainer, 512 + 24 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1511060);
+  EXPECT_DOUBLE_EQ(zero.total(), 1511064);
 
   // Task dpo adds the frozen reference: its parameters, one forward slot, its scratch and the
   // sequence NLLs of 2 micro-batches of 2 (16 B).
@@ -94,6 +95,61 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   const MemoryEstimate with_reference = estimate_memory(dpo, hw);
   EXPECT_DOUBLE_EQ(with_reference.reference, 2 * P + slot + scratch + 16);
   EXPECT_DOUBLE_EQ(with_reference.total(), plain.total() + with_reference.reference);
+}
+
+// The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute
+// none, selective, full, and selective with the first block full), are the stage boundary's
+// buffers plus block_activation_bytes per block, for GPT-2 and Llama; for GPT-2 those are the
+// Korthikanti et al. coefficients of sbh (sizes chosen so that the arena's 256-byte alignment
+// adds nothing).
+TEST(Planner, SlotBytesFollowTheActivationFormula) {
+  Hardware hw;
+  hw.act_bytes = 2;
+  for (const char* arch : {"gpt2", "llama"})
+    for (int tp : {1, 2, 4, 8})
+      for (bool sp : {false, true})
+        for (const auto& [mode, layers] : {std::pair{"none", 0}, std::pair{"selective", 0}, std::pair{"full", 0},
+                                           std::pair{"selective", 1}}) {
+          RunConfig c;
+          c.model.arch = arch;
+          c.model.n_layer = 4;
+          c.model.n_head = 8;
+          c.model.n_embd = 256;
+          c.model.vocab_size = 256;
+          c.model.seq_len = 128;
+          if (c.model.arch == "llama") {
+            c.model.n_kv_head = 4;
+            c.model.ffn_hidden_size = 512;
+          }
+          c.train.micro_batch_size = 4;
+          c.train.global_batch_size = 4;
+          c.parallel.tp = tp;
+          c.parallel.sequence_parallel = sp && tp > 1;
+          c.parallel.recompute = mode;
+          c.parallel.recompute_layers = layers;
+          validate_run_config(c, tp);
+          SCOPED_TRACE(str(arch, " tp", tp, sp ? " sp " : " ", mode, " ", layers));
+          const MemoryEstimate e = estimate_memory(c, hw);
+          const double N = 4 * 128, C = 256;
+          const bool selective = c.parallel.recompute == "selective";
+          double want = 2 * N * C * 2 + 2 * N * 4;   // the stage input and gradient, tokens and targets
+          for (int i = 0; i < 4; ++i) {
+            const bool full = c.parallel.recompute == "full" || (selective && i < layers);
+            want += block_activation_bytes(c.model, tp, 4, 2, c.parallel.sequence_parallel, selective, full);
+          }
+          EXPECT_EQ(e.in_flight, 1);
+          EXPECT_DOUBLE_EQ(e.activations, want);
+          if (c.model.arch != "gpt2") continue;
+          // Without the fp32 statistics: sbh times the paper's coefficients less its dropout masks.
+          const double sbh = N * C, t = tp, r = c.parallel.sequence_parallel ? 1 / t : 1;
+          const double stats = N * r * 4 * 4 + N * (8 / tp) * 4;
+          auto block = [&](bool sel, bool full) {
+            return block_activation_bytes(c.model, tp, 4, 2, c.parallel.sequence_parallel, sel, full);
+          };
+          EXPECT_DOUBLE_EQ(block(false, false) - stats, sbh * (8 * r + 24 / t));
+          EXPECT_DOUBLE_EQ(block(true, false) - stats, sbh * (4 * r + 16 / t));
+          EXPECT_DOUBLE_EQ(block(false, true), sbh * 2 * r);
+        }
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

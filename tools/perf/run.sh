@@ -22,9 +22,11 @@
 #     benchmarks: Llama-3.2-1B on 1 GPU; Llama-3-8B under FSDP2 on 4 GPUs, or on 2 with its layers
 #     cut to LLAMA8B_LAYERS, 16 unless set; LLAMA8B_AC=full checkpoints its activations),
 #     attention (trident's kernels and PyTorch SDPA on the same shapes), kernels, kernels_mma,
-#     profile (the per-op table of the 124M step), trace (its kernel timeline), ncu (Nsight
-#     Compute sections of the attention, LayerNorm backward and cross-entropy kernels; needs ncu
-#     and counter access)
+#     transformers (Hugging Face transformers loads trident's exports and trident converts its
+#     save_pretrained output, logits compared), convert8b (trident convert of the full Llama-3-8B
+#     shape on 1 and 4 ranks: seconds per run in the summary), profile (the per-op table of the
+#     124M step), trace (its kernel timeline), ncu (Nsight Compute sections of the attention,
+#     LayerNorm backward and cross-entropy kernels; needs ncu and counter access)
 # Default checks: the correctness checks that run on 2 GPUs.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -178,6 +180,30 @@ PY
       need_gpus pp2 2 || continue
       one 1.5b_1gpu 1 "$bin" "${m15[@]}"
       one 1.5b_pp2 2 "$bin" "${m15[@]}" --parallel.pp 2 --parallel.schedule 1f1b ;;
+    transformers)
+      # Hugging Face transformers (installed on the GPU nodes, not in CI) loads what trident exports
+      # and trident converts what save_pretrained writes; python runs on its own libraries, the
+      # bundle's binaries through its launcher.
+      printf '#!/bin/sh\nTRIDENT_BUNDLE_BIN=hf_logits exec %q/trident "$@"\n' "$b" >"$out/hf_logits.sh"
+      chmod +x "$out/hf_logits.sh"
+      check transformers 300 env -u LD_LIBRARY_PATH python3 "$root/tests/cuda/check_transformers.py" "$b/trident" \
+        "$out/hf_logits.sh" "$root" ;;
+    convert8b)
+      # The full Llama-3-8B shape (16 GB of bf16 safetensors in, a 32 GB fp32 checkpoint): --from-hf
+      # on 1 and 4 ranks, --to-hf bf16 on 4 and 1; scratch in CONVERT_DIR, removed as it goes.
+      w=${CONVERT_DIR:-/tmp/trident_convert8b}
+      rm -rf "$w" && mkdir -p "$w"
+      check hf8b_write 600 env -u LD_LIBRARY_PATH python3 "$here/hf_random_model.py" "$w/hf"
+      for n in 1 4; do
+        check "from_hf_8b_np$n" 600 "${mp[@]}" -np $n "$bin" convert --from-hf "$w/hf" --out "$w/ck$n.h5"
+        (( n == 1 )) && rm -f "$w/ck1.h5"
+      done
+      rm -rf "$w/hf"
+      for n in 4 1; do
+        check "to_hf_8b_np$n" 600 "${mp[@]}" -np $n "$bin" convert --to-hf "$w/ck4.h5" --out "$w/out$n" --dtype bf16
+        rm -rf "$w/out$n"
+      done
+      rm -rf "$w" ;;
     llama_peers)
       # The 8B shape's 32 layers need 4 GPUs; on 2, 16 layers take 39 GiB a GPU at B1 without
       # activation checkpointing, room to spare on 80 GB cards.

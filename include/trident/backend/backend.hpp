@@ -44,6 +44,9 @@ struct DpoArgs {
   float scale = 1;                // the row weights are d(scale * sum of pair losses)/d(sequence NLL)
 };
 
+// Floats per row of sample_shard's stats.
+constexpr int kSampleStats = 5;
+
 // The target id of a position the cross-entropy ignores (loss 0, gradient 0); any negative id is.
 constexpr int32_t kIgnoredTarget = -1;
 
@@ -219,12 +222,28 @@ class Backend {
   virtual void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) = 0;
 
   // ---- incremental decoding with a KV cache (generation)
-  // qkv (B, Tn, NH + 2 NKV, HS) act holds Tn new positions [past, past + Tn). Their keys and values
-  // are stored into k_cache, v_cache (B, NKV, Tmax, HS) act at those positions; out (B, Tn, NH, HS) act
-  // is causal attention of each new query over cache positions [0, its own position]. The
-  // arithmetic matches attention_fwd, so decoding with the cache reproduces a full forward.
-  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
-                                int Tn, int past, int Tmax, int NH, int NKV, int HS) = 0;
+  // qkv (N, NH + 2 NKV, HS) act holds N new tokens; token i belongs to cache slot rows[2i] at
+  // position rows[2i + 1] (rows (N, 2) I32 in backend memory; no two tokens share a slot and a
+  // position). Every token's key and value are stored into k_cache, v_cache (S, NKV, Tmax, HS) act
+  // first; then out (N, NH, HS) act is causal attention of each token's query over its slot's
+  // positions [0, its position], which the slot's sequence must have written (now or before). So
+  // the new tokens of many sequences of different lengths, several per sequence (a prompt) or one
+  // (a step), go in one call. The arithmetic matches attention_fwd, so decoding with the cache
+  // reproduces a full forward.
+  virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
+                                const int32_t* rows, int N, int S, int Tmax, int NH, int NKV, int HS) = 0;
+
+  // ---- sampling (generation) from a vocab-parallel shard of logits (N, v_local) act, whose first
+  // v_valid local columns are the vocabulary ids vocab_start + j. Row i is sequence keys[2i] at
+  // position keys[2i + 1] (keys (N, 2) I32 in backend memory). A token's score is logit /
+  // temperature + gumbel_at(seed, sequence, position, id) (rng.hpp), whose argmax over the
+  // vocabulary is a draw from softmax(logits / temperature) that depends on those keys only; with
+  // temperature 0 the score is the logit (greedy). stats (N, kSampleStats) f32 = [max logit,
+  // sum exp(logit - max), best score, its id, its logit], the best the highest score with ties to
+  // the lowest id ([-inf, 0, -inf, -1, 0] for a shard without a valid column). The model
+  // combines the TP shards' rows (combine_sample_stats, generator.hpp).
+  virtual void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature,
+                            int N, int v_local, int v_valid, int vocab_start) = 0;
 
   // ---- vocab-parallel cross-entropy over a shard of logits (N, v_local) act; only the first
   // v_valid local columns are real vocabulary (the rest is padding and is ignored).
@@ -262,12 +281,28 @@ class Backend {
   // losses (negative log-probabilities of its trained targets) under the policy and the reference;
   // sequence 2i is pair i's chosen response, 2i + 1 its rejected one. With the implicit rewards
   // r = beta * (ref_nll - policy_nll) and z_i = r_2i - r_2i+1, the pair's loss is
-  // -(1 - eps) log sigmoid(z) - eps log sigmoid(-z). acc (4) f32 += [sum of pair losses, count of
-  // pairs with z > 0, sum of chosen rewards, sum of rejected rewards]. row_weights (2*pairs*T) f32
-  // = for each sequence's T rows, d(scale * loss of its pair)/d(its policy_nll): the weight of its
-  // tokens' cross-entropy gradients (not written when empty).
+  // -(1 - eps) log sigmoid(z) - eps log sigmoid(-z). acc (5) f32 += [sum of pair losses, count of
+  // pairs with z > 0, sum of z, sum of chosen rewards, sum of rejected rewards] (LossSums' order).
+  // row_weights (2*pairs*T) f32 = for each sequence's T rows, d(scale * loss of its pair)/d(its
+  // policy_nll): the weight of its tokens' cross-entropy gradients (not written when empty).
   virtual void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs,
                         int T, const DpoArgs& a) = 0;
+
+  // ---- reward head (task reward): B sequences of T positions in pairs, sequence 2i the chosen
+  // and 2i+1 the rejected answer of pair i. Sequence b is scored at its last token: position
+  // p_b = min(t_b + 1, T - 1), t_b the last t with targets[b*T + t] >= 0 (the last trained
+  // target, so token t_b + 1 ends the answer). A pair either of whose sequences has no trained
+  // target is left out: it adds nothing and its gradients are 0. lnf (B*T, C) act holds the final
+  // norm's output, w (C) act the score weight.
+  // scores (B) f32 = lnf[b, p_b] . w (0 for a sequence without a trained target); stats (3) f32 += [sum over pairs of -log sigmoid(d_i), pairs
+  // with d_i > 0, sum of d_i], d_i = scores[2i] - scores[2i+1]; dscores (B) f32, if given,
+  // = dloss * d(-log sigmoid(d_i))/d(scores). B is even.
+  virtual void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                          const int32_t* targets, int B, int T, int C, float dloss) = 0;
+  // dlnf (B*T, C) act = dscores[b] * w at row (b, p_b), 0 in every other row; dw (C) f32 +=
+  // sum over b of dscores[b] * lnf[b, p_b].
+  virtual void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                          const int32_t* targets, int B, int T, int C) = 0;
 
   // ---- reductions and optimizer
   virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)

@@ -24,6 +24,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;   // rotary embedding base
   std::string tie_embeddings = "auto";   // true | false | auto (tied for gpt2, untied for llama)
   bool qkv_bias = false;         // llama: biases on q, k, v (Qwen2); gpt2 has every bias
+  // Not an option: set from task = reward (validate_run_config, parse_config_text). A reward
+  // model's head is score.weight (C -> 1), read at each sequence's last token, and it has no LM head.
+  bool score_head = false;
 
   bool llama() const { return arch == "llama"; }
   int head_size() const { return n_embd / n_head; }
@@ -33,6 +36,9 @@ struct ModelConfig {
   int kv_heads_per_rank(int tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
   int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * n_embd; }
   bool tied() const { return tie_embeddings == "auto" ? !llama() : tie_embeddings == "true"; }
+  // The LM head is the token embedding; a reward model has no LM head, so its embedding is the
+  // first stage's alone.
+  bool head_is_wte() const { return tied() && !score_head; }
   bool has_qkv_bias() const { return !llama() || qkv_bias; }
   // Positions: the learned table's rows (gpt2) or the longest sequence RoPE is used at (llama).
   int positions() const { return n_positions > 0 ? n_positions : seq_len; }
@@ -61,8 +67,17 @@ struct ParallelConfig {
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
   bool dp_copy_engine = false;      // dp = 2, ZeRO-1: gradient and parameter exchange by the copy engines
-  std::string recompute = "none";   // none | full: blocks whose activations the backward recomputes
-  int recompute_layers = 0;         // recompute = full: the first N blocks of each stage (0: all of them)
+  std::string recompute = "none";   // none | selective | full: what the backward recomputes
+  int recompute_layers = 0;         // full: the first N blocks of each stage (0: all); selective: N blocks full
+};
+
+// Which blocks of a pipeline stage the backward recomputes: the first `full` keep only their
+// output; with `selective` the others keep all but their norm outputs and MLP activation (the
+// large activations that cost an elementwise pass to redo), else everything.
+struct RecomputePlan {
+  int full = 0;
+  bool selective = false;
+  bool any() const { return full > 0 || selective; }
 };
 
 struct TrainConfig {
@@ -93,6 +108,7 @@ struct DataConfig {
   std::string train;    // blend spec: PREFIX or "W1 PREFIX1 W2 PREFIX2 ..." (<prefix>.bin, <prefix>.idx)
   std::string val;      // blend spec of the validation data; empty: held out by split
   double split = 1.0;   // fraction of each train dataset's documents trained on when val is empty
+  std::string tokenizer;   // tokenizer.json (or its directory) the checkpoints keep; empty: inherited, if any
 };
 
 struct CheckpointConfig {
@@ -141,7 +157,7 @@ struct RunConfig {
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
-  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward
   std::vector<std::string> config_files;
 
   // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.
@@ -152,11 +168,16 @@ struct RunConfig {
   int micro_batches_per_step() const {
     return train.global_batch_size / (train.micro_batch_size * parallel.dp);
   }
-  // Blocks of each pipeline stage whose activations are recomputed in the backward.
-  int recomputed_blocks() const {
-    if (parallel.recompute != "full") return 0;
-    const int per_stage = model.n_layer / parallel.pp;
-    return parallel.recompute_layers > 0 ? std::min(parallel.recompute_layers, per_stage) : per_stage;
+  // What each pipeline stage's blocks keep for the backward (parallel.recompute, recompute_layers).
+  RecomputePlan recompute_plan() const {
+    const int per_stage = model.n_layer / parallel.pp, n = parallel.recompute_layers;
+    RecomputePlan r;
+    if (parallel.recompute == "full") r.full = n > 0 ? std::min(n, per_stage) : per_stage;
+    if (parallel.recompute == "selective") {
+      r.full = std::min(n, per_stage);
+      r.selective = true;
+    }
+    return r;
   }
 };
 

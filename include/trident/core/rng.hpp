@@ -2,24 +2,41 @@
 // rank can generate exactly its own shard of a tensor and any layout sees the same weights.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+
+// The stateless functions below are also compiled for the GPU (CUDA sources include this header),
+// so a draw on the device equals the host's.
+#ifdef __CUDACC__
+#define TRIDENT_HOST_DEVICE __host__ __device__
+#else
+#define TRIDENT_HOST_DEVICE
+#endif
 
 namespace trident {
 
-inline uint64_t splitmix64(uint64_t x) {
+TRIDENT_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 
-inline uint64_t hash3(uint64_t seed, uint64_t stream, uint64_t index) {
+TRIDENT_HOST_DEVICE inline uint64_t hash3(uint64_t seed, uint64_t stream, uint64_t index) {
   return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ index);
 }
 
 // Uniform in (0, 1).
-inline double uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
+TRIDENT_HOST_DEVICE inline double uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
   return (static_cast<double>(hash3(seed, stream, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+// Gumbel noise -log(-log(u)) for token `token` of sequence `sequence` at `position`: the argmax of
+// logit / temperature + noise over a vocabulary is a draw from softmax(logits / temperature), and
+// it depends on these keys only, so every layout and batch split samples the same tokens.
+TRIDENT_HOST_DEVICE inline float gumbel_at(uint64_t seed, uint64_t sequence, uint64_t position, uint64_t token) {
+  const double u = uniform_at(hash3(seed, sequence, position), 0x67756d62656cull /* "gumbel" */, token);
+  return static_cast<float>(-log(-log(u)));
 }
 
 // Standard normal (Box-Muller on two independent counters).

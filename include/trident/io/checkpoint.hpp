@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trident/config/run_config.hpp"
+#include "trident/io/tokenizer_files.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/train/optimizer.hpp"
 
@@ -23,6 +24,7 @@ struct CheckpointInfo {
   uint64_t seed = 0;              // train.seed: initialisation and data order are pure functions of it
   std::string config;             // the resolved configuration (INI)
   std::string layout;             // "dp=2 tp=2 pp=2 zero=1 schedule=1f1b"
+  TokenizerFiles tokenizer;       // the run's Hugging Face tokenizer (/tokenizer/<file>); empty: none known
 };
 
 struct SaveResult {
@@ -55,8 +57,12 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
 // Collective: this rank's parameters as fp32 (layout().total() elements, zero between tensors)
 // from the checkpoint's /model group, checked as load_checkpoint checks it; the model is not
 // changed and the optimizer state is not read (a weights-only file is fine). For init.from.
+// With `score_unread` given, a reward model (ModelConfig::score_head) also reads a language
+// model's file: its transformer, not its LM head; score.weight is then left 0 and
+// *score_unread set. A reward model's file never loads into a language model, nor (anywhere but
+// here) a language model's into a reward model: InputError naming the file and --task reward.
 CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& model, const ParallelGroups& g,
-                                      std::vector<float>& params);
+                                      std::vector<float>& params, bool* score_unread = nullptr);
 
 // The attributes only (step, config, layout...), read by one process.
 CheckpointInfo read_checkpoint_info(const std::string& file);

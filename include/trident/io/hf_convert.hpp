@@ -52,7 +52,8 @@ std::vector<float> from_hf_layout(const HfTensor& t, std::vector<float> data);
 
 // "" when a run's [model] section describes the model of some weights; else one line naming the
 // first differing field with both values. Settings that do not shape the weights or the function
-// (seq_len, init_std) are not compared.
+// (seq_len, init_std) are not compared. A reward model's run (score_head) may take a language
+// model's weights (its transformer), not the reverse.
 std::string model_difference(const ModelConfig& run, const ModelConfig& weights);
 
 // A Hugging Face model directory opened for import: config.json as a [model] section and its
@@ -69,7 +70,9 @@ class HfImport {
   // shard at its offset, zero elsewhere (vocabulary padding, alignment). A shard of rows (split
   // along trident's dim 0, not transposed) is read alone (read_rows_f32); other tensors are read
   // whole and the shard taken from them.
-  std::vector<float> local_params(const ParamLayout& layout) const;
+  // A reward model's layout (score.weight) from a model without a score head: its transformer
+  // only; score.weight is left 0 and *score_unread set (which must then be given).
+  std::vector<float> local_params(const ParamLayout& layout, bool* score_unread = nullptr) const;
 
  private:
   void read_shard(const HfTensor& t, const std::string& file_name, const ParamInfo& p, float* dst) const;
@@ -100,12 +103,8 @@ class CheckpointExport {
   std::vector<HfTensor> tensors_;
 };
 
-// Copies a tokenizer.json tokenizer (the file, or a directory holding it) into `dir`: tokenizer.json
-// and, where they are beside it, tokenizer_config.json, special_tokens_map.json, vocab.json and
-// merges.txt. It is loaded first (InputError for one trident cannot read, or with more ids than
-// vocab_size); returns its BOS and EOS ids.
-HfSpecialTokens copy_hf_tokenizer(const std::string& src, const std::string& dir, int vocab_size);
-// The ids alone, for ranks that do not copy.
-HfSpecialTokens hf_tokenizer_ids(const std::string& src, int vocab_size);
+// The BOS and EOS ids of a tokenizer (read_tokenizer_files, or kept in a checkpoint), after loading
+// it: InputError, naming `where`, for one trident cannot read or with more ids than vocab_size.
+HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size);
 
 }  // namespace trident

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trident/io/tokenizer_files.hpp"
+
 namespace trident {
 
 class Tokenizer {
@@ -33,5 +35,9 @@ class Tokenizer {
 // one (no vocab or merges file). Throws InputError for an unknown kind or a missing/malformed file.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_file,
                                           const std::string& merges_file);
+
+// The Hugging Face tokenizer of files a checkpoint keeps (CheckpointInfo::tokenizer); `where`
+// names them in errors.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& files, const std::string& where);
 
 }  // namespace trident

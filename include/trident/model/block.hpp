@@ -45,11 +45,20 @@ struct BlockActs {
   TensorView x3;                       // (N, C) block output; may alias the input x
 };
 
-// Plans every activation of a block for N rows (act the compute dtype) into `a`. lse_elems = 0
-// leaves out the attention statistics (decoding); with_output = false leaves out x3, for callers
-// that write the block output over its input.
-void plan_block_acts(ArenaLayout& a, BlockActs& acts, DType act, size_t N, const BlockDims& d, size_t lse_elems,
-                     bool with_output);
+// Which of a block's activations plan_block_acts plans, and the rows of the residual-stream ones.
+struct BlockActsPlan {
+  size_t lse_elems = 0;           // the attention statistics; 0 leaves them out (decoding)
+  bool output = true;             // x3; false for callers that write the block output over its input
+  bool norm_outputs = true;       // ln1, ln2; false where they are recomputed (selective recompute)
+  bool mlp_activation = true;     // fcg; false where it is recomputed
+  size_t residual_rows = 0;       // rows of x2, x3 and the norms' outputs and statistics (0: N); sequence
+                                  // parallelism keeps only this rank's N/tp of them
+};
+
+// Plans the activations `p` names of a block for N rows (act the compute dtype) into `a`; the
+// others stay empty views.
+void plan_block_acts(ArenaLayout& a, BlockActs& acts, DType act, size_t N, const BlockDims& d,
+                     const BlockActsPlan& p);
 
 struct BlockShape {
   int N, C, Cl;   // rows, channels, channels of this TP shard (gpt2)
@@ -57,6 +66,10 @@ struct BlockShape {
   bool bias_here; // TP rank 0 adds the row-parallel biases (once, before the reduction)
   bool fused_sum = false;   // parallel.tp_fused_sum: the TP sums as partials the next op adds (TpSum)
   BlockDims d;
+  // GELU as its own op after the fc GEMM, the op that recomputing it repeats (selective
+  // recompute), instead of the GEMM's epilogue, which applies it before the pre-activation is
+  // rounded to the compute dtype (cuBLASLt) and so need not give the same bits.
+  bool gelu_apart = false;
 };
 
 // The block's norms: LayerNorm (gpt2) or RMSNorm (llama, no mean and no bias), in the forms the
@@ -74,6 +87,10 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
 // (gpt2) or the packed gate|up GEMM and SwiGLU (llama).
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows);
+
+// The MLP activation of a.fch into a.fcg, `rows` rows: GELU (gpt2) or SwiGLU (llama); what
+// mlp_activation_fwd applies after its GEMM (with gelu_apart).
+void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows);
 
 // Fills a.atty (and a.lse where used) from a.qkv (llama: rotating its q and k first).
 using AttentionStep = std::function<void(const BlockActs& a)>;

@@ -1,11 +1,13 @@
-// Generator: autoregressive decoding with a KV cache on a single-stage layout (pp = 1, any tp),
-// reusing the model's weights and block forward; only attention reads the cache.
+// Generator: batched autoregressive decoding with a KV cache on the training layout's single stage
+// (pp = 1, any tp; each DP rank generates its own prompts), reusing the model's weights and block
+// forward; only attention reads the cache. Sampling is keyed on (seed, sequence, position), so a
+// sequence's tokens do not depend on the batch it runs in or on the layout.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
-#include "trident/core/rng.hpp"
 #include "trident/model/gpt.hpp"
 
 namespace trident {
@@ -14,31 +16,88 @@ struct SamplingParams {
   double temperature = 1.0;   // 0: greedy (argmax), deterministic
   int top_k = 0;              // keep the k most likely tokens; 0 = all
   double top_p = 1.0;         // keep the smallest set whose probability reaches p; 1 = all
+  // Sample only ids below this (a tokenizer smaller than the model's padded vocabulary: Qwen's
+  // 151,669 tokens in 151,936 rows), the distribution and its log-probs renormalised over them;
+  // 0 = the whole vocabulary.
+  int vocab_limit = 0;
+  // Top-k and top-p need the whole sorted vocabulary: their logits are gathered to the host. Plain
+  // temperature sampling and greedy decoding sample on the device (Backend::sample_shard).
+  bool on_device() const { return top_k == 0 && top_p >= 1.0; }
 };
 
-// Picks the next token from full-vocabulary logits; ties in greedy mode go to the lowest id.
-int32_t sample_token(const std::vector<float>& logits, const SamplingParams& p, Rng& rng);
+struct GenerationParams {
+  SamplingParams sampling;
+  int max_new_tokens = 64;
+  std::vector<int32_t> stop_tokens;   // a sequence ends after sampling one of these (kept in its output)
+  uint64_t seed = 1234;
+};
+
+// One prompt's continuation: the sampled tokens and, for each, its log-probability under the
+// model's distribution at temperature 1 over the whole vocabulary (log_softmax(logits)[token], what
+// a training forward of the same tokens computes; GRPO's importance ratio divides by it).
+struct Completion {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  bool stopped = false;   // ended at a stop token (else at max_new_tokens or the context's end)
+};
+
+// A sampled token and its log-probability (see Completion).
+struct SampledToken {
+  int32_t token;
+  float logprob;
+};
+
+// Draws the token of sequence `sequence` at `position` from full-vocabulary logits (V): the
+// candidates are the top_k most likely (ties by id), then the fewest of those whose probability at
+// the temperature reaches top_p; the draw is the candidate with the highest logit / temperature +
+// gumbel_at(seed, sequence, position, id) (the highest logit, lowest id on ties, at temperature 0).
+SampledToken sample_token(const std::vector<float>& logits, const SamplingParams& p, uint64_t seed, uint64_t sequence,
+                          uint64_t position);
+
+// The draw and its log-probability from sample_shard's stats of one row on each of `shards` TP
+// ranks (shard k's kSampleStats floats at stats + k * stride): the shards' best scores compared
+// (ties to the lowest id) and their exponential sums added at the overall maximum.
+SampledToken combine_sample_stats(const float* stats, int shards, size_t stride);
+
+// The prompts [first, last) of n that DP rank `rank` of `dp` generates: contiguous shares whose
+// sizes differ by at most one.
+std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp);
 
 class Generator {
  public:
-  // Cache for max_len positions (at most model.n_positions) of one sequence.
-  Generator(GptStage& model, int max_len);
+  // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions).
+  Generator(GptStage& model, int slots, int max_len);
   ~Generator();
 
-  // Appends tokens at the current position and returns the full-vocabulary logits (V) of the
-  // last one, identical on every rank of the TP group.
-  std::vector<float> feed(const std::vector<int32_t>& tokens);
-  int position() const { return pos_; }
+  // Continuations of prompts (each non-empty, shorter than max_len); prompts[i] is sequence
+  // first_sequence + i of the sampling keys. Runs `slots` sequences at a time; a finished one
+  // leaves the batch and the next prompt takes its slot. Collective over the TP group.
+  std::vector<Completion> generate(const std::vector<std::vector<int32_t>>& prompts, const GenerationParams& p,
+                                   uint64_t first_sequence = 0);
+
+  // The steps generate() is made of. feed() appends tokens[i] to the sequence in cache slot
+  // slots[i] at its current length (0 after reset(slot)); then logits() gives the full-vocabulary
+  // logits (rows, V) of each fed sequence's last token, identical on every TP rank, and sample()
+  // draws from them (sequences[i] and lengths-after-feed as the keys).
+  void feed(const std::vector<int>& slots, const std::vector<std::vector<int32_t>>& tokens);
+  std::vector<float> logits();
+  std::vector<SampledToken> sample(const SamplingParams& p, uint64_t seed, const std::vector<uint64_t>& sequences);
+  void reset(int slot) { length_[slot] = 0; }
+  int length(int slot) const { return length_[slot]; }
+  int slots() const { return slots_; }
   int max_len() const { return max_len_; }
-  void reset() { pos_ = 0; }
 
  private:
   GptStage& model_;
-  int max_len_, pos_ = 0;
+  int slots_, max_len_, rows_cap_;
+  std::vector<int> length_;             // positions written of each slot
+  std::vector<int> fed_slots_;          // the slots of the last feed, in order
+  std::vector<float> rope_host_;        // llama: the rotary table (max_len, HS), rows gathered per feed
   Buffer cache_buf_, act_buf_;
-  std::vector<TensorView> k_cache_, v_cache_;   // per layer (1, NH/tp, max_len, HS)
-  BlockActs acts_;                              // (max_len rows), shared by the layers
-  TensorView x_, tokens_;                       // (max_len, C), (max_len) int32
+  std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
+  BlockActs acts_;                              // (rows_cap rows), shared by the layers
+  TensorView x_, pe_, index_, rope_rows_;       // (rows_cap, C) x2; (rows_cap, 4) int32; (rows_cap, HS) f32
+  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;   // the fed sequences' last rows: head
 };
 
 }  // namespace trident

@@ -21,8 +21,19 @@ namespace trident {
 struct StageTensors {
   TensorView wte, wpe, lnf_w, lnf_b;   // empty where this stage does not hold them (llama: wpe, lnf_b)
   TensorView lm_head;                  // the head's (V/tp, C) matrix: wte when the embeddings are tied
+  TensorView score_w;                  // a reward model's (1, C) score head (it has no lm_head)
   std::vector<BlockTensors> blocks;    // this stage's blocks in forward order
 };
+
+// The head's sums over the micro-batches since they were last zeroed: of the token losses (LM head)
+// or the pair losses (tasks reward and dpo); for a preference task the pairs whose chosen answer
+// is ahead and the sum of the margins, score(chosen) - score(rejected) for a reward model and the
+// implicit rewards' difference for dpo; for dpo also the sums of the chosen and rejected rewards.
+// On the device the same five values are a (kLossSums) f32 accumulator in this order.
+struct LossSums {
+  double loss = 0, correct = 0, margin = 0, chosen = 0, rejected = 0;
+};
+constexpr int kLossSums = 5;
 
 // Called with a unit id as soon as that unit's gradients are final for the step.
 using UnitDone = std::function<void(int unit)>;
@@ -37,15 +48,34 @@ class ParamFetch {
   virtual void prefetch(int unit) = 0;   // start bringing them; no wait
 };
 
+// How a stage keeps its activations for the backward; both options decide the sizes of its slots.
+struct ActivationOptions {
+  // parallel.recompute: the first `full` blocks of the stage keep only their output from the
+  // forward, and the backward recomputes the rest from their input; with `selective` the others
+  // keep all but their norm outputs and MLP activation, which the backward redoes from the norms'
+  // saved inputs and the MLP's pre-activation. Recomputed activations live in one shared set, and
+  // gradients are bit for bit those without recompute.
+  RecomputePlan recompute;
+  // parallel.sequence_parallel (no effect with tp = 1): each TP rank runs the norms, residual adds
+  // and the row-parallel bias and norm gradients on its own 1/tp of the rows (N = B*T must divide
+  // by tp), and its slots keep only those rows of the residual stream (x2, x3, the stage
+  // boundary's activation) and of the norms' outputs and statistics (Korthikanti et al. 2022); the
+  // norm outputs are all-gathered for the column-parallel GEMMs, forward and again backward, and
+  // the TP all-reduces become reduce-scatters into own rows.
+  bool sequence_parallel = false;
+};
+
+// The initial values of this rank's shard of p (GptStage::init_params) into dst (p.numel): each
+// element a pure function of (seed, name, global index); padding elements are left as they are.
+void init_param_values(const ParamInfo& p, uint64_t seed, float* dst);
+
 class GptStage {
  public:
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
-  // evaluation and generation, which save its fp32 copy of every parameter. The first
-  // `recompute` blocks of the stage (parallel.recompute = full) keep only their output from the
-  // forward; the backward recomputes the rest from their input, into one shared set of
-  // activations (gradients bit for bit those without recompute).
+  // evaluation and generation, which save its fp32 copy of every parameter (and recompute
+  // nothing).
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-           size_t bucket_elems, bool with_grads = true, int recompute = 0);
+           size_t bucket_elems, bool with_grads = true, const ActivationOptions& acts = {});
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -62,9 +92,11 @@ class GptStage {
   // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
   // allocates, so memory estimates (trident plan) are exact.
   static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
-                           int recompute = 0);
+                           const ActivationOptions& acts = {});
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
-                              int recompute = 0);
+                              const ActivationOptions& acts = {});
+  // Bytes of this stage's activation slots, all of them (what the constructor allocated).
+  size_t activation_bytes() const { return act_buf_.bytes(); }
 
   // Where the forward gets parameters that an update may not have delivered yet (none: they are
   // always current).
@@ -76,12 +108,6 @@ class GptStage {
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
   // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
   void set_tp_sm_margin(int sms) { tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0; }
-  // parallel.sequence_parallel: with tp > 1 each TP rank runs the LayerNorms, residual adds and
-  // the row-parallel bias and LayerNorm gradients on its own 1/tp of the rows (N = B*T must
-  // divide by tp); the TP all-reduces become reduce-scatters into those rows and all-gathers of
-  // the LayerNorm outputs (forward) and the residual gradient (backward). Activation buffers
-  // keep all N rows. Not with tp_overlap.
-  void set_sequence_parallel(bool on);
   // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
   // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
   // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
@@ -104,7 +130,8 @@ class GptStage {
   void init_params(uint64_t seed);
   void zero_grads();
 
-  // Stage boundary buffers of a slot, (B, T, C) in the compute dtype.
+  // Stage boundary buffers of a slot, (B, T, C) in the compute dtype; input and output under
+  // sequence parallelism this rank's rows only, (B*T/tp, C).
   TensorView slot_input(int slot) const;    // received activation (or the embedding output on stage 0)
   TensorView slot_output(int slot) const;   // the last block's output, sent to the next stage
   TensorView slot_grad(int slot) const;     // gradient w.r.t. the output on entry to backward, w.r.t. the input on exit
@@ -115,31 +142,31 @@ class GptStage {
   void set_tokens(int slot, TensorView inputs, TensorView targets);
 
   // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
-  // the backward of the head (dloss = d(total loss)/d(token loss)), leaving slot_grad ready.
+  // the backward of the head (dloss = d(total loss)/d(token loss), or of a pair's loss for a
+  // reward model), leaving slot_grad ready.
   void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done);
   // Backward of one micro-batch from slot_grad; parameter gradients accumulate (+=).
   void backward(int slot, const UnitDone& unit_done);
 
-  // Sum of token losses computed since the last call (0 on stages without the head).
-  double take_loss_sum();
-  // The same on the device: the (1) f32 accumulator (last stage only; empty elsewhere), and
-  // its reset; neither waits for the host.
-  TensorView loss_sum() const;
-  void zero_loss_sum();
+  // The LossSums computed since the last call (zeros on stages without the head).
+  LossSums take_loss_sums();
+  // The same on the device: the (kLossSums) f32 accumulator (last stage only; empty elsewhere),
+  // and its reset; neither waits for the host.
+  TensorView loss_sums() const;
+  void zero_loss_sums();
+  // A reward model's scores (B) of the micro-batch the last forward ran (last stage; waits).
+  std::vector<float> last_scores() const;
 
   // Task dpo: the head's loss is DPO's (Backend::dpo_loss, beta and label smoothing from a) over
   // the micro-batch's B/2 pairs, rows 2i (chosen) and 2i + 1 (rejected), against the reference
   // NLLs given by set_sequence_nll; forward()'s dloss is then d(total loss)/d(pair loss), and the
-  // loss sum sums pair losses. The head computes its logits twice (see head_forward).
+  // LossSums are those of pairs (see Backend::dpo_loss). The head computes its logits twice (see
+  // head_forward).
   void set_dpo(const DpoArgs& a);
   // The slot's per-sequence sums of token losses (negative log-probabilities of the trained
   // targets), (B) f32 on the last stage: `reference` the frozen reference model's for the DPO
   // head to read, `out` where the head writes this model's; either may be empty.
   void set_sequence_nll(int slot, TensorView reference, TensorView out);
-  // DPO's sums since zero_loss_sum(): (3) f32 [pairs whose chosen reward is ahead, chosen
-  // rewards, rejected rewards] on the last stage (empty elsewhere); zero_loss_sum() resets them.
-  TensorView preference_metrics() const;
-
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
   std::vector<float> forward_logits(int slot);
@@ -162,6 +189,18 @@ class GptStage {
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
+  // The parts of a block's forward under sequence parallelism (as block_attention_fwd and
+  // block_mlp_in_fwd), a.ln1 and a.ln2 whole (N, C), a's residual rows this rank's. Attention:
+  // x completed, when `pending` is given, from the previous block's MLP branch (left reduced in
+  // sc.partial) and x2, fused with LN1 on own rows; LN1 gathered, qkv, attention, proj left
+  // reduced in sc.partial. MLP: a.x2 = that branch + x with LN2 on own rows, gathered, fc and
+  // activation.
+  void attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
+                              const AttentionStep& attention);
+  void mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x);
+  // Block i's input: the stage's (this rank's rows under sequence parallelism) or the output of
+  // block i - 1.
+  TensorView block_input(const Slot& s, int i) const;
   // The rows of an (N, width) activation this rank computes row-wise ops on: under sequence
   // parallelism its own [sp_row0_, sp_row0_ + sp_rows_), else all of them; own_row_count() rows.
   TensorView own_rows(TensorView v, size_t width) const { return sp_ ? my_rows(v, width) : v; }
@@ -170,6 +209,9 @@ class GptStage {
   // LayerNorm backward, else all; bwd_row_count() rows.
   bool bwd_split() const { return sp_ || split_bwd_; }
   TensorView bwd_rows(TensorView v, size_t width) const { return bwd_split() ? my_rows(v, width) : v; }
+  // The same rows of a block's residual-stream activation or norm statistics, which under
+  // sequence parallelism the slot holds as those rows only.
+  TensorView saved_rows(TensorView v, size_t width) const { return sp_ ? v : bwd_rows(v, width); }
   int bwd_row_count() const { return bwd_split() ? static_cast<int>(sp_rows_) : B_ * T_; }
   // With rows split between the ranks: this rank's [sp_row0_, sp_row0_ + sp_rows_), and the
   // other rank's (tp = 2). Empty views (statistics RMSNorm has none of) stay empty.
@@ -184,6 +226,7 @@ class GptStage {
   void start_grad_gather(Slot& s, TensorView dres);
   void finish_grad_gather(Slot& s);
   void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
+  BlockShape forward_shape(int rows) const;   // block_shape with what the forward's ops need of recompute
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   Request sum_over_tp(TensorView v);
@@ -207,17 +250,27 @@ class GptStage {
   // Llama with more TP ranks than key/value heads: the gradients of block i's K and V (each
   // rank's head shared by kv_replicas ranks) summed over the ranks that share them.
   void sum_kv_replicas(int block);
-  // The activations block i's forward writes: the slot's own, or for a recomputed block the
-  // shared ones with the slot's output x3.
-  BlockActs forward_acts(const Slot& s, int i) const;
+  // The activations block i's ops read and write: the slot's, with the shared ones where the
+  // slot keeps none (a fully recomputed block's but its output x3; the norm outputs and MLP
+  // activation under selective recompute) and the norm outputs whole (N, C) under sequence
+  // parallelism, of which the slot keeps this rank's rows.
+  BlockActs work_acts(const Slot& s, int i) const;
   // Recomputes block i's activations from its input x into the shared ones (parallel.recompute).
-  const BlockActs& recompute_block(int i, TensorView x);
+  BlockActs recompute_block(const Slot& s, int i, TensorView x);
+  // Block i's activations for its backward, input x: recomputed (full), or the slot's with what it
+  // does not keep redone (selective) and the norm outputs gathered whole again (sequence
+  // parallelism; the gathers run beside the backward's first GEMMs, see wait_norm_gathers).
+  BlockActs backward_acts(const Slot& s, int i, TensorView x);
+  // Orders the stream after the gather of a backward's LN2 (ln = 2) or LN1 (1) output.
+  void wait_norm_gather(int ln);
   // before_attention runs just before the block's attention backward is queued; a holds the
   // block's activations (the slot's, or recomputed).
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                       const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights);
+  void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);
   StageTensors view_tensors(TensorView base) const;
 
   ModelConfig m_;
@@ -225,7 +278,9 @@ class GptStage {
   Backend& be_;
   StageInfo stage_;
   ParamLayout layout_;
-  int B_, T_, C_, n_slots_, logits_rows_, recompute_ = 0;
+  int B_, T_, C_, n_slots_, logits_rows_;
+  RecomputePlan recompute_;
+  Request norm_gather_[2];   // backward_acts' all-gathers of LN1's and LN2's outputs, in flight
   Buffer param_buf_, grad_buf_, act_buf_, scratch_buf_;
   Buffer logits_gather_, logits_f32_;   // head_logits: gathered TP shards, grown on demand
   BlockDims bd_;

@@ -52,7 +52,7 @@ struct Bucket {
 };
 
 // Units, in the order their gradients become final during backward on this stage:
-//   head (lnf and an untied lm_head, last stage) -> blocks from last to first -> embedding (gpt2's
+//   head (lnf and an untied lm_head or a reward model's score.weight, last stage) -> blocks from last to first -> embedding (gpt2's
 //   wpe, or an untied wte; first stage) -> tied (wte).
 // The tied embedding is last and alone in its bucket: it is summed over the first+last stage
 // group after the schedule, before its DP reduction. Units that would be empty do not exist (-1).
@@ -69,7 +69,7 @@ class ParamLayout {
   int n_units() const { return n_units_; }
   int head_unit() const { return head_unit_; }        // -1 when not the last stage
   int embedding_unit() const { return embed_unit_; }  // -1 when not the first stage or empty (tied llama)
-  int tied_unit() const { return tied_unit_; }        // -1 on middle stages and without tied embeddings
+  int tied_unit() const { return tied_unit_; }        // -1 on middle stages and without an LM head tied to wte
   // Key/value heads on this TP rank; with more TP ranks than key/value heads each holds one,
   // shared by kv_replicas() ranks (consecutive TP ranks), whose gradients of it are partial.
   int kv_heads_local() const { return kv_local_; }

@@ -24,16 +24,21 @@ namespace trident {
 
 struct StepStats {
   int step = 0;             // optimizer updates done with this one: the first step is step 1
-  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft);
-                            // task dpo: mean pair loss over the global batch's pairs
+  double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft),
+                            // or for a preference task (reward, dpo) over its pairs
+  // Preference tasks, over the global batch's pairs (NaN otherwise): the share whose chosen answer
+  // is ahead and the mean margin, score(chosen) - score(rejected) for a reward model and the
+  // implicit rewards' difference for dpo.
+  double accuracy = std::nan("");
+  double margin = std::nan("");
   double grad_norm = 0;     // before clipping
   double lr = 0;
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
-  // Task dpo, over the global batch's pairs (NaN otherwise): the share whose chosen response's
-  // implicit reward beta * (log pi - log ref) is ahead of the rejected one's, and the mean rewards.
-  double reward_accuracy = std::nan("");
+  double val_accuracy = std::nan("");   // and for a preference task its validation accuracy
+  // Task dpo (NaN otherwise): the mean implicit rewards beta * (log pi - log ref) of the chosen
+  // and the rejected responses.
   double chosen_reward = std::nan(""), rejected_reward = std::nan("");
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
@@ -46,8 +51,16 @@ struct StepStats {
   std::vector<double> mem_used_bytes, mem_total_bytes;   // per rank, on printed steps (memory monitor)
 };
 
+// An evaluation's mean loss; for a reward model also the accuracy and mean margin over its pairs.
+struct EvalResult {
+  double loss = 0;
+  double accuracy = std::nan(""), margin = std::nan("");
+};
+
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
+// How GptStage keeps activations for parallel.recompute, recompute_layers and sequence_parallel.
+ActivationOptions activation_options(const RunConfig& cfg);
 
 class Trainer {
  public:
@@ -69,7 +82,7 @@ class Trainer {
   // finish every queued step before reading the model (evaluation, checkpoints).
   static constexpr int kMaxQueuedSteps = 4;
   // Floats of a step's statistics (QueuedStep::stats), reduced over the world in one all-reduce.
-  static constexpr int kStepStats = 5;
+  static constexpr int kStepStats = kLossSums + 1;
   void queue_step(int step);
   StepStats finish_step();
   int queued_steps() const { return static_cast<int>(queued_.size()); }
@@ -79,7 +92,8 @@ class Trainer {
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
   // [0, steps * global batch), the same set for every layout; over the trained targets only when
   // the source masks targets (the sum of their losses over the count of them in all the batches).
-  double evaluate(BatchSource& source, int steps);
+  // A preference task's is the mean pair loss, with its accuracy and margin, over its pairs.
+  EvalResult evaluate(BatchSource& source, int steps);
 
   // Starts from given weights instead of the random initialisation (init.from), before any step:
   // `params` is this rank's layout().total() fp32 parameters; the fp32 master weights get them
@@ -120,7 +134,7 @@ class Trainer {
   // Task dpo: the reference model's sequence NLLs of the batch in the host buffers (before the
   // policy's forward, whose head reads them).
   void run_reference();
-  double reduce_loss(double local_sum);
+  LossSums reduce_loss(LossSums local);
 
   RunConfig cfg_;
   const ParallelGroups& g_;
@@ -136,10 +150,9 @@ class Trainer {
     int step = 0;
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
-    // [sum of token losses (dpo: pair losses), squared gradient norm, then dpo's metric sums (see
-    // GptStage::preference_metrics)], read before the update
-    float stats[kStepStats] = {};
-    double targets = 0;        // trained targets of the global batch: the loss is their mean
+    float stats[kStepStats] = {};   // [LossSums (kLossSums), squared gradient norm], read before the update
+    double targets = 0;        // trained targets (preference tasks: pairs) of the global batch: the
+                               // loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
   std::deque<QueuedStep> queued_;
@@ -151,8 +164,9 @@ class Trainer {
   std::vector<int32_t> host_batch_;    // [inputs | targets] of all micro-batches, as batch_buf_
   std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
   // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
-  // some (counted over every micro-batch and DP rank before the backward scales by its inverse);
-  // for preference tasks, the G/2 pairs the loss is the mean over.
+  // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
+  // A preference task counts pairs instead: a reward model its scored pairs (those whose two
+  // sequences train a target), dpo all of them.
   double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   Buffer batch_buf_;         // I32 [inputs | targets] of the step's micro-batches

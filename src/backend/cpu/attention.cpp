@@ -182,36 +182,38 @@ void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dou
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:
 // decoding reproduces the full forward bit for bit.
-void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B,
-                                  int Tn, int past, int Tmax, int NH, int NKV, int HS) {
+void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
+                                  const int32_t* rows, int N, int S, int Tmax, int NH, int NKV, int HS) {
   check_heads(NH, NKV, "attention_decode");
-  TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax, str("attention_decode: positions [", past, ", ", past + Tn,
-                                                    ") outside the cache of ", Tmax));
-  const size_t BTC = static_cast<size_t>(B) * Tn * NH * HS, cache = static_cast<size_t>(B) * NKV * Tmax * HS;
+  TRIDENT_CHECK(rows != nullptr || N == 0, "attention_decode: rows not given");
+  for (int i = 0; i < N; ++i)
+    TRIDENT_CHECK(rows[2 * i] >= 0 && rows[2 * i] < S && rows[2 * i + 1] >= 0 && rows[2 * i + 1] < Tmax,
+                  str("attention_decode: token ", i, " at slot ", rows[2 * i], ", position ", rows[2 * i + 1],
+                      " outside the cache of ", S, " x ", Tmax));
+  const size_t NC = static_cast<size_t>(N) * NH * HS, cache = static_cast<size_t>(S) * NKV * Tmax * HS;
   const int group = NH / NKV;
-  float* o = f32_data(out, BTC, "attention_decode: out");              // (B, Tn, NH, HS)
-  float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (B, NKV, Tmax, HS)
-  float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (B, NKV, Tmax, HS)
-  const float* x = f32_data(qkv, static_cast<size_t>(B) * Tn * (NH + 2 * NKV) * HS,
-                            "attention_decode: qkv");                  // (B, Tn, NH + 2 NKV, HS)
-  const AttnLayout L{Tn, NH, NKV, HS};
-  // Cache row of key/value head kvh.
-  auto at = [&](int b, int kvh, int t) { return ((static_cast<size_t>(b) * NKV + kvh) * Tmax + t) * HS; };
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Tn; ++t)
-      for (int kvh = 0; kvh < NKV; ++kvh) {
-        std::copy_n(x + L.k(b, t, kvh * group), HS, kc + at(b, kvh, past + t));
-        std::copy_n(x + L.v(b, t, kvh * group), HS, vc + at(b, kvh, past + t));
-      }
+  float* o = f32_data(out, NC, "attention_decode: out");               // (N, NH, HS)
+  float* kc = f32_data(k_cache, cache, "attention_decode: k_cache");   // (S, NKV, Tmax, HS)
+  float* vc = f32_data(v_cache, cache, "attention_decode: v_cache");   // (S, NKV, Tmax, HS)
+  const float* x = f32_data(qkv, static_cast<size_t>(N) * (NH + 2 * NKV) * HS,
+                            "attention_decode: qkv");                  // (N, NH + 2 NKV, HS)
+  const AttnLayout L{N, NH, NKV, HS};   // the N tokens as one sequence: row i of qkv and out
+  // Cache row of key/value head kvh of slot s.
+  auto at = [&](int s, int kvh, int t) { return ((static_cast<size_t>(s) * NKV + kvh) * Tmax + t) * HS; };
+  for (int i = 0; i < N; ++i)
+    for (int kvh = 0; kvh < NKV; ++kvh) {
+      std::copy_n(x + L.k(0, i, kvh * group), HS, kc + at(rows[2 * i], kvh, rows[2 * i + 1]));
+      std::copy_n(x + L.v(0, i, kvh * group), HS, vc + at(rows[2 * i], kvh, rows[2 * i + 1]));
+    }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   std::vector<float> p(Tmax);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int t = 0; t < Tn; ++t) {
-        auto key = [&](int j) { return kc + at(b, h / group, j); };
-        auto value = [&](int j) { return vc + at(b, h / group, j); };
-        attend_row(o + L.act(b, t, h), x + L.q(b, t, h), past + t, key, value, scale, HS, p.data());
-      }
+  for (int i = 0; i < N; ++i)
+    for (int h = 0; h < NH; ++h) {
+      const int s = rows[2 * i];
+      auto key = [&](int j) { return kc + at(s, h / group, j); };
+      auto value = [&](int j) { return vc + at(s, h / group, j); };
+      attend_row(o + L.act(0, i, h), x + L.q(0, i, h), rows[2 * i + 1], key, value, scale, HS, p.data());
+    }
 }
 
 }  // namespace trident

@@ -61,8 +61,10 @@ class CpuBackend final : public Backend, public PeerOps {
 
   void attention_fwd(TensorView out, TensorView lse, TensorView qkv, int B, int T, int NH, int NKV,
                      int HS) override;
-  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn,
-                        int past, int Tmax, int NH, int NKV, int HS) override;
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,
+                        int N, int S, int Tmax, int NH, int NKV, int HS) override;
+  void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature, int N,
+                    int v_local, int v_valid, int vocab_start) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
                      TensorView lse, int B, int T, int NH, int NKV, int HS) override;
   void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0) override;
@@ -79,6 +81,10 @@ class CpuBackend final : public Backend, public PeerOps {
   void scale_rows(TensorView x, TensorView w, int rows, int cols) override;
   void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
                 const DpoArgs& a) override;
+  void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C, float dloss) override;
+  void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C) override;
 
   void sum_squares(TensorView acc, TensorView x) override;
   void sum(TensorView acc, TensorView x) override;

@@ -39,20 +39,21 @@ void CpuBackend::scale_rows(TensorView x, TensorView w, int rows, int cols) {
 void CpuBackend::dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs,
                           int T, const DpoArgs& a) {
   const size_t S = 2 * static_cast<size_t>(pairs);
-  float* out = f32_data(acc, 4, "dpo_loss: acc");
+  float* out = f32_data(acc, 5, "dpo_loss: acc");
   float* w = f32_optional(row_weights, S * T, "dpo_loss: row_weights");   // (2P, T)
   const float* pol = f32_data(policy_nll, S, "dpo_loss: policy_nll");     // (2P)
   const float* ref = f32_data(ref_nll, S, "dpo_loss: ref_nll");           // (2P)
   const double eps = a.label_smoothing;
-  double sums[4] = {0, 0, 0, 0};
+  double sums[5] = {0, 0, 0, 0, 0};
   for (int i = 0; i < pairs; ++i) {
     const double chosen = a.beta * (static_cast<double>(ref[2 * i]) - pol[2 * i]);
     const double rejected = a.beta * (static_cast<double>(ref[2 * i + 1]) - pol[2 * i + 1]);
     const double z = chosen - rejected;
     sums[0] += -(1 - eps) * log_sigmoid(z) - eps * log_sigmoid(-z);
     sums[1] += z > 0;
-    sums[2] += chosen;
-    sums[3] += rejected;
+    sums[2] += z;
+    sums[3] += chosen;
+    sums[4] += rejected;
     if (!w) continue;
     // dloss/dz, and dz/d(policy_nll) = -beta (chosen), +beta (rejected).
     const double dz = -(1 - eps) * sigmoid(-z) + eps * sigmoid(z);
@@ -60,7 +61,7 @@ void CpuBackend::dpo_loss(TensorView acc, TensorView row_weights, TensorView pol
     std::fill(w + 2 * i * static_cast<size_t>(T), w + (2 * i + 1) * static_cast<size_t>(T), wc);
     std::fill(w + (2 * i + 1) * static_cast<size_t>(T), w + (2 * i + 2) * static_cast<size_t>(T), wr);
   }
-  for (int k = 0; k < 4; ++k) out[k] += static_cast<float>(sums[k]);
+  for (int k = 0; k < 5; ++k) out[k] += static_cast<float>(sums[k]);
 }
 
 }  // namespace trident

@@ -312,18 +312,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // k_cache, v_cache (B,NKV,Tmax,HS) rows [past, past + Tn) = the keys and values of qkv (B,Tn,NH+2NKV,HS).
-__global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
+__global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, const int32_t* rows, int N, int Tmax,
                                  int NH, int NKV, int HS) {
-  const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
+  const size_t n = static_cast<size_t>(N) * NKV * HS;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    // i runs over (b, t, h, d) of the new positions, so reads and writes are both contiguous in d.
+    // i runs over (token, h, d) of the new tokens, so reads and writes are both contiguous in d.
     const int d = static_cast<int>(i % HS);
-    const size_t bth = i / HS;
-    const int h = static_cast<int>(bth % NKV), t = static_cast<int>(bth / NKV % Tn);
-    const int b = static_cast<int>(bth / NKV / Tn);
-    const size_t src = qkv_offset(b, h, 1, Tn, NH, NKV, HS) + static_cast<size_t>(t) * qkv_row_stride(NH, NKV, HS) + d;
-    const size_t dst = ((static_cast<size_t>(b) * NKV + h) * Tmax + past + t) * HS + d;
+    const size_t th = i / HS;
+    const int h = static_cast<int>(th % NKV), token = static_cast<int>(th / NKV);
+    const size_t src = qkv_offset(0, h, 1, N, NH, NKV, HS) + static_cast<size_t>(token) * qkv_row_stride(NH, NKV, HS) + d;
+    const size_t dst = ((static_cast<size_t>(rows[2 * token]) * NKV + h) * Tmax + rows[2 * token + 1]) * HS + d;
     k_cache[dst] = qkv[src];
     v_cache[dst] = qkv[src + static_cast<size_t>(NKV) * HS];
   }
@@ -332,14 +331,14 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, 
 // Keys of the cache scored per block step: one kTile chunk per warp.
 constexpr int kDecodeKeys = kWarps * kTile;
 
-// One block per (b, query head h) and new position t = blockIdx.y at cache position past + t,
-// reading the cache of key/value head h / (NH / NKV). Each step
+// One block per (new token i, query head h): token i at position rows[2i + 1] of cache slot
+// rows[2i], reading the slot's cache of key/value head h / (NH / NKV). Each step
 // copies kDecodeKeys keys to shared memory; warp w scores chunk w of them (lane j key j) and
 // keeps its own online softmax, values read straight from the cache (contiguous across
 // lanes). The warps' partial results are merged at the end.
 __global__ void __launch_bounds__(kThreads)
-    attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, int Tn, int past,
-                            int Tmax, int NH, int NKV, int HS, float scale) {
+    attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, const int32_t* rows,
+                            int N, int Tmax, int NH, int NKV, int HS, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int stride = smem_stride(HS);
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (1, stride)
@@ -348,12 +347,12 @@ __global__ void __launch_bounds__(kThreads)
   float* sum_s = max_s + kWarps;                                        // (kWarps)
   float* o_s = sum_s + kWarps;                                          // (kWarps, HS)
 
-  const int b = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV), t = blockIdx.y, pos = past + t;
+  const int t = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV), slot = rows[2 * t], pos = rows[2 * t + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const size_t cache_offset = (static_cast<size_t>(b) * NKV + kvh) * Tmax * HS;
+  const size_t cache_offset = (static_cast<size_t>(slot) * NKV + kvh) * Tmax * HS;
   const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
   const bf16* values = v_cache + cache_offset;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(b, h, 0, Tn, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, Tn, HS);
+  load_rows(q_s, stride, Rows{qkv + qkv_offset(0, h, 0, N, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, N, HS);
 
   float m = -INFINITY, l = 0.0f, o[kDimsPerLane] = {};
   for (int k0 = 0; k0 <= pos; k0 += kDecodeKeys) {
@@ -394,7 +393,7 @@ __global__ void __launch_bounds__(kThreads)
     weight[w] = expf(max_s[w] - m_all);
     l_all += sum_s[w] * weight[w];
   }
-  bf16* orow = out + head_offset(b, h, Tn, NH, HS) + static_cast<size_t>(t) * NH * HS;
+  bf16* orow = out + head_offset(0, h, N, NH, HS) + static_cast<size_t>(t) * NH * HS;
   for (int d = threadIdx.x; d < HS; d += blockDim.x) {
     float acc = 0.0f;
     for (int w = 0; w < kWarps; ++w) acc += o_s[w * HS + d] * weight[w];
@@ -471,20 +470,21 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
 }
 
-void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
-                      int NH, int NKV, int HS, cudaStream_t stream) {
-  check_shape(B, Tn, NH, NKV, HS, "attention_decode");
-  TRIDENT_CHECK(past >= 0 && past + Tn <= Tmax,
-                str("attention_decode: positions [", past, ", ", past + Tn, ") outside the cache of ", Tmax));
-  TRIDENT_CHECK(Tn <= 65535, str("attention_decode: ", Tn, " new positions exceed the grid's y dimension"));
-  if (B * Tn * NH == 0) return;
-  const size_t n = static_cast<size_t>(B) * Tn * NKV * HS;
-  kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, B, Tn, past, Tmax, NH,
+void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const int32_t* rows, int N, int S,
+                      int Tmax, int NH, int NKV, int HS, cudaStream_t stream) {
+  check_shape(1, 1, NH, NKV, HS, "attention_decode");
+  TRIDENT_CHECK(N >= 0 && S >= 0 && Tmax >= 0, "attention_decode: negative shape");
+  TRIDENT_CHECK(static_cast<long long>(N) * NH <= 0x7fffffffLL, str("attention_decode: ", N, " tokens of ", NH,
+                                                                   " heads exceed the grid"));
+  if (N * NH == 0) return;
+  TRIDENT_CHECK(rows != nullptr, "attention_decode: rows not given");
+  const size_t n = static_cast<size_t>(N) * NKV * HS;
+  kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, rows, N, Tmax, NH,
                                                                           NKV, HS);
   CUDA_CHECK_LAUNCH("kv_append_kernel");
   const size_t smem = smem_bytes(HS, 1 + kDecodeKeys, 2 * kWarps + kWarps * HS);
-  attention_decode_kernel<<<dim3(B * NH, Tn), kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, Tn, past, Tmax, NH,
-                                                                        NKV, HS, 1.0f / sqrtf(static_cast<float>(HS)));
+  attention_decode_kernel<<<N * NH, kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, rows, N, Tmax, NH, NKV, HS,
+                                                              1.0f / sqrtf(static_cast<float>(HS)));
   CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 

@@ -25,11 +25,11 @@ void attention_fwd(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH,
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
                    int B, int T, int NH, int NKV, int HS, Scratch& scratch, cudaStream_t stream);
 
-// Stores the keys and values of the Tn new positions [past, past + Tn) of qkv (B,Tn,NH+2NKV,HS)
-// into k_cache, v_cache (B,NKV,Tmax,HS); out (B,Tn,NH,HS) = causal attention of each new query
-// over cache positions [0, its own position].
-void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, int B, int Tn, int past, int Tmax,
-                      int NH, int NKV, int HS, cudaStream_t stream);
+// Stores the keys and values of the N new tokens of qkv (N,NH+2NKV,HS), token i at slot rows[2i] and
+// position rows[2i + 1] (rows (N,2) on the device), into k_cache, v_cache (S,NKV,Tmax,HS); then
+// out (N,NH,HS) = causal attention of each token's query over its slot's positions [0, its own].
+void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const int32_t* rows, int N, int S,
+                      int Tmax, int NH, int NKV, int HS, cudaStream_t stream);
 
 // Elements between rows t and t + 1 of qkv.
 __host__ __device__ __forceinline__ size_t qkv_row_stride(int NH, int NKV, int HS) {

@@ -17,8 +17,10 @@
 #include "matmul.cuh"
 #include "preference.cuh"
 #include "reduce.cuh"
+#include "reward.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
+#include "sampling.cuh"
 #include "swiglu.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/backend/peer_ops.hpp"
@@ -426,14 +428,27 @@ class CudaBackend final : public Backend, public PeerOps {
                        f32(lse, BT * NH, "attention_bwd: lse"), B, T, NH, NKV, HS, *scratch_, stream_);
   }
 
-  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, int B, int Tn, int past,
-                        int Tmax, int NH, int NKV, int HS) override {
-    gpu::ProfileScope prof(stream_, "attention_decode", B * Tn, NH, HS);
-    const size_t BT = rows_x_cols(B, Tn), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
-    const size_t cache = rows_x_cols(B, Tmax) * rows_x_cols(NKV, HS);
-    gpu::attention_decode(act(out, BT * C, "attention_decode: out"), act(k_cache, cache, "attention_decode: k_cache"),
+  void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,
+                        int N, int S, int Tmax, int NH, int NKV, int HS) override {
+    gpu::ProfileScope prof(stream_, "attention_decode", N, NH, HS);
+    const size_t C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
+    const size_t cache = rows_x_cols(S, Tmax) * rows_x_cols(NKV, HS);
+    gpu::attention_decode(act(out, rows_x_cols(N, C), "attention_decode: out"),
+                          act(k_cache, cache, "attention_decode: k_cache"),
                           act(v_cache, cache, "attention_decode: v_cache"),
-                          act(qkv, BT * C_qkv, "attention_decode: qkv"), B, Tn, past, Tmax, NH, NKV, HS, stream_);
+                          act(qkv, rows_x_cols(N, C_qkv), "attention_decode: qkv"), rows, N, S, Tmax, NH, NKV, HS,
+                          stream_);
+  }
+
+  // ---- sampling
+  void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature, int N,
+                    int v_local, int v_valid, int vocab_start) override {
+    gpu::ProfileScope prof(stream_, "sample_shard", N, v_local);
+    check_vocab(v_local, v_valid, "sample_shard");
+    TRIDENT_CHECK(keys != nullptr || N == 0, "sample_shard: keys not given");
+    gpu::sample_shard(f32(stats, rows_x_cols(N, kSampleStats), "sample_shard: stats"),
+                      act(logits, rows_x_cols(N, v_local), "sample_shard: logits"), keys, seed, temperature, N,
+                      v_local, v_valid, vocab_start, stream_);
   }
 
   // ---- rotary position embedding
@@ -507,9 +522,29 @@ class CudaBackend final : public Backend, public PeerOps {
   void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
                 const DpoArgs& a) override {
     gpu::ProfileScope prof(stream_, "dpo_loss", pairs, T);
-    gpu::dpo_loss(f32(acc, 4, "dpo_loss: acc"), f32_optional(row_weights, rows_x_cols(2 * pairs, T), "dpo_loss: row_weights"),
+    gpu::dpo_loss(f32(acc, 5, "dpo_loss: acc"), f32_optional(row_weights, rows_x_cols(2 * pairs, T), "dpo_loss: row_weights"),
                   f32(policy_nll, 2 * pairs, "dpo_loss: policy_nll"), f32(ref_nll, 2 * pairs, "dpo_loss: ref_nll"), pairs,
                   T, a, stream_);
+  }
+
+  void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C, float dloss) override {
+    gpu::ProfileScope prof(stream_, "reward_fwd", B, C);
+    TRIDENT_CHECK(B > 0 && B % 2 == 0, str("reward_fwd: B = ", B, " sequences do not form pairs"));
+    TRIDENT_CHECK(targets != nullptr, "reward_fwd: targets not given");
+    gpu::reward_fwd(f32(scores, B, "reward_fwd: scores"), f32_optional(dscores, B, "reward_fwd: dscores"),
+                    f32(stats, 3, "reward_fwd: stats"), act(lnf, rows_x_cols(B * T, C), "reward_fwd: lnf"),
+                    act(w, C, "reward_fwd: w"), targets, B, T, C, dloss, stream_);
+  }
+
+  void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
+                  const int32_t* targets, int B, int T, int C) override {
+    gpu::ProfileScope prof(stream_, "reward_bwd", B, C);
+    TRIDENT_CHECK(B > 0 && B % 2 == 0, str("reward_bwd: B = ", B, " sequences do not form pairs"));
+    TRIDENT_CHECK(targets != nullptr, "reward_bwd: targets not given");
+    gpu::reward_bwd(act(dlnf, rows_x_cols(B * T, C), "reward_bwd: dlnf"), f32(dw, C, "reward_bwd: dw"),
+                    f32(dscores, B, "reward_bwd: dscores"), act(lnf, rows_x_cols(B * T, C), "reward_bwd: lnf"),
+                    act(w, C, "reward_bwd: w"), targets, B, T, C, stream_);
   }
 
   // ---- reductions and optimizer

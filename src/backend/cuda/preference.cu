@@ -32,15 +32,16 @@ __global__ void dpo_loss_kernel(float* acc, float* row_weights, const float* pol
                                 DpoArgs a) {
   __shared__ float shared[32];
   const float eps = a.label_smoothing;
-  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float sums[5] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     const float chosen = a.beta * (ref[2 * i] - pol[2 * i]);
     const float rejected = a.beta * (ref[2 * i + 1] - pol[2 * i + 1]);
     const float z = chosen - rejected;
     sums[0] += -(1.0f - eps) * log_sigmoid(z) - eps * log_sigmoid(-z);
     sums[1] += z > 0 ? 1.0f : 0.0f;
-    sums[2] += chosen;
-    sums[3] += rejected;
+    sums[2] += z;
+    sums[3] += chosen;
+    sums[4] += rejected;
     if (!row_weights) continue;
     // dloss/dz, and dz/d(policy_nll) = -beta (chosen), +beta (rejected).
     const float dz = -(1.0f - eps) * sigmoid(-z) + eps * sigmoid(z);
@@ -51,7 +52,7 @@ __global__ void dpo_loss_kernel(float* acc, float* row_weights, const float* pol
       w[T + t] = -wc;
     }
   }
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 5; ++k) {
     const float total = block_sum(sums[k], shared);
     if (threadIdx.x == 0) acc[k] += total;
   }

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""trident convert against Hugging Face transformers itself (where it is installed: the GPU nodes;
+exits 77 elsewhere). For GPT2LMHeadModel, LlamaForCausalLM and Qwen2ForCausalLM of
+check_hf_convert.py's shapes:
+  import: a randomly initialised transformers model, save_pretrained (safetensors), converted in;
+          trident's CPU logits against the transformers model's within 1e-5 (relative norm);
+  export: a run started from it trains two steps, its checkpoint is exported (f32 and bf16) and
+          loaded by AutoModelForCausalLM.from_pretrained; its logits against trident's.
+    check_transformers.py TRIDENT HF_LOGITS REPO_ROOT"""
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from check_hf_convert import B, T, TOL, VARIANTS, check, failures, run, train_two_steps, trident_logits  # noqa: E402
+from check_vs_torch import rel  # noqa: E402
+
+try:
+    import transformers
+except ImportError:
+    print("check_transformers: skipped, transformers is not installed for this python")
+    sys.exit(77)
+
+
+def hf_model_logits(model, tokens):
+    with torch.no_grad():
+        return model(tokens).logits.float()
+
+
+def load(path):
+    """from_pretrained in fp32 (transformers 5 calls the argument dtype, 4 torch_dtype)."""
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    except TypeError:
+        return transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+
+
+def main(trident, hf_logits_bin, root):
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    torch.manual_seed(28)
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, cfg in VARIANTS.items():
+            print(kind)
+            V = cfg["vocab_size"]
+            tokens = torch.randint(0, min(V, 256), (B, T))
+            tokens_file = os.path.join(tmp, "tokens.bin")
+            tokens.numpy().astype(np.int32).tofile(tokens_file)
+
+            config = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
+            config.architectures = cfg["architectures"]
+            model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+            with torch.no_grad():   # norms away from 1 and biases away from 0, so that a swap would show
+                for name, p in model.named_parameters():
+                    if p.dim() == 1:
+                        p.add_(torch.randn_like(p) * 0.1)
+            src = os.path.join(tmp, kind + "-hf")
+            model.save_pretrained(src, safe_serialization=True)
+            ckpt = os.path.join(tmp, kind + ".h5")
+            run(trident, "convert", "--from-hf", src, "--out", ckpt)
+            want = hf_model_logits(model, tokens)
+            check("import: trident logits vs transformers", rel(trident_logits(hf_logits_bin, ckpt, tokens_file, tmp, V),
+                                                                 want), TOL)
+
+            trained = train_two_steps(trident, root, kind, cfg, ckpt, os.path.join(tmp, kind + "-run"))
+            mine = trident_logits(hf_logits_bin, trained, tokens_file, tmp, V)
+            for dtype, tol in (("f32", TOL), ("bf16", 3e-2)):
+                out = os.path.join(tmp, f"{kind}-out-{dtype}")
+                run(trident, "convert", "--to-hf", trained, "--out", out, "--dtype", dtype)
+                exported = load(out)
+                check(f"export {dtype}: from_pretrained is {cfg['architectures'][0]}",
+                      0 if type(exported).__name__ == cfg["architectures"][0] else 1, 0)
+                check(f"export {dtype}: transformers logits vs trident", rel(hf_model_logits(exported, tokens), mine), tol)
+
+    if failures:
+        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

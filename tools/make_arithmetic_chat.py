@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Synthetic instruction data for the fine-tuning example (docs/FINE_TUNING.md): arithmetic questions
 and answers as chat JSON Lines ({"messages": [...]}) or preference JSON Lines ({"prompt", "chosen",
-"rejected"}: the right sum against a wrong one). Deterministic for a seed; standard library only.
+"rejected"}: the right sum against a near miss, or with --rejected refusal against a refusal to
+answer, a preference a small model learns in a few steps). Deterministic for a seed; standard
+library only.
 
     tools/make_arithmetic_chat.py --records 2000 --seed 1 > data/arith_chat.jsonl
     tools/make_arithmetic_chat.py --format preference --records 500 > data/arith_pref.jsonl
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="random seed")
     ap.add_argument("--max-operand", type=int, default=99, help="operands are drawn from [0, this]")
     ap.add_argument("--format", choices=["chat", "preference"], default="chat")
+    ap.add_argument("--rejected", choices=["near-miss", "refusal"], default="near-miss",
+                    help="preference records: the rejected answer is a wrong number near the sum, or a refusal")
     ap.add_argument("--system", default="You are a calculator. Answer with the number only.",
                     help="system message of chat records ('' for none)")
     args = ap.parse_args()
@@ -38,7 +42,8 @@ def main():
             record = {"messages": messages}
         else:
             wrong = answer + rng.choice([-10, -2, -1, 1, 2, 10])
-            record = {"prompt": q, "chosen": str(answer), "rejected": str(wrong)}
+            rejected = str(wrong) if args.rejected == "near-miss" else "I cannot do arithmetic."
+            record = {"prompt": q, "chosen": str(answer), "rejected": rejected}
         print(json.dumps(record))
 
 

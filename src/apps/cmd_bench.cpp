@@ -338,7 +338,7 @@ int cmd_bench(const Args& args) {
   if (parsed.help) {
     log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels]\n"
              "Trains on random tokens (no dataset needed) and prints one table.\n\n" +
-             run_options_help(&extra, {"backend", "model.", "parallel.", "train.micro_batch_size",
+             run_options_help(&extra, {"backend", "task", "dpo.", "model.", "parallel.", "train.micro_batch_size",
                                        "train.global_batch_size", "train.lr", "train.min_lr", "train.warmup_steps",
                                        "train.weight_decay", "train.beta1", "train.beta2", "train.eps",
                                        "train.grad_clip", "train.seed", "train.steps", "cuda."}));

@@ -48,6 +48,10 @@ int cmd_eval(const Args& args) {
   }
   const bool sft = cfg.task == "sft";
   validate_run_config(cfg, world);
+  if (cfg.task == "dpo")
+    throw InputError("task = dpo: trident eval reports token loss and perplexity, which DPO's pair loss against its "
+                     "reference model is not; evaluate a DPO run with train.eval_every, or pass --task sft with a chat "
+                     "dataset to measure the token loss");
   check_memory_fits(cfg, MPI_COMM_WORLD, false);
 
   std::unique_ptr<BatchSource> source;

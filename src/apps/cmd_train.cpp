@@ -101,11 +101,19 @@ void check_init_from(const RunConfig& cfg) {
   if (!difference.empty()) throw InputError(str("init.from ", from, ": ", difference));
 }
 
-// A new run from init.from's weights: a trident checkpoint's parameters, or a Hugging Face
-// directory converted in memory (each rank reads its shards); fresh optimizer, step 0. A reward
-// model from a language model's weights takes their transformer, and its score head starts from
-// train.seed's initialisation, as in a run from scratch.
-void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
+// Task dpo's reference model is the initial weights, frozen: a new run and a resumed one alike
+// need init.from.
+void require_reference_weights(const RunConfig& cfg) {
+  if (cfg.task == "dpo" && cfg.init.from.empty())
+    throw InputError("init.from is empty: task dpo starts from given weights, which are also its frozen reference "
+                     "model; pass --init.from CHECKPOINT.h5 (e.g. an sft run's) or a Hugging Face model directory");
+}
+
+// init.from's weights for this rank: a trident checkpoint's parameters, or a Hugging Face
+// directory converted in memory (each rank reads its shards). A reward model from a language
+// model's weights takes their transformer, and its score head starts from train.seed's
+// initialisation, as in a run from scratch.
+std::vector<float> read_init_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g) {
   const std::string& from = cfg.init.from;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> weights;
@@ -120,11 +128,10 @@ void start_from_weights(const RunConfig& cfg, Trainer& trainer, const ParallelGr
   });
   const ParamInfo* score = layout.find("score.weight");
   if (score_unread && score) init_param_values(*score, cfg.train.seed, weights.data() + score->offset);
-  trainer.set_initial_weights(weights);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds,
-               " s; fresh optimizer, step 0",
+  log_info(str("init: weights from ", from, hf ? " (Hugging Face, converted in memory)" : "", " in ", seconds, " s",
                score_unread ? "; a language model's transformer: score.weight initialised from train.seed" : ""));
+  return weights;
 }
 
 // The tokenizer the run's checkpoints keep, and where it came from: data.tokenizer, else the one
@@ -204,9 +211,13 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
-    if (!cfg.init.from.empty()) log_info("note: init.from is not used: the run continues from its checkpoint");
+    if (cfg.task == "dpo")
+      trainer.set_reference_weights(read_init_weights(cfg, trainer, rt.groups));   // the reference stays frozen
+    else if (!cfg.init.from.empty())
+      log_info("note: init.from is not used: the run continues from its checkpoint");
   } else if (!cfg.init.from.empty()) {
-    start_from_weights(cfg, trainer, rt.groups);
+    trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
+    log_info(str("init: fresh optimizer, step 0", cfg.task == "dpo" ? "; the weights are also the reference model" : ""));
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
@@ -231,9 +242,9 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
       s.val_loss = r.loss;
       s.val_accuracy = r.accuracy;
       summary.evaluation(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      log_info(cfg.model.score_head
-                   ? str("eval  ", s.step, " | val loss ", r.loss, " | val accuracy ", r.accuracy, " | val margin ",
-                         r.margin)
+      log_info(cfg.preference_task()
+                   ? str("eval  ", s.step, " | val ", cfg.task, " loss ", r.loss, " | val accuracy ", r.accuracy,
+                         " | val margin ", r.margin)
                    : str("eval  ", s.step, " | val loss ", s.val_loss, " | val ppl ", std::exp(s.val_loss)));
     }
     progress.complete(s);
@@ -296,6 +307,7 @@ int cmd_train(const Args& args) {
   const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
+  require_reference_weights(cfg);
   require_runnable_schedule(cfg.parallel.schedule);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
@@ -318,7 +330,7 @@ int cmd_train(const Args& args) {
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
-    if (resume.file.empty() && !cfg.init.from.empty()) check_init_from(cfg);
+    if ((resume.file.empty() || cfg.task == "dpo") && !cfg.init.from.empty()) check_init_from(cfg);
     CheckpointInfo resumed;
     if (!resume.file.empty()) {
       resumed = read_checkpoint_info(resume.file);

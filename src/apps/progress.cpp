@@ -103,10 +103,13 @@ void Progress::sample_memory(StepStats& s) {
 }
 
 std::string Progress::line(const StepStats& s) const {
-  char pairs[64] = "";   // a reward model's pair metrics
-  if (std::isfinite(s.accuracy))
+  char pairs[128] = "";   // a preference task's pair metrics, and dpo's implicit rewards
+  if (std::isfinite(s.chosen_reward))
+    std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f | chosen %.4f | rejected %.4f", s.accuracy,
+                  s.margin, s.chosen_reward, s.rejected_reward);
+  else if (std::isfinite(s.accuracy))
     std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f", s.accuracy, s.margin);
-  char buf[384];
+  char buf[448];
   std::snprintf(buf, sizeof buf,
                 "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
                 "comm wait %s | %.1f ms | elapsed %s | ETA %s",

@@ -10,8 +10,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v.section("", "General");
   v("backend", c.backend, "compute backend: auto (CUDA when GPUs are visible), cpu or cuda");
   v("task", c.task, "pretrain (token windows of data.train, every token trained), sft (supervised fine-tuning: "
-    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only) or reward (a reward "
-    "model: score head instead of the LM head, pairwise loss on a preference dataset; docs/FINE_TUNING.md)");
+    "one conversation of a chat dataset per sequence, loss over the assistant's tokens only), dpo (direct "
+    "preference optimisation on a preference dataset against the frozen init.from weights) or reward (a reward "
+    "model: score head instead of the LM head, pairwise loss on a preference dataset); docs/FINE_TUNING.md");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
@@ -152,7 +153,15 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "start a new run from these weights instead of a random initialisation, with a fresh optimizer at step 0 "
     "(fine-tuning): a trident checkpoint (.h5, e.g. from trident convert) or a Hugging Face model directory "
     "(config.json + safetensors, converted in memory); the [model] settings must match its model; a run that "
-    "resumes from checkpoint.dir ignores it");
+    "resumes from checkpoint.dir ignores it, but for task dpo, which needs it and reads it again as the frozen "
+    "reference model");
+
+  v.section("dpo", "Direct preference optimisation [dpo] (task = dpo)");
+  v("dpo.beta", c.dpo.beta,
+    "beta of the DPO loss -log sigmoid(beta * ((log pi - log ref)(chosen) - (log pi - log ref)(rejected))): "
+    "larger keeps the policy closer to the reference (the init.from weights)");
+  v("dpo.label_smoothing", c.dpo.label_smoothing,
+    "conservative DPO (cDPO): the share of preference labels taken to be flipped, in [0, 0.5); 0 = plain DPO");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every,

@@ -204,11 +204,15 @@ void validate_data(const DataConfig& d) {
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
-  require(cfg.task == "pretrain" || cfg.task == "sft" || cfg.task == "reward", "task", cfg.task,
-          "must be pretrain, sft or reward");
+  const std::string& task = cfg.task;
+  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward", "task", task,
+          "must be pretrain, sft, dpo or reward");
   cfg.model.score_head = cfg.task == "reward";
   require(!cfg.data.pack || cfg.task == "sft", "data.pack", "true",
           "packs fine-tuning records: use it with task = sft (pre-training sequences are already full)");
+  require(cfg.dpo.beta > 0 && std::isfinite(cfg.dpo.beta), "dpo.beta", cfg.dpo.beta, "must be > 0");
+  require(cfg.dpo.label_smoothing >= 0 && cfg.dpo.label_smoothing < 0.5, "dpo.label_smoothing",
+          cfg.dpo.label_smoothing, "must be in [0, 0.5)");
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");

@@ -60,9 +60,13 @@ void MetricsWriter::write(const StepStats& s) {
                       {"skipped", !s.skipped.empty()},
                       {"skipped_steps", s.skipped_steps}};
   if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
-  if (std::isfinite(s.accuracy)) {   // a reward model's pair metrics
+  if (std::isfinite(s.accuracy)) {   // a preference task's pair metrics
     j["accuracy"] = s.accuracy;
     j["margin"] = s.margin;
+  }
+  if (std::isfinite(s.chosen_reward)) {   // dpo's implicit rewards
+    j["chosen_reward"] = s.chosen_reward;
+    j["rejected_reward"] = s.rejected_reward;
   }
   if (std::isfinite(s.val_accuracy)) j["val_accuracy"] = s.val_accuracy;
   if (std::isfinite(s.val_loss)) {

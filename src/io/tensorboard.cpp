@@ -140,6 +140,8 @@ void TensorBoardWriter::write(const StepStats& s) {
   add("train/skipped_steps", s.skipped_steps);
   add("train/accuracy", s.accuracy);
   add("train/margin", s.margin);
+  add("train/chosen_reward", s.chosen_reward);
+  add("train/rejected_reward", s.rejected_reward);
   add("val/loss", s.val_loss);
   add("val/accuracy", s.val_accuracy);
   if (!std::isfinite(s.val_accuracy)) add("val/ppl", std::exp(s.val_loss));   // token losses only

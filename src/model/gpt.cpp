@@ -38,14 +38,18 @@ struct GptStage::Slot {
   // Split LayerNorm backward: grad's rows being gathered (the head's, started in the forward,
   // which GPipe runs for every micro-batch before any backward; then each LayerNorm's).
   Request grad_gather;
+  // Per-sequence sums of token losses (B) f32 (set_sequence_nll): the reference model's, which the
+  // DPO head reads, and where the head writes this model's; empty when not used.
+  TensorView ref_nll, nll_out;
 };
 
 struct GptStage::Scratch {
   TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
+  TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
   TensorView scores, dscores;                  // (B) (B) f32; score head (reward model)
-  TensorView loss_acc;                         // (3) f32 LossSums
+  TensorView loss_acc;                         // (kLossSums) f32 LossSums
   // The norm outputs whole, (N, C) each, where the slots do not keep them so: under recompute
   // (selective, or a fully recomputed block's) and sequence parallelism (gathered from the ranks'
   // rows); the MLP activation (N, fc_act) under recompute.
@@ -133,8 +137,10 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
       a.want(&sc.rowmax, DType::F32, d.logits_rows);
       a.want(&sc.stats, DType::F32, d.logits_rows * 2);
       a.want(&sc.losses, DType::F32, N);
+      a.want(&sc.seq_nll, DType::F32, d.B);
+      a.want(&sc.row_weights, DType::F32, N);
     }
-    a.want(&sc.loss_acc, DType::F32, 3);
+    a.want(&sc.loss_acc, DType::F32, kLossSums);
   }
 }
 
@@ -908,28 +914,50 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       });
 }
 
-// Final LayerNorm, then (a reward model: score_head_forward) tied-embedding logits and
-// vocab-parallel cross-entropy, in row chunks so the (rows, V/tp) logits never exceed
-// kLogitsChunkBytes; full-vocabulary logits are never gathered. With gradients, the head's
-// backward runs here too and leaves dL/dx in s.grad.
+// Final LayerNorm, then the loss: a reward model's score head (score_head_forward), or the
+// tied-embedding logits' cross-entropy (head_chunks), which task dpo turns into its pair loss.
+// With gradients, the head's backward runs here too and leaves dL/dx in s.grad.
 void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
   Scratch& sc = *scratch_;
-  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
-  Stream st = be_.stream();
-  Comm& tp = *g_.tp;
-
   need(layout_.head_unit());
   need(layout_.tied_unit());
   // With sequence parallelism x is this rank's rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  const BlockShape shape = block_shape(N);
-  norm_fwd(be_, shape, own_rows(sc.lnf, C), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), x, p_.lnf_w,
-           p_.lnf_b, own_row_count());
+  norm_fwd(be_, block_shape(B_ * T_), own_rows(sc.lnf, C_), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), x,
+           p_.lnf_w, p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
   if (m_.score_head) {
     score_head_forward(s, x, with_grad, dloss);
     return;
   }
+  if (dpo_) {
+    // A sequence's loss couples all its tokens: first every token's loss (no gradient), then the
+    // pair losses and each sequence's weight, then the logits again for the weighted gradient.
+    TRIDENT_CHECK(!s.ref_nll.empty(), "DPO head: no reference log-probabilities for this micro-batch");
+    head_chunks(s, false, 0.0f, TensorView{});
+    be_.segment_sum(sc.seq_nll, sc.losses, B_, T_);
+    DpoArgs a = dpo_args_;
+    a.scale = dloss;
+    be_.dpo_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.seq_nll, s.ref_nll, B_ / 2, T_, a);
+    if (with_grad) head_chunks(s, true, 1.0f, sc.row_weights);
+  } else {
+    head_chunks(s, with_grad, dloss, TensorView{});
+    be_.sum(sc.loss_acc.slice(0, 1), sc.losses);
+  }
+  if (!s.nll_out.empty()) be_.segment_sum(s.nll_out, sc.losses, B_, T_);
+  if (!with_grad) return;
+  final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
+}
+
+// Logits of sc.lnf and vocab-parallel cross-entropy in row chunks, so the (rows, V/tp) logits
+// never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered. Token losses go to
+// sc.losses; with gradients each chunk's logit gradient (scaled by row_weights where given) is
+// multiplied back into sc.dlnf and the head's weight gradient.
+void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights) {
+  Scratch& sc = *scratch_;
+  const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
+  Stream st = be_.stream();
+  Comm& tp = *g_.tp;
   for (int r0 = 0; r0 < N; r0 += logits_rows_) {
     const int R = std::min(logits_rows_, N - r0);
     TensorView logits = sc.logits.slice(0, static_cast<size_t>(R) * Vl);
@@ -947,13 +975,11 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
       tp.all_reduce(stats.data, 2 * static_cast<size_t>(R), DType::F32, ReduceOp::Sum, st);
       be_.xent_bwd(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, v0, dloss);
     }
+    if (!row_weights.empty()) be_.scale_rows(logits, row_weights.slice(r0, R), R, Vl);
     if (with_grad)
       be_.matmul_bwd(sc.dlnf.slice(static_cast<size_t>(r0) * C, static_cast<size_t>(R) * C), gr_.lm_head,
                      TensorView{}, logits, lnf, p_.lm_head, R, C, Vl);
   }
-  be_.sum(sc.loss_acc.slice(0, 1), sc.losses);
-  if (!with_grad) return;
-  final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
 }
 
 // A reward model's head after the final norm: each sequence's score at its last token and the
@@ -963,8 +989,8 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
 void GptStage::score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
   Scratch& sc = *scratch_;
   const int32_t* targets = s.targets.as<int32_t>();
-  be_.reward_fwd(sc.scores, with_grad ? sc.dscores : TensorView{}, sc.loss_acc, sc.lnf, p_.score_w, targets, B_, T_,
-                 C_, dloss);
+  be_.reward_fwd(sc.scores, with_grad ? sc.dscores : TensorView{}, sc.loss_acc.slice(0, 3), sc.lnf, p_.score_w,
+                 targets, B_, T_, C_, dloss);
   if (!with_grad) return;
   be_.reward_bwd(sc.dlnf, gr_.score_w, sc.dscores, sc.lnf, p_.score_w, targets, B_, T_, C_);
   final_norm_backward(s, x, TpSum{});
@@ -986,6 +1012,19 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
   if (split_bwd_) start_grad_gather(s, s.grad);
 }
 
+void GptStage::set_dpo(const DpoArgs& a) {
+  TRIDENT_CHECK(B_ % 2 == 0, "set_dpo: a micro-batch of whole pairs needs an even micro-batch size");
+  TRIDENT_CHECK(!m_.score_head, "set_dpo: a reward model has no language-model head to train with DPO");
+  dpo_ = true;
+  dpo_args_ = a;
+}
+
+void GptStage::set_sequence_nll(int slot, TensorView reference, TensorView out) {
+  Slot& s = slots_[slot];
+  s.ref_nll = reference;
+  s.nll_out = out;
+}
+
 TensorView GptStage::loss_sums() const { return stage_.last() ? scratch_->loss_acc : TensorView{}; }
 
 void GptStage::zero_loss_sums() {
@@ -994,10 +1033,10 @@ void GptStage::zero_loss_sums() {
 
 LossSums GptStage::take_loss_sums() {
   if (!stage_.last()) return {};
-  float v[3] = {0, 0, 0};
+  float v[kLossSums] = {};
   be_.copy_to_host(v, scratch_->loss_acc);
   be_.zero(scratch_->loss_acc);
-  return {v[0], v[1], v[2]};
+  return {v[0], v[1], v[2], v[3], v[4]};
 }
 
 std::vector<float> GptStage::last_scores() const {

@@ -69,12 +69,22 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   // parallel.dp_copy_engine: the other rank's partials of this rank's shards (ZeroShards' inbox).
   if (p.dp_copy_engine && p.dp == 2 && p.zero == 1) e.grads += static_cast<double>(state) * sizeof(float);
   // As the trainer allocates them: inputs, targets and document starts of every micro-batch of the
-  // step (I32), [LossSums (3), norm^2] (f32), and the optimizer's piece tables of the DP rank with
+  // step (I32), its step statistics (f32), and the optimizer's piece tables of the DP rank with
   // the most (shard boundaries cut parameters into slightly different numbers of pieces).
   size_t tables = 0;
   for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero >= 1));
-  e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) + 4 * sizeof(float) +
-              static_cast<double>(tables);
+  e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) +
+              Trainer::kStepStats * sizeof(float) + static_cast<double>(tables);
+  // Task dpo: ReferenceModel's stage (forward only, its forward plan's slots, no recompute, the
+  // run's sequence parallelism) and its sequence NLLs of every micro-batch.
+  if (cfg.task == "dpo") {
+    const int n_micro = cfg.micro_batches_per_step();
+    const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
+    const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
+    e.reference = e.params + static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
+                  static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
+                  (st.last() ? static_cast<double>(n_micro) * B * sizeof(float) : 0.0);
+  }
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;
 }

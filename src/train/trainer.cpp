@@ -46,6 +46,11 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
+  if (cfg.task == "dpo") {
+    TRIDENT_CHECK(train, "task dpo: the loss needs the reference model of a training trainer");
+    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing), 1.0f});
+    reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
+  }
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
@@ -55,13 +60,16 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
+    // Until init.from's weights arrive (set_initial_weights), the reference is the policy's
+    // random start, so a run without them (trident bench) computes on defined values.
+    if (reference_) reference_->set_weights(model_->params());
   }
   const size_t tokens_per_step = static_cast<size_t>(n_micro_) * B * T;
   host_tokens_.resize(static_cast<size_t>(B) * (T + 1));
   host_mask_.resize(static_cast<size_t>(B) * T);
   host_batch_.resize(3 * tokens_per_step);
   batch_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(int32_t));
-  stats_buf_ = Buffer(be, 4 * sizeof(float));
+  stats_buf_ = Buffer(be, kStepStats * sizeof(float));
 }
 
 Trainer::~Trainer() = default;
@@ -76,6 +84,12 @@ void Trainer::set_initial_weights(const std::vector<float>& params) {
   for (const Optimizer::ParamRange& r : optimizer_->param_ranges())
     be_.copy(optimizer_->master().slice(r.state, r.n), f32.slice(r.flat, r.n));
   be_.synchronize();
+  if (reference_) reference_->set_weights(params);
+}
+
+void Trainer::set_reference_weights(const std::vector<float>& params) {
+  TRIDENT_CHECK(reference_ != nullptr, "set_reference_weights: only task dpo has a reference model");
+  reference_->set_weights(params);
 }
 
 void Trainer::set_position(int64_t step, int64_t consumed_samples) {
@@ -100,11 +114,11 @@ void Trainer::sync_parameters() {
 // attention reads them).
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
-  const bool masked = source.masks_targets(), pairs = cfg_.model.score_head;
-  TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), "a reward model reads pairs of masked sequences");
+  const bool masked = source.masks_targets(), pairs = cfg_.preference_task();
+  TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), str("task ", cfg_.task, " reads pairs of masked sequences"));
   packed_ = source.packs_documents();
   batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
-  uint64_t trained = 0;   // targets this rank trains, when masked (reward model: pairs it scores)
+  uint64_t trained = 0;   // targets this rank trains, when masked (preference tasks: its pairs)
   const auto t0 = std::chrono::steady_clock::now();
   const bool reads = packed_ || model_->stage().first() || model_->stage().last();
   for (int micro = 0; micro < n_micro_ && reads; ++micro) {
@@ -120,11 +134,12 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
         host_batch_[n + base + b * T + t] = train ? host_tokens_[b * (T + 1) + t + 1] : kIgnoredTarget;
         if (!pairs) trained += train;
       }
-    // A pair is scored when both its sequences have a trained target (Backend::reward_fwd).
+    // A reward model scores a pair when both its sequences have a trained target
+    // (Backend::reward_fwd); DPO's loss counts every pair (one without targets adds ln 2, no gradient).
     auto any_trained = [&](int b) {
       return std::any_of(&host_mask_[b * T], &host_mask_[b * T] + T, [](uint8_t m) { return m != 0; });
     };
-    for (int b = 0; pairs && b < B; b += 2) trained += any_trained(b) && any_trained(b + 1);
+    for (int b = 0; pairs && b < B; b += 2) trained += !cfg_.model.score_head || (any_trained(b) && any_trained(b + 1));
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!masked) return;
@@ -141,28 +156,33 @@ void Trainer::upload_batch() {
   be_.copy_from_host(batch_buf_.view(DType::I32).slice(0, packed_ ? 3 * n : 2 * n), host_batch_.data());
 }
 
-void Trainer::load_micro(int micro, int slot) {
-  const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
+void Trainer::load_micro(GptStage& m, int micro, int slot) {
+  const int B = cfg_.train.micro_batch_size;
+  const size_t bt = static_cast<size_t>(B) * cfg_.model.seq_len;
   const size_t n = host_batch_.size() / 3;
   TensorView all = batch_buf_.view(DType::I32);
-  if (model_->stage().first() || model_->stage().last())
-    model_->set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
-  model_->set_doc_starts(slot, packed_ ? all.slice(2 * n + micro * bt, bt) : TensorView{});
+  if (m.stage().first() || m.stage().last()) m.set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
+  m.set_doc_starts(slot, packed_ ? all.slice(2 * n + micro * bt, bt) : TensorView{});
+  if (&m == model_.get() && reference_ && m.stage().last())
+    m.set_sequence_nll(slot, reference_->sequence_nll().slice(static_cast<size_t>(micro) * B, B), TensorView{});
+}
+
+void Trainer::run_reference() {
+  if (reference_) reference_->run([&](GptStage& m, int micro, int slot) { load_micro(m, micro, slot); });
 }
 
 // LossSums over the world (last stage, TP rank 0 of every DP replica contributes).
 LossSums Trainer::reduce_loss(LossSums local) {
-  float v[3] = {0, 0, 0};
+  float v[kLossSums] = {};
   if (g_.coord.tp == 0) {
-    v[0] = static_cast<float>(local.loss);
-    v[1] = static_cast<float>(local.correct);
-    v[2] = static_cast<float>(local.margin);
+    const double in[kLossSums] = {local.loss, local.correct, local.margin, local.chosen, local.rejected};
+    std::copy(in, in + kLossSums, v);
   }
-  TensorView s = stats_buf_.view(DType::F32).slice(0, 3);
+  TensorView s = stats_buf_.view(DType::F32).slice(0, kLossSums);
   be_.copy_from_host(s, v);
-  g_.world->all_reduce(s.data, 3, DType::F32, ReduceOp::Sum, be_.stream());
+  g_.world->all_reduce(s.data, kLossSums, DType::F32, ReduceOp::Sum, be_.stream());
   be_.copy_to_host(v, s);
-  return {v[0], v[1], v[2]};
+  return {v[0], v[1], v[2], v[3], v[4]};
 }
 
 EvalResult Trainer::evaluate(BatchSource& source, int steps) {
@@ -175,7 +195,8 @@ EvalResult Trainer::evaluate(BatchSource& source, int steps) {
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
-    eval_executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, false, 0.0f, UnitDone{});
+    run_reference();
+    eval_executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, false, 0.0f, UnitDone{});
     const LossSums batch = reduce_loss(model_->take_loss_sums());
     sum.loss += batch.loss;
     sum.correct += batch.correct;
@@ -185,7 +206,7 @@ EvalResult Trainer::evaluate(BatchSource& source, int steps) {
   EvalResult r;
   const double n = std::max(targets, 1.0);
   r.loss = sum.loss / n;
-  if (cfg_.model.score_head) {
+  if (cfg_.preference_task()) {
     r.accuracy = sum.correct / n;
     r.margin = sum.margin / n;
   }
@@ -212,27 +233,28 @@ void Trainer::queue_step(int step) {
   q.t0 = std::chrono::steady_clock::now();
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
   // The loss is the mean over the global batch's trained targets (all of them, but for sft; a
-  // reward model's scored pairs): each target's (pair's) gradient is scaled by the inverse of
-  // their count (a batch without any trains nothing).
+  // preference task's pairs): each target's (pair's) gradient is scaled by the inverse of their
+  // count (a batch without any trains nothing).
   q.targets = batch_targets_;
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
   model_->zero_grads();
   if (shards_->staged()) shards_->zero_grads();
+  run_reference();
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
-  executor_->run([&](int micro, int slot) { load_micro(micro, slot); }, true, static_cast<float>(1.0 / tokens),
-                 unit_done);
+  executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, true,
+                 static_cast<float>(1.0 / tokens), unit_done);
   sync_->finish();
   if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
     be_.scale(shards_->staged() ? shards_->grad_shard() : model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
-  // [LossSums, squared gradient norm] in one world all-reduce.
-  TensorView stats = stats_buf_.view(DType::F32).slice(0, 4);
+  // QueuedStep::stats in one world all-reduce.
+  TensorView stats = stats_buf_.view(DType::F32);
   be_.zero(stats);
-  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, 3), model_->loss_sums());
+  if (model_->stage().last() && g_.coord.tp == 0) be_.copy(stats.slice(0, kLossSums), model_->loss_sums());
   model_->zero_loss_sums();
-  optimizer_->add_norm_sq(stats.slice(3, 1));
-  g_.world->all_reduce(stats.data, 4, DType::F32, ReduceOp::Sum, be_.stream());
+  optimizer_->add_norm_sq(stats.slice(kLossSums, 1));
+  g_.world->all_reduce(stats.data, stats.numel, DType::F32, ReduceOp::Sum, be_.stream());
 
   q.lr = lr_at(cfg_.train, step);
   // Every rank reads the same reduced values, so all make the same decision. The read waits for
@@ -242,10 +264,10 @@ void Trainer::queue_step(int step) {
   // backward are done. Timed to its own end instead, a step finished right after the next one
   // was queued would show only what is left of it after this wait (near nothing).
   if (be_.is_device()) q.done = std::chrono::steady_clock::now();
-  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[3])));
+  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[kLossSums])));
   if (q.skipped.empty()) {
     TraceRange range("optimizer");
-    optimizer_->step(q.lr, stats.slice(3, 1), cfg_.train.grad_clip, step + 1);
+    optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, step + 1);
   }
   queued_.push_back(q);
   // The host prepares the next batch while the device works through this step.
@@ -277,11 +299,16 @@ StepStats Trainer::finish_step() {
   s.step = q.step + 1;
   s.lr = q.lr;
   s.loss = q.stats[0] / std::max(q.targets, 1.0);
-  if (cfg_.model.score_head) {
-    s.accuracy = q.stats[1] / std::max(q.targets, 1.0);
-    s.margin = q.stats[2] / std::max(q.targets, 1.0);
+  if (cfg_.preference_task()) {
+    const double pairs = std::max(q.targets, 1.0);
+    s.accuracy = q.stats[1] / pairs;
+    s.margin = q.stats[2] / pairs;
+    if (reference_) {
+      s.chosen_reward = q.stats[3] / pairs;
+      s.rejected_reward = q.stats[4] / pairs;
+    }
   }
-  s.grad_norm = std::sqrt(static_cast<double>(q.stats[3]));
+  s.grad_norm = std::sqrt(static_cast<double>(q.stats[kLossSums]));
   s.skipped = q.skipped;
   if (!q.skipped.empty()) ++skipped_steps_;
   s.skipped_steps = skipped_steps_;

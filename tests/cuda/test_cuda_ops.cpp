@@ -942,7 +942,36 @@ TEST_F(CudaOps, CrossEntropyFused) {
   }
 }
 
-// ---------------------------------------------------------------- reductions and optimizer
+// ---------------------------------------------------------------- preference losses
+
+// DPO's sequence-level ops: per-sequence sums of token losses (a length past one block's threads),
+// the pair loss with label smoothing and its per-row weights (pairs past one block's threads, both
+// signs of z, one pair far out where sigmoid saturates), and the weighting of a bf16 logit gradient.
+TEST_F(CudaOps, PreferenceLossOps) {
+  const int pairs = 300, S = 2 * pairs, T = 37, len = 1000;
+  Both tokens = f32(random_vector(static_cast<size_t>(S) * len, 151, 3.0f));
+  Both sums = f32(Vec(S));
+  Vec pol = random_vector(S, 152, 4.0f), ref = random_vector(S, 153, 4.0f);
+  pol[0] = 400.0f;   // z = -beta * 400 + ...: a saturated pair
+  Both policy = f32(pol), reference = f32(ref);
+  Both acc = f32({0.5f, 1.0f, -2.0f, 3.0f, -1.5f});   // accumulates onto these
+  Both weights = f32(Vec(static_cast<size_t>(S) * T));
+  DpoArgs a{0.3f, 0.1f, 0.25f};
+  const int rows = 70, cols = 1003;
+  Both x = act(random_vector(static_cast<size_t>(rows) * cols, 154));
+  Both w = f32(random_vector(rows, 155, 2.0f));
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    be->segment_sum(vw(sums), vw(tokens), S, len);
+    be->dpo_loss(vw(acc), vw(weights), vw(policy), vw(reference), pairs, T, a);
+    be->scale_rows(vw(x), vw(w), rows, cols);
+  }
+  expect_close(sums, kFp32Order, "segment_sum");
+  expect_close(acc, kFp32Order, "dpo_loss sums");
+  expect_close(weights, kFp32Order, "dpo_loss row weights");
+  expect_close(x, kOneRounding, "scale_rows");   // one product of a bf16 and an fp32, rounded once
+}
 
 // ---------------------------------------------------------------- reward head
 
@@ -980,6 +1009,8 @@ TEST_F(CudaOps, RewardHead) {
     expect_close(dw, kFp32Order, "reward_bwd dw");
   }
 }
+
+// ---------------------------------------------------------------- reductions and optimizer
 
 TEST_F(CudaOps, Reductions) {
   for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {

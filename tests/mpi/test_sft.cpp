@@ -88,15 +88,6 @@ class PackedLearnableSource : public test::MaskedLearnableSource {
   uint64_t seed_;
 };
 
-double worst(const GatheredParams& got, const GatheredParams& want, std::string& which) {
-  double e = 0;
-  for (const auto& [name, w] : want.tensors) {
-    const double d = test::rel_l2(got.tensors.at(name), w);
-    if (d > e) e = d, which = name;
-  }
-  return e;
-}
-
 // cfg's run from `data` on the world against ref, one rank's run.
 void expect_matches(const RunConfig& cfg, BatchSource& data, const SftRun& ref, const std::string& name) {
   int rank = 0;
@@ -108,7 +99,8 @@ void expect_matches(const RunConfig& cfg, BatchSource& data, const SftRun& ref, 
   for (int s = 0; s < kSteps; ++s)
     loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / ref.losses[s]);
   std::string gt, wt;
-  const double grad_err = worst(got.grads, ref.grads, gt), weight_err = worst(got.params, ref.params, wt);
+  const double grad_err = test::worst_tensor(got.grads, ref.grads, gt);
+  const double weight_err = test::worst_tensor(got.params, ref.params, wt);
   EXPECT_LE(loss_err, kTol);
   EXPECT_LE(grad_err, kTol) << gt;
   EXPECT_LE(weight_err, kTol) << wt;
@@ -143,7 +135,7 @@ TEST(Sft, EveryLayoutMatchesOneRank) {
     whole = train(c, MPI_COMM_SELF);
     std::string t;
     EXPECT_LE(std::fabs(whole.losses[0] - ref.losses[0]) / ref.losses[0], kTol);
-    EXPECT_LE(worst(whole.grads, ref.grads, t), kTol) << t;
+    EXPECT_LE(test::worst_tensor(whole.grads, ref.grads, t), kTol) << t;
   }
   test::MaskedLearnableSource data(sft_config().model.seq_len, sft_config().model.vocab_size, 5);
   expect_layouts_match(sft_config(), data, ref, "sft");
@@ -245,7 +237,7 @@ TEST(Sft, PackedRecordsTrainAsAlone) {
       BatchSource& u_data = doc < 0 ? static_cast<BatchSource&>(unpacked) : u_src;
       const SftRun a = train(p, MPI_COMM_SELF, p_data), b = train(u, MPI_COMM_SELF, u_data);
       std::string which;
-      const double grad_err = worst(a.grads, b.grads, which);
+      const double grad_err = test::worst_tensor(a.grads, b.grads, which);
       EXPECT_LE(std::fabs(a.losses[0] - b.losses[0]) / b.losses[0], 1e-6) << arch << " record " << doc;
       EXPECT_LE(grad_err, 1e-6) << arch << " record " << doc << " " << which;
       std::printf("  %s record %2d: packed loss %.7f, unpacked %.7f, gradient rel err %.2e (%s)\n", arch, doc,

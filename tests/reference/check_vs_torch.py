@@ -103,13 +103,37 @@ def check_training(cfg, a, forward, decays, failures, loss_of=None, init_output=
             logits = forward(params, tokens[:B, :T], cfg)
             check("logits at init", rel(logits.reshape(B * T, -1), a["logits0"]), tol["logits"])
 
+    ref_params = {n: torch.tensor(a["ref." + n]) for n in names} if cfg.get("dpo") else None
+    rewards = []   # DPO: [accuracy, mean chosen reward, mean rejected reward] of each step
+
+    def sequence_logps(p, batch, targets):
+        """Sum over each sequence's trained targets of log p(target)."""
+        logits = forward(p, batch[:, :T], cfg)
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100,
+                              reduction="none")
+        return -nll.view(G, T).sum(dim=1)
+
+    def dpo_loss(batch, targets):
+        """DPO (Rafailov et al.) with cDPO label smoothing over the pairs (2i chosen, 2i + 1 rejected)."""
+        beta, eps = cfg["dpo_beta"], cfg["dpo_label_smoothing"]
+        pi = sequence_logps(params, batch, targets)
+        with torch.no_grad():
+            ref = sequence_logps(ref_params, batch, targets)
+        chosen, rejected = beta * (pi[0::2] - ref[0::2]), beta * (pi[1::2] - ref[1::2])
+        z = chosen - rejected
+        rewards.append([(z > 0).float().mean().item(), chosen.mean().item(), rejected.mean().item()])
+        return (-(1 - eps) * F.logsigmoid(z) - eps * F.logsigmoid(-z)).mean()
+
     def batch_loss(step):
         batch = tokens[step * G:(step + 1) * G]
-        logits = forward(params, batch[:, :T], cfg)
         targets = batch[:, 1:].clone()
-        if cfg.get("sft"):   # fine-tuning: the mean over the trained (unmasked) targets of the batch
+        if cfg.get("sft") or cfg.get("dpo"):   # fine-tuning: only the trained (unmasked) targets count
             mask = torch.tensor(a["target_mask"][step * G:(step + 1) * G]) > 0
             targets[~mask] = -100
+        if cfg.get("dpo"):
+            return dpo_loss(batch, targets)
+        logits = forward(params, batch[:, :T], cfg)
+        # The mean over the (trained) targets of the batch.
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
     opt = torch.optim.AdamW([{"params": [params[n] for n in names if decays(n)], "weight_decay": cfg["weight_decay"]},
@@ -135,6 +159,12 @@ def check_training(cfg, a, forward, decays, failures, loss_of=None, init_output=
         losses.append(loss.item())
     for step, (mine, ref) in enumerate(zip(a["losses"], losses)):
         check(f"loss of AdamW step {step}", abs(float(mine) - ref) / ref, tol["steps"])
+    for step, (acc, chosen, rejected) in enumerate(rewards):
+        # Rewards are beta times differences of sequence log-probabilities: compared absolutely.
+        check(f"reward accuracy of step {step}", abs(float(a["accuracy"][step]) - acc), 1e-6)
+        check(f"rewards of step {step}", max(abs(float(a["chosen_rewards"][step]) - chosen),
+                                             abs(float(a["rejected_rewards"][step]) - rejected)), tol["steps"])
+        check(f"margin of step {step}", abs(float(a["margins"][step]) - (chosen - rejected)), tol["steps"])
     print(f"losses {losses[0]:.6f} -> {losses[-1]:.6f} over {len(losses)} steps")
 
 

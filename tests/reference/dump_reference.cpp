@@ -1,10 +1,13 @@
 // Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
 // weights, the token batches, the logits and loss at initialisation, every parameter gradient of
 // the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-reward]
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]
 // The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
 // llama-sft trains it with --task sft on samples whose targets are partly masked (the mask is
 // dumped as target_mask): the loss is the mean over the trained targets of each global batch.
+// llama-dpo (cpu) trains it with --task dpo on those samples as pairs (2i chosen, 2i + 1 rejected)
+// against a reference model of another initialisation (dumped as ref.NAME), and dumps each step's
+// reward accuracy, mean margin and mean chosen and rejected rewards.
 // llama-reward trains it as a reward model (--task reward: score head, pairs of samples 2i, 2i + 1
 // on the same masked samples): the scores of the first micro-batch replace the logits.
 #include <mpi.h>
@@ -52,6 +55,11 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     c.model.qkv_bias = model == "llama-qkv-bias";
   }
   if (model == "llama-sft") c.task = "sft";
+  if (model == "llama-dpo") {
+    c.task = "dpo";
+    c.dpo.beta = 0.5;
+    c.dpo.label_smoothing = 0.1;
+  }
   if (model == "llama-reward") c.task = "reward";
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
@@ -71,9 +79,17 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   std::unique_ptr<Backend> be = make_backend(backend);
   test::MaskedLearnableSource masked(T, V, 2024);
   test::LearnableSource plain(T, V, 2024);
-  BatchSource& data = c.task != "pretrain" ? static_cast<BatchSource&>(masked) : plain;
+  BatchSource& data = c.task == "pretrain" ? static_cast<BatchSource&>(plain) : masked;
   Trainer trainer(c, g, *be, data);
   test::ReferenceDump dump(dir);
+  if (c.task == "dpo") {
+    constexpr uint64_t kReferenceSeed = 99;
+    GptStage reference(c.model, g, *be, B, 1, bucket_elements(c.parallel), false);
+    reference.init_params(kReferenceSeed);
+    for (const auto& [name, v] : gather_params(reference, g).tensors)
+      dump.add("ref." + name, v, reference.layout().get(name).global_shape);
+    trainer.set_reference_weights(test::initial_params(c, g, *be, kReferenceSeed));
+  }
   dump.manifest()["config"] = {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
                                {"vocab_size", V}, {"seq_len", T}, {"n_positions", c.model.n_positions},
                                {"micro_batch_size", B}, {"global_batch_size", G}, {"steps", c.train.steps},
@@ -83,7 +99,9 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
                                {"ln_eps", c.model.norm_eps}, {"backend", backend}, {"arch", c.model.arch},
                                {"n_kv_head", c.model.kv_heads()}, {"ffn_hidden_size", c.model.ffn()},
                                {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
-                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"reward", c.task == "reward"}};
+                               {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"reward", c.task == "reward"},
+                               {"dpo", c.task == "dpo"}, {"dpo_beta", c.dpo.beta},
+                               {"dpo_label_smoothing", c.dpo.label_smoothing}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -116,12 +134,16 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     const ParamInfo& p = trainer.model().layout().get(name);
     dump.add("param." + name, v, p.global_shape);
   }
-  std::vector<float> losses, lrs, norms;
+  std::vector<float> losses, lrs, norms, accuracy, margin, chosen, rejected;
   for (int s = 0; s < c.train.steps; ++s) {
     StepStats st = trainer.train_step(s);
     losses.push_back(static_cast<float>(st.loss));
     lrs.push_back(static_cast<float>(st.lr));
     norms.push_back(static_cast<float>(st.grad_norm));
+    accuracy.push_back(static_cast<float>(st.accuracy));
+    margin.push_back(static_cast<float>(st.margin));
+    chosen.push_back(static_cast<float>(st.chosen_reward));
+    rejected.push_back(static_cast<float>(st.rejected_reward));
     if (s == 0) {
       trainer.sync_parameters();
       for (const auto& [name, v] : gather_like_params(trainer.model(), trainer.model().grads(), g).tensors)
@@ -131,6 +153,12 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
   dump.add("losses", losses, {c.train.steps});
   dump.add("lrs", lrs, {c.train.steps});
   dump.add("grad_norms", norms, {c.train.steps});
+  if (c.task == "dpo") {
+    dump.add("accuracy", accuracy, {c.train.steps});
+    dump.add("margins", margin, {c.train.steps});
+    dump.add("chosen_rewards", chosen, {c.train.steps});
+    dump.add("rejected_rewards", rejected, {c.train.steps});
+  }
   dump.finish();
   std::printf("dump_reference: wrote %s (losses %.6f -> %.6f)\n", dir.c_str(), losses.front(), losses.back());
 }
@@ -142,9 +170,13 @@ int main(int argc, char** argv) {
   const std::string model = argc > 4 ? argv[4] : "gpt2";
   if (argc < 2 || argc > 5 ||
       (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft" &&
-       model != "llama-reward")) {
-    std::fprintf(stderr,
-                 "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-reward]\n");
+       model != "llama-dpo" && model != "llama-reward")) {
+    std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] "
+                         "[gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]\n");
+    return 2;
+  }
+  if (model == "llama-dpo" && argc > 2 && std::string(argv[2]) != "cpu") {
+    std::fprintf(stderr, "dump_reference: llama-dpo runs on the cpu backend only (its reference weights are fp32)\n");
     return 2;
   }
   run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10, model);

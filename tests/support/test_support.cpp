@@ -6,6 +6,9 @@
 
 #include "trident/config/parse.hpp"
 #include "trident/core/rng.hpp"
+#include "trident/model/gpt.hpp"
+#include "trident/train/gather.hpp"
+#include "trident/train/trainer.hpp"
 
 namespace trident::test {
 
@@ -28,6 +31,15 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
   return m;
+}
+
+double worst_tensor(const GatheredParams& got, const GatheredParams& want, std::string& which) {
+  double e = 0;
+  for (const auto& [name, w] : want.tensors) {
+    const double d = rel_l2(got.tensors.at(name), w);
+    if (d > e) e = d, which = name;
+  }
+  return e;
 }
 
 RunConfig tiny_config() {
@@ -55,6 +67,15 @@ Topology validated_topology(RunConfig& cfg, MPI_Comm comm) {
 ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm) {
   Topology topo = validated_topology(cfg, comm);
   return make_mpi_groups(split_axes(comm, topo), topo, cfg.parallel.timeout_s);
+}
+
+std::vector<float> initial_params(const RunConfig& cfg, const ParallelGroups& g, Backend& be, uint64_t seed) {
+  GptStage m(cfg.model, g, be, cfg.train.micro_batch_size, 1, bucket_elements(cfg.parallel), false);
+  m.init_params(seed);
+  TRIDENT_CHECK(m.params().dtype == DType::F32, "initial_params: the backend's parameters are not fp32");
+  std::vector<float> out(m.params().numel);
+  be.copy_to_host(out.data(), m.params());
+  return out;
 }
 
 }  // namespace trident::test

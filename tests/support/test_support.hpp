@@ -3,10 +3,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/parallel/groups.hpp"
+
+namespace trident {
+struct GatheredParams;   // trident/train/gather.hpp
+}
 
 namespace trident::test {
 
@@ -16,6 +22,8 @@ std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f);
 // ||a - b|| / max(||b||, tiny), L2 over all elements.
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+// The largest rel_l2 of got's tensors against want's of the same name; `which` names that tensor.
+double worst_tensor(const GatheredParams& got, const GatheredParams& want, std::string& which);
 
 // A small GPT for tests on CPU ranks: L 2, NH 4, C 64, V 100, T 16; micro-batch 2, global batch
 // 8; lr 1e-2 after 2 warm-up steps; collectives time out after 120 s. Each test changes on its
@@ -26,5 +34,10 @@ RunConfig tiny_config();
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm);
 // The same, then the MPI groups of that layout over comm (timeout: parallel.timeout_s).
 ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm);
+
+// This rank's parameters (layout().total() fp32) of cfg's model in g's layout, initialised from
+// `seed`: a task dpo reference model other than the policy's initialisation. Needs a backend that
+// computes in fp32 (the CPU backend).
+std::vector<float> initial_params(const RunConfig& cfg, const ParallelGroups& g, Backend& be, uint64_t seed);
 
 }  // namespace trident::test

@@ -92,6 +92,21 @@ TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {
                          "--train.global_batch_size", "4"}, 2));
 }
 
+TEST(Config, DpoOptionsAndEvenMicroBatches) {
+  const RunConfig c = parse({"--task", "dpo", "--dpo.beta", "0.2", "--dpo.label_smoothing", "0.1",
+                             "--train.micro_batch_size", "2", "--train.global_batch_size", "8"});
+  EXPECT_EQ(c.task, "dpo");
+  EXPECT_DOUBLE_EQ(c.dpo.beta, 0.2);
+  EXPECT_DOUBLE_EQ(c.dpo.label_smoothing, 0.1);
+  EXPECT_TRUE(c.preference_task());
+  expect_error({"--task", "dpo", "--train.micro_batch_size", "3", "--train.global_batch_size", "3"}, 1,
+               {"train.micro_batch_size = 3", "must be even for task dpo", "preference pairs"});
+  expect_error({"--task", "dpo", "--dpo.beta", "0", "--train.micro_batch_size", "2"}, 1, {"dpo.beta = 0", "> 0"});
+  expect_error({"--task", "dpo", "--dpo.label_smoothing", "0.5", "--train.micro_batch_size", "2"}, 1,
+               {"dpo.label_smoothing = 0.5", "[0, 0.5)"});
+  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo or reward"});
+}
+
 TEST(Config, HelpListsEveryOptionWithDefaults) {
   std::string help = run_options_help();
   for (const char* key : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",

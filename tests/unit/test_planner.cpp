@@ -64,8 +64,9 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   // 12,288 B; fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
   const double slot = 2 * 4096 + 3 * 256 + 2 * 66816;
   // Scratch: dln 4,096 + dqkv 12,288 + datty 4,096 + dfch 16,384; head: lnf, dlnf 4,096 each,
-  // logits 32*128*2 = 8,192, and six 256-byte f32 vectors.
-  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 6 * 256;
+  // logits 32*128*2 = 8,192, and eight 256-byte f32 vectors (DPO's sequence NLLs and row weights
+  // among them).
+  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 8 * 256;
 
   MemoryEstimate plain = estimate_memory(small_config(0), hw);
   EXPECT_DOUBLE_EQ(plain.params, 2 * P);
@@ -75,16 +76,25 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_DOUBLE_EQ(plain.activations, slot);
   EXPECT_DOUBLE_EQ(plain.scratch, scratch);
   // Trainer: inputs, targets and document starts of 2 micro-batches of 2 x 16 tokens (768 B), the
-  // loss sums and norm^2 (16 B), and 32-byte optimizer pieces: 28 to update (one per tensor) and 18 for the norm (the
-  // tensors meeting a DP rank's half of the single bucket; the planner takes the larger rank).
-  EXPECT_DOUBLE_EQ(plain.trainer, 768 + 16 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2167248);   // 18 P + slot + scratch + trainer
+  // step statistics (24 B: LossSums and the squared gradient norm), and 32-byte optimizer pieces: 28
+  // to update (one per tensor) and 18 for the norm (the tensors meeting a DP rank's half of the
+  // single bucket; the planner takes the larger rank).
+  EXPECT_DOUBLE_EQ(plain.trainer, 768 + 24 + (28 + 18) * 32);
+  EXPECT_DOUBLE_EQ(plain.total(), 2167256);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
-  EXPECT_DOUBLE_EQ(zero.trainer, 768 + 16 + (18 + 18) * 32);   // it updates only its shard's tensors
+  EXPECT_DOUBLE_EQ(zero.trainer, 768 + 24 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1511056);
+  EXPECT_DOUBLE_EQ(zero.total(), 1511064);
+
+  // Task dpo adds the frozen reference: its parameters, one forward slot, its scratch and the
+  // sequence NLLs of 2 micro-batches of 2 (16 B).
+  RunConfig dpo = small_config(0);
+  dpo.task = "dpo";
+  const MemoryEstimate with_reference = estimate_memory(dpo, hw);
+  EXPECT_DOUBLE_EQ(with_reference.reference, 2 * P + slot + scratch + 16);
+  EXPECT_DOUBLE_EQ(with_reference.total(), plain.total() + with_reference.reference);
 }
 
 // The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute

@@ -41,6 +41,13 @@ struct AdamWArgs {
   float bias_correction2 = 1; // 1 - beta2^t
 };
 
+// Direct preference optimisation (Rafailov et al.) with cDPO's label smoothing, for dpo_loss.
+struct DpoArgs {
+  float beta = 0.1f;              // strength of the implicit KL penalty
+  float label_smoothing = 0;      // eps: the share of pairs taken to be mislabelled
+  float scale = 1;                // the row weights are d(scale * sum of pair losses)/d(sequence NLL)
+};
+
 // Floats per row of sample_shard's stats.
 constexpr int kSampleStats = 5;
 
@@ -274,6 +281,22 @@ class Backend {
     xent_stats(stats, logits, rowmax, targets, N, v_local, v_valid, 0);
     xent_bwd(losses, logits, rowmax, stats, targets, N, v_local, v_valid, 0, dloss);
   }
+
+  // ---- sequence-level losses over the token losses of the cross-entropy (preference optimisation)
+  // out (S) f32 = the sums of the S consecutive groups of len values of in (S*len) f32.
+  virtual void segment_sum(TensorView out, TensorView in, int S, int len) = 0;
+  // x (rows, cols) act: row r *= w[r], w (rows) f32 (a cross-entropy gradient weighted per row).
+  virtual void scale_rows(TensorView x, TensorView w, int rows, int cols) = 0;
+  // DPO over `pairs` pairs. policy_nll and ref_nll (2*pairs) f32 hold each sequence's summed token
+  // losses (negative log-probabilities of its trained targets) under the policy and the reference;
+  // sequence 2i is pair i's chosen response, 2i + 1 its rejected one. With the implicit rewards
+  // r = beta * (ref_nll - policy_nll) and z_i = r_2i - r_2i+1, the pair's loss is
+  // -(1 - eps) log sigmoid(z) - eps log sigmoid(-z). acc (5) f32 += [sum of pair losses, count of
+  // pairs with z > 0, sum of z, sum of chosen rewards, sum of rejected rewards] (LossSums' order).
+  // row_weights (2*pairs*T) f32 = for each sequence's T rows, d(scale * loss of its pair)/d(its
+  // policy_nll): the weight of its tokens' cross-entropy gradients (not written when empty).
+  virtual void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs,
+                        int T, const DpoArgs& a) = 0;
 
   // ---- reward head (task reward): B sequences of T positions in pairs, sequence 2i the chosen
   // and 2i+1 the rejected answer of pair i. Sequence b is scored at its last token: position

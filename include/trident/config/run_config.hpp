@@ -124,6 +124,12 @@ struct InitConfig {
   std::string from;   // a trident checkpoint (.h5) or a Hugging Face model directory; empty: random init
 };
 
+// Task dpo: direct preference optimisation against a frozen copy of the initial weights.
+struct DpoConfig {
+  double beta = 0.1;              // strength of the implicit KL penalty towards the reference
+  double label_smoothing = 0;     // cDPO: the share of preference labels taken to be flipped, in [0, 0.5)
+};
+
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   std::string tensorboard;   // directory of TensorBoard event files; empty = none
@@ -148,10 +154,11 @@ struct RunConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   InitConfig init;
+  DpoConfig dpo;
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
-  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | reward
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward
   std::vector<std::string> config_files;
 
   // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.

@@ -26,11 +26,14 @@ struct StageTensors {
 };
 
 // The head's sums over the micro-batches since they were last zeroed: of the token losses (LM head)
-// or the pair losses (reward model), and for a reward model the pairs whose chosen answer scored
-// higher and the sum of the margins score(chosen) - score(rejected).
+// or the pair losses (tasks reward and dpo); for a preference task the pairs whose chosen answer
+// is ahead and the sum of the margins, score(chosen) - score(rejected) for a reward model and the
+// implicit rewards' difference for dpo; for dpo also the sums of the chosen and rejected rewards.
+// On the device the same five values are a (kLossSums) f32 accumulator in this order.
 struct LossSums {
-  double loss = 0, correct = 0, margin = 0;
+  double loss = 0, correct = 0, margin = 0, chosen = 0, rejected = 0;
 };
+constexpr int kLossSums = 5;
 
 // Called with a unit id as soon as that unit's gradients are final for the step.
 using UnitDone = std::function<void(int unit)>;
@@ -169,13 +172,23 @@ class GptStage {
 
   // The LossSums computed since the last call (zeros on stages without the head).
   LossSums take_loss_sums();
-  // The same on the device: the (3) f32 accumulator [loss, correct, margin] (last stage only;
-  // empty elsewhere), and its reset; neither waits for the host.
+  // The same on the device: the (kLossSums) f32 accumulator (last stage only; empty elsewhere),
+  // and its reset; neither waits for the host.
   TensorView loss_sums() const;
   void zero_loss_sums();
   // A reward model's scores (B) of the micro-batch the last forward ran (last stage; waits).
   std::vector<float> last_scores() const;
 
+  // Task dpo: the head's loss is DPO's (Backend::dpo_loss, beta and label smoothing from a) over
+  // the micro-batch's B/2 pairs, rows 2i (chosen) and 2i + 1 (rejected), against the reference
+  // NLLs given by set_sequence_nll; forward()'s dloss is then d(total loss)/d(pair loss), and the
+  // LossSums are those of pairs (see Backend::dpo_loss). The head computes its logits twice (see
+  // head_forward).
+  void set_dpo(const DpoArgs& a);
+  // The slot's per-sequence sums of token losses (negative log-probabilities of the trained
+  // targets), (B) f32 on the last stage: `reference` the frozen reference model's for the DPO
+  // head to read, `out` where the head writes this model's; either may be empty.
+  void set_sequence_nll(int slot, TensorView reference, TensorView out);
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
   std::vector<float> forward_logits(int slot);
@@ -279,6 +292,7 @@ class GptStage {
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                       const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights);
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);
   StageTensors view_tensors(TensorView base) const;
@@ -313,6 +327,8 @@ class GptStage {
   GradStaging* staging_ = nullptr;
   bool with_grads_ = false;
   bool tp_overlap_ = false;
+  bool dpo_ = false;
+  DpoArgs dpo_args_;
   bool fused_sum_ = false;
   bool split_bwd_ = false;
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight

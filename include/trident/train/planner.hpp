@@ -36,8 +36,9 @@ struct MemoryEstimate {
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   double workspace = 0;        // Hardware::workspace_gib
+  double reference = 0;        // task dpo: the frozen reference model's parameters, slots and scratch
   double total() const {
-    return params + grads + optimizer + activations + scratch + trainer + workspace;
+    return params + grads + optimizer + activations + scratch + trainer + workspace + reference;
   }
 };
 

@@ -16,6 +16,7 @@
 #include "trident/train/executor.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/reference_model.hpp"
 #include "trident/train/step_guard.hpp"
 #include "trident/train/step_timer.hpp"
 
@@ -24,15 +25,21 @@ namespace trident {
 struct StepStats {
   int step = 0;             // optimizer updates done with this one: the first step is step 1
   double loss = 0;          // mean loss over the trained targets of the global batch (all, but for sft),
-                            // or for a reward model over its pairs
-  double accuracy = std::nan("");   // reward model: share of the pairs whose chosen answer scored higher
-  double margin = std::nan("");     // reward model: mean of score(chosen) - score(rejected) over the pairs
+                            // or for a preference task (reward, dpo) over its pairs
+  // Preference tasks, over the global batch's pairs (NaN otherwise): the share whose chosen answer
+  // is ahead and the mean margin, score(chosen) - score(rejected) for a reward model and the
+  // implicit rewards' difference for dpo.
+  double accuracy = std::nan("");
+  double margin = std::nan("");
   double grad_norm = 0;     // before clipping
   double lr = 0;
   double step_ms = 0;       // this step alone (StepTimer)
   double tokens_per_s = 0;
   double val_loss = std::nan("");   // set on steps that ran an evaluation
-  double val_accuracy = std::nan("");   // and for a reward model its validation accuracy
+  double val_accuracy = std::nan("");   // and for a preference task its validation accuracy
+  // Task dpo (NaN otherwise): the mean implicit rewards beta * (log pi - log ref) of the chosen
+  // and the rejected responses.
+  double chosen_reward = std::nan(""), rejected_reward = std::nan("");
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
@@ -74,6 +81,8 @@ class Trainer {
   // stats. Queue the next step before finishing this one (at most kMaxQueuedSteps queued), and
   // finish every queued step before reading the model (evaluation, checkpoints).
   static constexpr int kMaxQueuedSteps = 4;
+  // Floats of a step's statistics (QueuedStep::stats), reduced over the world in one all-reduce.
+  static constexpr int kStepStats = kLossSums + 1;
   void queue_step(int step);
   StepStats finish_step();
   int queued_steps() const { return static_cast<int>(queued_.size()); }
@@ -83,13 +92,16 @@ class Trainer {
   // Mean token loss over `steps` global batches of `source` (forward only): its samples
   // [0, steps * global batch), the same set for every layout; over the trained targets only when
   // the source masks targets (the sum of their losses over the count of them in all the batches).
-  // A reward model's is the mean pair loss, with its accuracy and margin, over the scored pairs.
+  // A preference task's is the mean pair loss, with its accuracy and margin, over its pairs.
   EvalResult evaluate(BatchSource& source, int steps);
 
   // Starts from given weights instead of the random initialisation (init.from), before any step:
   // `params` is this rank's layout().total() fp32 parameters; the fp32 master weights get them
   // exactly (not rounded through the compute dtype) and the moments stay zero.
   void set_initial_weights(const std::vector<float>& params);
+  // Task dpo: the frozen reference model's weights (the initial ones: init.from), as `params` of
+  // set_initial_weights. set_initial_weights sets them too; a resumed run calls this instead.
+  void set_reference_weights(const std::vector<float>& params);
   // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
   void set_position(int64_t step, int64_t consumed_samples);
   // Global samples consumed once `step` steps are done.
@@ -117,7 +129,11 @@ class Trainer {
   // batch_targets_ (every rank calls it: a masking source's count is summed over the world).
   void read_batch(BatchSource& source, int64_t step_first_sample);
   void upload_batch();
-  void load_micro(int micro, int slot);   // micro-batch `micro` of batch_buf_ into a model slot
+  // Micro-batch `micro` of batch_buf_ into a slot of m (the policy, or the reference model).
+  void load_micro(GptStage& m, int micro, int slot);
+  // Task dpo: the reference model's sequence NLLs of the batch in the host buffers (before the
+  // policy's forward, whose head reads them).
+  void run_reference();
   LossSums reduce_loss(LossSums local);
 
   RunConfig cfg_;
@@ -128,14 +144,14 @@ class Trainer {
   SampleOrder sample_order_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
+  std::unique_ptr<ReferenceModel> reference_;   // task dpo only
   // A queued step: what finish_step() needs to report it.
   struct QueuedStep {
     int step = 0;
     double lr = 0;
     std::chrono::steady_clock::time_point t0, done;   // host work began; results complete
-    float stats[4] = {0, 0, 0, 0};   // [LossSums' loss, correct, margin, squared gradient norm], read
-                                     // before the update
-    double targets = 0;        // trained targets (reward model: scored pairs) of the global batch: the
+    float stats[kStepStats] = {};   // [LossSums (kLossSums), squared gradient norm], read before the update
+    double targets = 0;        // trained targets (preference tasks: pairs) of the global batch: the
                                // loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
   };
@@ -150,12 +166,13 @@ class Trainer {
   std::vector<uint8_t> host_mask_;     // one micro-batch's target mask (B, T), of a masking source
   // Trained targets of the global batch in the host buffers: G*T, or fewer when the source masks
   // some (counted over every micro-batch and DP rank before the backward scales by its inverse).
-  // A reward model counts its scored pairs instead: those whose two sequences train a target.
+  // A preference task counts pairs instead: a reward model its scored pairs (those whose two
+  // sequences train a target), dpo all of them.
   double batch_targets_ = 0;
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   bool packed_ = false;      // the host buffers hold packed sequences (their doc_starts are valid)
   Buffer batch_buf_;         // I32 [inputs | targets | doc_starts] of the step's micro-batches
-  Buffer stats_buf_;         // f32 [LossSums (3), squared gradient norm]
+  Buffer stats_buf_;         // f32 QueuedStep::stats
   StepGuard guard_;
   int skipped_steps_ = 0;
   double data_s_ = 0;

@@ -15,6 +15,7 @@
 #include "encoder.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "preference.cuh"
 #include "reduce.cuh"
 #include "reward.cuh"
 #include "rmsnorm.cuh"
@@ -506,6 +507,27 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::xent_fused(f32_optional(losses, N, "xent_fused: losses"),
                     act(logits, rows_x_cols(N, v_local), "xent_fused: logits"), targets, N, v_local, v_valid, dloss,
                     stream_);
+  }
+
+  // ---- sequence-level losses
+  void segment_sum(TensorView out, TensorView in, int S, int len) override {
+    gpu::ProfileScope prof(stream_, "segment_sum", S, len);
+    gpu::segment_sum(f32(out, S, "segment_sum: out"), f32(in, rows_x_cols(S, len), "segment_sum: in"), S, len,
+                     stream_);
+  }
+
+  void scale_rows(TensorView x, TensorView w, int rows, int cols) override {
+    gpu::ProfileScope prof(stream_, "scale_rows", rows, cols);
+    gpu::scale_rows(act(x, rows_x_cols(rows, cols), "scale_rows: x"), f32(w, rows, "scale_rows: w"), rows, cols,
+                    stream_);
+  }
+
+  void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
+                const DpoArgs& a) override {
+    gpu::ProfileScope prof(stream_, "dpo_loss", pairs, T);
+    gpu::dpo_loss(f32(acc, 5, "dpo_loss: acc"), f32_optional(row_weights, rows_x_cols(2 * pairs, T), "dpo_loss: row_weights"),
+                  f32(policy_nll, 2 * pairs, "dpo_loss: policy_nll"), f32(ref_nll, 2 * pairs, "dpo_loss: ref_nll"), pairs,
+                  T, a, stream_);
   }
 
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,

@@ -111,11 +111,12 @@ void Trainer::sync_parameters() {
 // The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
 // kIgnoredTarget, which the cross-entropy leaves out of the loss and the gradient (and which
 // places a reward model's score). Packed sequences' doc_starts go to every stage (each one's
-// attention reads them).
+// attention reads them). A preference task over a source without masks (trident bench's random
+// tokens) trains every target of every pair.
 void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   const int B = cfg_.train.micro_batch_size, T = cfg_.model.seq_len;
   const bool masked = source.masks_targets(), pairs = cfg_.preference_task();
-  TRIDENT_CHECK(!pairs || (masked && B % 2 == 0), str("task ", cfg_.task, " reads pairs of masked sequences"));
+  TRIDENT_CHECK(!pairs || B % 2 == 0, str("task ", cfg_.task, " reads pairs: an even micro-batch"));
   packed_ = source.packs_documents();
   batch_targets_ = static_cast<double>(cfg_.train.global_batch_size) * T;
   uint64_t trained = 0;   // targets this rank trains, when masked (preference tasks: its pairs)
@@ -137,12 +138,12 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
     // A reward model scores a pair when both its sequences have a trained target
     // (Backend::reward_fwd); DPO's loss counts every pair (one without targets adds ln 2, no gradient).
     auto any_trained = [&](int b) {
-      return std::any_of(&host_mask_[b * T], &host_mask_[b * T] + T, [](uint8_t m) { return m != 0; });
+      return !masked || std::any_of(&host_mask_[b * T], &host_mask_[b * T] + T, [](uint8_t m) { return m != 0; });
     };
     for (int b = 0; pairs && b < B; b += 2) trained += !cfg_.model.score_head || (any_trained(b) && any_trained(b + 1));
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!masked) return;
+  if (!masked && !pairs) return;
   // Each DP replica's count once: from its last stage's TP rank 0, as its loss (reduce_loss).
   std::vector<uint64_t> count{model_->stage().last() && g_.coord.tp == 0 ? trained : 0};
   all_reduce(count, HostReduce::Sum, g_);

@@ -57,19 +57,15 @@ int cmd_eval(const Args& args) {
   std::unique_ptr<BatchSource> source;
   bool on_validation = true;
   collective_check(MPI_COMM_WORLD, [&] {
-    if (cfg.preference_task()) {   // a reward model's pairs: the validation part, else the training one
-      DataSources pairs = open_preference_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
-      on_validation = pairs.val != nullptr;
-      source = std::move(on_validation ? pairs.val : pairs.train);
-      return;
-    }
-    source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed, sft);
+    source = open_validation_data(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed, cfg.task);
     if (source) return;
     if (cfg.data.train.empty())
       throw InputError(str("no data to evaluate on: ", data_from_checkpoint ? "the stored config of " + checkpoint +
                            " has neither data.val nor data.split < 1" : "no data.val given",
                            "; pass --data.val PREFIX"));
-    source = (sft ? open_sft_data : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed).train;
+    source = (cfg.preference_task() ? open_preference_data : sft ? open_sft_data : open_data)(
+                 cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed)
+                 .train;
     on_validation = false;
   });
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);

@@ -153,13 +153,15 @@ RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, 
     } catch (const InputError& e) {
       throw InputError(str("data.tokenizer: ", e.what()));
     }
-  } else if (resumed) {
+  } else if (resumed && !resumed->tokenizer.empty()) {
     t = {resumed->tokenizer, "the checkpoint " + resume_file};
-  } else if (!from.empty() && std::filesystem::is_directory(from)) {
-    if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
+  } else if (!from.empty() && (!resumed || std::filesystem::exists(from))) {
+    // A fresh run's init.from, or a resumed one's whose checkpoint keeps none (saved before
+    // checkpoints kept tokenizers) while init.from is still there.
+    if (!std::filesystem::is_directory(from))
+      t = {read_checkpoint_info(from).tokenizer, "init.from " + from};
+    else if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
       t = {read_tokenizer_files(from), "init.from " + from};
-  } else if (!from.empty()) {
-    t = {read_checkpoint_info(from).tokenizer, "init.from " + from};
   }
   if (!t.files.empty()) hf_tokenizer_ids(t.files, t.source, cfg.model.vocab_size);
   return t;

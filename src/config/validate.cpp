@@ -209,7 +209,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
           "must be pretrain, sft, dpo or reward");
   cfg.model.score_head = cfg.task == "reward";
   require(!cfg.data.pack || cfg.task == "sft", "data.pack", "true",
-          "packs fine-tuning records: use it with task = sft (pre-training sequences are already full)");
+          "packs fine-tuning records: use it with task = sft (pre-training windows are full; preference pairs "
+          "are not packed)");
   require(cfg.dpo.beta > 0 && std::isfinite(cfg.dpo.beta), "dpo.beta", cfg.dpo.beta, "must be > 0");
   require(cfg.dpo.label_smoothing >= 0 && cfg.dpo.label_smoothing < 0.5, "dpo.label_smoothing",
           cfg.dpo.label_smoothing, "must be in [0, 0.5)");

@@ -221,13 +221,14 @@ DataSources open_preference_data(const DataConfig& cfg, int seq_len, int vocab_s
 }
 
 std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,
-                                                  bool sft) {
-  if (sft) {
-    const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
+                                                  const std::string& task) {
+  const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
+  if (task == "sft")
     return masked_validation<SftSource>(cfg, split ? open_masked<SftSource>("data.train", cfg.train) : nullptr,
                                         seq_len, vocab_size, seed);
-  }
-  const bool split = cfg.val.empty() && cfg.split < 1 && !cfg.train.empty();
+  if (task == "dpo" || task == "reward")
+    return masked_validation<PreferenceSource>(
+        cfg, split ? open_masked<PreferenceSource>("data.train", cfg.train) : nullptr, seq_len, vocab_size, seed);
   const std::vector<OpenedPart> train = split ? open_parts(parse_blend_spec("data.train", cfg.train))
                                               : std::vector<OpenedPart>{};
   return validation_source(cfg, train, seq_len, vocab_size, seed);

@@ -81,7 +81,9 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     const int n_micro = cfg.micro_batches_per_step();
     const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
-    e.reference = e.params + static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
+    // Its parameters whole (no ZeRO-2 shard beside them, unlike the policy's e.params).
+    e.reference = static_cast<double>(layout.total()) * dtype_size(act) +
+                  static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
                   static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
                   (st.last() ? static_cast<double>(n_micro) * B * sizeof(float) : 0.0);
   }
@@ -186,8 +188,13 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
     const double recomputed = cfg.recompute_plan().full / 3.0 * block_flops_per_token(m);
-    const double compute =
-        (stage_flops_per_token(m, st, p.tp) + recomputed) * tokens_micro / p.tp / (hw.gemm_tflops * 1e12);
+    // Task dpo: the frozen reference's forward (a third of the stage's training FLOPs) and the
+    // head's second pass over the logits (its forward GEMM again) on the last stage.
+    const double reference = cfg.task != "dpo" ? 0.0
+                                               : stage_flops_per_token(m, st, p.tp) / 3.0 +
+                                                     (st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0);
+    const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp /
+                           (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
     // parallel.tp_overlap alone too: on H100 what they save the GEMMs beside them lose, 73.2%
     // against 73.0% tp2 scaling; with tp_overlap and tp_fused_sum the copy engines move them

@@ -57,6 +57,9 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     }
     grad_shard_ = Buffer(be, shard_total_ * sizeof(float));
     param_shard_ = Buffer(be, shard_total_ * dtype_size(dtype_));
+    // AdamW writes the parameters' ranges only; the alignment gaps and bucket tails it skips are
+    // all-gathered with them and must stay zero, as ZeRO-1 keeps them.
+    be.zero(param_shard_.view(dtype_).slice(0, shard_total_));
     const std::vector<char> once = reduced_once(layout);
     const auto [rotating, largest] = rotating_buffers(layout, once);
     n_rotating_ = rotating;

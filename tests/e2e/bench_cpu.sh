@@ -26,7 +26,10 @@ for task in dpo reward; do
   "$trident" bench --config "$root/inputs/models/llama-tiny.cfg" --backend cpu --task "$task" --model.seq_len 32 \
     --train.micro_batch_size 2 --train.global_batch_size 2 --bench.warmup 1 --bench.steps 2 >"$out/$task" 2>&1 ||
     { echo "FAIL: bench --task $task"; cat "$out/$task"; exit 1; }
-  grep -A1 '^model' "$out/$task" | tail -1
+  row=$(grep -E '^L[0-9]+C[0-9]+ ' "$out/$task")
+  echo "$task: $row"
+  tokens=$(awk '{print $(NF-4)}' <<<"$row")
+  [[ $tokens =~ ^[0-9]+$ && $tokens -gt 0 ]] || { echo "FAIL: bench --task $task: tokens/s '$tokens'"; fail=1; }
 done
 "$trident" bench --backend cpu --bench.kernels >"$out/kernels" 2>"$out/stderr" ||
   { echo "FAIL: --bench.kernels exit $?"; cat "$out/stderr"; exit 1; }

@@ -46,6 +46,10 @@ PY
 # trident eval scores the held-out pairs of the checkpoint's stored data.
 "$@" "$trident" eval --checkpoint "$out/rm/step_24.h5" --backend cpu --train.eval_steps 2 | tee "$out/eval.log"
 grep -Eq "on validation data.*pair accuracy (0\.9|1)" "$out/eval.log" || { echo "eval: no pair accuracy of 0.9 or more"; exit 1; }
+# ... and pairs given as data.val alone (no data.train).
+"$@" "$trident" eval --checkpoint "$out/rm/step_24.h5" --backend cpu --task reward --data.val "$out/pref" \
+  --train.eval_steps 1 | tee "$out/eval_val.log"
+grep -Eq "on validation data.*pair accuracy" "$out/eval_val.log" || { echo "eval --data.val: no pair accuracy"; exit 1; }
 
 refused() {   # refused NAME PATTERN COMMAND...: exit status 2 and the pattern in the output
   local name=$1 pattern=$2

@@ -60,7 +60,8 @@ DpoRun train(RunConfig cfg, MPI_Comm comm) {
     r.accuracy.push_back(st.accuracy);
     r.chosen.push_back(st.chosen_reward);
     r.rejected.push_back(st.rejected_reward);
-    if (s == 0) {
+    // Under ZeRO-2 the stage holds no whole gradient to gather (the weights check it).
+    if (s == 0 && cfg.parallel.zero < 2) {
       trainer.sync_parameters();
       r.grads = gather_like_params(trainer.model(), trainer.model().grads(), g);
     }
@@ -108,12 +109,13 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
                 ref.losses.front(), ref.losses.back(), ref.accuracy.front(), ref.accuracy.back(),
                 ref.chosen.front() - ref.rejected.front(), ref.chosen.back() - ref.rejected.back());
   }
-  // Every tp x pp with and without ZeRO-1, then tp 2's head under sequence parallelism (the final
-  // norm's rows gathered) and tp_overlap (the blocks in two halves).
+  // Every tp x pp without ZeRO and with ZeRO-1 and 2, then tp 2's head under sequence parallelism
+  // (the final norm's rows gathered) and tp_overlap (the blocks in two halves).
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2)
-      for (int variant = 0; variant < 4; ++variant) {
-        const bool zero = variant == 1, sp = variant == 2, overlap = variant == 3;
+      for (int variant = 0; variant < 5; ++variant) {
+        const int zero = variant == 1 ? 1 : variant == 4 ? 2 : 0;
+        const bool sp = variant == 2, overlap = variant == 3;
         RunConfig cfg = dpo_config();
         cfg.parallel.tp = tp;
         cfg.parallel.pp = pp;
@@ -122,16 +124,16 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
         cfg.parallel.sequence_parallel = sp;
         cfg.parallel.tp_overlap = overlap;
         if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
-        if (zero && cfg.parallel.dp == 1) continue;   // ZeRO-1 shards over DP ranks only
+        if (zero && cfg.parallel.dp == 1) continue;   // ZeRO shards over DP ranks only
         if ((sp || overlap) && (tp != 2 || pp != 1)) continue;
-        const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp, zero ? " zero1" : "",
+        const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp, zero ? str(" zero", zero) : "",
                                      sp ? " sp" : "", overlap ? " tp_overlap" : "");
         SCOPED_TRACE(name);
         const DpoRun got = train(cfg, MPI_COMM_WORLD);
         if (rank != 0) continue;
         std::string gt, wt;
         const double loss_err = loss_error(got, ref), reward_err = reward_error(got, ref);
-        // ZeRO-1 leaves each DP rank the reduced gradients of its own shard only.
+        // ZeRO-1/2 leave each DP rank the reduced gradients of its own shard only.
         const double grad_err = zero ? 0.0 : test::worst_tensor(got.grads, ref.grads, gt);
         const double weight_err = test::worst_tensor(got.params, ref.params, wt);
         EXPECT_LE(loss_err, kTol);

@@ -53,7 +53,8 @@ RewardRun train(RunConfig cfg, MPI_Comm comm) {
   RewardRun r;
   for (int s = 0; s < kSteps; ++s) {
     r.steps.push_back(trainer.train_step(s));
-    if (s == 0) {
+    // Under ZeRO-2 the stage holds no whole gradient to gather (the weights check it).
+    if (s == 0 && cfg.parallel.zero < 2) {
       trainer.sync_parameters();
       r.grads = gather_like_params(trainer.model(), trainer.model().grads(), g);
     }
@@ -112,6 +113,7 @@ void every_layout_matches_one_rank(const std::string& arch) {
   const Variant variants[] = {
       {"", [](RunConfig&) {}},
       {" zero1", [](RunConfig& c) { c.parallel.zero = 1; }},
+      {" zero2", [](RunConfig& c) { c.parallel.zero = 2; }},
       {" sp", [](RunConfig& c) { c.parallel.sequence_parallel = true; }},
       {" overlap", [](RunConfig& c) { c.parallel.tp_overlap = true; }},
       {" gpipe", [](RunConfig& c) { c.parallel.schedule = "gpipe"; }},
@@ -126,7 +128,7 @@ void every_layout_matches_one_rank(const std::string& arch) {
         v.apply(cfg);
         if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
         if ((cfg.parallel.sequence_parallel || cfg.parallel.tp_overlap) && tp == 1) continue;
-        if (cfg.parallel.zero == 1 && cfg.parallel.dp == 1) continue;
+        if (cfg.parallel.zero >= 1 && cfg.parallel.dp == 1) continue;
         if (cfg.parallel.schedule == "gpipe" && pp == 1) continue;
         const std::string name = str(arch, " dp", cfg.parallel.dp, " tp", tp, " pp", pp, v.name);
         SCOPED_TRACE(name);
@@ -139,7 +141,7 @@ void every_layout_matches_one_rank(const std::string& arch) {
                                  rel(got.steps[s].margin, ref.steps[s].margin)});
         }
         std::string gt, wt;
-        // Under ZeRO-1 each DP rank holds only its reduced shard of the gradients: the weights
+        // Under ZeRO-1/2 each DP rank holds only its reduced shard of the gradients: the weights
         // after the steps check them.
         const double grad_err = cfg.parallel.zero ? 0.0 : worst(got.grads, ref.grads, gt),
                      weight_err = worst(got.params, ref.params, wt);

@@ -178,6 +178,22 @@ TEST(Planner, MemoryOfZero2) {
   EXPECT_GE(estimate_time(c, hw).dp_s, estimate_time(small_config(1), hw).dp_s);
 }
 
+// Task dpo: the reference (parameters whole beside a ZeRO-2 shard) and its forward with the head's
+// second pass in the step's FLOPs.
+TEST(Planner, DpoCountsItsReference) {
+  Hardware hw;
+  RunConfig c = small_config(1);
+  c.parallel.zero = 2;
+  c.task = "dpo";
+  const MemoryEstimate zero2 = estimate_memory(c, hw);
+  c.parallel.zero = 1;
+  const MemoryEstimate zero1 = estimate_memory(c, hw);
+  EXPECT_DOUBLE_EQ(zero2.reference, zero1.reference);   // not counting the policy's parameter shard
+  const double pretrain = estimate_time(small_config(1), hw).compute_s, dpo = estimate_time(c, hw).compute_s;
+  EXPECT_GT(dpo, pretrain * 4 / 3);
+  EXPECT_LT(dpo, pretrain * 5 / 3);
+}
+
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {
   Hardware hw;
   RunConfig c = small_config(0);

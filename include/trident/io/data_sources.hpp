@@ -37,9 +37,10 @@ DataSources open_sft_data(const DataConfig& cfg, int seq_len, int vocab_size, ui
 // InputError for a blend, a dataset without its mask, a chat dataset, or a split that leaves no record.
 DataSources open_preference_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed);
 
-// The validation source alone, as open_data (sft: open_sft_data) builds it: data.val, else the documents data.split
-// holds out of data.train; null when there is neither. data.train is opened only for a split.
+// The validation source alone, as open_data (task sft: open_sft_data; dpo, reward:
+// open_preference_data) builds it: data.val, else the documents data.split holds out of
+// data.train; null when there is neither. data.train is opened only for a split.
 std::unique_ptr<BatchSource> open_validation_data(const DataConfig& cfg, int seq_len, int vocab_size, uint64_t seed,
-                                                  bool sft = false);
+                                                  const std::string& task = "pretrain");
 
 }  // namespace trident

@@ -51,7 +51,8 @@ struct StepStats {
   std::vector<double> mem_used_bytes, mem_total_bytes;   // per rank, on printed steps (memory monitor)
 };
 
-// An evaluation's mean loss; for a reward model also the accuracy and mean margin over its pairs.
+// An evaluation's mean loss; for a preference task (reward, dpo) also the accuracy and mean
+// margin over its pairs.
 struct EvalResult {
   double loss = 0;
   double accuracy = std::nan(""), margin = std::nan("");

@@ -22,23 +22,14 @@ constexpr double kTol = 1e-5;
 constexpr uint64_t kReferenceSeed = 77;
 
 RunConfig dpo_config() {
-  RunConfig c = test::tiny_config();
-  c.task = "dpo";
+  RunConfig c = test::finetune_config("dpo");
   c.dpo.beta = 0.5;
   c.dpo.label_smoothing = 0.1;
-  c.model.arch = "llama";
-  c.model.n_layer = 4;   // divisible by every pp up to 4
-  c.model.n_kv_head = 2;
-  c.model.ffn_hidden_size = 96;
-  c.model.vocab_size = 101;
-  c.train.global_batch_size = 8;
-  c.train.micro_batch_size = 2;
   // A tenth of the pre-training tests' rate (DPO trains near its reference): the first steps'
   // Adam updates are ~lr * sign(gradient), and at 1e-2 the gradients' rounding in another layout
   // (~1e-6 relative) flips the sign of enough near-zero elements to move the weights 1.5e-5 apart.
   c.train.lr = 1e-3;
   c.train.min_lr = 1e-4;
-  c.train.eps = 1e-5;   // as test_equivalence: keeps rounding-floor gradients from taking full steps
   return c;
 }
 

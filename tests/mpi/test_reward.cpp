@@ -21,22 +21,7 @@ namespace {
 constexpr int kSteps = 3;
 constexpr double kTol = 1e-5;
 
-RunConfig reward_config(const std::string& arch) {
-  RunConfig c = test::tiny_config();
-  c.task = "reward";
-  c.model.arch = arch;
-  c.model.n_layer = 4;   // divisible by every pp up to 4
-  c.model.vocab_size = 101;
-  if (arch == "llama") {
-    c.model.n_kv_head = 2;
-    c.model.ffn_hidden_size = 96;
-  }
-  c.train.global_batch_size = 8;
-  c.train.micro_batch_size = 2;
-  c.train.min_lr = 1e-3;
-  c.train.eps = 1e-5;   // as test_equivalence: keeps rounding-floor gradients from taking full steps
-  return c;
-}
+RunConfig reward_config(const std::string& arch) { return test::finetune_config("reward", arch); }
 
 struct RewardRun {
   std::vector<StepStats> steps;

@@ -57,6 +57,23 @@ RunConfig tiny_config() {
   return c;
 }
 
+RunConfig finetune_config(const std::string& task, const std::string& arch) {
+  RunConfig c = tiny_config();
+  c.task = task;
+  c.model.arch = arch;
+  c.model.n_layer = 4;
+  c.model.vocab_size = 101;
+  if (arch == "llama") {
+    c.model.n_kv_head = 2;
+    c.model.ffn_hidden_size = 96;
+  }
+  c.train.global_batch_size = 8;
+  c.train.micro_batch_size = 2;
+  c.train.min_lr = 1e-3;
+  c.train.eps = 1e-5;
+  return c;
+}
+
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm) {
   int size = 0;
   MPI_Comm_size(comm, &size);

@@ -29,6 +29,10 @@ double worst_tensor(const GatheredParams& got, const GatheredParams& want, std::
 // 8; lr 1e-2 after 2 warm-up steps; collectives time out after 120 s. Each test changes on its
 // copy what it exercises (deeper models for pipeline layouts, its layout, its steps).
 RunConfig tiny_config();
+// The fine-tuning tests' model for `task` (sft, dpo, reward): tiny_config as a 4-layer Llama (4
+// divides every pp up to 4; 2 key/value heads) or GPT-2 over 101 ids, B 2, G 8, Adam eps 1e-5 (as
+// test_equivalence: keeps rounding-floor gradients from taking full steps), min_lr 1e-3.
+RunConfig finetune_config(const std::string& task, const std::string& arch = "llama");
 
 // Validates cfg for the ranks of comm (resolving parallel.dp) and returns its topology.
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm);

@@ -65,8 +65,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "micro_batch_size*seq_len must divide by tp");
   v("parallel.recompute", c.parallel.recompute,
     "activation recompute, memory for time with gradients bit for bit the same: none; selective (every block "
-    "drops its norm outputs and MLP activation, which the backward redoes from the saved norm inputs and MLP "
-    "pre-activation: elementwise passes, no GEMM); or full (the backward recomputes a block's activations from its "
+    "drops its norm outputs and, for llama, its SwiGLU product, which the backward redoes from the saved norm "
+    "inputs and gate|up output: elementwise passes, no GEMM); or full (the backward recomputes a block's activations from its "
     "input, which is all a recomputed block keeps from the forward)");
   v("parallel.recompute_layers", c.parallel.recompute_layers,
     "with recompute = full, the first N blocks of each pipeline stage are recomputed fully (0: all of them); with "

@@ -69,7 +69,7 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows) {
   const int fc = static_cast<int>(s.d.fc);
-  if (s.d.llama || s.gelu_apart) {
+  if (s.d.llama) {
     be.matmul_fwd(a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
     mlp_activation(be, s, a, rows);
   } else {
@@ -78,11 +78,9 @@ void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p,
 }
 
 void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows) {
+  TRIDENT_CHECK(s.d.llama, "mlp_activation: GPT-2's GELU runs in the fc GEMM's epilogue");
   const size_t fa = s.d.fc_act, n = static_cast<size_t>(rows);
-  if (s.d.llama)
-    be.swiglu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc), rows, static_cast<int>(fa));
-  else
-    be.gelu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc));
+  be.swiglu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc), rows, static_cast<int>(fa));
 }
 
 TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,

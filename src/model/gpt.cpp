@@ -87,7 +87,10 @@ struct GptStage::Dims {
   }
   size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
   // What a slot keeps of a block that is not fully recomputed.
-  BlockActsPlan kept() const { return {lse_elems(), true, !rc.selective, !rc.selective, rows}; }
+  // Selective drops the MLP activation of a Llama (the SwiGLU product, its own op either way) but
+  // keeps GPT-2's: its GELU runs in the fc GEMM's epilogue on the fp32 accumulator, which a
+  // recomputation from the rounded pre-activation would not reproduce bit for bit on a GPU.
+  BlockActsPlan kept() const { return {lse_elems(), true, !rc.selective, !rc.selective || !bd.llama, rows}; }
 };
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
@@ -377,7 +380,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
   TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
-  BlockShape shape = forward_shape(B_ * T_);
+  BlockShape shape = block_shape(B_ * T_);
   shape.fused_sum = fused_sum_;
   for (int i = 0; i < stage_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
@@ -409,12 +412,6 @@ BlockActs GptStage::work_acts(const Slot& s, int i) const {
   return a;
 }
 
-BlockShape GptStage::forward_shape(int rows) const {
-  BlockShape shape = block_shape(rows);
-  shape.gelu_apart = recompute_.selective;   // as backward_acts recomputes it
-  return shape;
-}
-
 // The block's forward again from its complete input x (the previous block's output, completed in
 // the forward by this block's first norm; or the stage input), up to the MLP activation (the
 // down projection's output is not needed): the same ops on the same values give the same bits.
@@ -427,7 +424,7 @@ BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
     mlp_in_fwd_sequence(i, a, x);
     return a;
   }
-  const BlockShape shape = forward_shape(B_ * T_);
+  const BlockShape shape = block_shape(B_ * T_);
   TpSum x_sum;
   TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, x_sum, shape, attention, TensorView{});
   block_mlp_in_fwd(be_, p_.blocks[i], a, x, x2_sum, shape);
@@ -443,7 +440,7 @@ BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
   const BlockActs a = work_acts(s, i);
   const BlockActs& kept = s.layers[i];
   const BlockTensors& p = p_.blocks[i];
-  const BlockShape shape = forward_shape(B_ * T_);
+  const BlockShape shape = block_shape(B_ * T_);
   const int rows = own_row_count();
   be_.side_join();   // the previous block's side work may still read the shared activations
   auto redo = [&](int ln, TensorView out, TensorView kept_out, TensorView mean, TensorView rstd, TensorView in,
@@ -548,7 +545,7 @@ void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, T
                                       const AttentionStep& attention) {
   const BlockTensors& p = p_.blocks[i];
   const int N = B_ * T_, rows = own_row_count();
-  const BlockShape shape = forward_shape(N);
+  const BlockShape shape = block_shape(N);
   const TensorView partial = scratch_->partial;
   if (pending.empty())
     norm_fwd(be_, shape, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, rows);
@@ -566,7 +563,7 @@ void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, T
 void GptStage::mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x) {
   const BlockTensors& p = p_.blocks[i];
   const int N = B_ * T_;
-  const BlockShape shape = forward_shape(N);
+  const BlockShape shape = block_shape(N);
   add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(scratch_->partial, C_),
                   TensorView{}, x, p.ln2_w, p.ln2_b, own_row_count(), PeerRelease{});
   gather_rows(a.ln2);

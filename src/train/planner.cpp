@@ -155,7 +155,9 @@ double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int
   const double rows = sequence_parallel && tp > 1 ? N / tp : N;   // of the residual stream and the norms
   if (full) return a * rows * d.C;                                 // the block output x3
   const double residual = (selective ? 2 : 4) * a * rows * d.C;    // x2, x3 (and ln1, ln2)
-  const double split = a * N * (d.qkv + d.att + d.fc + (selective ? 0 : d.fc_act));   // over tp: qkv, atty, fch (fcg)
+  // Over tp: qkv, atty, fch, and fcg unless selective drops it (a Llama's SwiGLU product; GPT-2
+  // keeps its GELU output, which the fc GEMM's epilogue computes).
+  const double split = a * N * (d.qkv + d.att + d.fc + (selective && d.llama ? 0 : d.fc_act));
   const double stats = 4.0 * rows * (d.llama ? 2 : 4) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
   return residual + split + stats;
 }

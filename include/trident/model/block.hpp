@@ -66,10 +66,6 @@ struct BlockShape {
   bool bias_here; // TP rank 0 adds the row-parallel biases (once, before the reduction)
   bool fused_sum = false;   // parallel.tp_fused_sum: the TP sums as partials the next op adds (TpSum)
   BlockDims d;
-  // GELU as its own op after the fc GEMM, the op that recomputing it repeats (selective
-  // recompute), instead of the GEMM's epilogue, which applies it before the pre-activation is
-  // rounded to the compute dtype (cuBLASLt) and so need not give the same bits.
-  bool gelu_apart = false;
 };
 
 // The block's norms: LayerNorm (gpt2) or RMSNorm (llama, no mean and no bias), in the forms the
@@ -88,8 +84,9 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows);
 
-// The MLP activation of a.fch into a.fcg, `rows` rows: GELU (gpt2) or SwiGLU (llama); what
-// mlp_activation_fwd applies after its GEMM (with gelu_apart).
+// A Llama's MLP activation, the SwiGLU of a.fch into a.fcg, `rows` rows: what mlp_activation_fwd
+// applies after its GEMM and selective recompute redoes (GPT-2's GELU runs in the fc GEMM's
+// epilogue, on the fp32 accumulator, and selective recompute keeps its output).
 void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows);
 
 // Fills a.atty (and a.lse where used) from a.qkv (llama: rotating its q and k first).

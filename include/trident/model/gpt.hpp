@@ -248,7 +248,6 @@ class GptStage {
   void start_grad_gather(Slot& s, TensorView dres);
   void finish_grad_gather(Slot& s);
   void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
-  BlockShape forward_shape(int rows) const;   // block_shape with what the forward's ops need of recompute
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   Request sum_over_tp(TensorView v);

@@ -81,13 +81,14 @@ double pipeline_bubble(int pp, int n_micro);
 // Bytes of activations one block keeps for the backward per micro-batch of B sequences on one TP
 // rank (act_bytes per element; `full`: a fully recomputed block), what GptStage's slots hold. In
 // the terms of Korthikanti et al. 2022 (s = T, b = B, h = C, t = tp, 2-byte elements), GPT-2:
-//   none          sbh (8 + 24/t)    selective  sbh (4 + 16/t)    full  2 sbh
-//   with SP       sbh 32/t                     sbh 20/t                2 sbh/t
+//   none          sbh (8 + 24/t)    selective  sbh (4 + 24/t)    full  2 sbh
+//   with SP       sbh 32/t                     sbh 28/t                2 sbh/t
 // plus the fp32 statistics (norm mean and rstd per token and norm, logsumexp per token and head).
 // The paper's sbh (10 + 24/t + 5as/(ht)) and sbh 34/t also count two dropout masks (trident has
 // no dropout) and the attention probabilities (never stored: flash attention); its selective
-// recompute is exactly that attention core, and trident's also drops the norm outputs (2 sbh,
-// or 4 sbh/t under SP) and the MLP activation (8 sbh/t).
+// recompute is exactly that attention core, and trident's also drops the norm outputs (4 sbh,
+// or 4 sbh/t under SP) and a Llama's SwiGLU product (GPT-2 keeps its GELU output, computed in
+// the fc GEMM's epilogue).
 double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes, bool sequence_parallel,
                               bool selective, bool full);
 

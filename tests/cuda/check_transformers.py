@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from check_hf_convert import B, T, TOL, VARIANTS, check, failures, run, train_two_steps, trident_logits  # noqa: E402
+from check_hf_convert import (B, T, TOL, VARIANTS, check, exit_with_result, run, train_two_steps,  # noqa: E402
+                              trident_logits)
 from check_vs_torch import rel  # noqa: E402
 
 try:
@@ -74,10 +75,7 @@ def main(trident, hf_logits_bin, root):
                       0 if type(exported).__name__ == cfg["architectures"][0] else 1, 0)
                 check(f"export {dtype}: transformers logits vs trident", rel(hf_model_logits(exported, tokens), mine), tol)
 
-    if failures:
-        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
-        sys.exit(1)
-    print("all checks passed")
+    exit_with_result()
 
 
 if __name__ == "__main__":

@@ -182,6 +182,14 @@ def train_two_steps(trident, root, kind, cfg, ckpt, ck_dir):
     return os.path.join(ck_dir, "step_2.h5")
 
 
+def exit_with_result():
+    """Exit 1 naming the failed checks, else say all passed."""
+    if failures:
+        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
+        sys.exit(1)
+    print("all checks passed")
+
+
 def check(what, err, tol):
     ok = err <= tol
     print(f"  {what:<58} {err:.3e}  (tol {tol:.0e})  {'ok' if ok else 'FAIL'}")
@@ -234,10 +242,7 @@ def main(trident, hf_logits_bin, root):
                     check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
                           rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)
 
-    if failures:
-        print(f"FAILED: {len(failures)} checks: {', '.join(failures[:8])}")
-        sys.exit(1)
-    print("all checks passed")
+    exit_with_result()
 
 
 if __name__ == "__main__":

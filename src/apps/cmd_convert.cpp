@@ -101,13 +101,14 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
                            bucket_elements(p));
   std::vector<float> params;
   CheckpointInfo info;
+  std::string tokenizer_note;
   // Only DP rank 0 writes parameters (the checkpoint's ownership rule): the others read nothing.
   // The directory's tokenizer, where it has one, goes into the checkpoint for the runs after it.
   collective_check(MPI_COMM_WORLD, [&] {
     params = g.coord.dp == 0 ? hf->local_params(layout) : std::vector<float>(layout.total(), 0.0f);
     if (std::filesystem::exists(std::filesystem::path(o.from_hf) / "tokenizer.json")) {
       info.tokenizer = read_tokenizer_files(o.from_hf);
-      hf_tokenizer_ids(info.tokenizer, o.from_hf, cfg.model.vocab_size);
+      carried_tokenizer_ids(info.tokenizer, o.from_hf, cfg.model.vocab_size, tokenizer_note);
     }
   });
   info.seed = cfg.train.seed;
@@ -128,6 +129,7 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
   log_info(str("convert: wrote ", o.out, " (", hf_architecture(cfg.model), ", step 0, weights only) from ", o.from_hf,
                " on ", world, " ranks. Its model, for the [model] section of a run that starts from it with "
                "--init.from:\n", section));
+  if (!tokenizer_note.empty()) log_info(tokenizer_note);
   return 0;
 }
 
@@ -138,13 +140,17 @@ int convert_to_hf(const ConvertOptions& o) {
   std::unique_ptr<CheckpointExport> ck;
   HfSpecialTokens tokens;
   TokenizerFiles tokenizer;
+  std::string tokenizer_note;
   collective_check(MPI_COMM_WORLD, [&] {
     ck = std::make_unique<CheckpointExport>(o.to_hf);
     check_hf_out(o);
-    // --tokenizer, else the one the checkpoint keeps (the run's), if any.
-    tokenizer = o.tokenizer.empty() ? ck->info().tokenizer : read_tokenizer_files(o.tokenizer);
-    if (!tokenizer.empty())
-      tokens = hf_tokenizer_ids(tokenizer, o.tokenizer.empty() ? o.to_hf : o.tokenizer, ck->model().vocab_size);
+    // --tokenizer (which must load), else the one the checkpoint keeps (the run's), if any.
+    if (!o.tokenizer.empty()) {
+      tokenizer = read_tokenizer_files(o.tokenizer);
+      tokens = hf_tokenizer_ids(tokenizer, o.tokenizer, ck->model().vocab_size);
+    } else if (!(tokenizer = ck->info().tokenizer).empty()) {
+      tokens = carried_tokenizer_ids(tokenizer, o.to_hf, ck->model().vocab_size, tokenizer_note);
+    }
     if (rank == 0) {
       std::error_code ec;
       fs::create_directories(o.out, ec);
@@ -182,6 +188,7 @@ int convert_to_hf(const ConvertOptions& o) {
   log_info(str("convert: wrote ", o.out, " (", hf_architecture(ck->model()), ", ", torch_dtype, ", ", shards.size(),
                shards.size() == 1 ? " file" : " shards", tokenizer.empty() ? ", no tokenizer" : ", with the tokenizer",
                ") from ", o.to_hf, " (step ", ck->info().step, ") on ", world, " ranks"));
+  if (!tokenizer_note.empty()) log_info(tokenizer_note);
   return 0;
 }
 

@@ -141,6 +141,7 @@ std::vector<float> read_init_weights(const RunConfig& cfg, Trainer& trainer, con
 struct RunTokenizer {
   TokenizerFiles files;
   std::string source;
+  std::string note;   // a carried tokenizer trident cannot read (kept all the same)
 };
 
 RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, const std::string& resume_file) {
@@ -163,7 +164,11 @@ RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, 
     else if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
       t = {read_tokenizer_files(from), "init.from " + from};
   }
-  if (!t.files.empty()) hf_tokenizer_ids(t.files, t.source, cfg.model.vocab_size);
+  if (t.files.empty()) return t;
+  if (!cfg.data.tokenizer.empty())
+    hf_tokenizer_ids(t.files, t.source, cfg.model.vocab_size);   // named by the user: it must load
+  else
+    carried_tokenizer_ids(t.files, t.source, cfg.model.vocab_size, t.note);
   return t;
 }
 
@@ -351,6 +356,7 @@ int cmd_train(const Args& args) {
   for (const std::string& note : {resume.note, length_note, lr_note})
     if (!note.empty()) log_info(note);
   if (!tokenizer.files.empty()) log_info("tokenizer: " + tokenizer.source + " (the checkpoints keep it)");
+  if (!tokenizer.note.empty()) log_info(tokenizer.note);
 
   return abort_job_on_error("train", [&] { return train(cfg, rt, data, outputs, resume, tokenizer.files); });
 }

@@ -532,4 +532,15 @@ HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string&
   return {tok.bos_id(), tok.eot_id()};
 }
 
+HfSpecialTokens carried_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size,
+                                      std::string& note) {
+  try {
+    return hf_tokenizer_ids(files, where, vocab_size);
+  } catch (const InputError& e) {
+    note = str("note: kept as it is, but trident cannot use this tokenizer (", e.what(),
+               "): no BOS/EOS ids for the Hugging Face configs, and generate needs --tokenizer");
+    return {};
+  }
+}
+
 }  // namespace trident

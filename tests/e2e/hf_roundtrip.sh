@@ -104,6 +104,20 @@ grep -q '"bos_token_id": 257' "$out/tok-out/config.json" && grep -q '"eos_token_
   >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "tokenizer: generate"; }
 head -1 "$out/tok.log" | grep -q "^hello" || { cat "$out/tok.log"; fail "generate did not use the kept tokenizer"; }
 echo "ok   the tokenizer goes from-hf -> init.from -> resume -> to-hf unchanged, and generate uses it"
+# A tokenizer trident cannot read (SentencePiece-style byte_fallback) does not stop the weights:
+# kept and exported as it is, with a note, and no BOS/EOS ids in the configs.
+cp -r "$out/llama-np1-hf1" "$out/sp-hf"
+python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); t["model"]["byte_fallback"] = True
+json.dump(t, open(sys.argv[2], "w"))' "$tok/tokenizer.json" "$out/sp-hf/tokenizer.json"
+"$@" -np 1 "$trident" convert --from-hf "$out/sp-hf" --out "$out/sp.h5" >"$out/tok.log" 2>&1 ||
+  { cat "$out/tok.log"; fail "a tokenizer trident cannot read stopped from-hf"; }
+grep -q "note: kept as it is, but trident cannot use this tokenizer.*byte_fallback" "$out/tok.log" ||
+  { cat "$out/tok.log"; fail "no note on the unreadable tokenizer"; }
+"$@" -np 1 "$trident" convert --to-hf "$out/sp.h5" --out "$out/sp-out" >"$out/tok.log" 2>&1 ||
+  { cat "$out/tok.log"; fail "to-hf with a kept unreadable tokenizer"; }
+cmp -s "$out/sp-hf/tokenizer.json" "$out/sp-out/tokenizer.json" || fail "the unreadable tokenizer.json was not exported as it is"
+grep -q '"bos_token_id": null' "$out/sp-out/config.json" || { cat "$out/sp-out/config.json"; fail "ids of an unreadable tokenizer"; }
+echo "ok   a tokenizer trident cannot read is kept and exported as it is, with a note"
 "$@" -np 1 "$trident" train "${small[@]}" --data.tokenizer "$tok" --train.steps 1 --checkpoint.dir "$out/tokdata" \
   >"$out/tok.log" 2>&1 || { cat "$out/tok.log"; fail "data.tokenizer"; }
 "$@" -np 1 "$trident" convert --to-hf "$out/tokdata/step_1.h5" --out "$out/tokdata-out" >/dev/null || fail "to-hf of tokdata"

@@ -106,5 +106,10 @@ class CheckpointExport {
 // The BOS and EOS ids of a tokenizer (read_tokenizer_files, or kept in a checkpoint), after loading
 // it: InputError, naming `where`, for one trident cannot read or with more ids than vocab_size.
 HfSpecialTokens hf_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size);
+// The same for a tokenizer that comes along without being asked for (a Hugging Face directory's,
+// one a checkpoint keeps): one trident cannot read (a SentencePiece-style tokenizer.json) is still
+// kept and exported as it is, so this returns no ids (-1) and sets `note` to why instead of throwing.
+HfSpecialTokens carried_tokenizer_ids(const TokenizerFiles& files, const std::string& where, int vocab_size,
+                                      std::string& note);
 
 }  // namespace trident

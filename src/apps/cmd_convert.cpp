@@ -148,7 +148,7 @@ int convert_to_hf(const ConvertOptions& o) {
     if (!o.tokenizer.empty()) {
       tokenizer = read_tokenizer_files(o.tokenizer);
       tokens = hf_tokenizer_ids(tokenizer, o.tokenizer, ck->model().vocab_size);
-    } else if (!(tokenizer = ck->info().tokenizer).empty()) {
+    } else if (!(tokenizer = read_checkpoint_tokenizer(o.to_hf)).empty()) {
       tokens = carried_tokenizer_ids(tokenizer, o.to_hf, ck->model().vocab_size, tokenizer_note);
     }
     if (rank == 0) {

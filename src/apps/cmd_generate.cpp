@@ -63,10 +63,13 @@ po::options_description generate_options(GenerateOptions& o) {
   return d;
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& o, const CheckpointInfo& info, int vocab_size) {
+std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& o, int vocab_size) {
   std::string kind = o.tokenizer;
   // The tokenizer the run kept, where it kept one (checked against the vocabulary when it was kept).
-  if (kind == "auto" && !info.tokenizer.empty()) return make_tokenizer(info.tokenizer, o.checkpoint);
+  if (kind == "auto") {
+    const TokenizerFiles kept = read_checkpoint_tokenizer(o.checkpoint);
+    if (!kept.empty()) return make_tokenizer(kept, o.checkpoint);
+  }
   if (kind == "auto") kind = vocab_size == 257 ? "byte" : vocab_size == 50257 ? "gpt2" : "";
   if (kind.empty())
     throw InputError(str("--tokenizer auto cannot tell the tokenizer of a vocabulary of ", vocab_size,
@@ -167,7 +170,7 @@ int cmd_generate(const Args& args) {
   std::vector<std::string> texts{o.prompt};
   GenerationParams gp{o.sampling, o.max_new_tokens, {}, o.seed};
   collective_check(MPI_COMM_WORLD, [&] {
-    tok = tokenizer_for(o, info, cfg.model.vocab_size);
+    tok = tokenizer_for(o, cfg.model.vocab_size);
     gp.stop_tokens = stop_tokens(o, *tok);
     // Ids past the tokenizer's (the padding of a published model's embedding) cannot be decoded.
     if (tok->vocab_size() < cfg.model.vocab_size) gp.sampling.vocab_limit = tok->vocab_size();

@@ -144,7 +144,7 @@ struct RunTokenizer {
   std::string note;   // a carried tokenizer trident cannot read (kept all the same)
 };
 
-RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, const std::string& resume_file) {
+RunTokenizer run_tokenizer(const RunConfig& cfg, const std::string& resume_file) {
   RunTokenizer t;
   const std::string& from = cfg.init.from;
   if (!cfg.data.tokenizer.empty()) {
@@ -154,13 +154,13 @@ RunTokenizer run_tokenizer(const RunConfig& cfg, const CheckpointInfo* resumed, 
     } catch (const InputError& e) {
       throw InputError(str("data.tokenizer: ", e.what()));
     }
-  } else if (resumed && !resumed->tokenizer.empty()) {
-    t = {resumed->tokenizer, "the checkpoint " + resume_file};
-  } else if (!from.empty() && (!resumed || std::filesystem::exists(from))) {
+  } else if (!resume_file.empty() && !(t.files = read_checkpoint_tokenizer(resume_file)).empty()) {
+    t.source = "the checkpoint " + resume_file;
+  } else if (!from.empty() && (resume_file.empty() || std::filesystem::exists(from))) {
     // A fresh run's init.from, or a resumed one's whose checkpoint keeps none (saved before
     // checkpoints kept tokenizers) while init.from is still there.
     if (!std::filesystem::is_directory(from))
-      t = {read_checkpoint_info(from).tokenizer, "init.from " + from};
+      t = {read_checkpoint_tokenizer(from), "init.from " + from};
     else if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
       t = {read_tokenizer_files(from), "init.from " + from};
   }
@@ -338,12 +338,9 @@ int cmd_train(const Args& args) {
     resume = resolve_resume(cfg.checkpoint);
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if ((resume.file.empty() || cfg.task == "dpo") && !cfg.init.from.empty()) check_init_from(cfg);
-    CheckpointInfo resumed;
-    if (!resume.file.empty()) {
-      resumed = read_checkpoint_info(resume.file);
-      lr_note = keep_lr_decay(cfg.train, resumed.config, resume.file);
-    }
-    tokenizer = run_tokenizer(cfg, resume.file.empty() ? nullptr : &resumed, resume.file);
+    if (!resume.file.empty())
+      lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
+    tokenizer = run_tokenizer(cfg, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);

@@ -222,9 +222,10 @@ std::string describe_checkpoint(const std::string& file) {
   os << "checkpoint " << file << "\n  format version " << info.format_version << ", step " << info.step
      << ", consumed samples " << info.consumed_samples << ", seed " << info.seed << "\n  saved with layout: "
      << printable(info.layout) << "\n";
-  if (!info.tokenizer.empty()) {
+  const TokenizerFiles tokenizer = read_checkpoint_tokenizer(file);
+  if (!tokenizer.empty()) {
     os << "  tokenizer kept:";
-    for (const auto& [name, text] : info.tokenizer.files) os << " " << name << " (" << text.size() << " bytes)";
+    for (const auto& [name, text] : tokenizer.files) os << " " << name << " (" << text.size() << " bytes)";
     os << "\n";
   }
   os << "\ntensors (fp32, global shapes):\n";

@@ -96,7 +96,6 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   const std::string name = std::filesystem::path(file).filename().string();
   if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
     throw bad(str("its name says ", name, " but its step attribute is ", info.step));
-  info.tokenizer = read_tokenizer(file, f, bad);
   return info;
 }
 
@@ -146,6 +145,15 @@ CheckpointInfo read_checkpoint_info(const std::string& file) {
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
   return read_info(file, f.get(), bad);
+}
+
+TokenizerFiles read_checkpoint_tokenizer(const std::string& file) {
+  h5::silence_errors();
+  auto bad = [&](const std::string& what) { return InputError(str("checkpoint ", file, ": ", what)); };
+  require_regular_file(file, bad);
+  h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!f.valid()) throw bad("cannot be opened as HDF5 (truncated or not a checkpoint)");
+  return read_tokenizer(file, f.get(), bad);
 }
 
 namespace {

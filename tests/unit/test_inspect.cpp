@@ -50,7 +50,7 @@ TEST(Inspect, TokenizerLargerThanTheFileIsRefused) {
     ASSERT_TRUE(f.dataset("/model", "wte", {4, 3}));
     ASSERT_TRUE(f.dataset("/tokenizer", "tokenizer.json", {hsize_t{1} << 40}));
   }
-  expect_input_error([&] { read_checkpoint_info(path); }, {path, "/tokenizer/tokenizer.json", "more than the file holds"});
+  expect_input_error([&] { read_checkpoint_tokenizer(path); }, {path, "/tokenizer/tokenizer.json", "more than the file holds"});
 }
 
 // An attribute of many values where one is expected would be written past the variable that

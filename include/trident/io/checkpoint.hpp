@@ -24,7 +24,10 @@ struct CheckpointInfo {
   uint64_t seed = 0;              // train.seed: initialisation and data order are pure functions of it
   std::string config;             // the resolved configuration (INI)
   std::string layout;             // "dp=2 tp=2 pp=2 zero=1 schedule=1f1b"
-  TokenizerFiles tokenizer;       // the run's Hugging Face tokenizer (/tokenizer/<file>); empty: none known
+  // The run's Hugging Face tokenizer (/tokenizer/<file>; empty: none known), which saves write.
+  // read_checkpoint_info leaves it empty (it can be megabytes, and loads and resume planning need
+  // none of it): read_checkpoint_tokenizer reads it.
+  TokenizerFiles tokenizer;
 };
 
 struct SaveResult {
@@ -66,6 +69,9 @@ CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& m
 
 // The attributes only (step, config, layout...), read by one process.
 CheckpointInfo read_checkpoint_info(const std::string& file);
+// The tokenizer files the checkpoint keeps (none for one saved without), read by one process; a
+// declared size past the file's is refused (InputError) before anything is allocated.
+TokenizerFiles read_checkpoint_tokenizer(const std::string& file);
 
 struct ResumePlan {
   std::string file;   // the checkpoint to load; "" to start fresh

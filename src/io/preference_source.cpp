@@ -22,7 +22,8 @@ void PreferenceSource::samples(int64_t first, int count, int32_t* out) {
 
 void PreferenceSource::target_mask(int64_t first, int count, uint8_t* out) {
   for (int k = 0; k < count; ++k)
-    masked_target_row(*ds_, record_of(first + k), side_of(first + k), seq_len_, out + static_cast<size_t>(k) * seq_len_);
+    masked_target_row(*ds_, record_of(first + k), side_of(first + k), seq_len_, vocab_size_,
+                      out + static_cast<size_t>(k) * seq_len_);
 }
 
 }  // namespace trident

@@ -27,30 +27,34 @@ SftSource::SftSource(std::shared_ptr<const MaskedDataset> ds, size_t first, size
 
 namespace {
 
-// Side `which` of record `record`, its first `len` tokens, each checked against the vocabulary.
-MaskedTokens read_checked(const MaskedDataset& ds, size_t record, int which, size_t len, int vocab_size) {
-  MaskedTokens r = ds.read(record, which, len);
+// Side `which` of record `record`, its first `room` tokens (each checked against the vocabulary),
+// placed at token `at` of a sample: its tokens into tokens[at...] and its mask shifted by one
+// (target t is token t + 1) into mask[at...], each where given. Returns the tokens it takes.
+size_t place_record(const MaskedDataset& ds, size_t record, int which, size_t room, int vocab_size, int32_t* tokens,
+                    uint8_t* mask, size_t at) {
+  const MaskedTokens r = ds.read(record, which, room);
   for (size_t i = 0; i < r.tokens.size(); ++i)
     if (r.tokens[i] < 0 || r.tokens[i] >= vocab_size)
       throw InputError(str(ds.tokens().prefix(), ".bin: token id ", r.tokens[i], " (record ", record,
                            which ? ", rejected side" : "", ", token ", i, ") is outside model.vocab_size = ",
                            vocab_size, "; the data was tokenized for another vocabulary"));
-  return r;
+  if (tokens) std::copy(r.tokens.begin(), r.tokens.end(), tokens + at);
+  if (mask)
+    for (size_t t = 0; t + 1 < r.mask.size(); ++t) mask[at + t] = static_cast<uint8_t>(r.mask[t + 1]);
+  return r.tokens.size();
 }
 
 }  // namespace
 
 void masked_sample_row(const MaskedDataset& ds, size_t record, int which, int seq_len, int vocab_size, int32_t* row) {
   const size_t len = static_cast<size_t>(seq_len) + 1;
-  const MaskedTokens r = read_checked(ds, record, which, len, vocab_size);
-  std::copy(r.tokens.begin(), r.tokens.end(), row);
-  std::fill(row + r.tokens.size(), row + len, 0);
+  std::fill(row, row + len, 0);
+  place_record(ds, record, which, len, vocab_size, row, nullptr, 0);
 }
 
-void masked_target_row(const MaskedDataset& ds, size_t record, int which, int seq_len, uint8_t* row) {
-  const MaskedTokens r = ds.read(record, which, static_cast<size_t>(seq_len) + 1);
+void masked_target_row(const MaskedDataset& ds, size_t record, int which, int seq_len, int vocab_size, uint8_t* row) {
   std::fill(row, row + seq_len, 0);
-  for (size_t t = 0; t + 1 < r.mask.size(); ++t) row[t] = static_cast<uint8_t>(r.mask[t + 1]);
+  place_record(ds, record, which, static_cast<size_t>(seq_len) + 1, vocab_size, nullptr, row, 0);
 }
 
 size_t SftSource::length(size_t record) const {
@@ -92,12 +96,9 @@ void SftSource::fill_sample(int64_t sample, int32_t* tokens, uint8_t* mask, int3
   if (mask) std::fill(mask, mask + T, 0);
   for (uint64_t place = p.starts[index]; place < p.starts[index + 1]; ++place) {
     const size_t record = record_at(epoch, place);
-    const MaskedTokens r = read_checked(*ds_, record, 0, room, vocab_size_);
-    if (tokens) std::copy(r.tokens.begin(), r.tokens.end(), tokens + at);
-    if (mask)
-      for (size_t t = 0; t + 1 < r.mask.size(); ++t) mask[at + t] = static_cast<uint8_t>(r.mask[t + 1]);
-    if (docs) std::fill(docs + std::min(at, T), docs + std::min(at + r.tokens.size(), T), static_cast<int32_t>(at));
-    at += r.tokens.size();
+    const size_t taken = place_record(*ds_, record, 0, room, vocab_size_, tokens, mask, at);
+    if (docs) std::fill(docs + std::min(at, T), docs + std::min(at + taken, T), static_cast<int32_t>(at));
+    at += taken;
   }
   if (docs && at < T) std::fill(docs + at, docs + T, static_cast<int32_t>(at));
 }

@@ -20,10 +20,10 @@ uint64_t record_count(const MaskedDataset& ds, size_t first, size_t end);
 // One side of record `record` as a sample row of seq_len + 1 tokens (cut, or padded with token 0),
 // and its target mask row of seq_len (the mask shifted by one: target t is token t + 1; padding
 // untrained). Token ids out of [0, vocab_size) throw InputError naming the dataset and the record.
-// PreferenceSource reads its rows through these; SftSource's samples (packed or not) go through
-// the same checked record read.
+// PreferenceSource reads its rows through these; SftSource's samples (packed or not) place their
+// records the same way.
 void masked_sample_row(const MaskedDataset& ds, size_t record, int which, int seq_len, int vocab_size, int32_t* row);
-void masked_target_row(const MaskedDataset& ds, size_t record, int which, int seq_len, uint8_t* row);
+void masked_target_row(const MaskedDataset& ds, size_t record, int which, int seq_len, int vocab_size, uint8_t* row);
 
 class SftSource : public BatchSource {
  public:

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages trident needs, and only those that are missing.
 #   tools/install_deps.sh            build + run dependencies
-#   tools/install_deps.sh --test     also the test dependencies (PyTorch reference, Node.js, clang's
+#   tools/install_deps.sh --test     also the test dependencies (PyTorch and jinja2 references, Node.js, clang's
 #                                    libFuzzer and sanitizers for the fuzz targets)
 #   tools/install_deps.sh --check    list what is missing, install nothing (exit 1 if anything is)
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
             libboost-program-options-dev nlohmann-json3-dev fortunes python3-matplotlib)
-test_pkgs=(googletest libgtest-dev python3-torch python3-numpy nodejs npm shellcheck clang-14 libclang-rt-14-dev
+test_pkgs=(googletest libgtest-dev python3-torch python3-numpy python3-jinja2 nodejs npm shellcheck clang-14 libclang-rt-14-dev
            libomp-14-dev)
 
 want=("${build_pkgs[@]}")

@@ -53,3 +53,13 @@ target_link_libraries(dump_rl_loss PRIVATE trident_train nlohmann_json::nlohmann
 add_test(NAME reference_rl_loss
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_rl_loss.py $<TARGET_FILE:dump_rl_loss>)
 set_tests_properties(reference_rl_loss PROPERTIES LABELS reference)
+
+# trident's Jinja interpreter against Python's jinja2 set up as transformers renders chat templates:
+# real templates (tests/fixtures/chat_templates) on a set of conversations, and small templates
+# for each construct of the subset, compared byte for byte.
+add_executable(jinja_render reference/jinja_render.cpp)
+target_link_libraries(jinja_render PRIVATE trident_io nlohmann_json::nlohmann_json)
+add_test(NAME reference_chat_templates
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_chat_templates.py
+                 $<TARGET_FILE:jinja_render> ${CMAKE_SOURCE_DIR}/tests/fixtures/chat_templates)
+set_tests_properties(reference_chat_templates PROPERTIES LABELS reference)

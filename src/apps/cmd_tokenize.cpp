@@ -57,7 +57,8 @@ po::options_description describe(TokenizeOptions& o) {
        "or {\"prompt\", \"response\"} (only the assistant's tokens train); preference: JSON lines of "
        "{\"prompt\", \"chosen\", \"rejected\"}")
       ("chat-template", po::value(&o.records.chat_template),
-       "chat, preference: llama3, chatml or plain (plain is the only one the byte tokenizer can use)")
+       "chat, preference: llama3, chatml, plain (the only one the byte tokenizer can use), hf (the Jinja "
+       "chat_template of the tokenizer_config.json beside --tokenizer) or hf:PATH/tokenizer_config.json")
       ("max-len", po::value(&o.max_len)->default_value(0),
        "chat, preference: most tokens of one conversation (0: no limit); see --over-long")
       ("over-long", po::value(&o.over_long)->default_value("drop"),
@@ -78,6 +79,16 @@ po::options_description describe(TokenizeOptions& o) {
        "end every document with <|endoftext|> (tokenizer.json: tokenizer_config.json's eos_token); "
        "--append-eot=false leaves it out");
   return d;
+}
+
+// The tokenizer_config.json beside --tokenizer's tokenizer.json (the path given, or the directory holding it).
+std::string config_beside(const std::string& tokenizer) {
+  namespace fs = std::filesystem;
+  if (tokenizer == "byte" || tokenizer == "gpt2")
+    throw InputError(str("--chat-template hf reads the tokenizer_config.json beside a tokenizer.json; --tokenizer ",
+                         tokenizer, " has none: use --chat-template hf:PATH/tokenizer_config.json"));
+  const fs::path dir = fs::is_directory(tokenizer) ? fs::path(tokenizer) : fs::path(tokenizer).parent_path();
+  return (dir / "tokenizer_config.json").string();
 }
 
 TokenizeOptions parse(const Args& args) {
@@ -105,7 +116,8 @@ TokenizeOptions parse(const Args& args) {
       throw InputError(str("--", opt, " applies to --format chat or preference only"));
   if (records) {
     if (o.records.chat_template.empty())
-      throw InputError(str("--format ", o.format, " needs --chat-template llama3, chatml or plain"));
+      throw InputError(str("--format ", o.format, " needs --chat-template llama3, chatml, plain, hf or hf:PATH"));
+    if (o.records.chat_template == "hf") o.records.chat_template = "hf:" + config_beside(o.tokenizer);
     if (!vm["append-eot"].defaulted())
       throw InputError(str("--append-eot does not apply to --format ", o.format, " (the chat template ends turns)"));
     if (o.over_long != "drop" && o.over_long != "truncate")

@@ -88,6 +88,9 @@ void tokenize_records(const RecordOptions& o, const std::vector<std::string>& fi
       } catch (const BadRecord& e) {
         if (++c.bad[e.kind()] <= kNamedPerKind)
           log_warn(str("tokenize: ", path, ":", line_no, ": ", e.kind(), ": ", e.what(), " (record skipped)"));
+      } catch (const InputError& e) {
+        // A Jinja template that fails on a record fails on the data set: the template is at fault.
+        throw InputError(str(path, ":", line_no, ": ", e.what()));
       }
     }
     if (in.bad()) throw InputError(str(path, ": read failed (", std::strerror(errno), ")"));

@@ -11,7 +11,7 @@ namespace trident {
 
 struct RecordOptions {
   std::string format;          // chat | preference
-  std::string chat_template;   // plain | chatml | llama3
+  std::string chat_template;   // plain | chatml | llama3 | hf:PATH
   std::string output;          // PREFIX
   size_t max_len = 0;          // tokens per sequence; 0: no limit
   bool truncate = false;       // over max_len: cut (true) or drop the record (false)

@@ -1,9 +1,10 @@
 // Chat records to messages and messages to masked token ids under the plain, ChatML and Llama 3
-// templates.
+// templates (and Hugging Face Jinja templates through HfChatTemplate).
 #include "trident/io/chat_template.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include "hf_chat_template.hpp"
 #include "trident/core/error.hpp"
 
 namespace trident {
@@ -100,11 +101,15 @@ ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer) 
     open_ = special_id(tok_, "<|start_header_id|>", name);
     header_end_ = special_id(tok_, "<|end_header_id|>", name);
     close_ = special_id(tok_, "<|eot_id|>", name);
+  } else if (name.rfind("hf:", 0) == 0) {
+    hf_ = std::make_unique<const HfChatTemplate>(name.substr(3), tok_);
   } else {
-    throw InputError(str("--chat-template ", name, ": use llama3, chatml or plain (Hugging Face Jinja templates "
-                         "from tokenizer_config.json are not implemented)"));
+    throw InputError(str("--chat-template ", name, ": use llama3, chatml, plain, hf (the chat_template of the "
+                         "tokenizer_config.json beside --tokenizer) or hf:PATH/tokenizer_config.json"));
   }
 }
+
+ChatTemplate::~ChatTemplate() = default;
 
 void ChatTemplate::add_text(MaskedTokens& out, const std::string& text, bool trained) const {
   for (int32_t id : tok_.encode(text)) add_token(out, id, trained);
@@ -116,6 +121,7 @@ void ChatTemplate::add_token(MaskedTokens& out, int32_t id, bool trained) const 
 }
 
 MaskedTokens ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
+  if (hf_) return hf_->render(messages);
   MaskedTokens out;
   if (begin_ >= 0) add_token(out, begin_, false);
   for (const ChatMessage& m : messages) {

@@ -32,15 +32,6 @@ bool flag(const json& object, const char* key, bool fallback) {
   return it == object.end() || it->is_null() ? fallback : it->get<bool>();
 }
 
-// A tokenizer_config.json token entry: a string, an AddedToken object {"content": ...}, or null.
-std::optional<std::string> config_token(const json& config, const char* key) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
-  return std::nullopt;
-}
-
 // The special tokens a TemplateProcessing "single" template puts before and after the text.
 void read_template(const json& processor, std::vector<int32_t>& before, std::vector<int32_t>& after,
                    const std::string& where) {
@@ -75,6 +66,20 @@ void read_post_processor(const json& processor, std::vector<int32_t>& before, st
 }
 
 }  // namespace
+
+std::optional<std::string> config_token(const json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
+  return std::nullopt;
+}
+
+bool HfTokenizer::is_added_token(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !has_token_[id]) return false;
+  int32_t found = -1;
+  return added_token_at(token_bytes_[id], 0, found) == token_bytes_[id].size() && found == id;
+}
 
 HfTokenizer::HfTokenizer(const std::string& path) {
   namespace fs = std::filesystem;

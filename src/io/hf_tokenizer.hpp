@@ -15,6 +15,10 @@
 
 namespace trident {
 
+// A tokenizer_config.json token entry (bos_token, eos_token, ...): a string, an AddedToken object
+// {"content": ...}, or nullopt for null or missing.
+std::optional<std::string> config_token(const nlohmann::json& config, const char* key);
+
 class HfTokenizer : public Tokenizer {
  public:
   // `path`: a tokenizer.json file, or a directory holding one. tokenizer_config.json beside it is
@@ -31,6 +35,7 @@ class HfTokenizer : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(token_bytes_.size()); }
   int32_t eot_id() const override { return eot_id_; }
   int32_t bos_id() const override { return bos_id_; }
+  bool is_added_token(int32_t id) const override;
   std::string name() const override { return name_; }
 
  private:

@@ -63,3 +63,5 @@ add_test(NAME e2e_hf_bad_input COMMAND ${e2e_dir}/hf_bad_input.sh $<TARGET_FILE:
 set_tests_properties(e2e_hf_bad_input PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_reward_pairs COMMAND ${e2e_dir}/reward_pairs.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_reward_pairs PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_chat_template_hf COMMAND ${e2e_dir}/chat_template_hf.sh $<TARGET_FILE:trident> ${repo_root})
+set_tests_properties(e2e_chat_template_hf PROPERTIES LABELS e2e)

@@ -2,6 +2,7 @@
 // messages) rendered to token ids with a loss mask that trains the assistant's tokens only.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,8 @@ std::vector<ChatMessage> chat_messages(const nlohmann::json& record);
 // prompt as the user's message, each answer as the assistant's): [chosen, rejected]. Throws BadRecord.
 std::vector<std::vector<ChatMessage>> preference_conversations(const nlohmann::json& record);
 
+class HfChatTemplate;
+
 // plain: "User: {content}\n", "System: {content}\n", then "Assistant: " and the trained
 //   {content}<eot>; the tokenizer's bos_id() first when it has one. Any tokenizer (the byte one too).
 // chatml: "<|im_start|>{role}\n{content}<|im_end|>\n" per message; the assistant's {content}<|im_end|>
@@ -48,11 +51,14 @@ std::vector<std::vector<ChatMessage>> preference_conversations(const nlohmann::j
 // The template's special tokens must be single tokens of the tokenizer (added tokens of a
 // tokenizer.json); the text between them is encoded piece by piece, which for the Llama 3 and
 // Qwen pre-tokenizers equals encoding the rendered text, as a newline ends a pre-token.
+// hf:PATH: the Jinja chat_template of the tokenizer_config.json at PATH (HfChatTemplate).
 class ChatTemplate {
  public:
-  // name: plain, chatml or llama3. Throws InputError naming --chat-template for another name (a
-  // Hugging Face Jinja template included: not implemented) or a special token the tokenizer lacks.
+  // name: plain, chatml, llama3 or hf:PATH. Throws InputError naming --chat-template for another
+  // name, a special token the tokenizer lacks, or a Jinja template trident cannot run.
   ChatTemplate(const std::string& name, const Tokenizer& tokenizer);
+  ~ChatTemplate();
+  // Throws InputError where a Jinja template fails on these messages.
   MaskedTokens render(const std::vector<ChatMessage>& messages) const;
   const std::string& name() const { return name_; }
 
@@ -65,6 +71,7 @@ class ChatTemplate {
   int32_t begin_ = -1;                 // the first token of every conversation; -1 for none
   int32_t open_ = -1, close_ = -1;     // chatml: <|im_start|>, <|im_end|>; llama3: <|start_header_id|>, <|eot_id|>
   int32_t header_end_ = -1;            // llama3: <|end_header_id|>
+  std::unique_ptr<const HfChatTemplate> hf_;   // hf:PATH
 };
 
 }  // namespace trident

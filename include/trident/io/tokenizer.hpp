@@ -27,6 +27,9 @@ class Tokenizer {
   virtual int32_t eot_id() const = 0;   // ends a document: <|endoftext|>, or tokenizer.json's eos_token
   // Starts every document and prompt (Llama 3's <|begin_of_text|>); -1 for none.
   virtual int32_t bos_id() const { return -1; }
+  // Whether `id` is an added token (tokenizer.json's added_tokens: <|eot_id|>, <|im_end|>, ...),
+  // which encode() matches whole in the text; a chat template's end-of-turn token is one.
+  virtual bool is_added_token(int32_t /*id*/) const { return false; }
   virtual std::string name() const = 0;
 };
 

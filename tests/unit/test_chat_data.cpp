@@ -57,7 +57,7 @@ TEST(ChatTemplate, TheByteTokenizerHasNoSpecialTokens) {
   expect_input_error([&] { ChatTemplate("llama3", *tok); }, {"--chat-template llama3", "<|begin_of_text|>", "byte"});
   expect_input_error([&] { ChatTemplate("chatml", *tok); }, {"--chat-template chatml", "<|im_start|>"});
   expect_input_error([&] { ChatTemplate("tokenizer_config.json", *tok); },
-                     {"--chat-template tokenizer_config.json", "Jinja", "not implemented"});
+                     {"--chat-template tokenizer_config.json", "use llama3, chatml, plain, hf", "hf:PATH"});
 }
 
 // A byte-level tokenizer.json without merges (ids 0..255 are the bytes) and Llama 3's special
@@ -126,6 +126,50 @@ TEST(ChatTemplate, ChatMlWithItsSpecialTokens) {
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.mask, want.mask);
   expect_input_error([&] { ChatTemplate("llama3", *tok); }, {"<|begin_of_text|>"});
+}
+
+// A ChatTemplate of `jinja` as the chat_template of a tokenizer_config.json in dir.
+ChatTemplate hf_template(const TempDir& dir, const std::string& jinja, const Tokenizer& tok) {
+  const std::string config = dir / "hf_config.json";
+  std::ofstream(config) << json{{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}, {"chat_template", jinja}}.dump();
+  return ChatTemplate("hf:" + config, tok);
+}
+
+// Llama 3's own template (tests/fixtures/chat_templates/llama3.jinja) gives the built-in llama3's ids
+// and mask: the assistant's trimmed content and its <|eot_id|> train, nothing else.
+TEST(ChatTemplate, HuggingFaceTemplateMasksTheAssistantsContentAndEndOfTurn) {
+  TempDir dir;
+  const std::unique_ptr<Tokenizer> tok = special_tokenizer(dir, false);
+  const ChatTemplate hf = hf_template(
+      dir,
+      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+      "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
+      *tok);
+  const MaskedTokens got = hf.render(kChat), want = ChatTemplate("llama3", *tok).render(kChat);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.mask, want.mask);
+  EXPECT_EQ(tok->decode(got.tokens).substr(0, 17), "<|begin_of_text|>");
+}
+
+// A template whose turns end in text rather than an added token, or that writes a content twice or
+// changes it, is refused rather than given a wrong mask.
+TEST(ChatTemplate, HuggingFaceTemplatesTheMaskCannotFollowAreRefused) {
+  TempDir dir;
+  const std::unique_ptr<Tokenizer> tok = special_tokenizer(dir, false);
+  const std::vector<ChatMessage> chat = {{"user", "hi"}, {"assistant", "yo"}};
+  expect_input_error([&] { hf_template(dir, "{% for m in messages %}{{ m.content }}\n{% endfor %}", *tok).render(chat); },
+                     {"--chat-template hf:", "end-of-turn token"});
+  expect_input_error(
+      [&] { hf_template(dir, "{% for m in messages %}{{ m.content }}{{ m.content }}<|eot_id|>{% endfor %}", *tok).render(chat); },
+      {"does not write message 0's content exactly once"});
+  expect_input_error(
+      [&] { hf_template(dir, "{% for m in messages %}{{ m.content | upper }}<|eot_id|>{% endfor %}", *tok).render(chat); },
+      {"changes message 0's content beyond trimming"});
+  const MaskedTokens ok = hf_template(dir, "{% for m in messages %}{{ m.content }}<|eot_id|>{% endfor %}", *tok).render(chat);
+  EXPECT_EQ(ok.tokens, (Ids{'h', 'i', 260, 'y', 'o', 260}));
+  EXPECT_EQ(ok.mask, (std::vector<int32_t>{0, 0, 0, 1, 1, 1}));
 }
 
 std::string bad_kind(const std::string& line, bool preference = false) {

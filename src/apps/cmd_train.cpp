@@ -19,6 +19,7 @@
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/hf_convert.hpp"
 #include "trident/io/metrics.hpp"
+#include "trident/io/rollouts.hpp"
 #include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
 #include "trident/parallel/collective_error.hpp"
@@ -101,12 +102,35 @@ void check_init_from(const RunConfig& cfg) {
   if (!difference.empty()) throw InputError(str("init.from ", from, ": ", difference));
 }
 
-// Task dpo's reference model is the initial weights, frozen: a new run and a resumed one alike
-// need init.from.
+// The reference model of task dpo (and of grpo's KL penalty) is the initial weights, frozen: a
+// new run and a resumed one alike need init.from.
 void require_reference_weights(const RunConfig& cfg) {
-  if (cfg.task == "dpo" && cfg.init.from.empty())
-    throw InputError("init.from is empty: task dpo starts from given weights, which are also its frozen reference "
-                     "model; pass --init.from CHECKPOINT.h5 (e.g. an sft run's) or a Hugging Face model directory");
+  if (cfg.has_reference() && cfg.init.from.empty())
+    throw InputError(str("init.from is empty: task ", cfg.task, " starts from given weights, which are also its frozen "
+                         "reference model; pass --init.from CHECKPOINT.h5 (e.g. an sft run's) or a Hugging Face model "
+                         "directory", cfg.task == "grpo" ? " (or rl.kl_beta = 0: no reference)" : ""));
+}
+
+// Task grpo's tokenizer (rl.tokenizer; auto: the run's, which its checkpoints keep).
+std::unique_ptr<Tokenizer> rl_tokenizer(const RunConfig& cfg, const TokenizerFiles& run_tokenizer) {
+  const std::string& kind = cfg.rl.tokenizer;
+  std::unique_ptr<Tokenizer> t;
+  if (kind == "auto") {
+    if (run_tokenizer.empty())
+      throw InputError("rl.tokenizer = auto: the run has no tokenizer (data.tokenizer, the resumed checkpoint's or "
+                       "init.from's); pass rl.tokenizer byte or a tokenizer.json");
+    t = make_tokenizer(run_tokenizer, "the run's tokenizer");
+  } else {
+    try {
+      t = make_tokenizer(kind, "", "");
+    } catch (const InputError& e) {
+      throw InputError(str("rl.tokenizer: ", e.what()));
+    }
+  }
+  if (t->vocab_size() > cfg.model.vocab_size)
+    throw InputError(str("rl.tokenizer ", kind, " has ", t->vocab_size(), " tokens, more than model.vocab_size = ",
+                         cfg.model.vocab_size));
+  return t;
 }
 
 // init.from's weights for this rank: a trident checkpoint's parameters, or a Hugging Face
@@ -160,9 +184,9 @@ RunTokenizer run_tokenizer(const RunConfig& cfg, const std::string& resume_file)
     // A fresh run's init.from, or a resumed one's whose checkpoint keeps none (saved before
     // checkpoints kept tokenizers) while init.from is still there.
     if (!std::filesystem::is_directory(from))
-      t = {read_checkpoint_tokenizer(from), "init.from " + from};
+      t = {read_checkpoint_tokenizer(from), "init.from " + from, ""};
     else if (std::filesystem::exists(std::filesystem::path(from) / "tokenizer.json"))
-      t = {read_tokenizer_files(from), "init.from " + from};
+      t = {read_tokenizer_files(from), "init.from " + from, ""};
   }
   if (t.files.empty()) return t;
   if (!cfg.data.tokenizer.empty())
@@ -218,13 +242,13 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
-    if (cfg.task == "dpo")
+    if (cfg.has_reference())
       trainer.set_reference_weights(read_init_weights(cfg, trainer, rt.groups));   // the reference stays frozen
     else if (!cfg.init.from.empty())
       log_info("note: init.from is not used: the run continues from its checkpoint");
   } else if (!cfg.init.from.empty()) {
     trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
-    log_info(str("init: fresh optimizer, step 0", cfg.task == "dpo" ? "; the weights are also the reference model" : ""));
+    log_info(str("init: fresh optimizer, step 0", cfg.has_reference() ? "; the weights are also the reference model" : ""));
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
@@ -320,14 +344,17 @@ int cmd_train(const Args& args) {
 
   // Inputs are checked on every rank before anything is allocated.
   DataSources data;
+  std::unique_ptr<Tokenizer> rl_tok;   // task grpo: its prompts' and answers' tokenizer
+  RlPrompts rl_prompts;
   RunOutputs outputs;
   ResumePlan resume;
   RunTokenizer tokenizer;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    data = (cfg.preference_task() ? open_preference_data
-            : cfg.task == "sft"   ? open_sft_data
-                                  : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
+    if (cfg.task != "grpo")
+      data = (cfg.preference_task() ? open_preference_data
+              : cfg.task == "sft"   ? open_sft_data
+                                    : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
     if (cfg.train.eval_every > 0 && !data.val)
       throw InputError(str("train.eval_every = ", cfg.train.eval_every,
                            " but there is no validation data: set data.val, or data.split below 1"));
@@ -336,14 +363,24 @@ int cmd_train(const Args& args) {
     if (rank == 0) check_writable("log.summary", cfg.log.summary);
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
+    tokenizer = run_tokenizer(cfg, resume.file);
+    if (cfg.task == "grpo") {
+      rl_tok = rl_tokenizer(cfg, tokenizer.files);
+      rl_prompts = read_rl_prompts(cfg, *rl_tok);
+      data.train_sequences = rl_prompts.prompts.size() * static_cast<uint64_t>(cfg.rl.group);
+      data.description = str("  rl.prompts ", cfg.rl.prompts, ": ", rl_prompts.prompts.size(), " prompts (", rl_tok->name(),
+                             " tokenizer, ", cfg.rl.chat_template, " template), ", cfg.rl.group, " answers to each of ",
+                             cfg.train.global_batch_size / cfg.rl.group, " prompts per step");
+    }
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
-    if ((resume.file.empty() || cfg.task == "dpo") && !cfg.init.from.empty()) check_init_from(cfg);
+    if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
-    tokenizer = run_tokenizer(cfg, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
+  if (cfg.task == "grpo")
+    data.train = std::make_unique<PromptRollouts>(cfg, rt.groups, std::move(rl_tok), std::move(rl_prompts));
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));

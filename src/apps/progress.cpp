@@ -109,6 +109,12 @@ std::string Progress::line(const StepStats& s) const {
                   s.margin, s.chosen_reward, s.rejected_reward);
   else if (std::isfinite(s.accuracy))
     std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f", s.accuracy, s.margin);
+  else if (std::isfinite(s.reward)) {   // online RL: the answers' reward, KL, clipping, length, generation time
+    char kl[24] = "-";   // no reference model: no KL
+    if (std::isfinite(s.kl)) std::snprintf(kl, sizeof kl, "%.3g", s.kl);
+    std::snprintf(pairs, sizeof pairs, " | reward %.3f (sd %.3f) | kl %s | clip %.3f | answer %.1f tok | gen %.1f s",
+                  s.reward, s.reward_std, kl, s.clip_fraction, s.answer_tokens, s.generation_s);
+  }
   char buf[448];
   std::snprintf(buf, sizeof buf,
                 "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "

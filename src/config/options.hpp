@@ -12,7 +12,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("task", c.task, "pretrain (token windows of data.train, every token trained), sft (supervised fine-tuning: "
     "one conversation of a chat dataset per sequence, loss over the assistant's tokens only), dpo (direct "
     "preference optimisation on a preference dataset against the frozen init.from weights) or reward (a reward "
-    "model: score head instead of the LM head, pairwise loss on a preference dataset); docs/FINE_TUNING.md");
+    "model: score head instead of the LM head, pairwise loss on a preference dataset); docs/FINE_TUNING.md; or grpo "
+    "(online RL: the policy answers rl.prompts, a verifier scores the answers; docs/RL.md)");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
@@ -162,6 +163,38 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "larger keeps the policy closer to the reference (the init.from weights)");
   v("dpo.label_smoothing", c.dpo.label_smoothing,
     "conservative DPO (cDPO): the share of preference labels taken to be flipped, in [0, 0.5); 0 = plain DPO");
+
+  v.section("rl", "Online reinforcement learning [rl] (task = grpo)");
+  v("rl.prompts", c.rl.prompts,
+    "JSON Lines of {\"prompt\": ..., \"answer\": ...}: each step samples rl.group answers to each of "
+    "train.global_batch_size / rl.group prompts (in a shuffled order per pass over the file)");
+  v("rl.tokenizer", c.rl.tokenizer,
+    "the tokenizer of the prompts and answers: byte, gpt2, a Hugging Face tokenizer.json (or its directory), or "
+    "auto (the run's: data.tokenizer, the resumed checkpoint's or init.from's)");
+  v("rl.chat_template", c.rl.chat_template,
+    "how a prompt is rendered, as the user turn of a conversation up to the assistant's answer: plain, chatml or "
+    "llama3 (as trident tokenize --chat-template); an answer ends at the template's end-of-turn token");
+  v("rl.group", c.rl.group, "answers sampled per prompt (G); their rewards are normalised within the group");
+  v("rl.max_new_tokens", c.rl.max_new_tokens, "longest answer in tokens; prompt plus answer must fit model.seq_len");
+  v("rl.temperature", c.rl.temperature, "sampling temperature of the answers (> 0)");
+  v("rl.top_k", c.rl.top_k, "sample among the k most likely tokens; 0 = all");
+  v("rl.top_p", c.rl.top_p, "sample among the fewest tokens whose probability reaches p; 1 = all");
+  v("rl.reward", c.rl.reward,
+    "the verifier: exact_match (1 when the answer text, without its end-of-turn token and surrounding "
+    "whitespace, equals the record's \"answer\", else 0)");
+  v("rl.format_pattern", c.rl.format_pattern,
+    "a format reward: an ECMAScript regular expression the whole answer text must match to earn rl.format_reward; "
+    "empty = none");
+  v("rl.format_reward", c.rl.format_reward, "reward added for an answer that matches rl.format_pattern");
+  v("rl.clip_eps", c.rl.clip_eps, "the policy ratio is clipped to [1 - eps, 1 + eps]");
+  v("rl.kl_beta", c.rl.kl_beta,
+    "weight of the KL penalty (k3 estimator) to the frozen init.from weights; 0 = no reference model");
+  v("rl.ppo_epochs", c.rl.ppo_epochs,
+    "optimizer updates on each generated batch; the ratio is against the generation-time log-probabilities");
+  v("rl.loss_norm", c.rl.loss_norm,
+    "sequence: mean over each answer's tokens, then over the answers (GRPO); token: mean over all answer tokens "
+    "of the global batch (DAPO)");
+  v("rl.adv_eps", c.rl.adv_eps, "advantage = (reward - group mean) / (group std + adv_eps)");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every,

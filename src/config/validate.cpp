@@ -199,14 +199,41 @@ void validate_data(const DataConfig& d) {
           "holds out validation documents only when data.val is empty; set data.val or data.split, not both");
 }
 
+// Task grpo's options, and the layout its generation needs (run after validate_parallel has
+// resolved parallel.dp).
+void validate_rl(const RunConfig& cfg) {
+  const RlConfig& r = cfg.rl;
+  require(!r.prompts.empty(), "rl.prompts", "(empty)", "task grpo needs a JSON Lines file of prompts and answers");
+  require(r.group >= 2, "rl.group", r.group, "must be at least 2: advantages are relative to the group");
+  require(r.max_new_tokens >= 1 && r.max_new_tokens < cfg.model.seq_len, "rl.max_new_tokens", r.max_new_tokens,
+          str("must be in [1, model.seq_len = ", cfg.model.seq_len, "): the prompt and the answer share a sequence"));
+  require(r.temperature > 0 && std::isfinite(r.temperature), "rl.temperature", r.temperature, "must be > 0");
+  require(r.top_k >= 0, "rl.top_k", r.top_k, "must be >= 0 (0 = all tokens)");
+  require(r.top_p > 0 && r.top_p <= 1, "rl.top_p", r.top_p, "must be in (0, 1]");
+  require(r.reward == "exact_match", "rl.reward", r.reward, "must be exact_match");
+  require(std::isfinite(r.format_reward), "rl.format_reward", r.format_reward, "must be finite");
+  require(r.clip_eps > 0 && r.clip_eps < 1, "rl.clip_eps", r.clip_eps, "must be in (0, 1)");
+  require(r.kl_beta >= 0 && std::isfinite(r.kl_beta), "rl.kl_beta", r.kl_beta, "must be >= 0");
+  require(r.ppo_epochs >= 1, "rl.ppo_epochs", r.ppo_epochs, "must be at least 1");
+  require(r.loss_norm == "sequence" || r.loss_norm == "token", "rl.loss_norm", r.loss_norm, "must be sequence or token");
+  require(r.adv_eps > 0 && std::isfinite(r.adv_eps), "rl.adv_eps", r.adv_eps, "must be > 0");
+  require(cfg.parallel.pp == 1, "parallel.pp", cfg.parallel.pp,
+          "must be 1 for task grpo: the answers are generated on the training layout, which needs the whole model "
+          "on each rank of a tensor-parallel group (use tp and dp)");
+  const int64_t per_rank = cfg.train.global_batch_size / cfg.parallel.dp;
+  require(per_rank % r.group == 0, "rl.group", r.group,
+          str("must divide the ", per_rank, " sequences of each data-parallel rank (train.global_batch_size / dp): "
+              "a prompt's answers are generated and normalised on one rank"));
+}
+
 }  // namespace
 
 void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
   const std::string& task = cfg.task;
-  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward", "task", task,
-          "must be pretrain, sft, dpo or reward");
+  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward" || task == "grpo", "task", task,
+          "must be pretrain, sft, dpo, reward or grpo");
   cfg.model.score_head = cfg.task == "reward";
   require(!cfg.data.pack || cfg.task == "sft", "data.pack", "true",
           "packs fine-tuning records: use it with task = sft (pre-training windows are full; preference pairs "
@@ -220,6 +247,7 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
+  if (task == "grpo") validate_rl(cfg);
   require(!cfg.preference_task() || cfg.train.micro_batch_size % 2 == 0, "train.micro_batch_size",
           cfg.train.micro_batch_size,
           str("must be even for task ", cfg.task, ": a micro-batch holds whole preference pairs (chosen, rejected)"));

@@ -68,6 +68,16 @@ void MetricsWriter::write(const StepStats& s) {
     j["chosen_reward"] = s.chosen_reward;
     j["rejected_reward"] = s.rejected_reward;
   }
+  if (std::isfinite(s.reward)) {   // online RL (task grpo)
+    j["reward"] = s.reward;
+    j["reward_std"] = s.reward_std;
+    j["kl"] = number_or_null(s.kl);
+    j["clip_fraction"] = s.clip_fraction;
+    j["entropy"] = s.entropy;
+    j["answer_tokens"] = s.answer_tokens;
+    j["answers_stopped"] = s.answers_stopped;
+    j["generation_s"] = s.generation_s;
+  }
   if (std::isfinite(s.val_accuracy)) j["val_accuracy"] = s.val_accuracy;
   if (std::isfinite(s.val_loss)) {
     j["val_loss"] = s.val_loss;

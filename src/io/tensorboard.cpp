@@ -142,6 +142,14 @@ void TensorBoardWriter::write(const StepStats& s) {
   add("train/margin", s.margin);
   add("train/chosen_reward", s.chosen_reward);
   add("train/rejected_reward", s.rejected_reward);
+  add("rl/reward", s.reward);
+  add("rl/reward_std", s.reward_std);
+  add("rl/kl", s.kl);
+  add("rl/clip_fraction", s.clip_fraction);
+  add("rl/entropy", s.entropy);
+  add("rl/answer_tokens", s.answer_tokens);
+  add("rl/answers_stopped", s.answers_stopped);
+  add("rl/generation_s", s.generation_s);
   add("val/loss", s.val_loss);
   add("val/accuracy", s.val_accuracy);
   if (!std::isfinite(s.val_accuracy)) add("val/ppl", std::exp(s.val_loss));   // token losses only

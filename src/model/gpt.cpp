@@ -41,6 +41,9 @@ struct GptStage::Slot {
   // Per-sequence sums of token losses (B) f32 (set_sequence_nll): the reference model's, which the
   // DPO head reads, and where the head writes this model's; empty when not used.
   TensorView ref_nll, nll_out;
+  // Task grpo (set_policy_inputs): (B*T) f32 each; ref_token_nll empty without a KL penalty.
+  TensorView old_logp, coef, coef_adv, ref_token_nll;
+  TensorView token_nll_out;   // (B*T) f32: where the head writes each position's token loss; empty: nowhere
 };
 
 struct GptStage::Scratch {
@@ -927,7 +930,17 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     score_head_forward(s, x, with_grad, dloss);
     return;
   }
-  if (dpo_) {
+  if (policy_) {
+    // The weights depend on each token's log-probability under the current parameters: first the
+    // token losses (no gradient), then the per-token loss and weights, then the weighted gradient.
+    TRIDENT_CHECK(!s.coef.empty(), "policy head: no answer tokens set for this micro-batch (set_policy_inputs)");
+    head_chunks(s, false, 0.0f, TensorView{});
+    PolicyArgs a = policy_args_;
+    a.scale = dloss;
+    be_.policy_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.losses, s.old_logp, s.coef,
+                    s.coef_adv, s.ref_token_nll, B_ * T_, a);
+    if (with_grad) head_chunks(s, true, 1.0f, sc.row_weights);
+  } else if (dpo_) {
     // A sequence's loss couples all its tokens: first every token's loss (no gradient), then the
     // pair losses and each sequence's weight, then the logits again for the weighted gradient.
     TRIDENT_CHECK(!s.ref_nll.empty(), "DPO head: no reference log-probabilities for this micro-batch");
@@ -942,6 +955,7 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     be_.sum(sc.loss_acc.slice(0, 1), sc.losses);
   }
   if (!s.nll_out.empty()) be_.segment_sum(s.nll_out, sc.losses, B_, T_);
+  if (!s.token_nll_out.empty()) be_.copy(s.token_nll_out, sc.losses);
   if (!with_grad) return;
   final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
 }
@@ -1015,6 +1029,23 @@ void GptStage::set_dpo(const DpoArgs& a) {
   dpo_ = true;
   dpo_args_ = a;
 }
+
+void GptStage::set_policy_loss(const PolicyArgs& a) {
+  TRIDENT_CHECK(!m_.score_head && !dpo_, "set_policy_loss: the head is a reward model's or DPO's");
+  policy_ = true;
+  policy_args_ = a;
+}
+
+void GptStage::set_policy_inputs(int slot, TensorView old_logp, TensorView coef, TensorView coef_adv,
+                                 TensorView ref_token_nll) {
+  Slot& s = slots_[slot];
+  s.old_logp = old_logp;
+  s.coef = coef;
+  s.coef_adv = coef_adv;
+  s.ref_token_nll = ref_token_nll;
+}
+
+void GptStage::set_token_nll(int slot, TensorView out) { slots_[slot].token_nll_out = out; }
 
 void GptStage::set_sequence_nll(int slot, TensorView reference, TensorView out) {
   Slot& s = slots_[slot];

@@ -69,6 +69,11 @@ bool all_true(bool ok, MPI_Comm comm) { return all_reduce(ok ? 1 : 0, HostReduce
 
 void all_reduce(std::vector<uint64_t>& v, HostReduce op, const ParallelGroups& g) { all_reduce(v, op, g.mpi.world); }
 
+void all_reduce(std::vector<double>& v, HostReduce op, const ParallelGroups& g) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), mpi_count(v.size(), "a host collective"), MPI_DOUBLE, mpi_op(op),
+                          g.mpi.world));
+}
+
 bool all_true(bool ok, const ParallelGroups& g) { return all_true(ok, g.mpi.world); }
 
 void broadcast_bytes(void* data, size_t bytes, MPI_Comm comm) {

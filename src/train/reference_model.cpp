@@ -8,14 +8,15 @@
 
 namespace trident {
 
-ReferenceModel::ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro)
-    : be_(be), B_(cfg.train.micro_batch_size) {
+ReferenceModel::ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro, Output output)
+    : be_(be), B_(cfg.train.micro_batch_size), T_(cfg.model.seq_len), output_(output) {
   std::vector<Action> plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro);
   // Forward only: the stage drops the recompute, and keeps the run's sequence parallelism.
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B_, PipelineExecutor::slots_needed(plan),
                                       bucket_elements(cfg.parallel), false, activation_options(cfg));
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
-  if (model_->stage().last()) nll_ = Buffer(be, static_cast<size_t>(n_micro) * B_ * sizeof(float));
+  const size_t per_micro = output == Output::TokenNll ? static_cast<size_t>(B_) * T_ : B_;
+  if (model_->stage().last()) nll_ = Buffer(be, n_micro * per_micro * sizeof(float));
 }
 
 ReferenceModel::~ReferenceModel() = default;
@@ -31,11 +32,17 @@ void ReferenceModel::set_weights(const std::vector<float>& params) {
 
 void ReferenceModel::run(const Loader& load) {
   TraceRange range("reference forward");
-  const TensorView nll = sequence_nll();
+  const bool tokens = output_ == Output::TokenNll;
+  const TensorView nll = tokens ? token_nll() : sequence_nll();
+  const size_t per_micro = tokens ? static_cast<size_t>(B_) * T_ : B_;
   executor_->run(
       [&](int micro, int slot) {
         load(*model_, micro, slot);
-        if (!nll.empty()) model_->set_sequence_nll(slot, TensorView{}, nll.slice(static_cast<size_t>(micro) * B_, B_));
+        if (nll.empty()) return;
+        if (tokens)
+          model_->set_token_nll(slot, nll.slice(micro * per_micro, per_micro));
+        else
+          model_->set_sequence_nll(slot, TensorView{}, nll.slice(micro * per_micro, per_micro));
       },
       false, 0.0f, UnitDone{});
   model_->zero_loss_sums();
@@ -44,7 +51,11 @@ void ReferenceModel::run(const Loader& load) {
 void ReferenceModel::set_weights(TensorView params) { be_.copy(model_->params(), params); }
 
 TensorView ReferenceModel::sequence_nll() const {
-  return model_->stage().last() ? nll_.view(DType::F32) : TensorView{};
+  return model_->stage().last() && output_ == Output::SequenceNll ? nll_.view(DType::F32) : TensorView{};
+}
+
+TensorView ReferenceModel::token_nll() const {
+  return model_->stage().last() && output_ == Output::TokenNll ? nll_.view(DType::F32) : TensorView{};
 }
 
 }  // namespace trident

@@ -51,6 +51,15 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing), 1.0f});
     reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
   }
+  if (cfg.task == "grpo") {
+    TRIDENT_CHECK(train, "task grpo: a training trainer generates its own samples");
+    rollouts_ = dynamic_cast<RolloutSource*>(&data);
+    TRIDENT_CHECK(rollouts_ != nullptr, "task grpo: the trainer's data must be a RolloutSource");
+    const RlConfig& rl = cfg.rl;
+    model_->set_policy_loss(PolicyArgs{static_cast<float>(rl.clip_eps), static_cast<float>(rl.kl_beta), 1.0f});
+    if (cfg.has_reference())
+      reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_, ReferenceModel::Output::TokenNll);
+  }
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
@@ -69,10 +78,17 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   host_mask_.resize(static_cast<size_t>(B) * T);
   host_batch_.resize(3 * tokens_per_step);
   batch_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(int32_t));
+  if (rollouts_) {
+    host_policy_.resize(3 * tokens_per_step);
+    policy_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(float));
+    rollouts_->attach(*model_);
+  }
   stats_buf_ = Buffer(be, kStepStats * sizeof(float));
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (rollouts_) rollouts_->detach();
+}
 
 void Trainer::set_initial_weights(const std::vector<float>& params) {
   TRIDENT_CHECK(queued_.empty() && optimizer_ != nullptr, "set_initial_weights: a training trainer before any step");
@@ -88,7 +104,7 @@ void Trainer::set_initial_weights(const std::vector<float>& params) {
 }
 
 void Trainer::set_reference_weights(const std::vector<float>& params) {
-  TRIDENT_CHECK(reference_ != nullptr, "set_reference_weights: only task dpo has a reference model");
+  TRIDENT_CHECK(reference_ != nullptr, "set_reference_weights: this task has no reference model");
   reference_->set_weights(params);
 }
 
@@ -128,6 +144,9 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
     if (masked) source.target_mask(first, B, host_mask_.data());
     const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 3;
     if (packed_) source.doc_starts(first, B, host_batch_.data() + 2 * n + base);
+    if (rollouts_)
+      rollouts_->policy_inputs(first, B, host_policy_.data() + base, host_policy_.data() + n + base,
+                               host_policy_.data() + 2 * n + base);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
         const bool train = !masked || host_mask_[b * T + t];
@@ -143,6 +162,10 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
     for (int b = 0; pairs && b < B; b += 2) trained += !cfg_.model.score_head || (any_trained(b) && any_trained(b + 1));
   }
   if (&source == &data_) data_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rollouts_) {
+    batch_targets_ = 1;   // each answer token's weight (policy_inputs' coef) holds the batch mean's normalisation
+    return;
+  }
   if (!masked && !pairs) return;
   // Each DP replica's count once: from its last stage's TP rank 0, as its loss (reduce_loss).
   std::vector<uint64_t> count{model_->stage().last() && g_.coord.tp == 0 ? trained : 0};
@@ -155,6 +178,7 @@ void Trainer::upload_batch() {
   // [inputs | targets], and the doc_starts only when packed.
   const size_t n = host_batch_.size() / 3;
   be_.copy_from_host(batch_buf_.view(DType::I32).slice(0, packed_ ? 3 * n : 2 * n), host_batch_.data());
+  if (rollouts_ && model_->stage().last()) be_.copy_from_host(policy_buf_.view(DType::F32), host_policy_.data());
 }
 
 void Trainer::load_micro(GptStage& m, int micro, int slot) {
@@ -164,8 +188,14 @@ void Trainer::load_micro(GptStage& m, int micro, int slot) {
   TensorView all = batch_buf_.view(DType::I32);
   if (m.stage().first() || m.stage().last()) m.set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
   m.set_doc_starts(slot, packed_ ? all.slice(2 * n + micro * bt, bt) : TensorView{});
-  if (&m == model_.get() && reference_ && m.stage().last())
+  if (&m != model_.get() || !m.stage().last()) return;
+  if (rollouts_) {
+    const TensorView p = policy_buf_.view(DType::F32);
+    m.set_policy_inputs(slot, p.slice(micro * bt, bt), p.slice(n + micro * bt, bt), p.slice(2 * n + micro * bt, bt),
+                        reference_ ? reference_->token_nll().slice(micro * bt, bt) : TensorView{});
+  } else if (reference_) {
     m.set_sequence_nll(slot, reference_->sequence_nll().slice(static_cast<size_t>(micro) * B, B), TensorView{});
+  }
 }
 
 void Trainer::run_reference() {
@@ -232,6 +262,14 @@ void Trainer::queue_step(int step) {
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
+  if (rollouts_) {
+    // The policy answers with its current weights (ZeRO-1's pending gathers completed first).
+    TraceRange range("generation");
+    optimizer_->gather_all();
+    rollouts_->generate(consumed_samples(step));
+    q.rollout = rollouts_->stats();
+    read_step_ = -1;
+  }
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
   // The loss is the mean over the global batch's trained targets (all of them, but for sft; a
   // preference task's pairs): each target's (pair's) gradient is scaled by the inverse of their
@@ -239,14 +277,40 @@ void Trainer::queue_step(int step) {
   q.targets = batch_targets_;
   const double tokens = std::max(batch_targets_, 1.0);
   upload_batch();
+  run_reference();
+  q.lr = lr_at(cfg_.train, step);
+  if (rollouts_) {
+    // rl.ppo_epochs updates on the one generated batch, numbered on from the earlier steps' for
+    // AdamW's bias correction.
+    q.updates = cfg_.rl.ppo_epochs;
+    for (int u = 0; u < q.updates; ++u) {
+      update(q, tokens, step * q.updates + u + 1);
+      q.loss_sum += q.stats[0];
+      q.clipped_sum += q.stats[1];
+      q.kl_sum += q.stats[2];
+    }
+  } else {
+    update(q, tokens, step + 1);
+  }
+  queued_.push_back(q);
+  // The host prepares the next batch while the device works through this step (a generated one
+  // waits for the update).
+  if (!rollouts_) {
+    read_batch(data_, consumed_samples(step + 1));
+    read_step_ = step + 1;
+  }
+  // A host backend has done the step's work, its update included, by now.
+  if (!be_.is_device()) queued_.back().done = std::chrono::steady_clock::now();
+}
+
+void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   model_->zero_grads();
   if (shards_->staged()) shards_->zero_grads();
-  run_reference();
   auto unit_done = [&](int unit) { sync_->unit_done(unit); };
   executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, true,
                  static_cast<float>(1.0 / tokens), unit_done);
   sync_->finish();
-  if (fault_point(FaultPoint::GradientsReduced, g_.rank, step + 1))
+  if (fault_point(FaultPoint::GradientsReduced, g_.rank, q.step + 1))
     be_.scale(shards_->staged() ? shards_->grad_shard() : model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 
   // QueuedStep::stats in one world all-reduce.
@@ -257,7 +321,6 @@ void Trainer::queue_step(int step) {
   optimizer_->add_norm_sq(stats.slice(kLossSums, 1));
   g_.world->all_reduce(stats.data, stats.numel, DType::F32, ReduceOp::Sum, be_.stream());
 
-  q.lr = lr_at(cfg_.train, step);
   // Every rank reads the same reduced values, so all make the same decision. The read waits for
   // the device once more per step; the update is then queued behind it, the next step after.
   be_.copy_to_host(q.stats, stats);
@@ -265,17 +328,13 @@ void Trainer::queue_step(int step) {
   // backward are done. Timed to its own end instead, a step finished right after the next one
   // was queued would show only what is left of it after this wait (near nothing).
   if (be_.is_device()) q.done = std::chrono::steady_clock::now();
-  q.skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[kLossSums])));
-  if (q.skipped.empty()) {
-    TraceRange range("optimizer");
-    optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, step + 1);
+  const std::string skipped = guard_.check(q.stats[0] / tokens, std::sqrt(static_cast<double>(q.stats[kLossSums])));
+  if (!skipped.empty()) {
+    q.skipped = skipped;
+    return;
   }
-  queued_.push_back(q);
-  // The host prepares the next batch while the device works through this step.
-  read_batch(data_, consumed_samples(step + 1));
-  read_step_ = step + 1;
-  // A host backend has done the step's work, its update included, by now.
-  if (!be_.is_device()) queued_.back().done = std::chrono::steady_clock::now();
+  TraceRange range("optimizer");
+  optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, adam_step);
 }
 
 std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
@@ -308,6 +367,19 @@ StepStats Trainer::finish_step() {
       s.chosen_reward = q.stats[3] / pairs;
       s.rejected_reward = q.stats[4] / pairs;
     }
+  }
+  if (rollouts_) {
+    const RolloutStats& r = q.rollout;
+    const double answer_tokens = std::max(r.total_answer_tokens, 1.0) * q.updates;
+    s.loss = q.loss_sum / q.updates;
+    s.clip_fraction = q.clipped_sum / answer_tokens;
+    if (reference_) s.kl = q.kl_sum / answer_tokens;
+    s.reward = r.reward_mean;
+    s.reward_std = r.reward_std;
+    s.entropy = r.sampled_nll;
+    s.answer_tokens = r.answer_tokens;
+    s.answers_stopped = r.stopped;
+    s.generation_s = r.seconds;
   }
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[kLossSums]));
   s.skipped = q.skipped;

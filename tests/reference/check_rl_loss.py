@@ -37,6 +37,11 @@ def policy_loss(d, case, advantages):
         per_token = per_token + case["kl_beta"] * (torch.exp(diff) - diff - 1)
     loss = masked_mean(per_token, d["lengths"], case["norm"])
     loss.backward()
+    clipped = ((ratio * advantages) > (torch.clamp(ratio, 1 - eps, 1 + eps) * advantages)).sum().item()
+    kl_sum = 0.0
+    if case["kl_beta"]:
+        kl_sum = (torch.exp(diff) - diff - 1).sum().item()
+    policy_loss.last_counts = (clipped, kl_sum)
     return loss.item(), logits.grad.flatten()
 
 
@@ -73,6 +78,18 @@ def main():
         ok &= close(f"grpo {case['norm']} dlogits", case["dlogits"], grad)
         if not 0 < case["clip_fraction"] < 1:
             print("FAIL: the case clips no ratio or every ratio", case["clip_fraction"])
+            ok = False
+
+    # The CPU backend's op, as the grpo head runs it (no entropy term).
+    for case in d["grpo_backend"]:
+        loss, grad = policy_loss(d, case, adv)
+        clipped, kl_sum = policy_loss.last_counts
+        ok &= close(f"backend grpo {case['norm']} loss", case["loss"], loss)
+        ok &= close(f"backend grpo {case['norm']} dlogits", case["dlogits"], grad)
+        ok &= close(f"backend grpo {case['norm']} clipped", case["clipped"], clipped)
+        ok &= close(f"backend grpo {case['norm']} kl sum", case["kl_sum"], kl_sum)
+        if not 0 < clipped < len(d["tokens"]):
+            print("FAIL: the backend case clips no ratio or every ratio", clipped)
             ok = False
 
     p = d["ppo"]

@@ -1,8 +1,12 @@
 // Dumps GRPO and PPO losses and their gradients (with respect to logits and values) computed by
-// trident's rl_loss on random inputs, as JSON for check_rl_loss.py to recompute in PyTorch.
+// trident's rl_loss on random inputs, and the CPU backend's policy_loss (the op task grpo's head
+// runs) on the same inputs, as JSON for check_rl_loss.py to recompute in PyTorch.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
+#include "trident/backend/cpu_backend.hpp"
 #include "trident/core/rng.hpp"
 #include "trident/train/rl_loss.hpp"
 
@@ -30,6 +34,54 @@ json policy_case(const std::vector<float>& logits, const std::vector<int>& token
   return {{"clip_eps", args.clip_eps}, {"kl_beta", args.kl_beta}, {"entropy_coef", args.entropy_coef},
           {"norm", args.norm == rl::LossNorm::Sequence ? "sequence" : "token"}, {"loss", l.loss},
           {"dlogits", dlogits}, {"clip_fraction", l.clip_fraction}, {"advantages", advantages}};
+}
+
+// The same loss through Backend::policy_loss as the model's head uses it: token losses (-logp) in,
+// per-token weights out, which scale the cross-entropy gradient (p - onehot) of each logits row.
+// No entropy term (the head has none).
+json backend_case(Backend& be, const std::vector<float>& logits, const std::vector<int>& tokens,
+                  const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
+                  const std::vector<float>& advantages, const rl::Responses& r, const PolicyArgs& args,
+                  rl::LossNorm norm, int V) {
+  const size_t n = tokens.size();
+  std::vector<float> nll(n), coef(n), coef_adv(n), acc(5, 0.0f), weights(n);
+  size_t t = 0;
+  for (int len : r.lengths)
+    for (int j = 0; j < len; ++j, ++t) {
+      float lp, h;
+      rl::token_logprob_entropy(&lp, &h, &logits[t * V], V, tokens[t]);
+      nll[t] = -lp;
+      coef[t] = static_cast<float>(norm == rl::LossNorm::Sequence ? 1.0 / (static_cast<double>(len) * r.lengths.size())
+                                                                  : 1.0 / n);
+      coef_adv[t] = coef[t] * advantages[t];
+    }
+  Buffer buf(be, 8 * n * sizeof(float));
+  TensorView all = buf.view(DType::F32);
+  auto put = [&](int k, const std::vector<float>& v) {
+    TensorView x = all.slice(k * n, v.size());
+    be.copy_from_host(x, v.data());
+    return x;
+  };
+  TensorView a = put(0, acc), w = put(1, weights);
+  be.policy_loss(a, w, put(2, nll), put(3, old_logp), put(4, coef), put(5, coef_adv), put(6, [&] {
+                   std::vector<float> ref_nll(n);
+                   for (size_t i = 0; i < n; ++i) ref_nll[i] = -ref_logp[i];
+                   return ref_nll;
+                 }()),
+                 static_cast<int>(n), args);
+  be.copy_to_host(acc.data(), a);
+  be.copy_to_host(weights.data(), w);
+  std::vector<double> dlogits(n * V);
+  for (size_t i = 0; i < n; ++i) {
+    const float* z = &logits[i * V];
+    double m = z[0], sum = 0;
+    for (int v = 0; v < V; ++v) m = std::max(m, static_cast<double>(z[v]));
+    for (int v = 0; v < V; ++v) sum += std::exp(z[v] - m);
+    for (int v = 0; v < V; ++v) dlogits[i * V + v] = weights[i] * (std::exp(z[v] - m) / sum - (v == tokens[i]));
+  }
+  return {{"clip_eps", args.clip_eps}, {"kl_beta", args.kl_beta}, {"entropy_coef", 0.0},
+          {"norm", norm == rl::LossNorm::Sequence ? "sequence" : "token"}, {"loss", acc[0]}, {"clipped", acc[1]},
+          {"kl_sum", acc[2]}, {"dlogits", dlogits}};
 }
 
 }  // namespace
@@ -63,6 +115,11 @@ int main() {
   out["grpo_eps"] = eps;
   for (rl::LossNorm norm : {rl::LossNorm::Sequence, rl::LossNorm::Token})
     out["grpo"].push_back(policy_case(logits, tokens, old_logp, ref_logp, adv, r, {0.2f, 0.04f, 0.01f, norm}, V));
+
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  for (rl::LossNorm norm : {rl::LossNorm::Sequence, rl::LossNorm::Token})
+    out["grpo_backend"].push_back(backend_case(*cpu, logits, tokens, old_logp, ref_logp, adv, r, {0.2f, 0.04f, 1.0f},
+                                               norm, V));
 
   // PPO: token rewards (a score at each response's end, small penalties before), values; GAE,
   // the clipped policy loss with an entropy bonus, the clipped value loss.

@@ -48,6 +48,13 @@ struct DpoArgs {
   float scale = 1;                // the row weights are d(scale * sum of pair losses)/d(sequence NLL)
 };
 
+// Online RL's clipped policy-ratio objective with a KL penalty (task grpo), for policy_loss.
+struct PolicyArgs {
+  float clip_eps = 0.2f;   // the ratio is clipped to [1 - clip_eps, 1 + clip_eps]
+  float kl_beta = 0;       // weight of the k3 KL estimate to the reference
+  float scale = 1;         // the weights are d(scale * loss)/d(token NLL)
+};
+
 // Floats per row of sample_shard's stats.
 constexpr int kSampleStats = 5;
 
@@ -297,6 +304,18 @@ class Backend {
   // policy_nll): the weight of its tokens' cross-entropy gradients (not written when empty).
   virtual void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs,
                         int T, const DpoArgs& a) = 0;
+  // GRPO/PPO's policy loss over N token positions. nll (N) f32 holds each position's token loss
+  // under the policy (-logp of its target; 0 where ignored), old_logp (N) the generation-time
+  // log-probabilities, coef (N) each token's weight in the batch's mean (0 outside the answers,
+  // which add nothing), coef_adv (N) coef times the token's advantage A, and ref_nll (N), when
+  // given (a.kl_beta > 0), the frozen reference's token losses. With rho = exp(-nll - old_logp) and
+  // d = nll - ref_nll (log ref - log pi), an answer token's loss is
+  //   coef * (-min(rho A, clip(rho, 1 - eps, 1 + eps) A) + beta (exp(d) - d - 1)).
+  // acc (5) f32 += [sum of token losses, answer tokens whose minimum took the clipped branch, sum of
+  // k3 = exp(d) - d - 1 over answer tokens, 0, 0]; weights (N) f32, if given, = a.scale * d(loss)/d(nll):
+  // the weight of each position's cross-entropy gradient.
+  virtual void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
+                           TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) = 0;
 
   // ---- reward head (task reward): B sequences of T positions in pairs, sequence 2i the chosen
   // and 2i+1 the rejected answer of pair i. Sequence b is scored at its last token: position

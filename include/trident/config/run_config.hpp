@@ -130,6 +130,28 @@ struct DpoConfig {
   double label_smoothing = 0;     // cDPO: the share of preference labels taken to be flipped, in [0, 0.5)
 };
 
+// Task grpo: online RL with group-relative advantages (DeepSeekMath's GRPO). Each step the policy
+// generates rl.group answers to each of global_batch_size / rl.group prompts of rl.prompts, a
+// verifier scores them, and the policy trains on them with the clipped ratio objective.
+struct RlConfig {
+  std::string prompts;              // JSON Lines of {"prompt": ..., "answer": ...}
+  std::string tokenizer = "auto";   // byte | gpt2 | a tokenizer.json; auto: the run's (data.tokenizer, kept ones)
+  std::string chat_template = "plain";   // how a prompt is rendered as a user turn: plain | chatml | llama3
+  int group = 8;                    // answers sampled per prompt
+  int max_new_tokens = 32;
+  double temperature = 1.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  std::string reward = "exact_match";    // exact_match: 1 when the answer text equals the record's answer
+  std::string format_pattern;       // ECMAScript regex the whole answer text must match for format_reward
+  double format_reward = 0;
+  double clip_eps = 0.2;
+  double kl_beta = 0.04;            // weight of the k3 KL estimate to the frozen init.from weights; 0: no reference
+  int ppo_epochs = 1;               // optimizer updates on each generated batch
+  std::string loss_norm = "sequence";   // sequence | token
+  double adv_eps = 1e-4;            // (r - mean) / (std + adv_eps)
+};
+
 struct LogConfig {
   std::string metrics;  // JSON Lines file, one object per optimizer step; empty = none
   std::string tensorboard;   // directory of TensorBoard event files; empty = none
@@ -155,14 +177,17 @@ struct RunConfig {
   CheckpointConfig checkpoint;
   InitConfig init;
   DpoConfig dpo;
+  RlConfig rl;
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
-  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward | grpo
   std::vector<std::string> config_files;
 
   // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.
   bool preference_task() const { return task == "dpo" || task == "reward"; }
+  // Tasks that keep a frozen copy of the initial weights (init.from) as a reference model.
+  bool has_reference() const { return task == "dpo" || (task == "grpo" && rl.kl_beta > 0); }
 
   // Resolved from the world size (parallel.dp = 0) by validate_run_config.
   int dp() const { return parallel.dp; }

@@ -189,6 +189,16 @@ class GptStage {
   // targets), (B) f32 on the last stage: `reference` the frozen reference model's for the DPO
   // head to read, `out` where the head writes this model's; either may be empty.
   void set_sequence_nll(int slot, TensorView reference, TensorView out);
+  // Task grpo: the head's loss is the clipped policy-ratio objective (Backend::policy_loss, clip
+  // and KL weight from a) over the answer tokens that set_policy_inputs gives for each slot:
+  // (B*T) f32 each, in backend memory, `ref_token_nll` empty without a KL penalty. forward()'s
+  // dloss scales the weights; the LossSums are [loss, clipped tokens, sum of k3, 0, 0]. The head
+  // computes its logits twice (see head_forward).
+  void set_policy_loss(const PolicyArgs& a);
+  void set_policy_inputs(int slot, TensorView old_logp, TensorView coef, TensorView coef_adv, TensorView ref_token_nll);
+  // Where the head writes the slot's per-position token losses (B*T) f32 (0 at ignored targets)
+  // on the last stage: the reference model's per-token log-probabilities; empty: nowhere.
+  void set_token_nll(int slot, TensorView out);
   // Full-vocabulary logits (B*T, V) of the slot's tokens, on every rank (single-stage layouts:
   // generation and reference tests). The TP shards are gathered.
   std::vector<float> forward_logits(int slot);
@@ -328,6 +338,8 @@ class GptStage {
   bool tp_overlap_ = false;
   bool dpo_ = false;
   DpoArgs dpo_args_;
+  bool policy_ = false;
+  PolicyArgs policy_args_;
   bool fused_sum_ = false;
   bool split_bwd_ = false;
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight

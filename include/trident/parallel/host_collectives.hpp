@@ -41,6 +41,7 @@ bool all_true(bool ok, MPI_Comm comm);
 // The same two over the world of a layout's groups (checkpoint loads: the ranks of g, which need
 // not be MPI_COMM_WORLD's).
 void all_reduce(std::vector<uint64_t>& v, HostReduce op, const ParallelGroups& g);
+void all_reduce(std::vector<double>& v, HostReduce op, const ParallelGroups& g);
 bool all_true(bool ok, const ParallelGroups& g);
 
 // Rank 0's `bytes` bytes at data, on every rank (each passes a buffer of that size).

@@ -1,9 +1,12 @@
 // BatchSource: where training samples come from, as the trainer sees it (file formats live in io).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace trident {
+
+class GptStage;
 
 class BatchSource {
  public:
@@ -41,6 +44,39 @@ struct SampleOrder {
   int64_t micro_first(int64_t step_first, int dp_rank, int micro) const {
     return step_first + dp_rank * (global_batch / dp) + static_cast<int64_t>(micro) * micro_batch;
   }
+};
+
+// What one step's generation gave, over all its answers (every rank gets the same values).
+struct RolloutStats {
+  double reward_mean = std::nan(""), reward_std = std::nan("");   // std over all answers (divisor n)
+  double answer_tokens = 0;     // mean answer length in tokens
+  double sampled_nll = 0;       // mean -log p of the sampled answer tokens (temperature 1): an entropy estimate
+  double stopped = 0;           // share of answers that ended at the end-of-turn token
+  double answers = 0;           // answers of the global batch
+  double total_answer_tokens = 0;
+  double seconds = 0;           // the generation's wall time (the slowest rank's)
+};
+
+// Task grpo: samples that the policy itself generates at the start of each step (online RL). The
+// trainer calls generate() with the step's first global sample before reading the step's batch;
+// samples() and target_mask() then serve those samples (prompt and answer tokens, the answer's
+// targets trained), and policy_inputs() their per-token loss inputs.
+class RolloutSource : public BatchSource {
+ public:
+  // The policy whose answers the samples are (its weights current when generate() runs).
+  virtual void attach(GptStage& policy) = 0;
+  // Releases what attach() built on the policy, before the policy goes.
+  virtual void detach() = 0;
+  // Generates the answers of this rank's share of the global samples [step_first, step_first + G)
+  // (SampleOrder's: a DP rank's contiguous share). Collective over the world.
+  virtual void generate(int64_t step_first) = 0;
+  // For the same samples as samples(), (count, T) f32 each: the generation-time log-probability
+  // of each trained target, the target's weight in the batch loss's mean (0 where not trained),
+  // and that weight times the answer's advantage.
+  virtual void policy_inputs(int64_t first, int count, float* old_logp, float* coef, float* coef_adv) = 0;
+  // The last generate()'s statistics.
+  virtual RolloutStats stats() const = 0;
+  bool masks_targets() const override { return true; }
 };
 
 }  // namespace trident

@@ -17,8 +17,12 @@ namespace trident {
 
 class ReferenceModel {
  public:
+  // What run() leaves on the last stage: each sequence's sum of token losses (DPO), or each
+  // position's token loss (online RL's per-token KL penalty).
+  enum class Output { SequenceNll, TokenNll };
   // cfg must be validated; n_micro micro-batches of train.micro_batch_size sequences per run().
-  ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro);
+  ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro,
+                 Output output = Output::SequenceNll);
   ~ReferenceModel();
 
   // The frozen weights: this rank's layout().total() fp32 parameters (the policy's initial ones),
@@ -32,13 +36,16 @@ class ReferenceModel {
   // slot its tokens (GptStage::set_tokens). Afterwards sequence_nll() holds the results.
   using Loader = std::function<void(GptStage& model, int micro, int slot)>;
   void run(const Loader& load);
-  // (n_micro, B) f32 per-sequence NLL of the last run, in backend memory on the last stage;
-  // empty elsewhere.
+  // (n_micro, B) f32 per-sequence NLL (Output::SequenceNll), or (n_micro, B*T) f32 per-position
+  // token losses (Output::TokenNll), of the last run, in backend memory on the last stage; empty
+  // elsewhere.
   TensorView sequence_nll() const;
+  TensorView token_nll() const;
 
  private:
   Backend& be_;
-  int B_;
+  int B_, T_;
+  Output output_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_;
   Buffer nll_;

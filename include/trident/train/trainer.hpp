@@ -40,6 +40,14 @@ struct StepStats {
   // Task dpo (NaN otherwise): the mean implicit rewards beta * (log pi - log ref) of the chosen
   // and the rejected responses.
   double chosen_reward = std::nan(""), rejected_reward = std::nan("");
+  // Task grpo (NaN otherwise), over the step's generated answers: the verifier's mean reward and
+  // its spread, the mean k3 KL estimate to the reference and the share of tokens whose ratio was
+  // clipped (means over the rl.ppo_epochs updates), the entropy estimated by the sampled tokens'
+  // mean -log p, the mean answer length, the share ended by the end-of-turn token, and the
+  // generation's share of the step's time.
+  double reward = std::nan(""), reward_std = std::nan(""), kl = std::nan(""), clip_fraction = std::nan("");
+  double entropy = std::nan(""), answer_tokens = std::nan(""), answers_stopped = std::nan("");
+  double generation_s = std::nan("");
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
@@ -145,7 +153,8 @@ class Trainer {
   SampleOrder sample_order_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
-  std::unique_ptr<ReferenceModel> reference_;   // task dpo only
+  std::unique_ptr<ReferenceModel> reference_;   // task dpo, and grpo with rl.kl_beta > 0
+  RolloutSource* rollouts_ = nullptr;           // task grpo: data_, which the policy generates
   // A queued step: what finish_step() needs to report it.
   struct QueuedStep {
     int step = 0;
@@ -155,7 +164,16 @@ class Trainer {
     double targets = 0;        // trained targets (preference tasks: pairs) of the global batch: the
                                // loss is their mean
     std::string skipped;       // StepGuard's reason; empty: the update was applied
+    // Task grpo: the generation's statistics, and the sums over its rl.ppo_epochs updates of the
+    // LossSums and squared gradient norms (stats then holds the last update's).
+    RolloutStats rollout;
+    double loss_sum = 0, clipped_sum = 0, kl_sum = 0;
+    int updates = 1;
   };
+  // One optimizer update on the uploaded batch: gradients of the micro-batches (each target's
+  // scaled by 1/tokens), their sync, q.stats (loss sums and squared norm, over the world) read,
+  // then the update unless StepGuard skips it (q.skipped). adam_step numbers the update (1 first).
+  void update(QueuedStep& q, double tokens, int adam_step);
   std::deque<QueuedStep> queued_;
   StepTimer timer_;
   std::unique_ptr<ParamLayout> shard_layout_;   // the model's layout, for shards_ (built before the model)
@@ -173,6 +191,8 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   bool packed_ = false;      // the host buffers hold packed sequences (their doc_starts are valid)
   Buffer batch_buf_;         // I32 [inputs | targets | doc_starts] of the step's micro-batches
+  std::vector<float> host_policy_;   // task grpo: [old_logp | coef | coef_adv] of all micro-batches, (n_micro*B*T) each
+  Buffer policy_buf_;                // the same in backend memory
   Buffer stats_buf_;         // f32 QueuedStep::stats
   StepGuard guard_;
   int skipped_steps_ = 0;

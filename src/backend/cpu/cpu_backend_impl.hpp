@@ -83,6 +83,8 @@ class CpuBackend final : public Backend, public PeerOps {
   void scale_rows(TensorView x, TensorView w, int rows, int cols) override;
   void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
                 const DpoArgs& a) override;
+  void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
+                   TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) override;
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
                   const int32_t* targets, int B, int T, int C, float dloss) override;
   void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,

@@ -15,6 +15,7 @@
 #include "encoder.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "policy_loss.cuh"
 #include "preference.cuh"
 #include "reduce.cuh"
 #include "reward.cuh"
@@ -528,6 +529,15 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::dpo_loss(f32(acc, 5, "dpo_loss: acc"), f32_optional(row_weights, rows_x_cols(2 * pairs, T), "dpo_loss: row_weights"),
                   f32(policy_nll, 2 * pairs, "dpo_loss: policy_nll"), f32(ref_nll, 2 * pairs, "dpo_loss: ref_nll"), pairs,
                   T, a, stream_);
+  }
+
+  void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
+                   TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) override {
+    gpu::ProfileScope prof(stream_, "policy_loss", N, 1);
+    gpu::policy_loss(f32(acc, 5, "policy_loss: acc"), f32_optional(weights, N, "policy_loss: weights"),
+                     f32(nll, N, "policy_loss: nll"), f32(old_logp, N, "policy_loss: old_logp"),
+                     f32(coef, N, "policy_loss: coef"), f32(coef_adv, N, "policy_loss: coef_adv"),
+                     a.kl_beta != 0 ? f32(ref_nll, N, "policy_loss: ref_nll") : nullptr, N, a, stream_);
   }
 
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,

@@ -1,0 +1,223 @@
+// Task grpo's samples: prompts read and rendered once, answers generated each step by the policy
+// on its training layout, rewarded by the verifier and turned into per-token loss inputs.
+#include "trident/io/rollouts.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "trident/core/error.hpp"
+#include "trident/io/chat_template.hpp"
+#include "trident/io/sampler.hpp"
+#include "trident/model/generator.hpp"
+#include "trident/parallel/host_collectives.hpp"
+#include "trident/train/rl_loss.hpp"
+
+namespace trident {
+
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const char* ws = " \t\r\n";
+  const size_t a = s.find_first_not_of(ws);
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+// Most answers a rank generates at once; each holds a KV cache of model.seq_len positions.
+constexpr int kMaxGenerationSlots = 64;
+
+}  // namespace
+
+RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer) {
+  const RlConfig& rl = cfg.rl;
+  std::ifstream in(rl.prompts);
+  if (!in) throw InputError(str("rl.prompts ", rl.prompts, ": cannot open (a JSON Lines file of prompts and answers)"));
+  std::unique_ptr<ChatTemplate> tmpl;
+  try {
+    tmpl = std::make_unique<ChatTemplate>(rl.chat_template, tokenizer);
+  } catch (const InputError& e) {
+    throw InputError(str("rl.chat_template: ", e.what()));
+  }
+  RlPrompts out;
+  std::string line;
+  for (size_t line_no = 1; std::getline(in, line); ++line_no) {
+    if (trimmed(line).empty()) continue;
+    const std::string where = str("rl.prompts ", rl.prompts, ":", line_no);
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(str(where, ": not a JSON object; each line must be {\"prompt\": ..., \"answer\": ...}"));
+    }
+    if (!record.is_object() || !record.contains("prompt") || !record["prompt"].is_string() ||
+        !record.contains("answer") || !(record["answer"].is_string() || record["answer"].is_number()))
+      throw InputError(str(where, ": needs a string \"prompt\" and an \"answer\" (a string or a number)"));
+    const nlohmann::json& answer = record["answer"];
+    // The user's turn and an empty answer: the prompt is everything before the answer's first
+    // trained token, which is the template's end of turn.
+    const MaskedTokens r = tmpl->render({{"user", record["prompt"].get<std::string>()}, {"assistant", ""}});
+    const auto first_trained = std::find(r.mask.begin(), r.mask.end(), 1);
+    TRIDENT_CHECK(first_trained != r.mask.end(), "read_rl_prompts: the template trains no end-of-turn token");
+    const size_t n = static_cast<size_t>(first_trained - r.mask.begin());
+    out.stop_token = r.tokens[n];
+    if (n + rl.max_new_tokens > static_cast<size_t>(cfg.model.seq_len))
+      throw InputError(str(where, ": the prompt is ", n, " tokens, which with rl.max_new_tokens = ", rl.max_new_tokens,
+                           " exceeds model.seq_len = ", cfg.model.seq_len,
+                           "; shorten the prompt, lower rl.max_new_tokens or raise model.seq_len"));
+    out.prompts.push_back({std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n),
+                           answer.is_string() ? answer.get<std::string>() : answer.dump()});
+  }
+  if (out.prompts.empty()) throw InputError(str("rl.prompts ", rl.prompts, ": no records"));
+  return out;
+}
+
+struct Verifier::Pattern {
+  std::regex re;
+};
+
+Verifier::Verifier(const RlConfig& rl) : format_reward_(rl.format_reward) {
+  if (rl.format_pattern.empty()) return;
+  try {
+    format_ = std::make_shared<Pattern>(Pattern{std::regex(rl.format_pattern, std::regex::ECMAScript)});
+  } catch (const std::regex_error& e) {
+    throw InputError(str("rl.format_pattern = ", quoted_text(rl.format_pattern), ": not a regular expression (",
+                         e.what(), ")"));
+  }
+}
+
+double Verifier::reward(const std::string& text, const std::string& answer) const {
+  double r = trimmed(text) == trimmed(answer) ? 1.0 : 0.0;
+  if (format_ && std::regex_match(text, format_->re)) r += format_reward_;
+  return r;
+}
+
+PromptRollouts::PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, std::unique_ptr<Tokenizer> tokenizer,
+                               RlPrompts prompts)
+    : cfg_(cfg), g_(g), tok_(std::move(tokenizer)), prompts_(std::move(prompts)), verifier_(cfg.rl),
+      T_(cfg.model.seq_len) {}
+
+PromptRollouts::~PromptRollouts() = default;
+
+void PromptRollouts::attach(GptStage& policy) {
+  const int per_rank = static_cast<int>(cfg_.train.global_batch_size / cfg_.parallel.dp);
+  generator_ = std::make_unique<Generator>(policy, std::min(per_rank, kMaxGenerationSlots), T_);
+}
+
+void PromptRollouts::detach() { generator_.reset(); }
+
+size_t PromptRollouts::record_of(int64_t sample) const {
+  const SequenceSampler order(prompts_.prompts.size(), cfg_.train.seed);
+  return order.window(static_cast<uint64_t>(sample / cfg_.rl.group));
+}
+
+void PromptRollouts::generate(int64_t step_first) {
+  TRIDENT_CHECK(generator_ != nullptr, "PromptRollouts::generate: attach() the policy first");
+  const auto t0 = std::chrono::steady_clock::now();
+  const RlConfig& rl = cfg_.rl;
+  const int rows = static_cast<int>(cfg_.train.global_batch_size / cfg_.parallel.dp);
+  first_ = step_first + static_cast<int64_t>(g_.coord.dp) * rows;
+  std::vector<std::vector<int32_t>> inputs(rows);
+  for (int i = 0; i < rows; ++i) inputs[i] = prompts_.prompts[record_of(first_ + i)].tokens;
+  GenerationParams p;
+  p.sampling.temperature = rl.temperature;
+  p.sampling.top_k = rl.top_k;
+  p.sampling.top_p = rl.top_p;
+  if (tok_->vocab_size() < cfg_.model.vocab_size) p.sampling.vocab_limit = tok_->vocab_size();
+  p.max_new_tokens = rl.max_new_tokens;
+  p.stop_tokens = {prompts_.stop_token};
+  p.seed = cfg_.train.seed;
+  const std::vector<Completion> answers = generator_->generate(inputs, p, static_cast<uint64_t>(first_));
+
+  // Rewards, and the sums the statistics and the loss's normalisation need over the world (each
+  // DP replica counted once: by its TP rank 0).
+  std::vector<float> rewards(rows);
+  texts_.assign(rows, "");
+  double sums[6] = {0, 0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, sampled -log p, stopped
+  for (int i = 0; i < rows; ++i) {
+    const Completion& c = answers[i];
+    std::vector<int32_t> text_ids = c.tokens;
+    if (c.stopped) text_ids.pop_back();
+    texts_[i] = tok_->decode(text_ids);
+    rewards[i] = static_cast<float>(verifier_.reward(texts_[i], prompts_.prompts[record_of(first_ + i)].answer));
+    sums[0] += rewards[i];
+    sums[1] += static_cast<double>(rewards[i]) * rewards[i];
+    sums[2] += 1;
+    sums[3] += static_cast<double>(c.tokens.size());
+    for (float lp : c.logprobs) sums[4] -= lp;
+    sums[5] += c.stopped;
+  }
+  std::vector<double> total(sums, sums + 6);
+  if (g_.coord.tp != 0) std::fill(total.begin(), total.end(), 0.0);
+  all_reduce(total, HostReduce::Sum, g_);
+  const std::vector<float> advantages = rl::group_advantages(rewards, rl.group, static_cast<float>(rl.adv_eps));
+
+  const size_t T = static_cast<size_t>(T_);
+  tokens_.assign(rows * (T + 1), prompts_.stop_token);   // padding: any valid id, never a trained target
+  mask_.assign(rows * T, 0);
+  old_logp_.assign(rows * T, 0.0f);
+  coef_.assign(rows * T, 0.0f);
+  coef_adv_.assign(rows * T, 0.0f);
+  const bool per_sequence = rl::parse_loss_norm(rl.loss_norm) == rl::LossNorm::Sequence;
+  for (int i = 0; i < rows; ++i) {
+    const std::vector<int32_t>& prompt = inputs[i];
+    const Completion& c = answers[i];
+    const size_t P = prompt.size(), A = c.tokens.size();
+    TRIDENT_CHECK(P + A <= T, "PromptRollouts: an answer longer than model.seq_len allows");
+    int32_t* row = tokens_.data() + i * (T + 1);
+    std::copy(prompt.begin(), prompt.end(), row);
+    std::copy(c.tokens.begin(), c.tokens.end(), row + P);
+    // Answer token j is the target at position P - 1 + j.
+    const double weight = per_sequence ? 1.0 / (static_cast<double>(A) * total[2]) : 1.0 / total[3];
+    for (size_t j = 0; j < A; ++j) {
+      const size_t t = i * T + P - 1 + j;
+      mask_[t] = 1;
+      old_logp_[t] = c.logprobs[j];
+      coef_[t] = static_cast<float>(weight);
+      coef_adv_[t] = static_cast<float>(weight * advantages[i]);
+    }
+  }
+  const double n = std::max(total[2], 1.0);
+  stats_.answers = total[2];
+  stats_.total_answer_tokens = total[3];
+  stats_.reward_mean = total[0] / n;
+  stats_.reward_std = std::sqrt(std::max(total[1] / n - stats_.reward_mean * stats_.reward_mean, 0.0));
+  stats_.answer_tokens = total[3] / n;
+  stats_.sampled_nll = total[4] / std::max(total[3], 1.0);
+  stats_.stopped = total[5] / n;
+  std::vector<double> seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  all_reduce(seconds, HostReduce::Max, g_);
+  stats_.seconds = seconds[0];
+}
+
+size_t PromptRollouts::row(int64_t sample) const {
+  const int64_t rows = static_cast<int64_t>(mask_.size() / T_);
+  TRIDENT_CHECK(first_ >= 0 && sample >= first_ && sample < first_ + rows,
+                str("PromptRollouts: sample ", sample, " was not generated on this rank (rows from ", first_, ")"));
+  return static_cast<size_t>(sample - first_);
+}
+
+void PromptRollouts::samples(int64_t first, int count, int32_t* out) {
+  const size_t r = row(first), w = static_cast<size_t>(T_) + 1;
+  row(first + count - 1);
+  std::copy(tokens_.begin() + r * w, tokens_.begin() + (r + count) * w, out);
+}
+
+void PromptRollouts::target_mask(int64_t first, int count, uint8_t* out) {
+  const size_t r = row(first), T = static_cast<size_t>(T_);
+  row(first + count - 1);
+  std::copy(mask_.begin() + r * T, mask_.begin() + (r + count) * T, out);
+}
+
+void PromptRollouts::policy_inputs(int64_t first, int count, float* old_logp, float* coef, float* coef_adv) {
+  const size_t r = row(first), T = static_cast<size_t>(T_);
+  row(first + count - 1);
+  std::copy(old_logp_.begin() + r * T, old_logp_.begin() + (r + count) * T, old_logp);
+  std::copy(coef_.begin() + r * T, coef_.begin() + (r + count) * T, coef);
+  std::copy(coef_adv_.begin() + r * T, coef_adv_.begin() + (r + count) * T, coef_adv);
+}
+
+}  // namespace trident

@@ -9,6 +9,15 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
+# same_losses WHAT LOSS...: four first-step losses, equal within 1e-4 relative.
+same_losses() {
+  local what=$1 l
+  shift
+  [[ $# == 4 && -n $1 ]] || fail "$what: no step-1 losses in the logs: $*"
+  for l; do
+    awk -v a="$l" -v b="$1" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' || fail "$what: first-step losses differ: $*"
+  done
+}
 base=(--backend cpu --model.n_layer 2 --model.n_head 4 --model.n_embd 64 --model.vocab_size 300
       --train.micro_batch_size 2 --train.global_batch_size 4 --log.every 1)
 small=("${base[@]}" --data.train "$data" --model.seq_len 16)
@@ -76,11 +85,7 @@ for layout in "1" "4 --parallel.tp 2 --parallel.pp 2"; do
   done
   echo "ok   train --init.from (HF directory and checkpoint) on ${lay[0]} rank(s): first losses ${losses[*]}"
 done
-[[ ${#losses[@]} == 4 && -n ${losses[0]} ]] || fail "no step-1 losses in the logs: ${losses[*]}"
-for l in "${losses[@]}"; do
-  awk -v a="$l" -v b="${losses[0]}" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' ||
-    fail "first-step losses differ: ${losses[*]}"
-done
+same_losses "init.from" "${losses[@]}"
 llama=(--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96)
 # The converted reward model (its HF directory and its checkpoint) starts a reward run with its
 # score head: the same first loss from both, on one rank and on tp2 pp2.
@@ -95,11 +100,7 @@ for layout in "$single" "$tp2pp2"; do
     losses+=("$(sed -n 's/^step *1\/1 .*loss \([0-9.]*\).*/\1/p' "$out/ft.log")")
   done
 done
-[[ ${#losses[@]} == 4 && -n ${losses[0]} ]] || fail "no reward step-1 losses in the logs: ${losses[*]}"
-for l in "${losses[@]}"; do
-  awk -v a="$l" -v b="${losses[0]}" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' ||
-    fail "reward first-step losses differ: ${losses[*]}"
-done
+same_losses "reward init.from" "${losses[@]}"
 echo "ok   train --task reward --init.from the converted reward model (HF directory and checkpoint), 1 and 4 ranks: ${losses[*]}"
 "$trident" train "${small[@]}" "${llama[@]}" --init.from "$out/llama-rm-np4-hf1" --train.steps 1 >"$out/ft.log" 2>&1
 [[ $? == 2 ]] && grep -q "the weights are a reward model.*--task reward" "$out/ft.log" ||

@@ -256,6 +256,16 @@ def check(what, err, tol):
         failures.append(what)
 
 
+def exported_tensors(what, out, sd):
+    """The tensors of the export in out, their names checked against those of sd (the weights
+    written here: GPT-2's without 'transformer.', its mask buffers aside)."""
+    tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+    names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
+    expected = {k for k in sd if not k.endswith(".attn.bias")}
+    check(f"{what}: tensor names (missing + extra)", len(names ^ expected), 0)
+    return tensors
+
+
 def check_reward(trident, hf_logits_bin, kind, cfg, gen, tmp):
     """The variant as a reward model: written here, converted in, exported (f32, bf16); its
     scores as transformers computes them against trident's."""
@@ -283,12 +293,9 @@ def check_reward(trident, hf_logits_bin, kind, cfg, gen, tmp):
         check(f"reward export {dtype}: config.json fields differing {wrong}", len(wrong), 0)
         check(f"reward export {dtype}: no generation_config.json",
               int(os.path.exists(os.path.join(out, "generation_config.json"))), 0)
-        tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+        tensors = exported_tensors(f"reward export {dtype}", out, sd)
         check(f"reward export {dtype}: score.weight of shape [1, C]",
               0 if list(tensors["score.weight"].shape) == [1, C] else 1, 0)
-        names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
-        expected = {k for k in sd if not k.endswith(".attn.bias")}
-        check(f"reward export {dtype}: tensor names (missing + extra: no lm_head)", len(names ^ expected), 0)
         with torch.no_grad():
             check(f"reward export {dtype}: PyTorch scores on the HF tensors vs trident",
                   rel(hf_scores(kind, exported, tensors, tokens), mine), tol)
@@ -331,10 +338,7 @@ def main(trident, hf_logits_bin, root):
                 for key, value in cfg.items():
                     if key not in ("rope_scaling",):
                         check(f"export {dtype}: config.json {key}", 0 if exported.get(key) == value else 1, 0)
-                tensors = read_safetensors(os.path.join(out, "model.safetensors"))
-                names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
-                expected = {k for k in sd if not k.endswith(".attn.bias")}
-                check(f"export {dtype}: tensor names (missing + extra)", len(names ^ expected), 0)
+                tensors = exported_tensors(f"export {dtype}", out, sd)
                 with torch.no_grad():
                     check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
                           rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)

@@ -28,7 +28,8 @@ struct ConvertOptions {
 };
 
 // The layout of a conversion on `world` ranks: the widest tensor parallelism the model allows,
-// then pipeline stages, then data-parallel replicas (DP rank 0 alone writes the weights).
+// then pipeline stages, then data-parallel replicas (DP rank 0 alone writes the weights). A reward
+// model's micro-batch holds a pair, as its task requires.
 void conversion_layout(RunConfig& cfg, int world) {
   const ModelConfig& m = cfg.model;
   int tp = world;
@@ -46,8 +47,8 @@ void conversion_layout(RunConfig& cfg, int world) {
   p.zero = 0;
   p.schedule = "gpipe";
   p.auto_layout = false;
-  cfg.train.micro_batch_size = 1;
-  cfg.train.global_batch_size = p.dp;
+  cfg.train.micro_batch_size = m.score_head ? 2 : 1;
+  cfg.train.global_batch_size = p.dp * cfg.train.micro_batch_size;
 }
 
 // --out of --from-hf: a file that does not exist yet, or --overwrite.
@@ -90,6 +91,8 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
     check_checkpoint_out(o);
     hf = std::make_unique<HfImport>(o.from_hf);
     cfg.model = hf->model();
+    // The stored task says what the weights are: a reward model's checkpoint has task = reward.
+    cfg.task = cfg.model.score_head ? "reward" : "pretrain";
     cfg.backend = "cpu";
     conversion_layout(cfg, world);
     validate_run_config(cfg, world);
@@ -128,7 +131,8 @@ int convert_from_hf(const ConvertOptions& o, const RunConfig& cli) {
   section.erase(section.find_last_not_of('\n') + 1);
   log_info(str("convert: wrote ", o.out, " (", hf_architecture(cfg.model), ", step 0, weights only) from ", o.from_hf,
                " on ", world, " ranks. Its model, for the [model] section of a run that starts from it with "
-               "--init.from:\n", section));
+               "--init.from", cfg.model.score_head ? " (a reward model: the run needs --task reward)" : "", ":\n",
+               section));
   if (!tokenizer_note.empty()) log_info(tokenizer_note);
   return 0;
 }
@@ -181,7 +185,9 @@ int convert_to_hf(const ConvertOptions& o) {
     if (rank != 0) return;
     writer.write_index(o.out);
     write_tokenizer_files(tokenizer, o.out);
-    write_file_atomically((fs::path(o.out) / "generation_config.json").string(), hf_generation_config_json(tokens));
+    // A reward model does not generate: save_pretrained writes no generation config for it.
+    if (!ck->model().score_head)
+      write_file_atomically((fs::path(o.out) / "generation_config.json").string(), hf_generation_config_json(tokens));
     write_file_atomically((fs::path(o.out) / "config.json").string(),
                           hf_config_json(ck->model(), torch_dtype, tokens));
   });
@@ -212,7 +218,8 @@ int cmd_convert(const Args& args) {
   if (parsed.help) {
     log_info("usage: trident convert --from-hf DIR --out CKPT.h5 [--overwrite]\n"
              "       trident convert --to-hf CKPT.h5 --out DIR [--dtype bf16|f32|f16] [--tokenizer PATH] [--overwrite]\n"
-             "Hugging Face GPT2LMHeadModel, LlamaForCausalLM and Qwen2ForCausalLM to and from trident checkpoints;\n"
+             "Hugging Face GPT2LMHeadModel, LlamaForCausalLM and Qwen2ForCausalLM to and from trident checkpoints,\n"
+             "and reward models (task = reward) as their *ForSequenceClassification (one label);\n"
              "under mpirun each rank converts its share. docs/HF_INTERCHANGE.md has the rules.\n\n" +
              run_options_help(&extra, {"parallel.timeout_s"}));
     return 0;

@@ -196,6 +196,7 @@ constexpr NamePair kGpt2Block[] = {
 constexpr NamePair kGpt2Top[] = {
     {"wte", "transformer.wte.weight", false},       {"wpe", "transformer.wpe.weight", false},
     {"lnf.weight", "transformer.ln_f.weight", false}, {"lnf.bias", "transformer.ln_f.bias", false},
+    {"score.weight", "score.weight", false},
 };
 constexpr NamePair kLlamaBlock[] = {
     {"ln1.weight", "input_layernorm.weight", false},
@@ -215,6 +216,7 @@ constexpr NamePair kLlamaTop[] = {
     {"wte", "model.embed_tokens.weight", false},
     {"lnf.weight", "model.norm.weight", false},
     {"lm_head", "lm_head.weight", false},
+    {"score.weight", "score.weight", false},
 };
 
 template <size_t N>
@@ -266,6 +268,49 @@ bool is_known_buffer(const std::string& name) {
   return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
 }
 
+// The Hugging Face classes trident converts: language models, and reward models
+// (*ForSequenceClassification with one label: score.weight, (1, C) without a bias, in place of the
+// LM head, as trident's task = reward has it).
+struct HfClass {
+  const char* name;
+  bool llama, qwen2, reward;
+};
+constexpr HfClass kHfClasses[] = {
+    {"GPT2LMHeadModel", false, false, false},
+    {"LlamaForCausalLM", true, false, false},
+    {"Qwen2ForCausalLM", true, true, false},
+    {"GPT2ForSequenceClassification", false, false, true},
+    {"LlamaForSequenceClassification", true, false, true},
+    {"Qwen2ForSequenceClassification", true, true, true},
+};
+
+std::string class_names() {
+  std::string out;
+  for (const HfClass& c : kHfClasses) out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+// A reward model's config.json must have one label (trident's score is one number): id2label's
+// size, else num_labels, else transformers' default of 2.
+void require_one_label(const ConfigFields& f) {
+  int labels = 2;
+  if (f.has("id2label")) {
+    if (!f.raw("id2label").is_object()) f.refuse(str("\"id2label\" = ", f.raw("id2label").dump(), " is not an object"));
+    labels = static_cast<int>(f.raw("id2label").size());
+  } else {
+    labels = f.integer("num_labels", 2);
+  }
+  if (labels != 1)
+    f.refuse(str("the classifier has ", labels, " labels (\"id2label\", \"num_labels\"): trident's reward model has "
+                 "one score, num_labels = 1"));
+}
+
+// The pad_token_id of a reward model's config.json. transformers' *ForSequenceClassification
+// scores each row at its last token that is not pad_token_id, so that id must never be the token
+// a scored sequence ends with (its end-of-turn token, where trident reads the score). Trident pads
+// its own samples with token 0: 0, unless 0 is the tokenizer's end-of-text token; then 1.
+int32_t reward_pad_id(const HfSpecialTokens& tokens) { return tokens.eos == 0 ? 1 : 0; }
+
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& dir) {
@@ -277,25 +322,24 @@ ModelConfig read_hf_config(const std::string& dir) {
   const ConfigFields f(j, path);
   if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].size() != 1 ||
       !j["architectures"][0].is_string())
-    f.refuse("\"architectures\" must list one architecture (GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM)");
+    f.refuse(str("\"architectures\" must list one architecture (", class_names(), ")"));
   const std::string arch = j["architectures"][0].get<std::string>();
   if (f.has("quantization_config")) f.refuse("quantized weights (\"quantization_config\") are not supported");
-  ModelConfig m;
-  if (arch == "GPT2LMHeadModel")
-    m = gpt2_from(f);
-  else if (arch == "LlamaForCausalLM")
-    m = llama_from(f, false);
-  else if (arch == "Qwen2ForCausalLM")
-    m = llama_from(f, true);
-  else
-    f.refuse(str("architecture \"", arch, "\" is not supported (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM)"));
+  const HfClass* c = std::find_if(std::begin(kHfClasses), std::end(kHfClasses),
+                                  [&](const HfClass& k) { return arch == k.name; });
+  if (c == std::end(kHfClasses)) f.refuse(str("architecture \"", arch, "\" is not supported (", class_names(), ")"));
+  ModelConfig m = c->llama ? llama_from(f, c->qwen2) : gpt2_from(f);
+  if (c->reward) require_one_label(f);
+  m.score_head = c->reward;
   m.seq_len = std::min(m.positions(), kDefaultSeqLen);
   return m;
 }
 
 std::string hf_architecture(const ModelConfig& m) {
-  if (!m.llama()) return "GPT2LMHeadModel";
-  return m.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  for (const HfClass& c : kHfClasses)
+    if (c.llama == m.llama() && c.qwen2 == (m.llama() && m.qkv_bias) && c.reward == m.score_head) return c.name;
+  TRIDENT_CHECK(false, "hf_architecture: no Hugging Face class for this model");
+  return "";
 }
 
 std::string hf_config_json(const ModelConfig& m, const std::string& torch_dtype, const HfSpecialTokens& tokens) {
@@ -349,6 +393,13 @@ std::string hf_config_json(const ModelConfig& m, const std::string& torch_dtype,
       j["pretraining_tp"] = 1;
     }
   }
+  if (m.score_head) {
+    // The one logit is the reward; transformers writes num_labels as id2label and label2id.
+    j["num_labels"] = 1;
+    j["id2label"] = {{"0", "LABEL_0"}};
+    j["label2id"] = {{"LABEL_0", 0}};
+    j["pad_token_id"] = reward_pad_id(tokens);
+  }
   j["bos_token_id"] = tokens.bos >= 0 ? ordered_json(tokens.bos) : ordered_json(nullptr);
   j["eos_token_id"] = tokens.eos >= 0 ? ordered_json(tokens.eos) : ordered_json(nullptr);
   j["use_cache"] = true;
@@ -374,7 +425,7 @@ std::vector<HfTensor> hf_tensors(const ModelConfig& m) {
     if (t.name == "wte") return {0, 0};
     if (t.name == "wpe") return {0, 1};
     if (t.name.rfind("blocks.", 0) == 0) return {1, std::stoi(t.name.substr(7))};
-    return {t.name == "lm_head" ? 3 : 2, 0};
+    return {t.name == "lm_head" || t.name == "score.weight" ? 3 : 2, 0};
   };
   std::stable_sort(out.begin(), out.end(), [&](const HfTensor& a, const HfTensor& b) { return rank(a) < rank(b); });
   return out;
@@ -443,7 +494,7 @@ HfImport::HfImport(const std::string& dir) : model_(read_hf_config(dir)), st_(di
   for (const std::string& name : st_.tensors()) {
     if (std::binary_search(used.begin(), used.end(), name) || is_known_buffer(name)) continue;
     // A tied head saved anyway is the embedding again; transformers ties it on load.
-    if (model_.tied() && (name == "lm_head.weight") && st_.info(name).shape == std::vector<int64_t>{model_.vocab_size, model_.n_embd})
+    if (model_.head_is_wte() && (name == "lm_head.weight") && st_.info(name).shape == std::vector<int64_t>{model_.vocab_size, model_.n_embd})
       continue;
     throw InputError(str(st_.file_of(name).path(), ": tensor '", name, "' is not part of a ", arch,
                          " as trident models it (config.json's settings, or a model trident cannot hold)"));
@@ -487,9 +538,6 @@ std::vector<float> HfImport::local_params(const ParamLayout& layout, bool* score
 CheckpointExport::CheckpointExport(const std::string& file) : file_(file) {
   info_ = read_checkpoint_info(file);
   model_ = parse_config_text(info_.config, file + " (stored config)").model;
-  if (model_.score_head)
-    throw InputError(str("checkpoint ", file, ": a reward model (task = reward); its export to Hugging Face "
-                         "(*ForSequenceClassification) is not implemented"));
   tensors_ = hf_tensors(model_);
   h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) throw InputError(str("checkpoint ", file, ": cannot be opened as HDF5"));

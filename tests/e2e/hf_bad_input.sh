@@ -24,11 +24,12 @@ expect() {
   grep -q -- "$pattern" "$out/stderr" || { cat "$out/stderr"; fail "$what: message does not match '$pattern'"; }
   echo "ok   $what: $(cat "$out/stderr")"
 }
-# A copy of the exported model whose config.json has KEY = VALUE (JSON).
+# A copy of the exported model whose config.json has KEY = VALUE (JSON), for each pair given.
 variant() {
   rm -rf "$out/v" && cp -r "$out/hf" "$out/v"
-  /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c[sys.argv[2]]=json.loads(sys.argv[3]); json.dump(c, open(p,'w'))" \
-    "$out/v/config.json" "$1" "$2"
+  /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p))
+for k, v in zip(sys.argv[2::2], sys.argv[3::2]): c[k] = json.loads(v)
+json.dump(c, open(p,'w'))" "$out/v/config.json" "$@"
 }
 convert_v() { "$trident" convert --from-hf "$out/v" --out "$out/v.h5"; }
 
@@ -37,6 +38,13 @@ expect "no config.json" "empty/config.json: missing" "$trident" convert --from-h
 expect "not a directory" "nowhere: not a directory" "$trident" convert --from-hf "$out/nowhere" --out "$out/x.h5"
 variant architectures '["MistralForCausalLM"]'
 expect "unsupported architecture" "v/config.json: architecture \"MistralForCausalLM\" is not supported" convert_v
+# A reward model (*ForSequenceClassification) has one label, and score.weight in place of lm_head.
+variant architectures '["LlamaForSequenceClassification"]'
+expect "classifier of 2 labels" "v/config.json: the classifier has 2 labels (\"id2label\", \"num_labels\"): trident's reward model has one score" convert_v
+variant architectures '["LlamaForSequenceClassification"]' id2label '{"0": "A", "1": "B", "2": "C"}'
+expect "classifier of 3 labels" "the classifier has 3 labels" convert_v
+variant architectures '["LlamaForSequenceClassification"]' num_labels 1
+expect "reward model without score.weight" "v: tensor 'score.weight' is missing" convert_v
 variant rope_scaling '{"rope_type": "llama3", "factor": 8.0}'
 expect "llama3 rope scaling" "rope_scaling\" of type 'llama3' is not implemented" convert_v
 variant head_dim 64

@@ -2,24 +2,48 @@
 # mpi: trident checkpoint -> Hugging Face (f32) -> trident checkpoint is bitwise identical (h5diff
 # of /model), for gpt2, llama (untied, no biases) and llama with q/k/v biases and a tied head, from
 # checkpoints saved by 1 rank and by tp2 pp2, converted on 1 and on 3-4 ranks (several shards, each
-# written by its rank); then train --init.from the converted llama in two layouts.
+# written by its rank); the same for reward models of the three (--task reward, saved by tp2 pp2:
+# *ForSequenceClassification, no LM head); then train --init.from the converted llama in two
+# layouts, and the converted reward model as a reward model.
 #   hf_roundtrip.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
-small=(--backend cpu --data.train "$data" --model.n_layer 2 --model.n_head 4 --model.n_embd 64 --model.vocab_size 300
-       --model.seq_len 16 --train.micro_batch_size 2 --train.global_batch_size 4 --log.every 1)
+# same_losses WHAT LOSS...: four first-step losses, equal within 1e-4 relative.
+same_losses() {
+  local what=$1 l
+  shift
+  [[ $# == 4 && -n $1 ]] || fail "$what: no step-1 losses in the logs: $*"
+  for l; do
+    awk -v a="$l" -v b="$1" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' || fail "$what: first-step losses differ: $*"
+  done
+}
+base=(--backend cpu --model.n_layer 2 --model.n_head 4 --model.n_embd 64 --model.vocab_size 300
+      --train.micro_batch_size 2 --train.global_batch_size 4 --log.every 1)
+small=("${base[@]}" --data.train "$data" --model.seq_len 16)
 declare -A variants=(
   [gpt2]=""
   [llama]="--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96"
   [qwen2]="--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96 --model.qkv_bias true --model.tie_embeddings true"
 )
-for v in gpt2 llama qwen2; do
-  read -ra model <<<"${variants[$v]}"
-  for layout in "1" "4 --parallel.tp 2 --parallel.pp 2"; do
+# Reward models train on preference pairs short enough for seq_len 32.
+/usr/bin/python3 -c 'import json, random
+rng = random.Random(3)
+for _ in range(16):
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
+    print(json.dumps({"prompt": f"{a}+{b}", "chosen": str(a + b), "rejected": "no"}))' >"$out/pref.jsonl"
+"$trident" tokenize --input "$out/pref.jsonl" --output "$out/pref" --tokenizer byte --format preference \
+  --chat-template plain >/dev/null || fail "tokenize the preference pairs"
+reward=("${base[@]}" --task reward --data.train "$out/pref" --model.seq_len 32)
+single="1" tp2pp2="4 --parallel.tp 2 --parallel.pp 2"
+for v in gpt2 llama qwen2 gpt2-rm llama-rm qwen2-rm; do
+  read -ra model <<<"${variants[${v%-rm}]}"
+  run=("${small[@]}") layouts=("$single" "$tp2pp2")
+  [[ $v == *-rm ]] && run=("${reward[@]}") layouts=("$tp2pp2")
+  for layout in "${layouts[@]}"; do
     read -ra lay <<<"$layout"
     np=${lay[0]} tag=$v-np${lay[0]}
-    "$@" -np "$np" "$trident" train "${small[@]}" "${model[@]}" "${lay[@]:1}" --train.steps 1 --checkpoint.dir "$out/$tag" \
+    "$@" -np "$np" "$trident" train "${run[@]}" "${model[@]}" "${lay[@]:1}" --train.steps 1 --checkpoint.dir "$out/$tag" \
       >"$out/$tag.log" 2>&1 || { cat "$out/$tag.log"; fail "$tag: training"; }
     ck=$out/$tag/step_1.h5
     # Out on one rank in one file, in on four; out on three ranks in several shards, in on one.
@@ -36,6 +60,11 @@ for v in gpt2 llama qwen2; do
         { head -20 "$out/diff.txt"; fail "$tag: $back.h5 differs from the trained checkpoint"; }
     done
     cmp -s "$out/$tag-hf1/config.json" "$out/$tag-hf3/config.json" || fail "$tag: config.json differs between rank counts"
+    if [[ $v == *-rm ]]; then
+      grep -q '"architectures": \[\s*"[A-Za-z0-9]*ForSequenceClassification"' <(tr -d '\n' <"$out/$tag-hf1/config.json") &&
+        ! grep -q lm_head "$out/$tag-hf1/model.safetensors" && grep -q '"score.weight"' "$out/$tag-hf1/model.safetensors" ||
+        fail "$tag: not a ForSequenceClassification with score.weight and no lm_head"
+    fi
     echo "ok   $tag: checkpoint -> HF f32 -> checkpoint bitwise (1 file and $shards shards)"
   done
 done
@@ -56,11 +85,26 @@ for layout in "1" "4 --parallel.tp 2 --parallel.pp 2"; do
   done
   echo "ok   train --init.from (HF directory and checkpoint) on ${lay[0]} rank(s): first losses ${losses[*]}"
 done
-[[ ${#losses[@]} == 4 && -n ${losses[0]} ]] || fail "no step-1 losses in the logs: ${losses[*]}"
-for l in "${losses[@]}"; do
-  awk -v a="$l" -v b="${losses[0]}" 'BEGIN {d = a - b; exit !((d < 0 ? -d : d) <= 1e-4 * b)}' ||
-    fail "first-step losses differ: ${losses[*]}"
+same_losses "init.from" "${losses[@]}"
+llama=(--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96)
+# The converted reward model (its HF directory and its checkpoint) starts a reward run with its
+# score head: the same first loss from both, on one rank and on tp2 pp2.
+losses=()
+for layout in "$single" "$tp2pp2"; do
+  read -ra lay <<<"$layout"
+  for from in "$out/llama-rm-np4-hf1" "$out/llama-rm-np4-back1.h5"; do
+    "$@" -np "${lay[0]}" "$trident" train "${reward[@]}" "${llama[@]}" "${lay[@]:1}" --init.from "$from" \
+      --train.steps 1 >"$out/ft.log" 2>&1 || { cat "$out/ft.log"; fail "reward init.from $from"; }
+    grep -q "init: weights from $from" "$out/ft.log" && ! grep -q "score.weight initialised" "$out/ft.log" ||
+      { cat "$out/ft.log"; fail "reward init.from $from did not load the score head"; }
+    losses+=("$(sed -n 's/^step *1\/1 .*loss \([0-9.]*\).*/\1/p' "$out/ft.log")")
+  done
 done
+same_losses "reward init.from" "${losses[@]}"
+echo "ok   train --task reward --init.from the converted reward model (HF directory and checkpoint), 1 and 4 ranks: ${losses[*]}"
+"$trident" train "${small[@]}" "${llama[@]}" --init.from "$out/llama-rm-np4-hf1" --train.steps 1 >"$out/ft.log" 2>&1
+[[ $? == 2 ]] && grep -q "the weights are a reward model.*--task reward" "$out/ft.log" ||
+  { cat "$out/ft.log"; fail "a language-model run from a Hugging Face reward model"; }
 # The tokenizer travels with the weights: a Hugging Face directory with a tokenizer.json (bytes,
 # <|end|> 256 as EOS, <|bos|> 257 as BOS) is converted in, started from, resumed and exported
 # again without --tokenizer: the same files come out, with its BOS/EOS ids in config.json, and
@@ -82,7 +126,6 @@ json.dump(tok, open(sys.argv[1] + "/tokenizer.json", "w"))
 json.dump({"add_bos_token": True, "bos_token": "<|bos|>", "eos_token": "<|end|>"},
           open(sys.argv[1] + "/tokenizer_config.json", "w"))
 PY
-llama=(--model.arch llama --model.n_kv_head 2 --model.ffn_hidden_size 96)
 cp -r "$out/llama-np1-hf1" "$out/tok-hf" && cp "$tok"/* "$out/tok-hf/"
 "$@" -np 2 "$trident" convert --from-hf "$out/tok-hf" --out "$out/tok.h5" >/dev/null || fail "tokenizer: from-hf"
 "$@" -np 2 "$trident" train "${small[@]}" "${llama[@]}" --parallel.tp 2 --init.from "$out/tok.h5" --train.steps 1 \

@@ -3,9 +3,10 @@
 # chosen answer is the number and whose rejected one is a refusal are tokenized with the byte
 # tokenizer; llama-tiny, started (--init.from) from a language model's checkpoint, trains its
 # score head and its pair accuracy rises to 0.9 or more on training and held-out pairs (in training
-# and in trident eval of its checkpoint). Then the
-# refusals: an odd micro-batch, a reward checkpoint given to a language-model run, eval, convert --to-hf or generate, a
-# language model's checkpoint resumed by a reward run (each exit 2 with a one-line reason).
+# and in trident eval of its checkpoint). Its export to Hugging Face (LlamaForSequenceClassification)
+# converted back evaluates the same. Then the refusals: an odd micro-batch, a reward checkpoint given
+# to a language-model run, eval or generate, a language model's checkpoint resumed by a reward run
+# (each exit 2 with a one-line reason).
 #   reward_pairs.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
 # shellcheck source=tests/e2e/lib.sh
@@ -51,6 +52,15 @@ grep -Eq "on validation data.*pair accuracy (0\.9|1)" "$out/eval.log" || { echo 
   --train.eval_steps 1 | tee "$out/eval_val.log"
 grep -Eq "on validation data.*pair accuracy" "$out/eval_val.log" || { echo "eval --data.val: no pair accuracy"; exit 1; }
 
+# To Hugging Face and back: the same pair loss, accuracy and margin on the same pairs.
+"$trident" convert --to-hf "$out/rm/step_24.h5" --out "$out/hf" --dtype f32 > /dev/null
+grep -q '"LlamaForSequenceClassification"' "$out/hf/config.json" || { cat "$out/hf/config.json"; exit 1; }
+"$trident" convert --from-hf "$out/hf" --out "$out/back.h5" > /dev/null
+"$@" "$trident" eval --checkpoint "$out/back.h5" --backend cpu --task reward --data.val "$out/pref" \
+  --train.eval_steps 1 | tee "$out/eval_back.log"
+[[ "$(grep -o 'loss.*' "$out/eval_val.log")" == "$(grep -o 'loss.*' "$out/eval_back.log")" ]] ||
+  { echo "the reward model converted to Hugging Face and back evaluates differently"; exit 1; }
+
 refused() {   # refused NAME PATTERN COMMAND...: exit status 2 and the pattern in the output
   local name=$1 pattern=$2
   shift 2
@@ -71,8 +81,6 @@ refused lm_resumed_as_reward "holds a language model, not a reward model.*--init
   --train.global_batch_size 2 --checkpoint.dir "$out/lm" --checkpoint.resume "$out/lm/step_1.h5" --train.steps 2
 refused eval_as_lm "holds a reward model.*loads only with --task reward" \
   "$trident" eval --checkpoint "$out/rm/step_24.h5" --backend cpu --data.val "$data" --train.eval_steps 1
-refused to_hf "a reward model (task = reward); its export to Hugging Face" \
-  "$trident" convert --to-hf "$out/rm/step_24.h5" --out "$out/hf"
 refused generate "a reward model (task = reward) scores text but has no LM head" \
   "$trident" generate --checkpoint "$out/rm/step_24.h5" --tokenizer byte --prompt "What is 1 + 1?"
 echo "reward_pairs: ok"

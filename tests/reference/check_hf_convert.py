@@ -7,6 +7,12 @@ check_llama_vs_torch.py fed through a name map written here (GPT-2's Conv1D tran
 1e-5. Export: a run started from those weights (train --init.from) trains two steps; its
 checkpoint is exported (f32 and bf16), read here (own reader), and the PyTorch logits on the
 exported tensors must match trident's on the checkpoint.
+Reward models, as GPT2/Llama/Qwen2ForSequenceClassification with one label: random weights with
+score.weight in place of the LM head are converted in and exported again; on rows of two lengths,
+right-padded with the config's pad_token_id, the score transformers would give (score.weight on
+the final norm's output at each row's rightmost token that is not pad_token_id), computed here on
+the imported and on the exported tensors, must match trident's scores (read at the token after each
+row's last trained target) within 1e-5 (f32; bf16 3e-2).
     check_hf_convert.py TRIDENT HF_LOGITS REPO_ROOT
 Its pieces (the variants, the name maps, trident_logits) also serve tests/cuda/check_transformers.py."""
 import json
@@ -21,7 +27,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_llama_vs_torch import llama_forward  # noqa: E402
 from check_safetensors import bf16_to_f32, read_st, write_st  # noqa: E402
-from check_vs_torch import gpt2_forward, rel  # noqa: E402
+from check_llama_vs_torch import llama_hidden  # noqa: E402
+from check_vs_torch import gpt2_forward, gpt2_hidden, rel  # noqa: E402
 
 B, T = 2, 16
 TOL = 1e-5
@@ -113,8 +120,9 @@ def hf_weights(kind, cfg, gen):
     return sd
 
 
-def hf_logits(kind, cfg, sd, tokens):
-    """The PyTorch models of the reference checks on Hugging Face tensors, mapped here."""
+def trident_model(kind, cfg, sd):
+    """Hugging Face tensors under the trident names the PyTorch models of the reference checks
+    take, and those models' settings."""
     sd = {k[len("transformer."):] if k.startswith("transformer.") else k: torch.as_tensor(v) for k, v in sd.items()}
     p = {}
     if kind == "gpt2":
@@ -130,9 +138,9 @@ def hf_logits(kind, cfg, sd, tokens):
         p["lnf.weight"], p["lnf.bias"] = sd["ln_f.weight"], sd["ln_f.bias"]
         mine = {"n_embd": cfg["n_embd"], "n_head": cfg["n_head"], "n_layer": cfg["n_layer"],
                 "ln_eps": cfg["layer_norm_epsilon"]}
-        return gpt2_forward(p, tokens, mine)
+        return p, mine
     p["wte"], p["lnf.weight"] = sd["model.embed_tokens.weight"], sd["model.norm.weight"]
-    if not cfg["tie_word_embeddings"]:
+    if "lm_head.weight" in sd and not cfg["tie_word_embeddings"]:
         p["lm_head"] = sd["lm_head.weight"]
     for l in range(cfg["num_hidden_layers"]):
         h, b = f"model.layers.{l}.", f"blocks.{l}."
@@ -147,7 +155,58 @@ def hf_logits(kind, cfg, sd, tokens):
     mine = {"n_embd": cfg["hidden_size"], "n_head": cfg["num_attention_heads"], "n_kv_head": cfg["num_key_value_heads"],
             "n_layer": cfg["num_hidden_layers"], "ln_eps": cfg["rms_norm_eps"], "rope_theta": cfg["rope_theta"],
             "qkv_bias": kind == "qwen2", "tied": cfg["tie_word_embeddings"]}
-    return llama_forward(p, tokens, mine)
+    return p, mine
+
+
+def hf_logits(kind, cfg, sd, tokens):
+    """The PyTorch models of the reference checks on Hugging Face tensors, mapped here."""
+    p, mine = trident_model(kind, cfg, sd)
+    return (gpt2_forward if kind == "gpt2" else llama_forward)(p, tokens, mine)
+
+
+REWARD_CLASSES = {"gpt2": "GPT2ForSequenceClassification", "llama": "LlamaForSequenceClassification",
+                  "qwen2": "Qwen2ForSequenceClassification"}
+
+
+def reward_config(kind, cfg):
+    """The variant as a reward model: its *ForSequenceClassification with one label, padded with 0."""
+    return {**cfg, "architectures": [REWARD_CLASSES[kind]], "id2label": {"0": "LABEL_0"},
+            "label2id": {"LABEL_0": 0}, "pad_token_id": 0}
+
+
+def hf_scores(kind, cfg, sd, tokens):
+    """What transformers' *ForSequenceClassification computes (modeling_layers.py
+    GenericForSequenceClassification, GPT2ForSequenceClassification): score.weight on the final
+    norm's output, pooled at each row's rightmost token that is not pad_token_id; (B,)."""
+    p, mine = trident_model(kind, cfg, sd)
+    h = (gpt2_hidden if kind == "gpt2" else llama_hidden)(p, tokens, mine)
+    logits = h @ torch.as_tensor(sd["score.weight"]).T
+    non_pad = (tokens != cfg["pad_token_id"]).int()
+    last = (torch.arange(tokens.shape[-1], dtype=torch.int32) * non_pad).argmax(-1)
+    return logits[torch.arange(tokens.shape[0]), last, 0]
+
+
+def reward_rows(V, pad, gen, tmp):
+    """Token rows (B, T) of two lengths, T and T - 5, in [1, V) and right-padded with `pad`, and the
+    targets trident's preference data gives them: the next token, -1 over a 3-token prompt and
+    the padding. Written to tmp; returns (tokens, tokens file, targets file)."""
+    lengths = [T, T - 5]
+    tokens = torch.randint(1, V, (B, T), generator=gen)
+    targets = torch.full((B, T), -1, dtype=torch.int64)
+    for b, n in enumerate(lengths):
+        tokens[b, n:] = pad
+        targets[b, 3:n - 1] = tokens[b, 4:n]
+    files = (os.path.join(tmp, "reward_tokens.bin"), os.path.join(tmp, "reward_targets.bin"))
+    for t, f in zip((tokens, targets), files):
+        t.numpy().astype(np.int32).tofile(f)
+    return tokens, files[0], files[1]
+
+
+def trident_scores(hf_logits_bin, ckpt, tokens_file, targets_file, tmp):
+    """A reward checkpoint's CPU scores (B,) on those rows (tests' hf_logits with targets)."""
+    out = os.path.join(tmp, "scores.bin")
+    run(hf_logits_bin, ckpt, tokens_file, B, T, out, targets_file)
+    return torch.tensor(np.fromfile(out, np.float32))
 
 
 def trident_logits(hf_logits_bin, ckpt, tokens_file, tmp, V):
@@ -197,6 +256,51 @@ def check(what, err, tol):
         failures.append(what)
 
 
+def exported_tensors(what, out, sd):
+    """The tensors of the export in out, their names checked against those of sd (the weights
+    written here: GPT-2's without 'transformer.', its mask buffers aside)."""
+    tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+    names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
+    expected = {k for k in sd if not k.endswith(".attn.bias")}
+    check(f"{what}: tensor names (missing + extra)", len(names ^ expected), 0)
+    return tensors
+
+
+def check_reward(trident, hf_logits_bin, kind, cfg, gen, tmp):
+    """The variant as a reward model: written here, converted in, exported (f32, bf16); its
+    scores as transformers computes them against trident's."""
+    rcfg = reward_config(kind, cfg)
+    sd = hf_weights(kind, cfg, gen)
+    sd.pop("lm_head.weight", None)
+    C = cfg.get("n_embd", cfg.get("hidden_size"))
+    sd["score.weight"] = (torch.randn(1, C, generator=gen) * 0.5).numpy()
+    src = os.path.join(tmp, kind + "-rm-hf")
+    os.makedirs(src)
+    write_safetensors(os.path.join(src, "model.safetensors"), sd)
+    json.dump(rcfg, open(os.path.join(src, "config.json"), "w"))
+    ckpt = os.path.join(tmp, kind + "-rm.h5")
+    run(trident, "convert", "--from-hf", src, "--out", ckpt)
+    tokens, tokens_file, targets_file = reward_rows(cfg["vocab_size"], rcfg["pad_token_id"], gen, tmp)
+    mine = trident_scores(hf_logits_bin, ckpt, tokens_file, targets_file, tmp)
+    with torch.no_grad():
+        check("reward import: trident scores vs PyTorch at the last non-pad token",
+              rel(mine, hf_scores(kind, rcfg, sd, tokens)), TOL)
+    for dtype, tol in (("f32", TOL), ("bf16", 3e-2)):
+        out = os.path.join(tmp, f"{kind}-rm-out-{dtype}")
+        run(trident, "convert", "--to-hf", ckpt, "--out", out, "--dtype", dtype)
+        exported = json.load(open(os.path.join(out, "config.json")))
+        wrong = [k for k, v in {**rcfg, "num_labels": 1}.items() if k != "rope_scaling" and exported.get(k) != v]
+        check(f"reward export {dtype}: config.json fields differing {wrong}", len(wrong), 0)
+        check(f"reward export {dtype}: no generation_config.json",
+              int(os.path.exists(os.path.join(out, "generation_config.json"))), 0)
+        tensors = exported_tensors(f"reward export {dtype}", out, sd)
+        check(f"reward export {dtype}: score.weight of shape [1, C]",
+              0 if list(tensors["score.weight"].shape) == [1, C] else 1, 0)
+        with torch.no_grad():
+            check(f"reward export {dtype}: PyTorch scores on the HF tensors vs trident",
+                  rel(hf_scores(kind, exported, tensors, tokens), mine), tol)
+
+
 def main(trident, hf_logits_bin, root):
     gen = torch.Generator().manual_seed(25)
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,13 +338,11 @@ def main(trident, hf_logits_bin, root):
                 for key, value in cfg.items():
                     if key not in ("rope_scaling",):
                         check(f"export {dtype}: config.json {key}", 0 if exported.get(key) == value else 1, 0)
-                tensors = read_safetensors(os.path.join(out, "model.safetensors"))
-                names = {k[len("transformer."):] if k.startswith("transformer.") else k for k in tensors}
-                expected = {k for k in sd if not k.endswith(".attn.bias")}
-                check(f"export {dtype}: tensor names (missing + extra)", len(names ^ expected), 0)
+                tensors = exported_tensors(f"export {dtype}", out, sd)
                 with torch.no_grad():
                     check(f"export {dtype}: PyTorch on the HF tensors vs trident logits",
                           rel(hf_logits(kind, cfg, tensors, tokens), mine), tol)
+            check_reward(trident, hf_logits_bin, kind, cfg, gen, tmp)
 
     exit_with_result()
 

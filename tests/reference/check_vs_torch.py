@@ -30,8 +30,8 @@ def load(d):
     return man["config"], arrays
 
 
-def gpt2_forward(p, idx, cfg):
-    """GPT-2: pre-LN blocks, learned positions, GELU (tanh), tied embedding; logits (B, T, V)."""
+def gpt2_hidden(p, idx, cfg):
+    """GPT-2: pre-LN blocks, learned positions, GELU (tanh); the final norm's output (B, T, C)."""
     B, T = idx.shape
     C, NH = cfg["n_embd"], cfg["n_head"]
     HS = C // NH
@@ -50,8 +50,12 @@ def gpt2_forward(p, idx, cfg):
         h = F.layer_norm(x, (C,), p[b + "ln2.weight"], p[b + "ln2.bias"], eps)
         h = F.gelu(h @ p[b + "mlp.fc.weight"].T + p[b + "mlp.fc.bias"], approximate="tanh")
         x = x + h @ p[b + "mlp.proj.weight"].T + p[b + "mlp.proj.bias"]
-    x = F.layer_norm(x, (C,), p["lnf.weight"], p["lnf.bias"], eps)
-    return x @ p["wte"].T
+    return F.layer_norm(x, (C,), p["lnf.weight"], p["lnf.bias"], eps)
+
+
+def gpt2_forward(p, idx, cfg):
+    """GPT-2 with its tied embedding as the head; logits (B, T, V)."""
+    return gpt2_hidden(p, idx, cfg) @ p["wte"].T
 
 
 def rel(a, b):

@@ -38,7 +38,8 @@ add_test(NAME reference_safetensors
 set_tests_properties(reference_safetensors PROPERTIES LABELS reference)
 
 # trident convert against PyTorch models fed Hugging Face-named weights through a name map written
-# in the check (GPT-2's Conv1D transposed): import, train --init.from, export (f32, bf16).
+# in the check (GPT-2's Conv1D transposed): import, train --init.from, export (f32, bf16); and
+# reward models (*ForSequenceClassification) in and out, scored as transformers pools them.
 add_executable(hf_logits reference/hf_logits.cpp)
 target_link_libraries(hf_logits PRIVATE trident_test_support trident_io)
 add_test(NAME reference_hf_convert

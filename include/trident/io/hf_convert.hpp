@@ -1,6 +1,7 @@
-// Hugging Face interchange of whole models (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM):
-// config.json as the [model] section and back, and each trident parameter's Hugging Face tensor
-// (name, shape, GPT-2's Conv1D transposition). Rules and limits: docs/HF_INTERCHANGE.md.
+// Hugging Face interchange of whole models (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, and
+// reward models as their *ForSequenceClassification): config.json as the [model] section and back,
+// and each trident parameter's Hugging Face tensor (name, shape, GPT-2's Conv1D transposition).
+// Rules and limits: docs/HF_INTERCHANGE.md.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,15 @@
 
 namespace trident {
 
-// DIR/config.json as a [model] section. Throws InputError "DIR/config.json: ..." for a missing or
-// malformed file, an architecture other than the three, and any setting trident does not model
-// (rope_scaling, sliding windows, a head_dim other than hidden_size / num_attention_heads, ...).
+// DIR/config.json as a [model] section (score_head set for a *ForSequenceClassification). Throws
+// InputError "DIR/config.json: ..." for a missing or malformed file, an architecture other than the
+// six, a classifier with more than one label, and any setting trident does not model (rope_scaling,
+// sliding windows, a head_dim other than hidden_size / num_attention_heads, ...).
 ModelConfig read_hf_config(const std::string& dir);
 
-// "GPT2LMHeadModel", "Qwen2ForCausalLM" (llama with q/k/v biases) or "LlamaForCausalLM".
+// "GPT2LMHeadModel", "Qwen2ForCausalLM" (llama with q/k/v biases) or "LlamaForCausalLM"; for a
+// reward model (score_head) "GPT2ForSequenceClassification", "Qwen2ForSequenceClassification" or
+// "LlamaForSequenceClassification".
 std::string hf_architecture(const ModelConfig& m);
 
 // Token ids for config.json and generation_config.json; -1 where unknown (no tokenizer given).
@@ -29,7 +33,8 @@ struct HfSpecialTokens {
 };
 
 // config.json of m with every field transformers reads for its architecture; torch_dtype is
-// "float32", "bfloat16" or "float16".
+// "float32", "bfloat16" or "float16". A reward model's has one label and a pad_token_id that is
+// not the end-of-text token (transformers scores each row at its last token that is not padding).
 std::string hf_config_json(const ModelConfig& m, const std::string& torch_dtype, const HfSpecialTokens& tokens);
 std::string hf_generation_config_json(const HfSpecialTokens& tokens);
 
@@ -43,7 +48,8 @@ struct HfTensor {
   bool transposed = false;
 };
 
-// Every parameter of m, in save_pretrained's order: embeddings, layers upwards, final norm, head.
+// Every parameter of m, in save_pretrained's order: embeddings, layers upwards, final norm, head
+// (lm_head, or a reward model's score.weight).
 std::vector<HfTensor> hf_tensors(const ModelConfig& m);
 
 // One whole tensor from trident's layout to Hugging Face's, and back (a transpose or nothing).
@@ -59,8 +65,8 @@ std::string model_difference(const ModelConfig& run, const ModelConfig& weights)
 // A Hugging Face model directory opened for import: config.json as a [model] section and its
 // safetensors (model.safetensors or the sharded index), every tensor trident needs present at
 // its shape and no other tensor but the buffers transformers keeps (GPT-2's attn.bias and
-// attn.masked_bias, rotary_emb.inv_freq, a tied lm_head.weight); InputError naming the file and
-// the tensor otherwise. GPT-2 names may lack the 'transformer.' prefix.
+// attn.masked_bias, rotary_emb.inv_freq, a language model's tied lm_head.weight); InputError naming
+// the file and the tensor otherwise. GPT-2 names may lack the 'transformer.' prefix.
 class HfImport {
  public:
   explicit HfImport(const std::string& dir);

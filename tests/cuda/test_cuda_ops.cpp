@@ -973,6 +973,32 @@ TEST_F(CudaOps, PreferenceLossOps) {
   expect_close(x, kOneRounding, "scale_rows");   // one product of a bf16 and an fp32, rounded once
 }
 
+// Online RL's per-token policy loss over more positions than the block's threads: tokens outside
+// the answers (coef 0), ratios clipped on both sides and for both signs of the advantage, with the
+// KL penalty; the sums accumulate onto earlier values.
+TEST_F(CudaOps, PolicyLossOp) {
+  const int N = 2500;
+  Vec nll = random_vector(N, 161, 2.0f), old(N), coef(N), coef_adv(N), ref = random_vector(N, 162, 2.0f);
+  const Vec shift = random_vector(N, 163, 0.4f), adv = random_vector(N, 164, 1.5f);
+  for (int t = 0; t < N; ++t) {
+    nll[t] = std::abs(nll[t]);
+    ref[t] = std::abs(ref[t]);
+    old[t] = -nll[t] + shift[t];   // ratios exp(-shift) in [0.67, 1.5]: clipped and not
+    coef[t] = t % 7 == 3 ? 0.0f : 1.0f / (1 + t % 13);
+    coef_adv[t] = coef[t] * adv[t];
+  }
+  Both acc = f32({0.25f, 2.0f, -1.0f, 0.0f, 0.0f}), weights = f32(Vec(N));
+  Both x = f32(nll), o = f32(old), c = f32(coef), ca = f32(coef_adv), r = f32(ref);
+  const PolicyArgs a{0.2f, 0.04f, 0.5f};
+  for (auto* be : {&cpu(), &gpu()}) {
+    const bool g = be == &gpu();
+    auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+    be->policy_loss(vw(acc), vw(weights), vw(x), vw(o), vw(c), vw(ca), vw(r), N, a);
+  }
+  expect_close(acc, kFp32Order, "policy_loss sums");
+  expect_close(weights, kFp32Order, "policy_loss weights");
+}
+
 // ---------------------------------------------------------------- reward head
 
 // Pairs of sequences scored at their last token (after the last trained target, or the last

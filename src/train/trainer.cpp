@@ -48,7 +48,8 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
   if (cfg.task == "dpo") {
     TRIDENT_CHECK(train, "task dpo: the loss needs the reference model of a training trainer");
-    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing), 1.0f});
+    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing),
+                            1.0f, cfg.dpo.loss == "ipo" ? DpoLoss::Ipo : DpoLoss::Sigmoid});
     reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
   }
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));

@@ -105,6 +105,13 @@ TEST(Config, DpoOptionsAndEvenMicroBatches) {
   expect_error({"--task", "dpo", "--dpo.label_smoothing", "0.5", "--train.micro_batch_size", "2"}, 1,
                {"dpo.label_smoothing = 0.5", "[0, 0.5)"});
   expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo or reward"});
+  EXPECT_EQ(parse({"--task", "dpo", "--dpo.loss", "ipo", "--train.micro_batch_size", "2"}, 1).dpo.loss, "ipo");
+  expect_error({"--task", "dpo", "--dpo.loss", "hinge", "--train.micro_batch_size", "2"}, 1,
+               {"dpo.loss = hinge", "sigmoid or ipo"});
+  expect_error({"--task", "dpo", "--dpo.loss", "ipo", "--dpo.label_smoothing", "0.1", "--train.micro_batch_size", "2"},
+               1, {"dpo.label_smoothing = 0.1", "dpo.loss = ipo"});
+  expect_error({"--task", "dpo", "--dpo.reference", "file", "--train.micro_batch_size", "2"}, 1,
+               {"dpo.reference = file", "model or precomputed"});
 }
 
 TEST(Config, HelpListsEveryOptionWithDefaults) {

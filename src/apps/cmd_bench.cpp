@@ -353,6 +353,9 @@ int cmd_bench(const Args& args) {
   validate_run_config(cfg, world);
   require_runnable_schedule(cfg.parallel.schedule);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
+  if (cfg.task == "dpo" && cfg.dpo.reference == "precomputed")
+    throw InputError("dpo.reference = precomputed: trident bench's random tokens have no reference file; bench "
+                     "with dpo.reference = model (its cost is the precomputed run's plus the reference forward)");
   if (o.profile_steps < 0) throw InputError("bench.profile_steps must be >= 0");
   if (!o.kernels) check_memory_fits(cfg, MPI_COMM_WORLD, true);
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);

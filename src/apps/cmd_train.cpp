@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
+#include <map>
 
 #include "auto_layout.hpp"
 #include "commands.hpp"
@@ -19,6 +20,8 @@
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/hf_convert.hpp"
 #include "trident/io/metrics.hpp"
+#include "trident/io/preference_source.hpp"
+#include "trident/io/reference_nll.hpp"
 #include "trident/io/rollouts.hpp"
 #include "trident/io/tensorboard.hpp"
 #include "trident/io/data_sources.hpp"
@@ -196,6 +199,51 @@ RunTokenizer run_tokenizer(const RunConfig& cfg, const std::string& resume_file)
   return t;
 }
 
+// dpo.reference = precomputed: each preference dataset's reference NLLs (the training data's, and
+// data.val's when that is another dataset) from PREFIX_dpo_ref.bin beside it. Where that file is
+// missing, the policy takes init.from's weights (the reference) and computes them over every
+// record of the dataset before the first step, or before a resumed run loads its checkpoint over
+// them; rank 0 writes the file. Returns whether the policy now holds init.from's weights.
+bool attach_precomputed_reference(const RunConfig& cfg, Trainer& trainer, const DataSources& data,
+                                  const ParallelGroups& g) {
+  bool weights_set = false;
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> tables;   // by dataset prefix
+  for (BatchSource* source : {data.train.get(), data.val.get()}) {
+    if (!source) continue;
+    auto& pairs = dynamic_cast<PreferenceSource&>(*source);
+    const std::string prefix = pairs.dataset().tokens().prefix(), path = reference_nll_path(prefix);
+    std::shared_ptr<const std::vector<float>>& table = tables[prefix];
+    if (!table) {
+      ReferenceNllKey key;
+      bool exists = false;
+      collective_check(MPI_COMM_WORLD, [&] {
+        key = reference_nll_key(pairs.dataset(), cfg.model.seq_len, cfg.init.from);
+        exists = std::filesystem::exists(path);
+        if (exists) table = std::make_shared<const std::vector<float>>(read_reference_nll(path, key));
+      });
+      if (exists) {
+        log_info(str("dpo: reference log-probabilities of ", key.records, " pairs read from ", path));
+      } else {
+        if (!weights_set) trainer.set_initial_weights(read_init_weights(cfg, trainer, g));
+        weights_set = true;
+        const auto t0 = std::chrono::steady_clock::now();
+        PreferenceSource all(std::make_shared<const MaskedDataset>(prefix, 2), 0, key.records, cfg.model.seq_len,
+                             cfg.model.vocab_size, cfg.train.seed);
+        std::vector<float> by_record = reference_nll_by_record(all, trainer.sequence_nll(all, 2 * key.records));
+        collective_check(MPI_COMM_WORLD, [&] {
+          if (comm_rank(MPI_COMM_WORLD) == 0) write_reference_nll(path, key, by_record);
+        });
+        log_info(str("dpo: reference log-probabilities of ", key.records, " pairs computed from init.from in ",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s, written to ",
+                     path));
+        table = std::make_shared<const std::vector<float>>(std::move(by_record));
+      }
+    }
+    pairs.set_reference_nll(table);
+  }
+  return weights_set;
+}
+
 SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g, int64_t steps_done,
                 const TokenizerFiles& tokenizer) {
   CheckpointInfo info;
@@ -223,6 +271,8 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
           const ResumePlan& resume, const TokenizerFiles& tokenizer) {
   Trainer trainer(cfg, rt.groups, *rt.backend, *data.train);
   RunSummary summary(cfg, *rt.backend, MPI_COMM_WORLD);
+  const bool precomputed = cfg.task == "dpo" && cfg.dpo.reference == "precomputed";
+  const bool init_weights_set = precomputed && attach_precomputed_reference(cfg, trainer, data, rt.groups);
   int first_step = 0;
   if (!resume.file.empty()) {
     CheckpointInfo info;
@@ -242,12 +292,12 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     if (!changed.empty())
       log_info("note: resuming with data settings other than the checkpoint's (the data position continues at sample " +
                str(info.consumed_samples) + "): " + changed);
-    if (cfg.has_reference())
+    if (cfg.has_reference() && !precomputed)
       trainer.set_reference_weights(read_init_weights(cfg, trainer, rt.groups));   // the reference stays frozen
-    else if (!cfg.init.from.empty())
+    else if (cfg.task != "dpo" && !cfg.init.from.empty())
       log_info("note: init.from is not used: the run continues from its checkpoint");
   } else if (!cfg.init.from.empty()) {
-    trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
+    if (!init_weights_set) trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
     log_info(str("init: fresh optimizer, step 0", cfg.has_reference() ? "; the weights are also the reference model" : ""));
   }
 

@@ -163,6 +163,14 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "larger keeps the policy closer to the reference (the init.from weights)");
   v("dpo.label_smoothing", c.dpo.label_smoothing,
     "conservative DPO (cDPO): the share of preference labels taken to be flipped, in [0, 0.5); 0 = plain DPO");
+  v("dpo.loss", c.dpo.loss,
+    "sigmoid (DPO, with dpo.label_smoothing cDPO) or ipo (IPO, Azar et al. 2023, as TRL computes it: "
+    "(h - 1/(2 beta))^2 with h the difference of the chosen and rejected log-ratios, each divided by its "
+    "response's trained tokens)");
+  v("dpo.reference", c.dpo.reference,
+    "where the reference log-probabilities come from: model (a frozen copy of init.from's weights, run forward "
+    "in every step) or precomputed (read from PREFIX_dpo_ref.bin beside each preference dataset; a run that "
+    "finds none computes it from init.from's weights before its first step and writes it there)");
 
   v.section("rl", "Online reinforcement learning [rl] (task = grpo)");
   v("rl.prompts", c.rl.prompts,

@@ -241,6 +241,11 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.dpo.beta > 0 && std::isfinite(cfg.dpo.beta), "dpo.beta", cfg.dpo.beta, "must be > 0");
   require(cfg.dpo.label_smoothing >= 0 && cfg.dpo.label_smoothing < 0.5, "dpo.label_smoothing",
           cfg.dpo.label_smoothing, "must be in [0, 0.5)");
+  require(cfg.dpo.loss == "sigmoid" || cfg.dpo.loss == "ipo", "dpo.loss", cfg.dpo.loss, "must be sigmoid or ipo");
+  require(cfg.dpo.loss != "ipo" || cfg.dpo.label_smoothing == 0, "dpo.label_smoothing", cfg.dpo.label_smoothing,
+          "is cDPO's, of the sigmoid loss: set it to 0 with dpo.loss = ipo");
+  require(cfg.dpo.reference == "model" || cfg.dpo.reference == "precomputed", "dpo.reference", cfg.dpo.reference,
+          "must be model or precomputed");
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");

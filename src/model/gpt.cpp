@@ -948,7 +948,8 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     be_.segment_sum(sc.seq_nll, sc.losses, B_, T_);
     DpoArgs a = dpo_args_;
     a.scale = dloss;
-    be_.dpo_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.seq_nll, s.ref_nll, B_ / 2, T_, a);
+    be_.dpo_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.seq_nll, s.ref_nll,
+                 s.targets.as<int32_t>(), B_ / 2, T_, a);
     if (with_grad) head_chunks(s, true, 1.0f, sc.row_weights);
   } else {
     head_chunks(s, with_grad, dloss, TensorView{});

@@ -76,8 +76,11 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) +
               Trainer::kStepStats * sizeof(float) + static_cast<double>(tables);
   // Task dpo: ReferenceModel's stage (forward only, its forward plan's slots, no recompute, the
-  // run's sequence parallelism) and its sequence NLLs of every micro-batch.
-  if (cfg.task == "dpo") {
+  // run's sequence parallelism) and its sequence NLLs of every micro-batch; with a precomputed
+  // reference only those NLLs (read from its file).
+  if (cfg.task == "dpo" && cfg.dpo.reference == "precomputed") {
+    e.reference = st.last() ? static_cast<double>(cfg.micro_batches_per_step()) * B * sizeof(float) : 0.0;
+  } else if (cfg.task == "dpo") {
     const int n_micro = cfg.micro_batches_per_step();
     const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
@@ -190,10 +193,11 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
     const double recomputed = cfg.recompute_plan().full / 3.0 * block_flops_per_token(m);
-    // Task dpo: the frozen reference's forward (a third of the stage's training FLOPs) and the
-    // head's second pass over the logits (its forward GEMM again) on the last stage.
+    // Task dpo: the frozen reference's forward (a third of the stage's training FLOPs; none when
+    // precomputed) and the head's second pass over the logits (its forward GEMM again) on the last stage.
+    const bool in_step = cfg.dpo.reference == "model";
     const double reference = cfg.task != "dpo" ? 0.0
-                                               : stage_flops_per_token(m, st, p.tp) / 3.0 +
+                                               : (in_step ? stage_flops_per_token(m, st, p.tp) / 3.0 : 0.0) +
                                                      (st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0);
     const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp /
                            (hw.gemm_tflops * 1e12);

@@ -48,8 +48,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   model_->set_tp_split_layernorm_bwd(cfg.parallel.tp_split_layernorm_bwd);
   if (cfg.task == "dpo") {
     TRIDENT_CHECK(train, "task dpo: the loss needs the reference model of a training trainer");
-    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing), 1.0f});
-    reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
+    model_->set_dpo(DpoArgs{static_cast<float>(cfg.dpo.beta), static_cast<float>(cfg.dpo.label_smoothing),
+                            1.0f, cfg.dpo.loss == "ipo" ? DpoLoss::Ipo : DpoLoss::Sigmoid});
+    if (cfg.dpo.reference == "model") reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
   }
   if (cfg.task == "grpo") {
     TRIDENT_CHECK(train, "task grpo: a training trainer generates its own samples");
@@ -82,6 +83,10 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     host_policy_.resize(3 * tokens_per_step);
     policy_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(float));
     rollouts_->attach(*model_);
+  }
+  if (precomputed_reference() && model_->stage().last()) {
+    host_ref_nll_.resize(static_cast<size_t>(n_micro_) * B);
+    ref_nll_buf_ = Buffer(be, host_ref_nll_.size() * sizeof(float));
   }
   stats_buf_ = Buffer(be, kStepStats * sizeof(float));
 }
@@ -142,6 +147,8 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
     const int64_t first = sample_order_.micro_first(step_first_sample, g_.coord.dp, micro);
     source.samples(first, B, host_tokens_.data());
     if (masked) source.target_mask(first, B, host_mask_.data());
+    if (!host_ref_nll_.empty() && source.gives_reference_nll())
+      source.reference_nll(first, B, host_ref_nll_.data() + static_cast<size_t>(micro) * B);
     const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 3;
     if (packed_) source.doc_starts(first, B, host_batch_.data() + 2 * n + base);
     if (rollouts_)
@@ -179,6 +186,7 @@ void Trainer::upload_batch() {
   const size_t n = host_batch_.size() / 3;
   be_.copy_from_host(batch_buf_.view(DType::I32).slice(0, packed_ ? 3 * n : 2 * n), host_batch_.data());
   if (rollouts_ && model_->stage().last()) be_.copy_from_host(policy_buf_.view(DType::F32), host_policy_.data());
+  if (!host_ref_nll_.empty()) be_.copy_from_host(ref_nll_buf_.view(DType::F32), host_ref_nll_.data());
 }
 
 void Trainer::load_micro(GptStage& m, int micro, int slot) {
@@ -195,7 +203,50 @@ void Trainer::load_micro(GptStage& m, int micro, int slot) {
                         reference_ ? reference_->token_nll().slice(micro * bt, bt) : TensorView{});
   } else if (reference_) {
     m.set_sequence_nll(slot, reference_->sequence_nll().slice(static_cast<size_t>(micro) * B, B), TensorView{});
+  } else if (!host_ref_nll_.empty()) {
+    m.set_sequence_nll(slot, ref_nll_buf_.view(DType::F32).slice(static_cast<size_t>(micro) * B, B), TensorView{});
   }
+}
+
+bool Trainer::precomputed_reference() const { return cfg_.task == "dpo" && cfg_.dpo.reference == "precomputed"; }
+
+void Trainer::require_reference(const BatchSource& source) const {
+  TRIDENT_CHECK(!precomputed_reference() || source.gives_reference_nll(),
+                "task dpo with dpo.reference = precomputed: the data source gives no reference log-probabilities");
+}
+
+// The DPO head of a precomputed run reads a reference for every micro-batch: here the NLL buffer
+// itself, zeroed, whose pair loss is dropped (zero_loss_sums); the head then writes each
+// sequence's NLL over it (GptStage::set_sequence_nll's `out`), read before the next batch.
+std::vector<float> Trainer::sequence_nll(BatchSource& source, int64_t samples) {
+  TRIDENT_CHECK(queued_.empty(), "sequence_nll: finish the queued steps first");
+  TraceRange range("reference log-probabilities");
+  const int64_t G = cfg_.train.global_batch_size;
+  const int B = cfg_.train.micro_batch_size;
+  Buffer nll_buf(be_, static_cast<size_t>(G) * sizeof(float));
+  const TensorView nll = nll_buf.view(DType::F32);   // (G) the batch's sequence NLLs
+  std::vector<float> out(static_cast<size_t>(samples)), batch(static_cast<size_t>(G));
+  read_step_ = -1;   // the host batch buffers now hold these samples
+  for (int64_t first = 0; first < samples; first += G) {
+    read_batch(source, first);
+    upload_batch();
+    be_.zero(nll);
+    eval_executor_->run(
+        [&](int micro, int slot) {
+          load_micro(*model_, micro, slot);
+          if (!model_->stage().last()) return;
+          const TensorView mine = nll.slice(sample_order_.micro_first(first, g_.coord.dp, micro) - first, B);
+          model_->set_sequence_nll(slot, mine, mine);
+        },
+        false, 0.0f, UnitDone{});
+    model_->zero_loss_sums();
+    // Each DP replica's NLLs once (its last stage's TP rank 0), summed over the world into place.
+    if (!model_->stage().last() || g_.coord.tp != 0) be_.zero(nll);
+    g_.world->all_reduce(nll.data, nll.numel, DType::F32, ReduceOp::Sum, be_.stream());
+    be_.copy_to_host(batch.data(), nll);
+    std::copy_n(batch.begin(), std::min<int64_t>(G, samples - first), out.begin() + first);
+  }
+  return out;
 }
 
 void Trainer::run_reference() {
@@ -223,6 +274,7 @@ EvalResult Trainer::evaluate(BatchSource& source, int steps) {
   LossSums sum;
   double targets = 0;
   read_step_ = -1;   // the host batch buffers now hold evaluation samples
+  require_reference(source);
   for (int e = 0; e < steps; ++e) {
     read_batch(source, e * G);
     upload_batch();
@@ -262,6 +314,7 @@ void Trainer::queue_step(int step) {
   QueuedStep q;
   q.step = step;
   q.t0 = std::chrono::steady_clock::now();
+  require_reference(data_);
   if (rollouts_) {
     // The policy answers with its current weights (ZeRO-1's pending gathers completed first).
     TraceRange range("generation");
@@ -363,7 +416,7 @@ StepStats Trainer::finish_step() {
     const double pairs = std::max(q.targets, 1.0);
     s.accuracy = q.stats[1] / pairs;
     s.margin = q.stats[2] / pairs;
-    if (reference_) {
+    if (cfg_.task == "dpo") {
       s.chosen_reward = q.stats[3] / pairs;
       s.rejected_reward = q.stats[4] / pairs;
     }

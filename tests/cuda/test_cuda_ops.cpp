@@ -954,22 +954,34 @@ TEST_F(CudaOps, PreferenceLossOps) {
   Vec pol = random_vector(S, 152, 4.0f), ref = random_vector(S, 153, 4.0f);
   pol[0] = 400.0f;   // z = -beta * 400 + ...: a saturated pair
   Both policy = f32(pol), reference = f32(ref);
-  Both acc = f32({0.5f, 1.0f, -2.0f, 3.0f, -1.5f});   // accumulates onto these
-  Both weights = f32(Vec(static_cast<size_t>(S) * T));
-  DpoArgs a{0.3f, 0.1f, 0.25f};
+  // IPO's per-token log-ratios: a varying count of trained targets per sequence, none in sequence 3.
+  Ints target_ids(static_cast<size_t>(S) * T);
+  for (size_t n = 0; n < target_ids.size(); ++n)
+    target_ids[n] = n / T == 3 || hash3(156, 0, n) % 3 == 0 ? kIgnoredTarget : static_cast<int32_t>(n % 50);
+  Both targets = ints(target_ids);
   const int rows = 70, cols = 1003;
   Both x = act(random_vector(static_cast<size_t>(rows) * cols, 154));
   Both w = f32(random_vector(rows, 155, 2.0f));
+  for (const DpoArgs& a : {DpoArgs{0.3f, 0.1f, 0.25f, DpoLoss::Sigmoid}, DpoArgs{0.3f, 0.0f, 0.25f, DpoLoss::Ipo}}) {
+    SCOPED_TRACE(a.loss == DpoLoss::Ipo ? "ipo" : "sigmoid");
+    Both acc = f32({0.5f, 1.0f, -2.0f, 3.0f, -1.5f});   // accumulates onto these
+    Both weights = f32(Vec(static_cast<size_t>(S) * T));
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->dpo_loss(vw(acc), vw(weights), vw(policy), vw(reference), (g ? targets.gpu : targets.cpu).ptr<int32_t>(),
+                   pairs, T, a);
+    }
+    expect_close(acc, kFp32Order, "dpo_loss sums");
+    expect_close(weights, kFp32Order, "dpo_loss row weights");
+  }
   for (auto* be : {&cpu(), &gpu()}) {
     const bool g = be == &gpu();
     auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
     be->segment_sum(vw(sums), vw(tokens), S, len);
-    be->dpo_loss(vw(acc), vw(weights), vw(policy), vw(reference), pairs, T, a);
     be->scale_rows(vw(x), vw(w), rows, cols);
   }
   expect_close(sums, kFp32Order, "segment_sum");
-  expect_close(acc, kFp32Order, "dpo_loss sums");
-  expect_close(weights, kFp32Order, "dpo_loss row weights");
   expect_close(x, kOneRounding, "scale_rows");   // one product of a bf16 and an fp32, rounded once
 }
 

@@ -28,6 +28,8 @@ add_test(NAME e2e_sft_chat COMMAND ${e2e_dir}/sft_chat.sh $<TARGET_FILE:trident>
 set_tests_properties(e2e_sft_chat PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_dpo_preference COMMAND ${e2e_dir}/dpo_preference.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_dpo_preference PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_dpo_precomputed COMMAND ${e2e_dir}/dpo_precomputed.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)
+set_tests_properties(e2e_dpo_precomputed PROPERTIES LABELS "e2e;mpi" ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_generate_eval COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 set_tests_properties(e2e_generate_eval PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_generate_eval_llama COMMAND ${e2e_dir}/generate_eval.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})

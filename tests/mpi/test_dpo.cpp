@@ -2,7 +2,8 @@
 // initialisation, so that the reference matters) run in the same layout; the loss is the mean pair
 // loss of the global batch, so the first step's loss and every gradient, the losses, reward metrics
 // and weights after a few steps match one rank with any DP, TP, PP and ZeRO-1 layout (and tp 2 with
-// sequence parallelism or tp_overlap) and any number of micro-batches per step.
+// sequence parallelism or tp_overlap) and any number of micro-batches per step; the same for IPO
+// on one multi-rank layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -135,6 +136,34 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
                     "weights %.2e (%s)\n",
                     name.c_str(), loss_err, reward_err, grad_err, gt.c_str(), weight_err, wt.c_str());
       }
+}
+
+// IPO (dpo.loss = ipo: its squared loss over per-token log-ratios, whose counts the head takes
+// from each sequence's targets) on one rank against tp 2 x pp world/2.
+TEST(Dpo, IpoLayoutMatchesOneRank) {
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  RunConfig cfg = dpo_config();
+  cfg.dpo.loss = "ipo";
+  cfg.dpo.label_smoothing = 0;
+  DpoRun ref;
+  if (rank == 0) ref = train(cfg, MPI_COMM_SELF);
+  cfg.parallel.tp = 2;
+  cfg.parallel.pp = world / 2;
+  cfg.parallel.dp = 1;
+  const DpoRun got = train(cfg, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  std::string gt, wt;
+  EXPECT_LE(loss_error(got, ref), kTol);
+  EXPECT_LE(reward_error(got, ref), kTol);
+  EXPECT_LE(test::worst_tensor(got.grads, ref.grads, gt), kTol) << gt;
+  EXPECT_LE(test::worst_tensor(got.params, ref.params, wt), kTol) << wt;
+  std::printf("  ipo tp2 pp%d: loss %.5f -> %.5f, loss rel err %.2e  reward err %.2e  first-step gradient rel err "
+              "%.2e (%s)  weights %.2e (%s)\n",
+              world / 2, ref.losses.front(), ref.losses.back(), loss_error(got, ref), reward_error(got, ref),
+              test::worst_tensor(got.grads, ref.grads, gt), gt.c_str(), test::worst_tensor(got.params, ref.params, wt),
+              wt.c_str());
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ in fp32 within the tolerances of the GPT-2 check (check_vs_torch.py). For an SFT
 the loss is PyTorch's cross-entropy with the masked targets set to ignore_index: the mean over the
 trained targets of the whole global batch. For a DPO dump (llama-dpo) it is the DPO loss written in
 check_vs_torch.py from the per-sequence sums of those token log-probabilities under the policy and the
-dumped reference weights. For a reward model (llama-reward: Hugging Face
+dumped reference weights (llama-ipo: the IPO loss). For a reward model (llama-reward: Hugging Face
 LlamaForSequenceClassification with one label, score.weight instead of the LM head) the loss is
 the Bradley-Terry -log sigmoid(r_chosen - r_rejected) averaged over the global batch's pairs
 (samples 2i, 2i + 1), each sequence scored at its last token: the token after its last trained

@@ -118,7 +118,9 @@ def check_training(cfg, a, forward, decays, failures, loss_of=None, init_output=
         return -nll.view(G, T).sum(dim=1)
 
     def dpo_loss(batch, targets):
-        """DPO (Rafailov et al.) with cDPO label smoothing over the pairs (2i chosen, 2i + 1 rejected)."""
+        """DPO (Rafailov et al.) with cDPO label smoothing over the pairs (2i chosen, 2i + 1 rejected),
+        or IPO (Azar et al.) as TRL's DPOTrainer computes it: (h - 1/(2 beta))^2 with h the difference
+        of the chosen and rejected log-ratios, each divided by its count of trained targets (at least 1)."""
         beta, eps = cfg["dpo_beta"], cfg["dpo_label_smoothing"]
         pi = sequence_logps(params, batch, targets)
         with torch.no_grad():
@@ -126,6 +128,11 @@ def check_training(cfg, a, forward, decays, failures, loss_of=None, init_output=
         chosen, rejected = beta * (pi[0::2] - ref[0::2]), beta * (pi[1::2] - ref[1::2])
         z = chosen - rejected
         rewards.append([(z > 0).float().mean().item(), chosen.mean().item(), rejected.mean().item()])
+        if cfg.get("dpo_loss", "sigmoid") == "ipo":
+            n = (targets != -100).sum(dim=1).clamp(min=1)
+            ratio = (pi - ref) / n
+            h = ratio[0::2] - ratio[1::2]
+            return ((h - 1 / (2 * beta)) ** 2).mean()
         return (-(1 - eps) * F.logsigmoid(z) - eps * F.logsigmoid(-z)).mean()
 
     def batch_loss(step):

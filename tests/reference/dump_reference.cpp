@@ -1,13 +1,14 @@
 // Runs a small GPT-2 or Llama on one rank and writes what the PyTorch check needs: the initial
 // weights, the token batches, the logits and loss at initialisation, every parameter gradient of
 // the first step, and the loss of each AdamW step. Output: DIR/manifest.json + DIR/data.bin.
-//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]
+//   dump_reference DIR [cpu|cuda] [STEPS] [gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-ipo|llama-reward]
 // The Llama has grouped-query attention (4 query, 2 key/value heads) and an untied head.
 // llama-sft trains it with --task sft on samples whose targets are partly masked (the mask is
 // dumped as target_mask): the loss is the mean over the trained targets of each global batch.
 // llama-dpo (cpu) trains it with --task dpo on those samples as pairs (2i chosen, 2i + 1 rejected)
 // against a reference model of another initialisation (dumped as ref.NAME), and dumps each step's
-// reward accuracy, mean margin and mean chosen and rejected rewards.
+// reward accuracy, mean margin and mean chosen and rejected rewards. llama-ipo does the same with
+// dpo.loss = ipo (the squared loss over per-token log-ratios).
 // llama-reward trains it as a reward model (--task reward: score head, pairs of samples 2i, 2i + 1
 // on the same masked samples): the scores of the first micro-batch replace the logits.
 #include <mpi.h>
@@ -60,6 +61,11 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
     c.dpo.beta = 0.5;
     c.dpo.label_smoothing = 0.1;
   }
+  if (model == "llama-ipo") {
+    c.task = "dpo";
+    c.dpo.beta = 0.5;
+    c.dpo.loss = "ipo";
+  }
   if (model == "llama-reward") c.task = "reward";
   c.model.vocab_size = 101;   // not a multiple of anything: exercises the padded vocabulary
   c.model.seq_len = 24;
@@ -101,7 +107,7 @@ void run(const std::string& dir, const std::string& backend, int steps, const st
                                {"rope_theta", c.model.rope_theta}, {"qkv_bias", c.model.qkv_bias},
                                {"tied", c.model.tied()}, {"sft", c.task == "sft"}, {"reward", c.task == "reward"},
                                {"dpo", c.task == "dpo"}, {"dpo_beta", c.dpo.beta},
-                               {"dpo_label_smoothing", c.dpo.label_smoothing}};
+                               {"dpo_label_smoothing", c.dpo.label_smoothing}, {"dpo_loss", c.dpo.loss}};
 
   std::vector<int32_t> tokens(static_cast<size_t>(c.train.steps) * G * (T + 1));
   data.samples(0, c.train.steps * G, tokens.data());
@@ -170,13 +176,14 @@ int main(int argc, char** argv) {
   const std::string model = argc > 4 ? argv[4] : "gpt2";
   if (argc < 2 || argc > 5 ||
       (model != "gpt2" && model != "llama" && model != "llama-qkv-bias" && model != "llama-sft" &&
-       model != "llama-dpo" && model != "llama-reward")) {
+       model != "llama-dpo" && model != "llama-ipo" && model != "llama-reward")) {
     std::fprintf(stderr, "usage: dump_reference OUTPUT_DIR [cpu|cuda] [STEPS] "
-                         "[gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-reward]\n");
+                         "[gpt2|llama|llama-qkv-bias|llama-sft|llama-dpo|llama-ipo|llama-reward]\n");
     return 2;
   }
-  if (model == "llama-dpo" && argc > 2 && std::string(argv[2]) != "cpu") {
-    std::fprintf(stderr, "dump_reference: llama-dpo runs on the cpu backend only (its reference weights are fp32)\n");
+  if ((model == "llama-dpo" || model == "llama-ipo") && argc > 2 && std::string(argv[2]) != "cpu") {
+    std::fprintf(stderr, "dump_reference: %s runs on the cpu backend only (its reference weights are fp32)\n",
+                 model.c_str());
     return 2;
   }
   run(argv[1], argc > 2 ? argv[2] : "cpu", argc > 3 ? std::atoi(argv[3]) : 10, model);

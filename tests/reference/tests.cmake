@@ -13,8 +13,9 @@ set_tests_properties(tokenizer_vs_js PROPERTIES LABELS reference SKIP_RETURN_COD
 # llama-sft: the same with --task sft's masked loss (targets partly masked, mean over the trained ones).
 # llama-dpo: --task dpo's pair loss (beta, label smoothing) against a reference model of other
 # weights, on those masked samples as pairs; also each step's reward accuracy and mean rewards.
+# llama-ipo: the same with dpo.loss = ipo.
 # llama-reward: a reward model (--task reward: score head, pairwise loss over the trained pairs).
-foreach(variant llama llama-qkv-bias llama-sft llama-dpo llama-reward)
+foreach(variant llama llama-qkv-bias llama-sft llama-dpo llama-ipo llama-reward)
   add_test(NAME reference_${variant}_vs_torch
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reference/run_torch_check.sh $<TARGET_FILE:dump_reference>
                    ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_llama_vs_torch.py cpu 10 ${variant})

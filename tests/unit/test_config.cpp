@@ -92,6 +92,35 @@ TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {
                          "--train.global_batch_size", "4"}, 2));
 }
 
+// Task grpo's options, and the layouts its generation needs: pp 1, each DP rank's sequences whole
+// groups of answers.
+TEST(Config, GrpoOptionsAndLayout) {
+  const std::vector<std::string> base = {"--task", "grpo", "--rl.prompts", "p.jsonl", "--train.micro_batch_size", "4",
+                                         "--train.global_batch_size", "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const RunConfig c = parse(with({"--rl.kl_beta", "0.1", "--rl.ppo_epochs", "2", "--rl.loss_norm", "token"}), 1);
+  EXPECT_EQ(c.rl.group, 8);
+  EXPECT_EQ(c.rl.ppo_epochs, 2);
+  EXPECT_TRUE(c.has_reference());
+  EXPECT_FALSE(parse(with({"--rl.kl_beta", "0"})).has_reference());
+  expect_error({"--task", "grpo"}, 1, {"rl.prompts", "JSON Lines"});
+  expect_error(with({"--rl.group", "1"}), 1, {"rl.group = 1", "at least 2"});
+  expect_error(with({"--rl.group", "3"}), 1, {"rl.group = 3", "must divide the 16 sequences"});
+  expect_error({"--task", "grpo", "--rl.prompts", "p.jsonl", "--train.micro_batch_size", "2",
+                "--train.global_batch_size", "16", "--rl.group", "8"},
+               4, {"rl.group = 8", "must divide the 4 sequences"});
+  expect_error(with({"--parallel.pp", "2", "--model.n_layer", "2"}), 2, {"parallel.pp = 2", "task grpo"});
+  expect_error(with({"--rl.max_new_tokens", "1024"}), 1, {"rl.max_new_tokens = 1024", "model.seq_len"});
+  expect_error(with({"--rl.loss_norm", "pairs"}), 1, {"rl.loss_norm = pairs", "sequence or token"});
+  expect_error(with({"--rl.reward", "model"}), 1, {"rl.reward = model", "exact_match"});
+  expect_error(with({"--rl.clip_eps", "0"}), 1, {"rl.clip_eps = 0", "(0, 1)"});
+  expect_error(with({"--rl.temperature", "0"}), 1, {"rl.temperature = 0", "> 0"});
+}
+
 TEST(Config, DpoOptionsAndEvenMicroBatches) {
   const RunConfig c = parse({"--task", "dpo", "--dpo.beta", "0.2", "--dpo.label_smoothing", "0.1",
                              "--train.micro_batch_size", "2", "--train.global_batch_size", "8"});
@@ -104,7 +133,14 @@ TEST(Config, DpoOptionsAndEvenMicroBatches) {
   expect_error({"--task", "dpo", "--dpo.beta", "0", "--train.micro_batch_size", "2"}, 1, {"dpo.beta = 0", "> 0"});
   expect_error({"--task", "dpo", "--dpo.label_smoothing", "0.5", "--train.micro_batch_size", "2"}, 1,
                {"dpo.label_smoothing = 0.5", "[0, 0.5)"});
-  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo or reward"});
+  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo, reward or grpo"});
+  EXPECT_EQ(parse({"--task", "dpo", "--dpo.loss", "ipo", "--train.micro_batch_size", "2"}, 1).dpo.loss, "ipo");
+  expect_error({"--task", "dpo", "--dpo.loss", "hinge", "--train.micro_batch_size", "2"}, 1,
+               {"dpo.loss = hinge", "sigmoid or ipo"});
+  expect_error({"--task", "dpo", "--dpo.loss", "ipo", "--dpo.label_smoothing", "0.1", "--train.micro_batch_size", "2"},
+               1, {"dpo.label_smoothing = 0.1", "dpo.loss = ipo"});
+  expect_error({"--task", "dpo", "--dpo.reference", "file", "--train.micro_batch_size", "2"}, 1,
+               {"dpo.reference = file", "model or precomputed"});
 }
 
 TEST(Config, HelpListsEveryOptionWithDefaults) {

@@ -95,6 +95,12 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   const MemoryEstimate with_reference = estimate_memory(dpo, hw);
   EXPECT_DOUBLE_EQ(with_reference.reference, 2 * P + slot + scratch + 16);
   EXPECT_DOUBLE_EQ(with_reference.total(), plain.total() + with_reference.reference);
+  // A precomputed reference (dpo.reference = precomputed) builds no reference model: only the
+  // sequence NLLs the step reads from its file.
+  dpo.dpo.reference = "precomputed";
+  const MemoryEstimate precomputed = estimate_memory(dpo, hw);
+  EXPECT_DOUBLE_EQ(precomputed.reference, 16);
+  EXPECT_DOUBLE_EQ(precomputed.total(), plain.total() + 16);
 }
 
 // The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute
@@ -192,6 +198,11 @@ TEST(Planner, DpoCountsItsReference) {
   const double pretrain = estimate_time(small_config(1), hw).compute_s, dpo = estimate_time(c, hw).compute_s;
   EXPECT_GT(dpo, pretrain * 4 / 3);
   EXPECT_LT(dpo, pretrain * 5 / 3);
+  // Precomputed: no reference forward, only the head's second pass over the logits.
+  c.dpo.reference = "precomputed";
+  const double precomputed = estimate_time(c, hw).compute_s;
+  EXPECT_GT(precomputed, pretrain);
+  EXPECT_LT(precomputed, pretrain * 7 / 6);
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

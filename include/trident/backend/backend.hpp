@@ -41,11 +41,14 @@ struct AdamWArgs {
   float bias_correction2 = 1; // 1 - beta2^t
 };
 
-// Direct preference optimisation (Rafailov et al.) with cDPO's label smoothing, for dpo_loss.
+// Direct preference optimisation (Rafailov et al.) with cDPO's label smoothing, or IPO (Azar et
+// al.), for dpo_loss.
+enum class DpoLoss : int32_t { Sigmoid, Ipo };
 struct DpoArgs {
   float beta = 0.1f;              // strength of the implicit KL penalty
-  float label_smoothing = 0;      // eps: the share of pairs taken to be mislabelled
+  float label_smoothing = 0;      // eps: the share of pairs taken to be mislabelled (sigmoid only)
   float scale = 1;                // the row weights are d(scale * sum of pair losses)/d(sequence NLL)
+  DpoLoss loss = DpoLoss::Sigmoid;
 };
 
 // Online RL's clipped policy-ratio objective with a KL penalty (task grpo), for policy_loss.
@@ -297,13 +300,16 @@ class Backend {
   // DPO over `pairs` pairs. policy_nll and ref_nll (2*pairs) f32 hold each sequence's summed token
   // losses (negative log-probabilities of its trained targets) under the policy and the reference;
   // sequence 2i is pair i's chosen response, 2i + 1 its rejected one. With the implicit rewards
-  // r = beta * (ref_nll - policy_nll) and z_i = r_2i - r_2i+1, the pair's loss is
-  // -(1 - eps) log sigmoid(z) - eps log sigmoid(-z). acc (5) f32 += [sum of pair losses, count of
-  // pairs with z > 0, sum of z, sum of chosen rewards, sum of rejected rewards] (LossSums' order).
+  // r = beta * (ref_nll - policy_nll) and z_i = r_2i - r_2i+1, the sigmoid loss of a pair is
+  // -(1 - eps) log sigmoid(z) - eps log sigmoid(-z). IPO's is (h - 1/(2 beta))^2 with
+  // h = (ref_nll - policy_nll)_2i / n_2i - (ref_nll - policy_nll)_2i+1 / n_2i+1, n_s the count of
+  // sequence s's trained targets (targets (2*pairs*T) >= 0; at least 1), as TRL normalises it.
+  // acc (5) f32 += [sum of pair losses, count of pairs with z > 0, sum of z, sum of chosen rewards,
+  // sum of rejected rewards] (LossSums' order; the same metrics for both losses).
   // row_weights (2*pairs*T) f32 = for each sequence's T rows, d(scale * loss of its pair)/d(its
   // policy_nll): the weight of its tokens' cross-entropy gradients (not written when empty).
-  virtual void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs,
-                        int T, const DpoArgs& a) = 0;
+  virtual void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll,
+                        const int32_t* targets, int pairs, int T, const DpoArgs& a) = 0;
   // GRPO/PPO's policy loss over N token positions. nll (N) f32 holds each position's token loss
   // under the policy (-logp of its target; 0 where ignored), old_logp (N) the generation-time
   // log-probabilities, coef (N) each token's weight in the batch's mean (0 outside the answers,

@@ -128,6 +128,8 @@ struct InitConfig {
 struct DpoConfig {
   double beta = 0.1;              // strength of the implicit KL penalty towards the reference
   double label_smoothing = 0;     // cDPO: the share of preference labels taken to be flipped, in [0, 0.5)
+  std::string loss = "sigmoid";   // sigmoid (DPO, cDPO) | ipo (Azar et al.: squared, per-token log-ratios)
+  std::string reference = "model";   // model (forward in each step) | precomputed (a file beside the data)
 };
 
 // Task grpo: online RL with group-relative advantages (DeepSeekMath's GRPO). Each step the policy

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "trident/io/masked_dataset.hpp"
 #include "trident/io/sampler.hpp"
@@ -25,7 +26,15 @@ class PreferenceSource : public BatchSource {
   bool masks_targets() const override { return true; }
   void target_mask(int64_t first, int count, uint8_t* out) override;
 
+  // The reference NLLs of every record of the dataset (not only [first, end)): 2 * num_records
+  // floats, record r's chosen side at 2r and its rejected side at 2r + 1 (read_reference_nll).
+  void set_reference_nll(std::shared_ptr<const std::vector<float>> by_record);
+  bool gives_reference_nll() const override { return reference_ != nullptr; }
+  void reference_nll(int64_t first, int count, float* out) override;
+
   const MaskedDataset& dataset() const { return *ds_; }
+  // The record that sample `sample` reads (its side is the sample's parity).
+  size_t record_of(int64_t sample) const { return first_ + sampler_.window(static_cast<uint64_t>(sample / 2)); }
   size_t first_record() const { return first_; }
   size_t end_record() const { return end_; }
   uint64_t records() const { return end_ - first_; }
@@ -33,7 +42,6 @@ class PreferenceSource : public BatchSource {
   uint64_t cut_sequences() const { return cut_; }
 
  private:
-  size_t record_of(int64_t sample) const { return first_ + sampler_.window(static_cast<uint64_t>(sample / 2)); }
   static int side_of(int64_t sample) { return static_cast<int>(sample % 2); }
 
   std::shared_ptr<const MaskedDataset> ds_;
@@ -41,6 +49,7 @@ class PreferenceSource : public BatchSource {
   int seq_len_, vocab_size_;
   SequenceSampler sampler_;
   uint64_t cut_ = 0;
+  std::shared_ptr<const std::vector<float>> reference_;
 };
 
 }  // namespace trident

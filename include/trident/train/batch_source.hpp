@@ -25,6 +25,11 @@ class BatchSource {
   // starts (the doc_start of backend.hpp). Called only when packs_documents().
   virtual bool packs_documents() const { return false; }
   virtual void doc_starts(int64_t /*first*/, int /*count*/, int32_t* /*out*/) {}
+  // Task dpo with dpo.reference = precomputed: whether the source gives the frozen reference
+  // model's per-sequence NLLs (sums of the trained targets' token losses); reference_nll() then
+  // gives those of samples [first, first + count) into out (count).
+  virtual bool gives_reference_nll() const { return false; }
+  virtual void reference_nll(int64_t /*first*/, int /*count*/, float* /*out*/) {}
 };
 
 // Which global samples a rank reads. A step's global batch is G consecutive samples; DP rank r of

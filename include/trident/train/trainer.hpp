@@ -111,6 +111,10 @@ class Trainer {
   // Task dpo: the frozen reference model's weights (the initial ones: init.from), as `params` of
   // set_initial_weights. set_initial_weights sets them too; a resumed run calls this instead.
   void set_reference_weights(const std::vector<float>& params);
+  // Task dpo with dpo.reference = precomputed: the per-sequence NLLs (sums of the trained targets'
+  // token losses) of `source`'s samples [0, samples) under the model's current weights, forward
+  // only, on every rank; before any step (init.from's weights: the reference's). Every rank calls it.
+  std::vector<float> sequence_nll(BatchSource& source, int64_t samples);
   // Continue from a checkpoint: `step` steps are done and `consumed_samples` global samples used.
   void set_position(int64_t step, int64_t consumed_samples);
   // Global samples consumed once `step` steps are done.
@@ -144,6 +148,10 @@ class Trainer {
   // policy's forward, whose head reads them).
   void run_reference();
   LossSums reduce_loss(LossSums local);
+  // Task dpo's reference log-probabilities come from the data source (dpo.reference = precomputed),
+  // which must give them.
+  bool precomputed_reference() const;
+  void require_reference(const BatchSource& source) const;
 
   RunConfig cfg_;
   const ParallelGroups& g_;
@@ -153,7 +161,7 @@ class Trainer {
   SampleOrder sample_order_;
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
-  std::unique_ptr<ReferenceModel> reference_;   // task dpo, and grpo with rl.kl_beta > 0
+  std::unique_ptr<ReferenceModel> reference_;   // task dpo with dpo.reference = model, and grpo with rl.kl_beta > 0
   RolloutSource* rollouts_ = nullptr;           // task grpo: data_, which the policy generates
   // A queued step: what finish_step() needs to report it.
   struct QueuedStep {
@@ -193,6 +201,10 @@ class Trainer {
   Buffer batch_buf_;         // I32 [inputs | targets | doc_starts] of the step's micro-batches
   std::vector<float> host_policy_;   // task grpo: [old_logp | coef | coef_adv] of all micro-batches, (n_micro*B*T) each
   Buffer policy_buf_;                // the same in backend memory
+  // Task dpo with a precomputed reference, on the last stage: the step's reference sequence NLLs
+  // (n_micro, B) f32 as the source gives them, and in backend memory.
+  std::vector<float> host_ref_nll_;
+  Buffer ref_nll_buf_;
   Buffer stats_buf_;         // f32 QueuedStep::stats
   StepGuard guard_;
   int skipped_steps_ = 0;

@@ -81,8 +81,8 @@ class CpuBackend final : public Backend, public PeerOps {
 
   void segment_sum(TensorView out, TensorView in, int S, int len) override;
   void scale_rows(TensorView x, TensorView w, int rows, int cols) override;
-  void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
-                const DpoArgs& a) override;
+  void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll,
+                const int32_t* targets, int pairs, int T, const DpoArgs& a) override;
   void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
                    TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) override;
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,

@@ -523,12 +523,13 @@ class CudaBackend final : public Backend, public PeerOps {
                     stream_);
   }
 
-  void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll, int pairs, int T,
-                const DpoArgs& a) override {
+  void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll,
+                const int32_t* targets, int pairs, int T, const DpoArgs& a) override {
     gpu::ProfileScope prof(stream_, "dpo_loss", pairs, T);
+    TRIDENT_CHECK(a.loss != DpoLoss::Ipo || targets != nullptr, "dpo_loss: IPO needs the targets");
     gpu::dpo_loss(f32(acc, 5, "dpo_loss: acc"), f32_optional(row_weights, rows_x_cols(2 * pairs, T), "dpo_loss: row_weights"),
-                  f32(policy_nll, 2 * pairs, "dpo_loss: policy_nll"), f32(ref_nll, 2 * pairs, "dpo_loss: ref_nll"), pairs,
-                  T, a, stream_);
+                  f32(policy_nll, 2 * pairs, "dpo_loss: policy_nll"), f32(ref_nll, 2 * pairs, "dpo_loss: ref_nll"),
+                  targets, pairs, T, a, stream_);
   }
 
   void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,

@@ -106,6 +106,35 @@ def main():
     vloss.backward()
     ok &= close("ppo value loss", p["value_loss"], vloss.item())
     ok &= close("ppo dvalues", p["dvalues"], values.grad)
+
+    # The CPU backend's value head (task ppo's value model): values lnf . w at every position, the
+    # clipped loss over the answer positions (coef > 0) and its gradients.
+    b = d["ppo_value_backend"]
+    C = b["C"]
+    lnf = torch.tensor(b["lnf"]).reshape(-1, C).requires_grad_(True)
+    w = torch.tensor(b["w"]).requires_grad_(True)
+    values = lnf @ w
+    values.retain_grad()
+    old, ret, coef = (torch.tensor(b[k]) for k in ("old_values", "returns", "coef"))
+    clipped = old + torch.clamp(values - old, -b["value_clip"], b["value_clip"])
+    plain_sq, clipped_sq = (values - ret) ** 2, (clipped - ret) ** 2
+    vloss = (coef * 0.5 * torch.max(plain_sq, clipped_sq)).sum()
+    vloss.backward()
+    answer = coef > 0
+    n_clipped = (answer & (clipped_sq > plain_sq)).sum().item()
+    ok &= close("backend ppo values", b["values"], values.detach())
+    ok &= close("backend ppo value loss", b["loss"], vloss.item())
+    ok &= close("backend ppo dvalues", b["dvalues"], values.grad)
+    ok &= close("backend ppo dlnf", b["dlnf"], lnf.grad.flatten())
+    ok &= close("backend ppo dw", b["dw"], w.grad)
+    ok &= close("backend ppo clipped", b["clipped"], n_clipped)
+    ok &= close("backend ppo squares", b["squares"], (coef * plain_sq).sum().item())
+    if not 0 < n_clipped < answer.sum().item():
+        print("FAIL: the backend value case clips no position or every one", n_clipped)
+        ok = False
+    if ok and abs(b["loss"] - p["value_loss"]) < 1e-9:
+        print("FAIL: the backend value case repeats the host case's values")
+        ok = False
     print("ok" if ok else "FAIL")
     return 0 if ok else 1
 

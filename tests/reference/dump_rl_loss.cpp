@@ -1,6 +1,7 @@
 // Dumps GRPO and PPO losses and their gradients (with respect to logits and values) computed by
 // trident's rl_loss on random inputs, and the CPU backend's policy_loss (the op task grpo's head
-// runs) on the same inputs, as JSON for check_rl_loss.py to recompute in PyTorch.
+// runs) and value_fwd / value_bwd (task ppo's value head) on the same inputs, as JSON for
+// check_rl_loss.py to recompute in PyTorch.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,46 @@ json backend_case(Backend& be, const std::vector<float>& logits, const std::vect
           {"kl_sum", acc[2]}, {"dlogits", dlogits}};
 }
 
+// PPO's value loss through Backend::value_fwd and value_bwd as the value model's head runs them:
+// values lnf . w at every position of `positions` (the answer tokens after `pad` positions that
+// are no answer's, coef 0), the clipped loss over the answer tokens weighted by coef (the token
+// mean), and the gradients with respect to the values, lnf and w.
+json value_backend_case(Backend& be, const std::vector<float>& old_values, const std::vector<float>& returns,
+                        const rl::Responses& r, float clip, int pad, int C) {
+  const size_t n = r.tokens(), N = n + pad;
+  const std::vector<float> lnf = random(N * C, 8, -1, 1), w = random(C, 9, -0.5, 0.5);
+  std::vector<float> old(N, 0.0f), ret(N, 0.0f), coef(N, 0.0f);
+  for (size_t t = 0; t < n; ++t) {
+    old[pad + t] = old_values[t];
+    ret[pad + t] = returns[t];
+    coef[pad + t] = static_cast<float>(1.0 / n);
+  }
+  Buffer buf(be, (4 * N * C + 8 * N + 2 * C + 5) * sizeof(float));
+  TensorView all = buf.view(DType::F32);
+  size_t used = 0;
+  auto put = [&](const std::vector<float>& v) {
+    TensorView x = all.slice(used, v.size());
+    used += v.size();
+    be.copy_from_host(x, v.data());
+    return x;
+  };
+  TensorView x = put(lnf), wv = put(w), o = put(old), R = put(ret), c = put(coef);
+  TensorView values = put(std::vector<float>(N)), dvalues = put(std::vector<float>(N));
+  TensorView acc = put(std::vector<float>(5)), dlnf = put(std::vector<float>(N * C)), dw = put(std::vector<float>(C));
+  const ValueArgs args{clip, 1.0f};
+  be.value_fwd(values, dvalues, acc, x, wv, o, R, c, static_cast<int>(N), C, args);
+  be.value_bwd(dlnf, dw, dvalues, x, wv, static_cast<int>(N), C);
+  std::vector<float> sums(5), v(N), dv(N), dx(N * C), dwh(C);
+  be.copy_to_host(sums.data(), acc);
+  be.copy_to_host(v.data(), values);
+  be.copy_to_host(dv.data(), dvalues);
+  be.copy_to_host(dx.data(), dlnf);
+  be.copy_to_host(dwh.data(), dw);
+  return {{"C", C}, {"lnf", lnf}, {"w", w}, {"old_values", old}, {"returns", ret}, {"coef", coef},
+          {"value_clip", clip}, {"values", v}, {"loss", sums[0]}, {"clipped", sums[1]}, {"squares", sums[2]},
+          {"dvalues", dv}, {"dlnf", dx}, {"dw", dwh}};
+}
+
 }  // namespace
 
 int main() {
@@ -133,6 +174,7 @@ int main() {
   const rl::Gae g = rl::gae(token_rewards, old_values, r, gamma, lambda);
   out["ppo"] = policy_case(logits, tokens, old_logp, {}, g.advantages, r, {0.2f, 0.0f, 0.01f, rl::LossNorm::Token}, V);
   const rl::ValueLoss vl = rl::value_loss(values, old_values, g.returns, r, vclip, rl::LossNorm::Token);
+  out["ppo_value_backend"] = value_backend_case(*cpu, old_values, g.returns, r, vclip, 3, 16);
   out["ppo"].update({{"token_rewards", token_rewards}, {"old_values", old_values}, {"values", values},
                      {"gamma", gamma}, {"lambda", lambda}, {"value_clip", vclip}, {"returns", g.returns},
                      {"value_loss", vl.loss}, {"dvalues", vl.dvalues}});

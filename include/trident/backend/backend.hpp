@@ -58,6 +58,12 @@ struct PolicyArgs {
   float scale = 1;         // the weights are d(scale * loss)/d(token NLL)
 };
 
+// PPO's clipped value loss (task ppo's value model), for value_fwd.
+struct ValueArgs {
+  float clip = 0.2f;       // a value moves at most this far from its rollout-time value before the clipped branch
+  float scale = 1;         // dvalues are d(scale * loss)/d(value)
+};
+
 // Floats per row of sample_shard's stats.
 constexpr int kSampleStats = 5;
 
@@ -338,6 +344,22 @@ class Backend {
   // sum over b of dscores[b] * lnf[b, p_b].
   virtual void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
                           const int32_t* targets, int B, int T, int C) = 0;
+
+  // ---- value head (task ppo's value model): a value at every one of N positions, v_n = lnf[n] . w,
+  // lnf (N, C) act the final norm's output, w (C) act the score weight; values (N) f32. With coef
+  // given (N f32: each position's weight in the batch's mean, 0 outside the answers, which add
+  // nothing) and old_values, returns (N) f32 (the rollout's values and GAE returns), also PPO's
+  // clipped value loss, per answer position
+  //   coef * 0.5 max((v - R)^2, (v_old + clip(v - v_old, -a.clip, a.clip) - R)^2):
+  // acc (5) f32 += [sum of position losses, answer positions whose maximum took the clipped branch
+  // (the second square larger), sum of coef * (v - R)^2, 0, 0]; dvalues (N) f32, if given,
+  // = a.scale * d(loss)/d(v) (0 through the clipped branch once |v - v_old| >= a.clip).
+  virtual void value_fwd(TensorView values, TensorView dvalues, TensorView acc, TensorView lnf, TensorView w,
+                         TensorView old_values, TensorView returns, TensorView coef, int N, int C,
+                         const ValueArgs& a) = 0;
+  // dlnf (N, C) act = dvalues[n] * w in row n; dw (C) f32 += sum over n of dvalues[n] * lnf[n].
+  virtual void value_bwd(TensorView dlnf, TensorView dw, TensorView dvalues, TensorView lnf, TensorView w, int N,
+                         int C) = 0;
 
   // ---- reductions and optimizer
   virtual void sum_squares(TensorView acc, TensorView x) = 0;  // acc (1) f32 += sum(x^2)

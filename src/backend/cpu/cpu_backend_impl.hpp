@@ -89,6 +89,10 @@ class CpuBackend final : public Backend, public PeerOps {
                   const int32_t* targets, int B, int T, int C, float dloss) override;
   void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,
                   const int32_t* targets, int B, int T, int C) override;
+  void value_fwd(TensorView values, TensorView dvalues, TensorView acc, TensorView lnf, TensorView w,
+                 TensorView old_values, TensorView returns, TensorView coef, int N, int C, const ValueArgs& a) override;
+  void value_bwd(TensorView dlnf, TensorView dw, TensorView dvalues, TensorView lnf, TensorView w, int N,
+                 int C) override;
 
   void sum_squares(TensorView acc, TensorView x) override;
   void sum(TensorView acc, TensorView x) override;

@@ -23,6 +23,7 @@
 #include "rope.cuh"
 #include "sampling.cuh"
 #include "swiglu.cuh"
+#include "value_head.cuh"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/backend/peer_ops.hpp"
 #include "trident/core/log.hpp"
@@ -559,6 +560,25 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::reward_bwd(act(dlnf, rows_x_cols(B * T, C), "reward_bwd: dlnf"), f32(dw, C, "reward_bwd: dw"),
                     f32(dscores, B, "reward_bwd: dscores"), act(lnf, rows_x_cols(B * T, C), "reward_bwd: lnf"),
                     act(w, C, "reward_bwd: w"), targets, B, T, C, stream_);
+  }
+
+  void value_fwd(TensorView values, TensorView dvalues, TensorView acc, TensorView lnf, TensorView w,
+                 TensorView old_values, TensorView returns, TensorView coef, int N, int C, const ValueArgs& a) override {
+    gpu::ProfileScope prof(stream_, "value_fwd", N, C);
+    const bool loss = !coef.empty();
+    gpu::value_fwd(f32(values, N, "value_fwd: values"), loss ? f32_optional(dvalues, N, "value_fwd: dvalues") : nullptr,
+                   loss ? f32(acc, 5, "value_fwd: acc") : nullptr, act(lnf, rows_x_cols(N, C), "value_fwd: lnf"),
+                   act(w, C, "value_fwd: w"), loss ? f32(old_values, N, "value_fwd: old_values") : nullptr,
+                   loss ? f32(returns, N, "value_fwd: returns") : nullptr, loss ? f32(coef, N, "value_fwd: coef") : nullptr,
+                   N, C, a, stream_);
+  }
+
+  void value_bwd(TensorView dlnf, TensorView dw, TensorView dvalues, TensorView lnf, TensorView w, int N,
+                 int C) override {
+    gpu::ProfileScope prof(stream_, "value_bwd", N, C);
+    gpu::value_bwd(act(dlnf, rows_x_cols(N, C), "value_bwd: dlnf"), f32(dw, C, "value_bwd: dw"),
+                   f32(dvalues, N, "value_bwd: dvalues"), act(lnf, rows_x_cols(N, C), "value_bwd: lnf"),
+                   act(w, C, "value_bwd: w"), N, C, stream_);
   }
 
   // ---- reductions and optimizer

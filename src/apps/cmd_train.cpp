@@ -111,10 +111,10 @@ void require_reference_weights(const RunConfig& cfg) {
   if (cfg.has_reference() && cfg.init.from.empty())
     throw InputError(str("init.from is empty: task ", cfg.task, " starts from given weights, which are also its frozen "
                          "reference model; pass --init.from CHECKPOINT.h5 (e.g. an sft run's) or a Hugging Face model "
-                         "directory", cfg.task == "grpo" ? " (or rl.kl_beta = 0: no reference)" : ""));
+                         "directory", cfg.online_rl() ? " (or rl.kl_beta = 0: no reference)" : ""));
 }
 
-// Task grpo's tokenizer (rl.tokenizer; auto: the run's, which its checkpoints keep).
+// Online RL's tokenizer (rl.tokenizer; auto: the run's, which its checkpoints keep).
 std::unique_ptr<Tokenizer> rl_tokenizer(const RunConfig& cfg, const TokenizerFiles& run_tokenizer) {
   const std::string& kind = cfg.rl.tokenizer;
   std::unique_ptr<Tokenizer> t;
@@ -254,7 +254,12 @@ SaveResult save(const RunConfig& cfg, Trainer& trainer, const ParallelGroups& g,
   info.layout = layout_string(cfg);
   info.tokenizer = tokenizer;
   trainer.sync_parameters();
-  SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g);
+  ValueState value;
+  if (Trainer* v = trainer.value_model()) {
+    value = {&v->model(), &v->optimizer()};
+    info.kl_coef = trainer.kl_coef();
+  }
+  SaveResult r = save_checkpoint(cfg.checkpoint, info, trainer.model(), trainer.optimizer(), g, value);
   log_info(str("checkpoint: saved ", r.path, " (", r.bytes / 1e9, " GB in ", r.seconds, " s, ",
                r.bytes / 1e9 / r.seconds, " GB/s)"));
   return r;
@@ -279,7 +284,13 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     auto t0 = std::chrono::steady_clock::now();
     collective_check(MPI_COMM_WORLD, [&] {
       info = load_checkpoint(resume.file, trainer.model(), &trainer.optimizer(), rt.groups);
+      if (Trainer* v = trainer.value_model()) load_checkpoint(resume.file, v->model(), &v->optimizer(), rt.groups, true);
     });
+    if (trainer.value_model()) {
+      if (std::isnan(info.kl_coef))
+        throw InputError(str("checkpoint ", resume.file, ": no kl_coef attribute: it was not saved by a task ppo run"));
+      trainer.set_kl_coef(info.kl_coef);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double gb = static_cast<double>(std::filesystem::file_size(resume.file)) / 1e9;
     summary.checkpoint_loaded(gb * 1e9, seconds);
@@ -296,9 +307,15 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
       trainer.set_reference_weights(read_init_weights(cfg, trainer, rt.groups));   // the reference stays frozen
     else if (cfg.task != "dpo" && !cfg.init.from.empty())
       log_info("note: init.from is not used: the run continues from its checkpoint");
-  } else if (!cfg.init.from.empty()) {
-    if (!init_weights_set) trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
-    log_info(str("init: fresh optimizer, step 0", cfg.has_reference() ? "; the weights are also the reference model" : ""));
+  } else {
+    if (!cfg.init.from.empty()) {
+      if (!init_weights_set) trainer.set_initial_weights(read_init_weights(cfg, trainer, rt.groups));
+      log_info(
+          str("init: fresh optimizer, step 0", cfg.has_reference() ? "; the weights are also the reference model" : ""));
+    }
+    // Task ppo's value model: rl.value_from's weights, or init.from's transformer with a fresh head.
+    if (Trainer* v = trainer.value_model(); v && !v->config().init.from.empty())
+      v->set_initial_weights(read_init_weights(v->config(), *v, rt.groups));
   }
 
   const bool checkpoints = !cfg.checkpoint.dir.empty();
@@ -401,7 +418,7 @@ int cmd_train(const Args& args) {
   RunTokenizer tokenizer;
   std::string length_note, lr_note;
   collective_check(MPI_COMM_WORLD, [&] {
-    if (cfg.task != "grpo")
+    if (!cfg.online_rl())
       data = (cfg.preference_task() ? open_preference_data
               : cfg.task == "sft"   ? open_sft_data
                                     : open_data)(cfg.data, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
@@ -414,7 +431,7 @@ int cmd_train(const Args& args) {
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
     tokenizer = run_tokenizer(cfg, resume.file);
-    if (cfg.task == "grpo") {
+    if (cfg.online_rl()) {
       rl_tok = rl_tokenizer(cfg, tokenizer.files);
       rl_prompts = read_rl_prompts(cfg, *rl_tok);
       data.train_sequences = rl_prompts.prompts.size() * static_cast<uint64_t>(cfg.rl.group);
@@ -424,12 +441,13 @@ int cmd_train(const Args& args) {
     }
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
+    if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty()) check_init_from(value_config(cfg));
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
-  if (cfg.task == "grpo")
+  if (cfg.online_rl())
     data.train = std::make_unique<PromptRollouts>(cfg, rt.groups, std::move(rl_tok), std::move(rl_prompts));
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime.hpp"
 #include "trident/core/error.hpp"
@@ -103,7 +104,7 @@ void Progress::sample_memory(StepStats& s) {
 }
 
 std::string Progress::line(const StepStats& s) const {
-  char pairs[128] = "";   // a preference task's pair metrics, and dpo's implicit rewards
+  char pairs[224] = "";   // a preference task's pair metrics, dpo's implicit rewards, online RL's
   if (std::isfinite(s.chosen_reward))
     std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f | chosen %.4f | rejected %.4f", s.accuracy,
                   s.margin, s.chosen_reward, s.rejected_reward);
@@ -114,8 +115,13 @@ std::string Progress::line(const StepStats& s) const {
     if (std::isfinite(s.kl)) std::snprintf(kl, sizeof kl, "%.3g", s.kl);
     std::snprintf(pairs, sizeof pairs, " | reward %.3f (sd %.3f) | kl %s | clip %.3f | answer %.1f tok | gen %.1f s",
                   s.reward, s.reward_std, kl, s.clip_fraction, s.answer_tokens, s.generation_s);
+    if (std::isfinite(s.value_loss)) {   // ppo: the value model and the KL coefficient
+      const size_t used = std::strlen(pairs);
+      std::snprintf(pairs + used, sizeof pairs - used, " | value loss %.4f (clip %.3f, ev %.3f) | kl coef %.3g",
+                    s.value_loss, s.value_clip_fraction, s.explained_variance, s.kl_coef);
+    }
   }
-  char buf[448];
+  char buf[544];
   std::snprintf(buf, sizeof buf,
                 "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
                 "comm wait %s | %.1f ms | elapsed %s | ETA %s",

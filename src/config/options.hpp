@@ -13,7 +13,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "one conversation of a chat dataset per sequence, loss over the assistant's tokens only), dpo (direct "
     "preference optimisation on a preference dataset against the frozen init.from weights) or reward (a reward "
     "model: score head instead of the LM head, pairwise loss on a preference dataset); docs/FINE_TUNING.md; or grpo "
-    "(online RL: the policy answers rl.prompts, a verifier scores the answers; docs/RL.md)");
+    "(online RL: the policy answers rl.prompts, a verifier scores the answers; docs/RL.md) or ppo (the same with a "
+    "value model trained alongside, GAE advantages and a KL-shaped reward)");
 
   v.section("model", "Model [model]");
   v("model.arch", c.model.arch, "architecture: gpt2 (LayerNorm, GELU MLP, learned positions) or llama (RMSNorm, "
@@ -172,7 +173,7 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "in every step) or precomputed (read from PREFIX_dpo_ref.bin beside each preference dataset; a run that "
     "finds none computes it from init.from's weights before its first step and writes it there)");
 
-  v.section("rl", "Online reinforcement learning [rl] (task = grpo)");
+  v.section("rl", "Online reinforcement learning [rl] (task = grpo or ppo)");
   v("rl.prompts", c.rl.prompts,
     "JSON Lines of {\"prompt\": ..., \"answer\": ...}: each step samples rl.group answers to each of "
     "train.global_batch_size / rl.group prompts (in a shuffled order per pass over the file)");
@@ -196,13 +197,29 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("rl.format_reward", c.rl.format_reward, "reward added for an answer that matches rl.format_pattern");
   v("rl.clip_eps", c.rl.clip_eps, "the policy ratio is clipped to [1 - eps, 1 + eps]");
   v("rl.kl_beta", c.rl.kl_beta,
-    "weight of the KL penalty (k3 estimator) to the frozen init.from weights; 0 = no reference model");
+    "weight of the KL penalty to the frozen init.from weights: grpo's k3 estimator in the loss, ppo's k1 "
+    "(log pi_old - log pi_ref) subtracted from each answer token's reward (the initial coefficient under "
+    "rl.kl_target); 0 = no reference model");
   v("rl.ppo_epochs", c.rl.ppo_epochs,
     "optimizer updates on each generated batch; the ratio is against the generation-time log-probabilities");
   v("rl.loss_norm", c.rl.loss_norm,
     "sequence: mean over each answer's tokens, then over the answers (GRPO); token: mean over all answer tokens "
     "of the global batch (DAPO)");
-  v("rl.adv_eps", c.rl.adv_eps, "advantage = (reward - group mean) / (group std + adv_eps)");
+  v("rl.adv_eps", c.rl.adv_eps, "grpo: advantage = (reward - group mean) / (group std + adv_eps)");
+  v("rl.gamma", c.rl.gamma, "ppo: GAE's discount per answer token, in (0, 1]");
+  v("rl.lambda", c.rl.lambda, "ppo: GAE's lambda, in [0, 1]");
+  v("rl.value_clip", c.rl.value_clip,
+    "ppo: the value loss is 0.5 max((V - R)^2, (V_old + clip(V - V_old, +-value_clip) - R)^2)");
+  v("rl.value_lr", c.rl.value_lr,
+    "ppo: the value model's peak learning rate (its own AdamW, train.lr's schedule); 0 = train.lr");
+  v("rl.value_from", c.rl.value_from,
+    "ppo: the value model's initial weights, a trident checkpoint or Hugging Face directory of the same model "
+    "shape: a reward model's (task reward: its score head too) or a language model's transformer with a fresh "
+    "value head; empty = init.from's transformer");
+  v("rl.kl_target", c.rl.kl_target,
+    "ppo: adaptive KL control (Ziegler et al.): the KL per answer the coefficient steers to, starting from "
+    "rl.kl_beta; 0 = rl.kl_beta stays fixed");
+  v("rl.kl_horizon", c.rl.kl_horizon, "ppo: adaptive KL control's horizon, in answers");
 
   v.section("log", "Logging [log]");
   v("log.every", c.log.every,

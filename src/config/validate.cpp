@@ -199,12 +199,17 @@ void validate_data(const DataConfig& d) {
           "holds out validation documents only when data.val is empty; set data.val or data.split, not both");
 }
 
-// Task grpo's options, and the layout its generation needs (run after validate_parallel has
+// Online RL's options (tasks grpo and ppo), and the layout its generation needs (run after validate_parallel has
 // resolved parallel.dp).
 void validate_rl(const RunConfig& cfg) {
   const RlConfig& r = cfg.rl;
-  require(!r.prompts.empty(), "rl.prompts", "(empty)", "task grpo needs a JSON Lines file of prompts and answers");
-  require(r.group >= 2, "rl.group", r.group, "must be at least 2: advantages are relative to the group");
+  const bool ppo = cfg.task == "ppo";
+  require(!r.prompts.empty(), "rl.prompts", "(empty)",
+          str("task ", cfg.task, " needs a JSON Lines file of prompts and answers"));
+  if (ppo)
+    require(r.group >= 1, "rl.group", r.group, "must be at least 1 (answers sampled per prompt)");
+  else
+    require(r.group >= 2, "rl.group", r.group, "must be at least 2: advantages are relative to the group");
   require(r.max_new_tokens >= 1 && r.max_new_tokens < cfg.model.seq_len, "rl.max_new_tokens", r.max_new_tokens,
           str("must be in [1, model.seq_len = ", cfg.model.seq_len, "): the prompt and the answer share a sequence"));
   require(r.temperature > 0 && std::isfinite(r.temperature), "rl.temperature", r.temperature, "must be > 0");
@@ -217,9 +222,20 @@ void validate_rl(const RunConfig& cfg) {
   require(r.ppo_epochs >= 1, "rl.ppo_epochs", r.ppo_epochs, "must be at least 1");
   require(r.loss_norm == "sequence" || r.loss_norm == "token", "rl.loss_norm", r.loss_norm, "must be sequence or token");
   require(r.adv_eps > 0 && std::isfinite(r.adv_eps), "rl.adv_eps", r.adv_eps, "must be > 0");
+  require(r.gamma > 0 && r.gamma <= 1, "rl.gamma", r.gamma, "must be in (0, 1]");
+  require(r.lambda >= 0 && r.lambda <= 1, "rl.lambda", r.lambda, "must be in [0, 1]");
+  require(r.value_clip > 0 && std::isfinite(r.value_clip), "rl.value_clip", r.value_clip, "must be > 0");
+  require(r.value_lr >= 0 && std::isfinite(r.value_lr), "rl.value_lr", r.value_lr, "must be >= 0 (0 = train.lr)");
+  require(r.kl_target >= 0 && std::isfinite(r.kl_target), "rl.kl_target", r.kl_target,
+          "must be >= 0 (0 = a fixed rl.kl_beta)");
+  require(r.kl_horizon > 0 && std::isfinite(r.kl_horizon), "rl.kl_horizon", r.kl_horizon, "must be > 0");
+  require(r.kl_target == 0 || (ppo && r.kl_beta > 0), "rl.kl_target", r.kl_target,
+          ppo ? "adapts rl.kl_beta, which is 0: give rl.kl_beta > 0 as the starting coefficient"
+              : "is task ppo's adaptive KL control; task grpo's rl.kl_beta is fixed");
+  require(ppo || r.value_from.empty(), "rl.value_from", r.value_from, "is task ppo's value model; leave it empty");
   require(cfg.parallel.pp == 1, "parallel.pp", cfg.parallel.pp,
-          "must be 1 for task grpo: the answers are generated on the training layout, which needs the whole model "
-          "on each rank of a tensor-parallel group (use tp and dp)");
+          str("must be 1 for task ", cfg.task, ": the answers are generated on the training layout, which needs the "
+              "whole model on each rank of a tensor-parallel group (use tp and dp)"));
   const int64_t per_rank = cfg.train.global_batch_size / cfg.parallel.dp;
   require(per_rank % r.group == 0, "rl.group", r.group,
           str("must divide the ", per_rank, " sequences of each data-parallel rank (train.global_batch_size / dp): "
@@ -232,8 +248,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   require(cfg.backend == "auto" || cfg.backend == "cpu" || cfg.backend == "cuda", "backend", cfg.backend,
           "must be auto, cpu or cuda");
   const std::string& task = cfg.task;
-  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward" || task == "grpo", "task", task,
-          "must be pretrain, sft, dpo, reward or grpo");
+  require(task == "pretrain" || task == "sft" || task == "dpo" || task == "reward" || task == "grpo" || task == "ppo",
+          "task", task, "must be pretrain, sft, dpo, reward, grpo or ppo");
   cfg.model.score_head = cfg.task == "reward";
   require(!cfg.data.pack || cfg.task == "sft", "data.pack", "true",
           "packs fine-tuning records: use it with task = sft (pre-training windows are full; preference pairs "
@@ -252,7 +268,7 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
-  if (task == "grpo") validate_rl(cfg);
+  if (cfg.online_rl()) validate_rl(cfg);
   require(!cfg.preference_task() || cfg.train.micro_batch_size % 2 == 0, "train.micro_batch_size",
           cfg.train.micro_batch_size,
           str("must be even for task ", cfg.task, ": a micro-batch holds whole preference pairs (chosen, rejected)"));

@@ -93,6 +93,8 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
   if (info.consumed_samples < info.step || (info.step == 0) != (info.consumed_samples == 0))
     throw bad(str("consumed_samples = ", info.consumed_samples, " does not fit step = ", info.step,
                   " (every step consumes at least one sample)"));
+  if (H5Aexists(f, "kl_coef") > 0 && (!h5::read_attr(f, "kl_coef", info.kl_coef) || !(info.kl_coef >= 0)))
+    throw bad("the attribute kl_coef is not a KL coefficient (a number >= 0)");
   const std::string name = std::filesystem::path(file).filename().string();
   if (name.rfind("step_", 0) == 0 && name != str("step_", info.step, ".h5"))
     throw bad(str("its name says ", name, " but its step attribute is ", info.step));
@@ -102,16 +104,20 @@ CheckpointInfo read_info(const std::string& file, hid_t f, const Bad& bad) {
 // Every object of the file must be one of the model's datasets (under /model and each optimizer
 // group), a tokenizer file (/tokenizer), or one of their groups, reached by a hard link: a checkpoint of a larger model must not
 // load into a smaller one by reading only its first layers, and no link may lead out of the
-// file. `skipped` names datasets that may be there unread. Returns the first other object's path
-// ("dataset /model/blocks.3.ln1.weight", "link /x"), or "".
+// file. `skipped` names datasets that may be there unread. The other model's objects (task ppo's
+// value model under /value, or for the value model everything outside it) are its own load's to
+// check. Returns the first other object's path ("dataset /model/blocks.3.ln1.weight", "link /x"),
+// or "".
 std::string first_unread_object(hid_t f, const CheckpointPlan& plan, const std::set<std::string>& skipped) {
   struct Visit {
     std::set<std::string> datasets, groups;
     std::string first;
+    bool value = false;   // the plan is the value model's
   } v;
   v.datasets = skipped;
+  v.value = !plan.root.empty();
   for (CkptKind kind : kCkptKinds) {
-    const std::string group = ckpt_group(kind);
+    const std::string group = plan.group(kind);
     for (const LogicalTensor& t : plan.tensors) v.datasets.insert(group + "/" + t.name);
     v.groups.insert(group);
     for (size_t slash = group.find('/'); slash != std::string::npos; slash = group.find('/', slash + 1))
@@ -121,6 +127,9 @@ std::string first_unread_object(hid_t f, const CheckpointPlan& plan, const std::
   for (const std::string& name : tokenizer_file_names()) v.datasets.insert("tokenizer/" + name);
   auto visit = [](hid_t root, const char* name, const H5L_info_t* link, void* data) -> herr_t {
     Visit& v = *static_cast<Visit*>(data);
+    const std::string path = name;
+    const bool in_value = path == kValueGroup || path.rfind(str(kValueGroup, "/"), 0) == 0;
+    if (in_value != v.value) return 0;
     if (link->type != H5L_TYPE_HARD) {
       v.first = str("link /", name);
       return 1;
@@ -169,8 +178,11 @@ struct HostCheckpoint {
 
 constexpr const char* kScoreWeight = "score.weight";
 
+// Whether the path exists, each of its groups checked first (H5Lexists needs them).
 bool has_dataset(hid_t f, const std::string& path) {
-  return H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Lexists(f, path.c_str(), H5P_DEFAULT) > 0;
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
+    if (H5Lexists(f, path.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(f, path.c_str(), H5P_DEFAULT) > 0;
 }
 
 // Reward models (a score head, no LM head) and language models load only into their own kind;
@@ -178,7 +190,7 @@ bool has_dataset(hid_t f, const std::string& path) {
 // unread (init.from). Returns the plan without the score head in that case, else `plan`.
 CheckpointPlan match_model_kind(hid_t f, const CheckpointPlan& plan, bool trunk_ok, bool* score_unread,
                                 const std::function<InputError(const std::string&)>& bad) {
-  const bool file_scores = has_dataset(f, str("model/", kScoreWeight));
+  const bool file_scores = has_dataset(f, str(plan.group(CkptKind::Model), "/", kScoreWeight));
   const bool model_scores = std::any_of(plan.tensors.begin(), plan.tensors.end(),
                                         [](const LogicalTensor& t) { return t.name == kScoreWeight; });
   *score_unread = false;
@@ -214,16 +226,19 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& mode
 
   HostCheckpoint host;
   host.info = read_info(file, f.get(), bad);
+  if (!model_plan.root.empty() && H5Lexists(f.get(), kValueGroup, H5P_DEFAULT) <= 0)
+    throw bad(str("holds no value model (/", kValueGroup, "): it was not saved by a task ppo run; start a new ppo run "
+                  "from its weights with --init.from (and rl.value_from) instead of resuming it"));
   const CheckpointPlan plan = match_model_kind(f.get(), model_plan, trunk_ok, &host.score_unread, bad);
   // A language model's own head (and its optimizer state), which a reward model's trunk does not read.
   std::set<std::string> skipped;
   for (CkptKind kind : kCkptKinds)
-    if (host.score_unread) skipped.insert(str(ckpt_group(kind), "/lm_head"));
+    if (host.score_unread) skipped.insert(str(plan.group(kind), "/lm_head"));
   const std::string unread = first_unread_object(f.get(), plan, skipped);
   if (!unread.empty())
     throw bad(str(unread, " is not part of the configured model (a checkpoint of more layers, or another "
                   "model?); the [model] settings must match the checkpoint"));
-  if (with_optim && H5Lexists(f.get(), "optim", H5P_DEFAULT) <= 0)
+  if (with_optim && !has_dataset(f.get(), plan.root + "optim"))
     throw bad("holds weights only, no optimizer state (trident convert writes such files); start a new run from "
               "it with --init.from instead of resuming it");
   std::vector<float>& params = host.params;
@@ -241,9 +256,8 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& mode
     const auto& need = kind == CkptKind::Model ? plan.model_need : plan.optim_need;
     const auto& own = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
     for (const LogicalTensor& t : plan.tensors) {
-      const std::string name = str("/", ckpt_group(kind), "/", t.name);
-      if (H5Lexists(f.get(), ckpt_group(kind), H5P_DEFAULT) <= 0 || H5Lexists(f.get(), name.c_str(), H5P_DEFAULT) <= 0)
-        throw bad("dataset " + name + " is missing");
+      const std::string name = str("/", plan.group(kind), "/", t.name);
+      if (!has_dataset(f.get(), name.substr(1))) throw bad("dataset " + name + " is missing");
       h5::Handle dset(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT));
       if (!dset.valid()) throw bad("dataset " + name + " cannot be opened");
       std::vector<int64_t> shape = h5::dataset_shape(dset.get());
@@ -285,8 +299,10 @@ CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& m
   return host.info;
 }
 
-CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g) {
-  const CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g,
+                               bool value_model) {
+  CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
+  if (value_model) plan.root = str(kValueGroup, "/");
   HostCheckpoint host =
       read_verified(file, plan, model.params().numel, opt != nullptr, opt ? opt->master().numel : 0, g);
   const std::vector<float>& params = host.params;

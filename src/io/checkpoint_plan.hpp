@@ -33,6 +33,10 @@ struct LogicalTensor {
 };
 
 struct CheckpointPlan {
+  // Where the model's groups are: "" for the run's model (/model, /optim/...), "value/" for task
+  // ppo's value model (/value/model, /value/optim/...).
+  std::string root;
+  std::string group(CkptKind k) const { return root + ckpt_group(k); }
   std::vector<LogicalTensor> tensors;            // every logical tensor of the model
   std::map<std::string, HostRange> model_need, model_own, optim_need, optim_own;
 };

@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "checkpoint_plan.hpp"
 #include "h5.hpp"
@@ -79,8 +81,14 @@ void write_tokenizer(hid_t file, const TokenizerFiles& t, bool writer, const std
 // in between instead of writing through it), the attributes, then the datasets of the first
 // n_kinds kinds, each rank writing the ranges it owns of host.of(kind). Returns once every rank
 // has closed the file.
-void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, const CheckpointPlan& plan,
-                           const HostState& host, size_t n_kinds, const ParallelGroups& g, const std::string& saving) {
+// A model's plan (its root group) and its data.
+struct PlannedModel {
+  CheckpointPlan plan;
+  HostState host;
+};
+
+void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, const std::vector<PlannedModel>& models,
+                           size_t n_kinds, const ParallelGroups& g, const std::string& saving) {
   if (g.rank == 0 && ::unlink(tmp.c_str()) != 0 && errno != ENOENT)
     h5_require(false, str("removing the stale file (", std::strerror(errno), ")"), tmp);
   // Every rank meets under parallel.timeout_s before each collective HDF5 call, so that a rank
@@ -98,6 +106,7 @@ void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, c
     h5::write_attr(file.get(), "rng", std::string("stateless: initialisation and data order are functions of seed"));
     h5::write_attr(file.get(), "config", info.config);
     h5::write_attr(file.get(), "layout", info.layout);
+    if (!std::isnan(info.kl_coef)) h5::write_attr(file.get(), "kl_coef", info.kl_coef);
     write_tokenizer(file.get(), info.tokenizer, g.rank == 0, tmp);
     h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
     H5Pset_create_intermediate_group(lcpl.get(), 1);
@@ -109,15 +118,16 @@ void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, c
     H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_INDEPENDENT);
 
     std::vector<float> packed;   // reused: one allocation for all datasets
-    int written = 0;
-    const int total = static_cast<int>(plan.tensors.size() * n_kinds);
-    for (size_t k = 0; k < n_kinds; ++k) {
-      const CkptKind kind = kCkptKinds[k];
+    int written = 0, total = 0;
+    for (const PlannedModel& m : models) total += static_cast<int>(m.plan.tensors.size() * n_kinds);
+    for (size_t k = 0; k < n_kinds * models.size(); ++k) {
+      const CheckpointPlan& plan = models[k / n_kinds].plan;
+      const CkptKind kind = kCkptKinds[k % n_kinds];
       const auto& owned = kind == CkptKind::Model ? plan.model_own : plan.optim_own;
-      const float* base = host.of(kind);
+      const float* base = models[k / n_kinds].host.of(kind);
       for (const LogicalTensor& t : plan.tensors) {
         if (written++ == total / 2) fault_point(FaultPoint::CheckpointWrite, g.rank, info.step);
-        const std::string name = str("/", ckpt_group(kind), "/", t.name);
+        const std::string name = str("/", plan.group(kind), "/", t.name);
         auto it = owned.find(t.name);
         // Summing the checksum is this dataset's meeting point, ahead of its collective creation.
         const uint64_t total_sum = g.control->sum(it != owned.end() ? range_checksum(it->second, base) : 0,
@@ -160,18 +170,23 @@ void write_checkpoint_file(const std::string& tmp, const CheckpointInfo& info, c
 }  // namespace
 
 SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
-                           const Optimizer& opt, const ParallelGroups& g) {
+                           const Optimizer& opt, const ParallelGroups& g, const ValueState& value) {
   TraceRange range("checkpoint save");
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
-  const HostState host = host_state(model, opt);
-  const CheckpointPlan plan = make_checkpoint_plan(model, &opt, g);
+  std::vector<PlannedModel> models;
+  models.push_back({make_checkpoint_plan(model, &opt, g), host_state(model, opt)});
+  if (value.model) {
+    TRIDENT_CHECK(value.opt != nullptr, "save_checkpoint: the value model's optimizer is not given");
+    models.push_back({make_checkpoint_plan(*value.model, value.opt, g), host_state(*value.model, *value.opt)});
+    models.back().plan.root = str(kValueGroup, "/");
+  }
   SaveResult res;
   const std::string name = str("step_", info.step, ".h5");
   res.path = c.dir + "/" + name;
   const std::string tmp = res.path + ".tmp";
   const std::string saving = "checkpoint save of " + res.path;
-  write_checkpoint_file(tmp, info, plan, host, std::size(kCkptKinds), g, saving);
+  write_checkpoint_file(tmp, info, models, std::size(kCkptKinds), g, saving);
   if (g.rank == 0) {
     h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), res.path.c_str()) == 0, "renaming to " + res.path, tmp);
@@ -192,12 +207,12 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
 void save_weights_checkpoint(const std::string& path, const CheckpointInfo& info, const ModelConfig& m,
                              const ParamLayout& layout, const float* params, const ParallelGroups& g) {
   h5::silence_errors();
-  HostState host;
-  host.data[static_cast<int>(CkptKind::Model)] = params;
-  const CheckpointPlan plan = make_checkpoint_plan(m, layout, nullptr, g);
+  std::vector<PlannedModel> models(1);
+  models[0].host.data[static_cast<int>(CkptKind::Model)] = params;
+  models[0].plan = make_checkpoint_plan(m, layout, nullptr, g);
   const std::string tmp = path + ".tmp";
   const std::string saving = "writing " + path;
-  write_checkpoint_file(tmp, info, plan, host, 1, g, saving);
+  write_checkpoint_file(tmp, info, models, 1, g, saving);
   if (g.rank == 0) {
     h5_require(fsync_path(tmp), "syncing", tmp);
     h5_require(std::rename(tmp.c_str(), path.c_str()) == 0, "renaming to " + path, tmp);

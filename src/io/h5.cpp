@@ -45,6 +45,7 @@ bool read_scalar(hid_t obj, const char* name, hid_t type, void* v) {
 
 void write_attr(hid_t obj, const char* name, int64_t v) { write_scalar(obj, name, H5T_NATIVE_INT64, &v); }
 void write_attr(hid_t obj, const char* name, uint64_t v) { write_scalar(obj, name, H5T_NATIVE_UINT64, &v); }
+void write_attr(hid_t obj, const char* name, double v) { write_scalar(obj, name, H5T_NATIVE_DOUBLE, &v); }
 
 void write_attr(hid_t obj, const char* name, const std::string& v) {
   Handle type(H5Tcopy(H5T_C_S1));
@@ -55,6 +56,7 @@ void write_attr(hid_t obj, const char* name, const std::string& v) {
 
 bool read_attr(hid_t obj, const char* name, int64_t& v) { return read_scalar(obj, name, H5T_NATIVE_INT64, &v); }
 bool read_attr(hid_t obj, const char* name, uint64_t& v) { return read_scalar(obj, name, H5T_NATIVE_UINT64, &v); }
+bool read_attr(hid_t obj, const char* name, double& v) { return read_scalar(obj, name, H5T_NATIVE_DOUBLE, &v); }
 
 bool read_attr(hid_t obj, const char* name, std::string& v) {
   if (H5Aexists(obj, name) <= 0) return false;

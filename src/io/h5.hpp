@@ -37,10 +37,12 @@ void silence_errors();
 
 void write_attr(hid_t obj, const char* name, int64_t v);
 void write_attr(hid_t obj, const char* name, uint64_t v);
+void write_attr(hid_t obj, const char* name, double v);
 void write_attr(hid_t obj, const char* name, const std::string& v);
 // Return false when the attribute is missing or of another type.
 bool read_attr(hid_t obj, const char* name, int64_t& v);
 bool read_attr(hid_t obj, const char* name, uint64_t& v);
+bool read_attr(hid_t obj, const char* name, double& v);
 bool read_attr(hid_t obj, const char* name, std::string& v);
 
 std::vector<int64_t> dataset_shape(hid_t dset);

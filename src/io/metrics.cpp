@@ -68,7 +68,7 @@ void MetricsWriter::write(const StepStats& s) {
     j["chosen_reward"] = s.chosen_reward;
     j["rejected_reward"] = s.rejected_reward;
   }
-  if (std::isfinite(s.reward)) {   // online RL (task grpo)
+  if (std::isfinite(s.reward)) {   // online RL (tasks grpo and ppo)
     j["reward"] = s.reward;
     j["reward_std"] = s.reward_std;
     j["kl"] = number_or_null(s.kl);
@@ -77,6 +77,13 @@ void MetricsWriter::write(const StepStats& s) {
     j["answer_tokens"] = s.answer_tokens;
     j["answers_stopped"] = s.answers_stopped;
     j["generation_s"] = s.generation_s;
+  }
+  if (std::isfinite(s.value_loss)) {   // task ppo's value model and KL control
+    j["value_loss"] = s.value_loss;
+    j["value_clip_fraction"] = s.value_clip_fraction;
+    j["value_mean"] = number_or_null(s.value_mean);
+    j["explained_variance"] = number_or_null(s.explained_variance);
+    j["kl_coef"] = s.kl_coef;
   }
   if (std::isfinite(s.val_accuracy)) j["val_accuracy"] = s.val_accuracy;
   if (std::isfinite(s.val_loss)) {

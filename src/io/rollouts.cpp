@@ -153,7 +153,13 @@ void PromptRollouts::generate(int64_t step_first) {
   std::vector<double> total(sums, sums + 6);
   if (g_.coord.tp != 0) std::fill(total.begin(), total.end(), 0.0);
   all_reduce(total, HostReduce::Sum, g_);
-  const std::vector<float> advantages = rl::group_advantages(rewards, rl.group, static_cast<float>(rl.adv_eps));
+  // Task ppo's advantages come per token from set_values, once the value model has run.
+  const std::vector<float> advantages = cfg_.task == "grpo"
+                                            ? rl::group_advantages(rewards, rl.group, static_cast<float>(rl.adv_eps))
+                                            : std::vector<float>(rows, 0.0f);
+  rewards_ = rewards;
+  answer_starts_.assign(rows, 0);
+  answer_lengths_.assign(rows, 0);
 
   const size_t T = static_cast<size_t>(T_);
   tokens_.assign(rows * (T + 1), prompts_.stop_token);   // padding: any valid id, never a trained target
@@ -161,6 +167,8 @@ void PromptRollouts::generate(int64_t step_first) {
   old_logp_.assign(rows * T, 0.0f);
   coef_.assign(rows * T, 0.0f);
   coef_adv_.assign(rows * T, 0.0f);
+  old_values_.assign(rows * T, 0.0f);
+  returns_.assign(rows * T, 0.0f);
   const bool per_sequence = rl::parse_loss_norm(rl.loss_norm) == rl::LossNorm::Sequence;
   for (int i = 0; i < rows; ++i) {
     const std::vector<int32_t>& prompt = inputs[i];
@@ -172,6 +180,8 @@ void PromptRollouts::generate(int64_t step_first) {
     std::copy(c.tokens.begin(), c.tokens.end(), row + P);
     // Answer token j is the target at position P - 1 + j.
     const double weight = per_sequence ? 1.0 / (static_cast<double>(A) * total[2]) : 1.0 / total[3];
+    answer_starts_[i] = static_cast<int>(P) - 1;
+    answer_lengths_[i] = static_cast<int>(A);
     for (size_t j = 0; j < A; ++j) {
       const size_t t = i * T + P - 1 + j;
       mask_[t] = 1;
@@ -181,6 +191,7 @@ void PromptRollouts::generate(int64_t step_first) {
     }
   }
   const double n = std::max(total[2], 1.0);
+  stats_ = RolloutStats{};
   stats_.answers = total[2];
   stats_.total_answer_tokens = total[3];
   stats_.reward_mean = total[0] / n;
@@ -191,6 +202,72 @@ void PromptRollouts::generate(int64_t step_first) {
   std::vector<double> seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
   all_reduce(seconds, HostReduce::Max, g_);
   stats_.seconds = seconds[0];
+}
+
+// InstructGPT's per-token reward: -kl_coef * k1 at every answer token, the verifier's reward added
+// at the last; GAE over the answer, and the advantages whitened as TRL's PPO does (mean and
+// unbiased variance over every answer token of the global batch, (A - mean) / sqrt(var + 1e-8)).
+void PromptRollouts::set_values(const std::vector<float>& values, const std::vector<float>& ref_nll, double kl_coef) {
+  const size_t T = static_cast<size_t>(T_), rows = rewards_.size();
+  TRIDENT_CHECK(values.size() == rows * T && (ref_nll.empty() || ref_nll.size() == rows * T),
+                "PromptRollouts::set_values: not this rank's rows of the last generate()");
+  const rl::Responses answers{answer_lengths_};
+  std::vector<float> token_rewards, token_values;
+  token_rewards.reserve(answers.tokens());
+  token_values.reserve(answers.tokens());
+  double k1_sum = 0;
+  for (size_t i = 0; i < rows; ++i)
+    for (int j = 0; j < answer_lengths_[i]; ++j) {
+      const size_t t = i * T + answer_starts_[i] + j;
+      const double k1 = ref_nll.empty() ? 0.0 : static_cast<double>(old_logp_[t]) + ref_nll[t];
+      k1_sum += k1;
+      token_rewards.push_back(static_cast<float>(-kl_coef * k1 + (j + 1 == answer_lengths_[i] ? rewards_[i] : 0.0)));
+      token_values.push_back(values[t]);
+    }
+  const rl::Gae est = rl::gae(token_rewards, token_values, answers, static_cast<float>(cfg_.rl.gamma),
+                            static_cast<float>(cfg_.rl.lambda));
+  // Sums over the world's answer tokens (each DP replica once: its TP rank 0): tokens, advantages
+  // and their squares, k1, values, returns and their squares, R - V and its squares, answers.
+  double sums[10] = {static_cast<double>(answers.tokens()), 0, 0, k1_sum, 0, 0, 0, 0, 0, static_cast<double>(rows)};
+  for (size_t k = 0; k < est.advantages.size(); ++k) {
+    const double a = est.advantages[k], v = token_values[k], R = est.returns[k];
+    sums[1] += a;
+    sums[2] += a * a;
+    sums[4] += v;
+    sums[5] += R;
+    sums[6] += R * R;
+    sums[7] += R - v;
+    sums[8] += (R - v) * (R - v);
+  }
+  std::vector<double> total(sums, sums + 10);
+  if (g_.coord.tp != 0) std::fill(total.begin(), total.end(), 0.0);
+  all_reduce(total, HostReduce::Sum, g_);
+  const double n = std::max(total[0], 1.0);
+  auto variance = [&](double sum, double sum_sq) { return std::max(sum_sq / n - (sum / n) * (sum / n), 0.0); };
+  const double mean = total[1] / n;
+  const double unbiased = n > 1 ? variance(total[1], total[2]) * n / (n - 1) : 0.0;
+  const double scale = 1.0 / std::sqrt(unbiased + 1e-8);
+  size_t k = 0;
+  for (size_t i = 0; i < rows; ++i)
+    for (int j = 0; j < answer_lengths_[i]; ++j, ++k) {
+      const size_t t = i * T + answer_starts_[i] + j;
+      coef_adv_[t] = static_cast<float>(coef_[t] * (est.advantages[k] - mean) * scale);
+      old_values_[t] = token_values[k];
+      returns_[t] = est.returns[k];
+    }
+  stats_.kl = total[3] / n;
+  stats_.kl_per_answer = total[3] / std::max(total[9], 1.0);
+  stats_.value_mean = total[4] / n;
+  const double var_returns = variance(total[5], total[6]);
+  stats_.explained_variance = var_returns > 0 ? 1.0 - variance(total[7], total[8]) / var_returns : std::nan("");
+}
+
+void PromptRollouts::value_inputs(int64_t first, int count, float* old_values, float* returns, float* coef) {
+  const size_t r = row(first), T = static_cast<size_t>(T_);
+  row(first + count - 1);
+  std::copy(old_values_.begin() + r * T, old_values_.begin() + (r + count) * T, old_values);
+  std::copy(returns_.begin() + r * T, returns_.begin() + (r + count) * T, returns);
+  std::copy(coef_.begin() + r * T, coef_.begin() + (r + count) * T, coef);
 }
 
 size_t PromptRollouts::row(int64_t sample) const {

@@ -150,6 +150,11 @@ void TensorBoardWriter::write(const StepStats& s) {
   add("rl/answer_tokens", s.answer_tokens);
   add("rl/answers_stopped", s.answers_stopped);
   add("rl/generation_s", s.generation_s);
+  add("rl/value_loss", s.value_loss);
+  add("rl/value_clip_fraction", s.value_clip_fraction);
+  add("rl/value_mean", s.value_mean);
+  add("rl/explained_variance", s.explained_variance);
+  add("rl/kl_coef", s.kl_coef);
   add("val/loss", s.val_loss);
   add("val/accuracy", s.val_accuracy);
   if (!std::isfinite(s.val_accuracy)) add("val/ppl", std::exp(s.val_loss));   // token losses only

@@ -44,6 +44,8 @@ struct GptStage::Slot {
   // Task grpo (set_policy_inputs): (B*T) f32 each; ref_token_nll empty without a KL penalty.
   TensorView old_logp, coef, coef_adv, ref_token_nll;
   TensorView token_nll_out;   // (B*T) f32: where the head writes each position's token loss; empty: nowhere
+  // Task ppo's value model (set_value_inputs): (B*T) f32 each; value_coef empty: values only.
+  TensorView old_values, returns, value_coef, values_out;
 };
 
 struct GptStage::Scratch {
@@ -52,6 +54,7 @@ struct GptStage::Scratch {
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
   TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
   TensorView scores, dscores;                  // (B) (B) f32; score head (reward model)
+  TensorView values, dvalues;                  // (N) (N) f32; the score head at every position (value model)
   TensorView loss_acc;                         // (kLossSums) f32 LossSums
   // The norm outputs whole, (N, C) each, where the slots do not keep them so: under recompute
   // (selective, or a fully recomputed block's) and sequence parallelism (gathered from the ranks'
@@ -138,6 +141,8 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     if (d.score_head) {
       a.want(&sc.scores, DType::F32, d.B);
       a.want(&sc.dscores, DType::F32, d.B);
+      a.want(&sc.values, DType::F32, d.N);
+      a.want(&sc.dvalues, DType::F32, d.N);
     } else {
       a.want(&sc.logits, act, d.logits_rows * d.Vl);
       a.want(&sc.rowmax, DType::F32, d.logits_rows);
@@ -927,7 +932,10 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
            p_.lnf_w, p_.lnf_b, own_row_count());
   gather_rows(sc.lnf);
   if (m_.score_head) {
-    score_head_forward(s, x, with_grad, dloss);
+    if (value_)
+      value_head_forward(s, x, with_grad, dloss);
+    else
+      score_head_forward(s, x, with_grad, dloss);
     return;
   }
   if (policy_) {
@@ -1008,6 +1016,25 @@ void GptStage::score_head_forward(Slot& s, TensorView x, bool with_grad, float d
   final_norm_backward(s, x, TpSum{});
 }
 
+// A value model's head after the final norm: the score weight at every position, and with the
+// slot's value inputs PPO's clipped value loss. As for the score head, dlnf is whole on every TP
+// rank: no TP sum.
+void GptStage::value_head_forward(Slot& s, TensorView x, bool with_grad, float dloss) {
+  Scratch& sc = *scratch_;
+  const int N = B_ * T_;
+  TRIDENT_CHECK(!s.value_coef.empty() || !s.values_out.empty(),
+                "value head: no value inputs set for this micro-batch (set_value_inputs)");
+  TRIDENT_CHECK(!with_grad || !s.value_coef.empty(), "value head: a backward needs the value loss's inputs");
+  ValueArgs a = value_args_;
+  a.scale = dloss;
+  const TensorView values = s.values_out.empty() ? sc.values : s.values_out;
+  be_.value_fwd(values, with_grad ? sc.dvalues : TensorView{}, sc.loss_acc, sc.lnf, p_.score_w, s.old_values,
+                s.returns, s.value_coef, N, C_, a);
+  if (!with_grad) return;
+  be_.value_bwd(sc.dlnf, gr_.score_w, sc.dvalues, sc.lnf, p_.score_w, N, C_);
+  final_norm_backward(s, x, TpSum{});
+}
+
 // The final norm's backward from sc.dlnf (its TP sum `dlnf_sum` started, or none), into s.grad.
 void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
   Scratch& sc = *scratch_;
@@ -1044,6 +1071,21 @@ void GptStage::set_policy_inputs(int slot, TensorView old_logp, TensorView coef,
   s.coef = coef;
   s.coef_adv = coef_adv;
   s.ref_token_nll = ref_token_nll;
+}
+
+void GptStage::set_value_loss(const ValueArgs& a) {
+  TRIDENT_CHECK(m_.score_head, "set_value_loss: a value model has the score head (model.score_head)");
+  value_ = true;
+  value_args_ = a;
+}
+
+void GptStage::set_value_inputs(int slot, TensorView old_values, TensorView returns, TensorView coef,
+                                TensorView values_out) {
+  Slot& s = slots_[slot];
+  s.old_values = old_values;
+  s.returns = returns;
+  s.value_coef = coef;
+  s.values_out = values_out;
 }
 
 void GptStage::set_token_nll(int slot, TensorView out) { slots_[slot].token_nll_out = out; }

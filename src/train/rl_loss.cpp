@@ -156,6 +156,11 @@ ValueLoss value_loss(const std::vector<float>& values, const std::vector<float>&
   return out;
 }
 
+double adaptive_kl_coef(double coef, double kl, double target, double n, double horizon) {
+  const double error = std::clamp(kl / target - 1.0, -0.2, 0.2);
+  return coef * (1.0 + error * n / horizon);
+}
+
 void token_logprob_entropy(float* logp, float* entropy, const float* logits, int V, int token) {
   const double mx = *std::max_element(logits, logits + V);
   double s = 0;

@@ -9,11 +9,23 @@
 #include "trident/core/trace.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/lr_schedule.hpp"
+#include "trident/train/rl_loss.hpp"
 
 namespace trident {
 
 size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
+}
+
+RunConfig value_config(const RunConfig& cfg) {
+  RunConfig v = cfg;
+  v.model.score_head = true;
+  if (cfg.rl.value_lr > 0) {
+    v.train.lr = cfg.rl.value_lr;
+    v.train.min_lr = cfg.train.min_lr * cfg.rl.value_lr / cfg.train.lr;
+  }
+  if (!cfg.rl.value_from.empty()) v.init.from = cfg.rl.value_from;
+  return v;
 }
 
 ActivationOptions activation_options(const RunConfig& cfg) {
@@ -25,7 +37,8 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
       sample_order_{cfg.train.global_batch_size, cfg.train.micro_batch_size, g.topo.dp()},
       guard_(cfg.train.spike_zscore) {
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
-  const bool train = mode == Mode::Train;
+  const bool train = mode != Mode::Evaluate;
+  mode_ = mode;
   std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
   int slots = PipelineExecutor::slots_needed(eval_plan);
   if (train) {
@@ -52,14 +65,22 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
                             1.0f, cfg.dpo.loss == "ipo" ? DpoLoss::Ipo : DpoLoss::Sigmoid});
     if (cfg.dpo.reference == "model") reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_);
   }
-  if (cfg.task == "grpo") {
-    TRIDENT_CHECK(train, "task grpo: a training trainer generates its own samples");
+  if (cfg.online_rl()) {
+    TRIDENT_CHECK(train, str("task ", cfg.task, ": a training trainer generates its own samples"));
     rollouts_ = dynamic_cast<RolloutSource*>(&data);
-    TRIDENT_CHECK(rollouts_ != nullptr, "task grpo: the trainer's data must be a RolloutSource");
+    TRIDENT_CHECK(rollouts_ != nullptr, str("task ", cfg.task, ": the trainer's data must be a RolloutSource"));
     const RlConfig& rl = cfg.rl;
-    model_->set_policy_loss(PolicyArgs{static_cast<float>(rl.clip_eps), static_cast<float>(rl.kl_beta), 1.0f});
-    if (cfg.has_reference())
-      reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_, ReferenceModel::Output::TokenNll);
+    if (mode == Mode::Value) {
+      model_->set_value_loss(ValueArgs{static_cast<float>(rl.value_clip), 1.0f});
+    } else {
+      // PPO's KL penalty is in the rewards (score_rollouts), not in the loss.
+      const float kl_in_loss = cfg.task == "grpo" ? static_cast<float>(rl.kl_beta) : 0.0f;
+      model_->set_policy_loss(PolicyArgs{static_cast<float>(rl.clip_eps), kl_in_loss, 1.0f});
+      if (cfg.has_reference())
+        reference_ = std::make_unique<ReferenceModel>(cfg, g, be, n_micro_, ReferenceModel::Output::TokenNll);
+      if (cfg.task == "ppo") value_ = std::make_unique<Trainer>(value_config(cfg), g, be, data, Mode::Value);
+      kl_coef_ = rl.kl_beta;
+    }
   }
   eval_executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(eval_plan));
   if (train) {
@@ -82,7 +103,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   if (rollouts_) {
     host_policy_.resize(3 * tokens_per_step);
     policy_buf_ = Buffer(be, 3 * tokens_per_step * sizeof(float));
-    rollouts_->attach(*model_);
+    if (mode_ == Mode::Train) rollouts_->attach(*model_);
   }
   if (precomputed_reference() && model_->stage().last()) {
     host_ref_nll_.resize(static_cast<size_t>(n_micro_) * B);
@@ -92,7 +113,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
 }
 
 Trainer::~Trainer() {
-  if (rollouts_) rollouts_->detach();
+  if (rollouts_ && mode_ == Mode::Train) rollouts_->detach();
 }
 
 void Trainer::set_initial_weights(const std::vector<float>& params) {
@@ -127,6 +148,7 @@ int64_t Trainer::consumed_samples(int64_t step) const {
 void Trainer::sync_parameters() {
   TRIDENT_CHECK(queued_.empty(), "sync_parameters: finish the queued steps first");
   if (optimizer_) optimizer_->gather_all();
+  if (value_) value_->sync_parameters();
 }
 
 // The micro-batches of this DP rank in SampleOrder's arrangement. A masked target becomes
@@ -151,9 +173,7 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
       source.reference_nll(first, B, host_ref_nll_.data() + static_cast<size_t>(micro) * B);
     const size_t base = static_cast<size_t>(micro) * B * T, n = host_batch_.size() / 3;
     if (packed_) source.doc_starts(first, B, host_batch_.data() + 2 * n + base);
-    if (rollouts_)
-      rollouts_->policy_inputs(first, B, host_policy_.data() + base, host_policy_.data() + n + base,
-                               host_policy_.data() + 2 * n + base);
+    if (rollouts_) read_rollout_inputs(first, base);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
         const bool train = !masked || host_mask_[b * T + t];
@@ -180,6 +200,58 @@ void Trainer::read_batch(BatchSource& source, int64_t step_first_sample) {
   batch_targets_ = static_cast<double>(count[0]);
 }
 
+void Trainer::read_rollout_inputs(int64_t first, size_t base) {
+  const int B = cfg_.train.micro_batch_size;
+  const size_t n = host_policy_.size() / 3;
+  float* p = host_policy_.data() + base;
+  if (mode_ == Mode::Value)
+    rollouts_->value_inputs(first, B, p, p + n, p + 2 * n);
+  else
+    rollouts_->policy_inputs(first, B, p, p + n, p + 2 * n);
+}
+
+void Trainer::refresh_rollout_inputs(int64_t step_first_sample) {
+  if (!model_->stage().last()) return;
+  const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
+  for (int micro = 0; micro < n_micro_; ++micro)
+    read_rollout_inputs(sample_order_.micro_first(step_first_sample, g_.coord.dp, micro), micro * bt);
+  be_.copy_from_host(policy_buf_.view(DType::F32), host_policy_.data());
+}
+
+std::vector<float> Trainer::token_values(int64_t step_first_sample) {
+  TRIDENT_CHECK(mode_ == Mode::Value, "token_values: not a value model");
+  TraceRange range("value forward");
+  const size_t bt = static_cast<size_t>(cfg_.train.micro_batch_size) * cfg_.model.seq_len;
+  read_batch(data_, step_first_sample);
+  upload_batch();
+  Buffer values_buf(be_, n_micro_ * bt * sizeof(float));
+  const TensorView values = values_buf.view(DType::F32);   // (n_micro, B*T)
+  eval_executor_->run(
+      [&](int micro, int slot) {
+        load_micro(*model_, micro, slot);
+        if (model_->stage().last())
+          model_->set_value_inputs(slot, TensorView{}, TensorView{}, TensorView{}, values.slice(micro * bt, bt));
+      },
+      false, 0.0f, UnitDone{});
+  std::vector<float> out(n_micro_ * bt);
+  if (model_->stage().last()) be_.copy_to_host(out.data(), values);
+  return out;
+}
+
+void Trainer::score_rollouts(int64_t step_first_sample) {
+  TRIDENT_CHECK(model_->stage().last() && value_->model_->stage().last(),
+                "task ppo: the rollouts are scored on the last stage (parallel.pp = 1)");
+  const std::vector<float> values = value_->token_values(step_first_sample);
+  std::vector<float> ref_nll;
+  if (reference_) {
+    ref_nll.resize(values.size());
+    be_.copy_to_host(ref_nll.data(), reference_->token_nll());
+  }
+  rollouts_->set_values(values, ref_nll, kl_coef_);
+  refresh_rollout_inputs(step_first_sample);
+  value_->refresh_rollout_inputs(step_first_sample);
+}
+
 void Trainer::upload_batch() {
   if (!packed_ && !model_->stage().first() && !model_->stage().last()) return;
   // [inputs | targets], and the doc_starts only when packed.
@@ -197,10 +269,15 @@ void Trainer::load_micro(GptStage& m, int micro, int slot) {
   if (m.stage().first() || m.stage().last()) m.set_tokens(slot, all.slice(micro * bt, bt), all.slice(n + micro * bt, bt));
   m.set_doc_starts(slot, packed_ ? all.slice(2 * n + micro * bt, bt) : TensorView{});
   if (&m != model_.get() || !m.stage().last()) return;
-  if (rollouts_) {
+  if (mode_ == Mode::Value) {
+    const TensorView p = policy_buf_.view(DType::F32);
+    m.set_value_inputs(slot, p.slice(micro * bt, bt), p.slice(n + micro * bt, bt), p.slice(2 * n + micro * bt, bt),
+                       TensorView{});
+  } else if (rollouts_) {
     const TensorView p = policy_buf_.view(DType::F32);
     m.set_policy_inputs(slot, p.slice(micro * bt, bt), p.slice(n + micro * bt, bt), p.slice(2 * n + micro * bt, bt),
-                        reference_ ? reference_->token_nll().slice(micro * bt, bt) : TensorView{});
+                        reference_ && cfg_.task == "grpo" ? reference_->token_nll().slice(micro * bt, bt)
+                                                          : TensorView{});
   } else if (reference_) {
     m.set_sequence_nll(slot, reference_->sequence_nll().slice(static_cast<size_t>(micro) * B, B), TensorView{});
   } else if (!host_ref_nll_.empty()) {
@@ -320,7 +397,6 @@ void Trainer::queue_step(int step) {
     TraceRange range("generation");
     optimizer_->gather_all();
     rollouts_->generate(consumed_samples(step));
-    q.rollout = rollouts_->stats();
     read_step_ = -1;
   }
   if (read_step_ != step) read_batch(data_, consumed_samples(step));
@@ -332,7 +408,12 @@ void Trainer::queue_step(int step) {
   upload_batch();
   run_reference();
   q.lr = lr_at(cfg_.train, step);
+  if (value_) {
+    q.kl_coef = kl_coef_;
+    score_rollouts(consumed_samples(step));
+  }
   if (rollouts_) {
+    q.rollout = rollouts_->stats();
     // rl.ppo_epochs updates on the one generated batch, numbered on from the earlier steps' for
     // AdamW's bias correction.
     q.updates = cfg_.rl.ppo_epochs;
@@ -341,7 +422,13 @@ void Trainer::queue_step(int step) {
       q.loss_sum += q.stats[0];
       q.clipped_sum += q.stats[1];
       q.kl_sum += q.stats[2];
+      if (value_) update_value(q, step * q.updates + u + 1);
     }
+    // Adaptive KL control (Ziegler et al., as TRL's AdaptiveKLController): the coefficient of the
+    // next step's rewards moves towards rl.kl_target by this step's KL per answer.
+    if (value_ && cfg_.rl.kl_target > 0)
+      kl_coef_ = rl::adaptive_kl_coef(kl_coef_, q.rollout.kl_per_answer, cfg_.rl.kl_target, q.rollout.answers,
+                                      cfg_.rl.kl_horizon);
   } else {
     update(q, tokens, step + 1);
   }
@@ -390,6 +477,16 @@ void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, adam_step);
 }
 
+void Trainer::update_value(QueuedStep& q, int adam_step) {
+  QueuedStep v;
+  v.step = q.step;
+  v.lr = lr_at(value_->cfg_.train, q.step);
+  value_->update(v, 1.0, adam_step);
+  q.value_loss_sum += v.stats[0];
+  q.value_clipped_sum += v.stats[1];
+  if (!v.skipped.empty() && q.skipped.empty()) q.skipped = "value model: " + v.skipped;
+}
+
 std::vector<StepStats> Trainer::train_steps(int first, int n, bool sync) {
   std::vector<StepStats> done;
   for (int s = first; s < first + n; ++s) {
@@ -433,6 +530,16 @@ StepStats Trainer::finish_step() {
     s.answer_tokens = r.answer_tokens;
     s.answers_stopped = r.stopped;
     s.generation_s = r.seconds;
+  }
+  if (value_) {
+    const RolloutStats& r = q.rollout;
+    const double answer_tokens = std::max(r.total_answer_tokens, 1.0) * q.updates;
+    s.kl = reference_ ? r.kl : std::nan("");
+    s.value_loss = q.value_loss_sum / q.updates;
+    s.value_clip_fraction = q.value_clipped_sum / answer_tokens;
+    s.value_mean = r.value_mean;
+    s.explained_variance = r.explained_variance;
+    s.kl_coef = q.kl_coef;
   }
   s.grad_norm = std::sqrt(static_cast<double>(q.stats[kLossSums]));
   s.skipped = q.skipped;

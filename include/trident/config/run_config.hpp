@@ -134,7 +134,8 @@ struct DpoConfig {
 
 // Task grpo: online RL with group-relative advantages (DeepSeekMath's GRPO). Each step the policy
 // generates rl.group answers to each of global_batch_size / rl.group prompts of rl.prompts, a
-// verifier scores them, and the policy trains on them with the clipped ratio objective.
+// verifier scores them, and the policy trains on them with the clipped ratio objective. Task ppo
+// (InstructGPT's PPO) samples the same way and adds a value model, GAE and a KL-shaped reward.
 struct RlConfig {
   std::string prompts;              // JSON Lines of {"prompt": ..., "answer": ...}
   std::string tokenizer = "auto";   // byte | gpt2 | a tokenizer.json; auto: the run's (data.tokenizer, kept ones)
@@ -152,6 +153,14 @@ struct RlConfig {
   int ppo_epochs = 1;               // optimizer updates on each generated batch
   std::string loss_norm = "sequence";   // sequence | token
   double adv_eps = 1e-4;            // (r - mean) / (std + adv_eps)
+  // Task ppo: the value model, GAE and the KL control (docs/RL.md).
+  double gamma = 1.0;               // GAE's discount
+  double lambda = 0.95;             // GAE's lambda
+  double value_clip = 0.2;          // a value moves at most this far from its rollout-time value (clipped loss)
+  double value_lr = 0;              // the value model's peak learning rate; 0: train.lr
+  std::string value_from;           // the value model's initial weights; empty: init.from's transformer
+  double kl_target = 0;             // adaptive KL control's target KL per answer; 0: rl.kl_beta stays fixed
+  double kl_horizon = 10000;        // adaptive KL control's horizon in answers
 };
 
 struct LogConfig {
@@ -183,13 +192,15 @@ struct RunConfig {
   LogConfig log;
   CudaConfig cuda;
   std::string backend = "auto";     // auto | cpu | cuda
-  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward | grpo
+  std::string task = "pretrain";    // pretrain | sft (supervised fine-tuning on a chat dataset) | dpo | reward | grpo | ppo
   std::vector<std::string> config_files;
 
   // Tasks whose samples are preference pairs (PreferenceSource): a micro-batch holds whole pairs.
   bool preference_task() const { return task == "dpo" || task == "reward"; }
   // Tasks that keep a frozen copy of the initial weights (init.from) as a reference model.
-  bool has_reference() const { return task == "dpo" || (task == "grpo" && rl.kl_beta > 0); }
+  bool has_reference() const { return task == "dpo" || (online_rl() && rl.kl_beta > 0); }
+  // Online RL: the policy generates its own samples each step (PromptRollouts).
+  bool online_rl() const { return task == "grpo" || task == "ppo"; }
 
   // Resolved from the world size (parallel.dp = 0) by validate_run_config.
   int dp() const { return parallel.dp; }

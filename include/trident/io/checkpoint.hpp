@@ -4,6 +4,7 @@
 // checkpoint: it just reads other hyperslabs. Format: docs/CHECKPOINTS.md.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@
 namespace trident {
 
 constexpr int kCheckpointFormatVersion = 1;
+// The group of task ppo's value model: /value/model/<name> and /value/optim/.../<name>.
+constexpr const char* kValueGroup = "value";
 
 struct CheckpointInfo {
   int format_version = kCheckpointFormatVersion;
@@ -28,6 +31,14 @@ struct CheckpointInfo {
   // read_checkpoint_info leaves it empty (it can be megabytes, and loads and resume planning need
   // none of it): read_checkpoint_tokenizer reads it.
   TokenizerFiles tokenizer;
+  // Task ppo: the KL coefficient of the next step's rewards (attribute kl_coef; NaN: none stored).
+  double kl_coef = std::nan("");
+};
+
+// Task ppo's value model and its optimizer, saved beside the policy in the same file.
+struct ValueState {
+  const GptStage* model = nullptr;
+  const Optimizer* opt = nullptr;
 };
 
 struct SaveResult {
@@ -39,8 +50,9 @@ struct SaveResult {
 // there is removed, never followed), closes it, renames it, then points <c.dir>/latest at it and
 // prunes (prune_checkpoints). A crash at any moment leaves the previous checkpoint loadable.
 // Environment failures (disk full) are fatal.
+// With `value` given, task ppo's value model and its optimizer state go under /value as well.
 SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info, const GptStage& model,
-                           const Optimizer& opt, const ParallelGroups& g);
+                           const Optimizer& opt, const ParallelGroups& g, const ValueState& value = {});
 
 // Collective over g's world: writes the parameters alone (the /model group, no optimizer state) of
 // a model nobody trains here, as `trident convert` does: each rank its owned part of `params`
@@ -55,7 +67,10 @@ void save_weights_checkpoint(const std::string& path, const CheckpointInfo& info
 // missing, not a regular file, truncated, corrupt (checksum), from a newer format, of another
 // model shape, holding a dataset the model does not read (more layers), or with an impossible
 // step or consumed_samples; nothing is written.
-CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g);
+// With `value_model`, the model is task ppo's value model, read from the file's /value group (its
+// absence is an InputError naming the file); otherwise /value is left unread.
+CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimizer* opt, const ParallelGroups& g,
+                               bool value_model = false);
 
 // Collective: this rank's parameters as fp32 (layout().total() elements, zero between tensors)
 // from the checkpoint's /model group, checked as load_checkpoint checks it; the model is not

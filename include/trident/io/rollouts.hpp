@@ -1,6 +1,7 @@
-// Task grpo's samples: the prompts of rl.prompts rendered by a chat template, the answers the
-// policy generates to them on the training layout (model/generator.hpp), the verifier's rewards
-// and the group-normalised advantages, served to the trainer as a RolloutSource.
+// Online RL's samples (tasks grpo and ppo): the prompts of rl.prompts rendered by a chat template,
+// the answers the policy generates to them on the training layout (model/generator.hpp), the
+// verifier's rewards and the advantages (grpo's group-normalised, ppo's GAE over the value model's
+// values), served to the trainer as a RolloutSource.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ class Verifier {
 
 class PromptRollouts : public RolloutSource {
  public:
-  // cfg validated (task grpo); the prompts read with `tokenizer`, which decodes the answers.
+  // cfg validated (task grpo or ppo); the prompts read with `tokenizer`, which decodes the answers.
   PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, std::unique_ptr<Tokenizer> tokenizer, RlPrompts prompts);
   ~PromptRollouts() override;
 
@@ -59,6 +60,8 @@ class PromptRollouts : public RolloutSource {
   void samples(int64_t first, int count, int32_t* out) override;
   void target_mask(int64_t first, int count, uint8_t* out) override;
   void policy_inputs(int64_t first, int count, float* old_logp, float* coef, float* coef_adv) override;
+  void set_values(const std::vector<float>& values, const std::vector<float>& ref_nll, double kl_coef) override;
+  void value_inputs(int64_t first, int count, float* old_values, float* returns, float* coef) override;
   RolloutStats stats() const override { return stats_; }
 
   // The record answered by global sample `sample`: rl.group consecutive samples answer one prompt,
@@ -82,6 +85,9 @@ class PromptRollouts : public RolloutSource {
   std::vector<int32_t> tokens_;    // rows x (T + 1): prompt and answer, padded
   std::vector<uint8_t> mask_;      // rows x T: 1 at the answer's targets
   std::vector<float> old_logp_, coef_, coef_adv_;   // rows x T each
+  std::vector<float> old_values_, returns_;          // rows x T each (task ppo)
+  std::vector<float> rewards_;                       // per row: the verifier's
+  std::vector<int> answer_starts_, answer_lengths_;  // per row: the first answer target's position, answer tokens
   std::vector<std::string> texts_;
   RolloutStats stats_;
 };

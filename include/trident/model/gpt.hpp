@@ -196,6 +196,14 @@ class GptStage {
   // computes its logits twice (see head_forward).
   void set_policy_loss(const PolicyArgs& a);
   void set_policy_inputs(int slot, TensorView old_logp, TensorView coef, TensorView coef_adv, TensorView ref_token_nll);
+  // Task ppo's value model (a score head, model.score_head): the head gives a value at every
+  // position (Backend::value_fwd) instead of a pair's scores, and its loss is PPO's clipped value
+  // loss (clip from a) over the answer positions that set_value_inputs gives for each slot:
+  // old_values, returns and coef (B*T) f32 in backend memory, or all three empty for the values
+  // alone (forward only), which go to values_out (B*T) f32 when given. forward()'s dloss scales
+  // the gradient; the LossSums are [loss, clipped positions, sum of coef (V - R)^2, 0, 0].
+  void set_value_loss(const ValueArgs& a);
+  void set_value_inputs(int slot, TensorView old_values, TensorView returns, TensorView coef, TensorView values_out);
   // Where the head writes the slot's per-position token losses (B*T) f32 (0 at ignored targets)
   // on the last stage: the reference model's per-token log-probabilities; empty: nowhere.
   void set_token_nll(int slot, TensorView out);
@@ -303,6 +311,7 @@ class GptStage {
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights);
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
+  void value_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);
   StageTensors view_tensors(TensorView base) const;
   // The same with each parameter's view given by at(offset, numel).
@@ -340,6 +349,8 @@ class GptStage {
   DpoArgs dpo_args_;
   bool policy_ = false;
   PolicyArgs policy_args_;
+  bool value_ = false;
+  ValueArgs value_args_;
   bool fused_sum_ = false;
   bool split_bwd_ = false;
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight

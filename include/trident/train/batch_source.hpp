@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace trident {
 
@@ -60,6 +61,12 @@ struct RolloutStats {
   double answers = 0;           // answers of the global batch
   double total_answer_tokens = 0;
   double seconds = 0;           // the generation's wall time (the slowest rank's)
+  // Task ppo (NaN otherwise), from RolloutSource::set_values: the mean k1 = log pi_old - log pi_ref
+  // per answer token and its sum per answer (the adaptive KL control's measure), the mean
+  // rollout-time value and the values' explained variance of the returns, 1 - Var(R - V) / Var(R),
+  // over the answer tokens.
+  double kl = std::nan(""), kl_per_answer = std::nan(""), value_mean = std::nan(""),
+         explained_variance = std::nan("");
 };
 
 // Task grpo: samples that the policy itself generates at the start of each step (online RL). The
@@ -79,6 +86,16 @@ class RolloutSource : public BatchSource {
   // of each trained target, the target's weight in the batch loss's mean (0 where not trained),
   // and that weight times the answer's advantage.
   virtual void policy_inputs(int64_t first, int count, float* old_logp, float* coef, float* coef_adv) = 0;
+  // Task ppo, once generate() ran: this rank's rows' rollout-time values and reference token NLLs
+  // (rows x T each, rows in sample order: the trainer's micro-batches one after the other; 0
+  // outside the answers, ref_nll empty without a reference) turn into the KL-shaped rewards,
+  // GAE's advantages (whitened over the global batch) in policy_inputs' coef_adv, and the value
+  // model's inputs. Collective over the world.
+  virtual void set_values(const std::vector<float>& values, const std::vector<float>& ref_nll, double kl_coef) = 0;
+  // For the same samples as samples(), (count, T) f32 each, after set_values: the rollout-time
+  // values, the returns (advantages + values, before whitening), and each answer token's weight in
+  // the value loss's mean (policy_inputs' coef).
+  virtual void value_inputs(int64_t first, int count, float* old_values, float* returns, float* coef) = 0;
   // The last generate()'s statistics.
   virtual RolloutStats stats() const = 0;
   bool masks_targets() const override { return true; }

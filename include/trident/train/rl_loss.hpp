@@ -72,6 +72,11 @@ struct ValueLoss {
 ValueLoss value_loss(const std::vector<float>& values, const std::vector<float>& old_values,
                      const std::vector<float>& returns, const Responses& r, float clip_eps, LossNorm norm);
 
+// Adaptive KL control (Ziegler et al. 2019, as TRL's AdaptiveKLController): the coefficient times
+// 1 + clip(kl / target - 1, -0.2, 0.2) * n / horizon, after a batch of n answers whose mean summed
+// KL per answer was kl.
+double adaptive_kl_coef(double coef, double kl, double target, double n, double horizon);
+
 // Per token of a full-vocabulary logits row (V): the sampled token's log-probability and the
 // softmax's entropy, in double (the host reference of what the backend computes).
 void token_logprob_entropy(float* logp, float* entropy, const float* logits, int V, int token);

@@ -48,6 +48,12 @@ struct StepStats {
   double reward = std::nan(""), reward_std = std::nan(""), kl = std::nan(""), clip_fraction = std::nan("");
   double entropy = std::nan(""), answer_tokens = std::nan(""), answers_stopped = std::nan("");
   double generation_s = std::nan("");
+  // Task ppo (NaN otherwise): the value model's clipped loss and the share of answer tokens whose
+  // maximum took the clipped branch (means over the rl.ppo_epochs updates), the rollout-time mean
+  // value and explained variance of the returns, and the KL coefficient the step's rewards used
+  // (kl above is then the rollout's mean k1 = log pi_old - log pi_ref per answer token).
+  double value_loss = std::nan(""), value_clip_fraction = std::nan(""), value_mean = std::nan("");
+  double explained_variance = std::nan(""), kl_coef = std::nan("");
   std::string skipped;              // why the update was not applied (StepGuard); empty: applied
   int skipped_steps = 0;            // updates skipped by this trainer so far, this one included
   // Filled by the training command's progress report (NaN where not measured):
@@ -68,6 +74,9 @@ struct EvalResult {
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
+// Task ppo's value model's configuration: the run's, with the score head (model.score_head), the
+// learning rates scaled to rl.value_lr and init.from naming rl.value_from when given.
+RunConfig value_config(const RunConfig& cfg);
 // How GptStage keeps activations for parallel.recompute, recompute_layers and sequence_parallel.
 ActivationOptions activation_options(const RunConfig& cfg);
 
@@ -77,6 +86,9 @@ class Trainer {
     Train,      // parameters initialised from train.seed; gradients, gradient sync and optimizer
     Evaluate,   // forward only: no gradients or optimizer state, and the parameters are left
                 // for a checkpoint to fill (load_checkpoint(..., nullptr, ...)) before evaluate()
+    Value,      // task ppo's value model (value_config's): a score head at every position trained
+                // on the clipped value loss over the rollouts of the task ppo trainer that builds
+                // and drives it (value_model()); its own parameters, gradients and AdamW
   };
   // cfg must be validated (parallel.dp resolved).
   Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, BatchSource& data, Mode mode = Mode::Train);
@@ -134,6 +146,13 @@ class Trainer {
     return *optimizer_;
   }
   const RunConfig& config() const { return cfg_; }
+  // Task ppo: the value model's trainer (its model(), optimizer() and config() with init.from
+  // naming its initial weights); nullptr for other tasks.
+  Trainer* value_model() { return value_.get(); }
+  // Task ppo: the KL coefficient of the next step's rewards (rl.kl_beta, adapted under
+  // rl.kl_target); a resumed run sets the checkpoint's.
+  double kl_coef() const { return kl_coef_; }
+  void set_kl_coef(double c) { kl_coef_ = c; }
   // Host seconds spent reading training batches (on a device, mostly beside its work).
   double data_seconds() const { return data_s_; }
 
@@ -142,6 +161,17 @@ class Trainer {
   // batch_targets_ (every rank calls it: a masking source's count is summed over the world).
   void read_batch(BatchSource& source, int64_t step_first_sample);
   void upload_batch();
+  // Online RL: the per-token head inputs of the rollouts (policy_inputs, or value_inputs for the
+  // value model) of the micro-batch from global sample `first`, into host_policy_ at `base`; and
+  // all of the step's again into backend memory, once task ppo's advantages are known.
+  void read_rollout_inputs(int64_t first, size_t base);
+  void refresh_rollout_inputs(int64_t step_first_sample);
+  // Task ppo's value model: the values (n_micro*B*T, this rank's rows in sample order) of the
+  // generated batch from step_first_sample, forward only, on the host.
+  std::vector<float> token_values(int64_t step_first_sample);
+  // Task ppo: the rollout's values and reference NLLs turn into advantages and returns
+  // (RolloutSource::set_values); both models then read their head inputs again.
+  void score_rollouts(int64_t step_first_sample);
   // Micro-batch `micro` of batch_buf_ into a slot of m (the policy, or the reference model).
   void load_micro(GptStage& m, int micro, int slot);
   // Task dpo: the reference model's sequence NLLs of the batch in the host buffers (before the
@@ -162,7 +192,10 @@ class Trainer {
   std::unique_ptr<GptStage> model_;
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   std::unique_ptr<ReferenceModel> reference_;   // task dpo with dpo.reference = model, and grpo with rl.kl_beta > 0
-  RolloutSource* rollouts_ = nullptr;           // task grpo: data_, which the policy generates
+  Mode mode_;
+  RolloutSource* rollouts_ = nullptr;           // online RL: data_, which the policy generates
+  std::unique_ptr<Trainer> value_;              // task ppo: the value model (Mode::Value)
+  double kl_coef_ = 0;                          // task ppo: the KL coefficient of the next rewards
   // A queued step: what finish_step() needs to report it.
   struct QueuedStep {
     int step = 0;
@@ -177,11 +210,17 @@ class Trainer {
     RolloutStats rollout;
     double loss_sum = 0, clipped_sum = 0, kl_sum = 0;
     int updates = 1;
+    // Task ppo: the value model's loss and clipped positions summed over the updates, and the
+    // KL coefficient of the rewards.
+    double value_loss_sum = 0, value_clipped_sum = 0, kl_coef = std::nan("");
   };
   // One optimizer update on the uploaded batch: gradients of the micro-batches (each target's
   // scaled by 1/tokens), their sync, q.stats (loss sums and squared norm, over the world) read,
   // then the update unless StepGuard skips it (q.skipped). adam_step numbers the update (1 first).
   void update(QueuedStep& q, double tokens, int adam_step);
+  // Task ppo: one update of the value model on the same batch, its stats summed into q's; a
+  // skipped value update makes q skipped (when the policy's was not).
+  void update_value(QueuedStep& q, int adam_step);
   std::deque<QueuedStep> queued_;
   StepTimer timer_;
   std::unique_ptr<ParamLayout> shard_layout_;   // the model's layout, for shards_ (built before the model)
@@ -199,7 +238,9 @@ class Trainer {
   int64_t read_step_ = -1;   // the step whose batch the host buffers hold (-1: none)
   bool packed_ = false;      // the host buffers hold packed sequences (their doc_starts are valid)
   Buffer batch_buf_;         // I32 [inputs | targets | doc_starts] of the step's micro-batches
-  std::vector<float> host_policy_;   // task grpo: [old_logp | coef | coef_adv] of all micro-batches, (n_micro*B*T) each
+  // Online RL: [old_logp | coef | coef_adv] of all micro-batches, (n_micro*B*T) each; the value
+  // model's [old_values | returns | coef].
+  std::vector<float> host_policy_;
   Buffer policy_buf_;                // the same in backend memory
   // Task dpo with a precomputed reference, on the last stage: the step's reference sequence NLLs
   // (n_micro, B) f32 as the source gives them, and in backend memory.

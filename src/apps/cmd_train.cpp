@@ -89,21 +89,23 @@ std::string data_changes(const RunConfig& now, const std::string& stored_ini, co
   return out;
 }
 
-// init.from's weights must be of the configured model: their stored [model] section (a trident
-// checkpoint) or config.json (a Hugging Face directory) against the run's.
-void check_init_from(const RunConfig& cfg) {
-  const std::string& from = cfg.init.from;
+// Initial weights (`option` names where they come from: init.from, rl.value_from) must be of the
+// configured model: their stored [model] section (a trident checkpoint) or config.json (a Hugging
+// Face directory) against the run's.
+void check_weights_match(const char* option, const std::string& from, const ModelConfig& model) {
   ModelConfig weights;
   try {
     weights = std::filesystem::is_directory(from)
                   ? read_hf_config(from)
                   : parse_config_text(read_checkpoint_info(from).config, from + " (stored config)").model;
   } catch (const InputError& e) {
-    throw InputError(str("init.from: ", e.what()));
+    throw InputError(str(option, ": ", e.what()));
   }
-  const std::string difference = model_difference(cfg.model, weights);
-  if (!difference.empty()) throw InputError(str("init.from ", from, ": ", difference));
+  const std::string difference = model_difference(model, weights);
+  if (!difference.empty()) throw InputError(str(option, " ", from, ": ", difference));
 }
+
+void check_init_from(const RunConfig& cfg) { check_weights_match("init.from", cfg.init.from, cfg.model); }
 
 // The reference model of task dpo (and of grpo's KL penalty) is the initial weights, frozen: a
 // new run and a resumed one alike need init.from.
@@ -441,7 +443,8 @@ int cmd_train(const Args& args) {
     }
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
-    if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty()) check_init_from(value_config(cfg));
+    if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty())
+      check_weights_match("rl.value_from", cfg.rl.value_from, cfg.model);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });

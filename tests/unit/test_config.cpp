@@ -8,6 +8,7 @@
 
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
+#include "trident/train/trainer.hpp"
 
 namespace trident {
 namespace {
@@ -121,6 +122,50 @@ TEST(Config, GrpoOptionsAndLayout) {
   expect_error(with({"--rl.temperature", "0"}), 1, {"rl.temperature = 0", "> 0"});
 }
 
+// Task ppo's options: grpo's plus GAE, the value model and the KL control; a group of 1 is fine
+// (no group normalisation), and the KL control's options belong to ppo alone.
+TEST(Config, PpoOptions) {
+  const std::vector<std::string> base = {"--task", "ppo", "--rl.prompts", "p.jsonl", "--train.micro_batch_size", "4",
+                                         "--train.global_batch_size", "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const RunConfig c = parse(with({"--rl.group", "1", "--rl.gamma", "0.99", "--rl.lambda", "0.9", "--rl.value_clip",
+                                  "0.5", "--rl.kl_target", "6", "--rl.value_lr", "1e-5"}),
+                            1);
+  EXPECT_TRUE(c.online_rl());
+  EXPECT_TRUE(c.has_reference());
+  EXPECT_EQ(c.rl.group, 1);
+  EXPECT_DOUBLE_EQ(c.rl.gamma, 0.99);
+  EXPECT_DOUBLE_EQ(c.rl.lambda, 0.9);
+  EXPECT_DOUBLE_EQ(c.rl.value_clip, 0.5);
+  EXPECT_DOUBLE_EQ(c.rl.kl_target, 6);
+  const RunConfig v = value_config(c);
+  EXPECT_TRUE(v.model.score_head);
+  EXPECT_DOUBLE_EQ(v.train.lr, 1e-5);
+  EXPECT_DOUBLE_EQ(v.train.min_lr, c.train.min_lr * 1e-5 / c.train.lr);
+  EXPECT_EQ(value_config(parse(with({"--rl.value_from", "rm.h5"}), 1)).init.from, "rm.h5");
+  expect_error(with({"--rl.group", "0"}), 1, {"rl.group = 0", "at least 1"});
+  expect_error(with({"--rl.gamma", "0"}), 1, {"rl.gamma = 0", "(0, 1]"});
+  expect_error(with({"--rl.lambda", "1.5"}), 1, {"rl.lambda = 1.5", "[0, 1]"});
+  expect_error(with({"--rl.value_clip", "-1"}), 1, {"rl.value_clip = -1", "> 0"});
+  expect_error(with({"--rl.value_lr", "-1"}), 1, {"rl.value_lr = -1", ">= 0"});
+  expect_error(with({"--rl.kl_horizon", "0"}), 1, {"rl.kl_horizon = 0", "> 0"});
+  expect_error(with({"--rl.kl_target", "1", "--rl.kl_beta", "0"}), 1, {"rl.kl_target = 1", "rl.kl_beta > 0"});
+  expect_error(with({"--parallel.pp", "2", "--model.n_layer", "2"}), 2, {"parallel.pp = 2", "task ppo"});
+  const std::vector<std::string> grpo = {"--task", "grpo", "--rl.prompts", "p.jsonl", "--train.micro_batch_size", "4",
+                                         "--train.global_batch_size", "16"};
+  auto grpo_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = grpo;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_error(grpo_with({"--rl.kl_target", "1"}), 1, {"rl.kl_target = 1", "task ppo"});
+  expect_error(grpo_with({"--rl.value_from", "rm.h5"}), 1, {"rl.value_from = rm.h5", "task ppo"});
+}
+
 TEST(Config, DpoOptionsAndEvenMicroBatches) {
   const RunConfig c = parse({"--task", "dpo", "--dpo.beta", "0.2", "--dpo.label_smoothing", "0.1",
                              "--train.micro_batch_size", "2", "--train.global_batch_size", "8"});
@@ -133,7 +178,7 @@ TEST(Config, DpoOptionsAndEvenMicroBatches) {
   expect_error({"--task", "dpo", "--dpo.beta", "0", "--train.micro_batch_size", "2"}, 1, {"dpo.beta = 0", "> 0"});
   expect_error({"--task", "dpo", "--dpo.label_smoothing", "0.5", "--train.micro_batch_size", "2"}, 1,
                {"dpo.label_smoothing = 0.5", "[0, 0.5)"});
-  expect_error({"--task", "ppo"}, 1, {"task = ppo", "pretrain, sft, dpo, reward or grpo"});
+  expect_error({"--task", "rlhf"}, 1, {"task = rlhf", "pretrain, sft, dpo, reward, grpo or ppo"});
   EXPECT_EQ(parse({"--task", "dpo", "--dpo.loss", "ipo", "--train.micro_batch_size", "2"}, 1).dpo.loss, "ipo");
   expect_error({"--task", "dpo", "--dpo.loss", "hinge", "--train.micro_batch_size", "2"}, 1,
                {"dpo.loss = hinge", "sigmoid or ipo"});

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e: supervised fine-tuning teaches a tiny Llama single-digit addition, measured on questions it
-# never trained on. make_arithmetic_chat.py splits the 100 questions "What is a + b?" (a, b in 0..9)
+# never trained on (any layout: the launcher's ranks train data-parallel). make_arithmetic_chat.py splits the 100 questions "What is a + b?" (a, b in 0..9)
 # into a training part and a held-out part of 26; the model is prompted with the plain template as
 # in training (generate --chat-template plain), greedy, and its exact-match accuracy on the held-out
 # questions (tools/score_answers.py) is measured at its initialisation (step_0.h5) and after SFT.
@@ -30,7 +30,7 @@ model=(--config "$root/inputs/models/llama-tiny.cfg" --backend cpu --task sft --
 "$@" "$trident" train "${model[@]}" --train.steps 0 --checkpoint.dir "$out/init" > "$out/init.log" ||
   { cat "$out/init.log"; exit 1; }
 start=$SECONDS
-"$@" "$trident" train "${model[@]}" --init.from "$out/init/step_0.h5" --train.steps 250 --train.micro_batch_size 16 \
+"$@" "$trident" train "${model[@]}" --init.from "$out/init/step_0.h5" --train.steps 250 --train.micro_batch_size 8 \
   --train.global_batch_size 16 --train.lr 3e-3 --train.warmup_steps 10 --log.every 50 --log.metrics "$out/m.jsonl" \
   --checkpoint.dir "$out/sft" > "$out/train.log" || { cat "$out/train.log"; exit 1; }
 grep -E "^(train [^=]|step )" "$out/train.log"
@@ -57,9 +57,10 @@ print(f"masked loss of steps 1-3: {first:.3f}, of steps 241-250: {last:.3f}")
 assert first > 4.5, f"initial masked loss {first:.3f} should be near ln(257) = 5.55"
 assert last < 0.5, f"masked loss after SFT {last:.3f} is not below 0.5"
 before, after = (float(s.split("= ")[1]) for s in sys.argv[2:4])
-# Measured: 0/26 at initialisation, 21/26 after SFT (23 of 26 with train.seed 3, 24 with 7; 17 after
-# 200 steps), about 40 s of training on one rank.
+# Measured: 0/26 at initialisation, 19/26 after SFT in about 45 s of training (20/26 on two ranks,
+# dp 2; the summation order moves answers near a tie). With micro-batches of 16: 21/26, and with
+# train.seed 3 and 7, 23 and 24; after 200 steps 17. So at least half is asked of it.
 assert before <= 0.1, f"held-out accuracy {before} at initialisation should be near 0"
-assert after >= 0.6, f"held-out accuracy after SFT {after} is below 0.6"
+assert after >= 0.5, f"held-out accuracy after SFT {after} is below 0.5"
 PY
 echo "sft_heldout: ok"

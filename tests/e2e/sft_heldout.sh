@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # e2e: supervised fine-tuning teaches a tiny Llama single-digit addition, measured on questions it
-# never trained on (any layout: the launcher's ranks train data-parallel). make_arithmetic_chat.py splits the 100 questions "What is a + b?" (a, b in 0..9)
+# never trained on. make_arithmetic_chat.py splits the 100 questions "What is a + b?" (a, b in 0..9)
 # into a training part and a held-out part of 26; the model is prompted with the plain template as
 # in training (generate --chat-template plain), greedy, and its exact-match accuracy on the held-out
 # questions (tools/score_answers.py) is measured at its initialisation (step_0.h5) and after SFT.
+# Any launcher works: its ranks train data-parallel and generate a share of the prompts each.
 #   sft_heldout.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -euo pipefail
 # shellcheck source=tests/e2e/lib.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Exact-match scoring of generated answers: `trident generate --prompts` output (JSON lines with
 "prompt" and "completion") against the {"prompt", "answer"} records it was prompted from (from
-tools/make_arithmetic_chat.py --format eval). A completion is right when, stripped of surrounding
-whitespace, it is the answer exactly. Prints one line, `exact match: K/N = A`; standard library only.
+tools/make_arithmetic_chat.py --format eval), line by line. A completion is right when, stripped
+of surrounding whitespace, it is the answer exactly. Prints one line, `exact match: K/N = A`;
+standard library only.
 
     tools/score_answers.py --answers data/arith_heldout.jsonl --completions generated.jsonl
 
@@ -20,13 +21,16 @@ def is_correct(completion, answer):
 
 
 def score(answers, completions):
-    """(right, total) over completions, a list of {"prompt", "completion"}; answers maps each prompt
-    to its answer. Raises ValueError for a completion whose prompt has no answer."""
+    """(right, total): completions[i], a {"prompt", "completion"}, against answers[i], a {"prompt",
+    "answer"} (generate keeps the order of its prompts). Raises ValueError when the lists differ in
+    length or in a prompt."""
+    if len(completions) != len(answers):
+        raise ValueError(f"{len(completions)} completions for {len(answers)} answers")
     right = 0
-    for c in completions:
-        if c["prompt"] not in answers:
-            raise ValueError(f"the completion of prompt {c['prompt']!r} has no answer")
-        right += is_correct(c["completion"], answers[c["prompt"]])
+    for i, (c, a) in enumerate(zip(completions, answers), 1):
+        if c["prompt"] != a["prompt"]:
+            raise ValueError(f"completion {i} is of the prompt {c['prompt']!r}, answer {i} of {a['prompt']!r}")
+        right += is_correct(c["completion"], a["answer"])
     return right, len(completions)
 
 
@@ -60,15 +64,12 @@ def main():
     ap.add_argument("--answers", required=True, help="JSON lines with prompt and answer")
     ap.add_argument("--completions", required=True, help="trident generate --prompts output")
     args = ap.parse_args()
-    answers = {r["prompt"]: r["answer"] for r in read_json_lines(args.answers, ("prompt", "answer"), "--answers")}
+    answers = read_json_lines(args.answers, ("prompt", "answer"), "--answers")
     completions = read_json_lines(args.completions, ("prompt", "completion"), "--completions")
-    if len(completions) != len(answers):
-        fail(f"--completions {args.completions}: {len(completions)} completions for {len(answers)} distinct prompts "
-             f"of --answers {args.answers}")
     try:
         right, total = score(answers, completions)
     except ValueError as e:
-        fail(f"--completions {args.completions}: {e}")
+        fail(f"--completions {args.completions} against --answers {args.answers}: {e}")
     print(f"exact match: {right}/{total} = {right / total:.3f}")
 
 

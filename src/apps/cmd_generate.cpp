@@ -143,7 +143,7 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatTemplate* tmp
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
     messages.push_back({"user", text});
-    return tmpl->render_prompt(messages);
+    return tmpl->render_prompt(messages).tokens;
   }
   std::vector<int32_t> ids = tok.encode(text);
   if (tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
@@ -190,7 +190,7 @@ int cmd_generate(const Args& args) {
     gp.stop_tokens = stop_tokens(o, *tok);
     if (!o.chat_template.empty()) {
       tmpl = std::make_unique<ChatTemplate>(o.chat_template, *tok);
-      gp.stop_tokens.push_back(tmpl->end_of_turn_id());
+      gp.stop_tokens.push_back(tmpl->render_prompt({{"user", ""}}).end_of_turn);
     }
     // Ids past the tokenizer's (the padding of a published model's embedding) cannot be decoded.
     if (tok->vocab_size() < cfg.model.vocab_size) gp.sampling.vocab_limit = tok->vocab_size();

@@ -2,6 +2,7 @@
 // templates.
 #include "trident/io/chat_template.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "trident/core/error.hpp"
@@ -115,47 +116,43 @@ void ChatTemplate::add_token(MaskedTokens& out, int32_t id, bool trained) const 
   out.mask.push_back(trained ? 1 : 0);
 }
 
-// The tokens that open a message of `role`, before its content.
-void ChatTemplate::add_header(MaskedTokens& out, const std::string& role) const {
-  if (name_ == "plain") {
-    add_text(out, (role == "system" ? "System" : role == "user" ? "User" : "Assistant") + std::string(": "), false);
-  } else if (name_ == "chatml") {
-    add_token(out, open_, false);
-    add_text(out, role + "\n", false);
-  } else {
-    add_token(out, open_, false);
-    add_text(out, role, false);
-    add_token(out, header_end_, false);
-    add_text(out, "\n\n", false);
-  }
-}
-
-void ChatTemplate::add_message(MaskedTokens& out, const ChatMessage& m) const {
-  const bool trained = m.role == "assistant";
-  add_header(out, m.role);
-  add_text(out, name_ == "llama3" ? trimmed(m.content) : m.content, trained);
-  if (name_ == "plain") {
-    if (trained) add_token(out, end_of_turn_id(), true);
-    else add_text(out, "\n", false);
-  } else {
-    add_token(out, close_, trained);
-    if (name_ == "chatml") add_text(out, "\n", false);
-  }
-}
-
 MaskedTokens ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   MaskedTokens out;
   if (begin_ >= 0) add_token(out, begin_, false);
-  for (const ChatMessage& m : messages) add_message(out, m);
+  for (const ChatMessage& m : messages) {
+    const bool trained = m.role == "assistant";
+    if (name_ == "plain") {
+      const std::string role = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
+      add_text(out, role + ": ", false);
+      add_text(out, m.content, trained);
+      if (trained) add_token(out, tok_.eot_id(), true);
+      else add_text(out, "\n", false);
+    } else if (name_ == "chatml") {
+      add_token(out, open_, false);
+      add_text(out, m.role + "\n", false);
+      add_text(out, m.content, trained);
+      add_token(out, close_, trained);
+      add_text(out, "\n", false);
+    } else {
+      add_token(out, open_, false);
+      add_text(out, m.role, false);
+      add_token(out, header_end_, false);
+      add_text(out, "\n\n", false);
+      add_text(out, trimmed(m.content), trained);
+      add_token(out, close_, trained);
+    }
+  }
   return out;
 }
 
-std::vector<int32_t> ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages) const {
-  MaskedTokens out = render(messages);
-  add_header(out, "assistant");
-  return out.tokens;
+ChatTemplate::Prompt ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages) const {
+  std::vector<ChatMessage> asked = messages;
+  asked.push_back({"assistant", ""});
+  const MaskedTokens r = render(asked);
+  const auto first_trained = std::find(r.mask.begin(), r.mask.end(), 1);
+  TRIDENT_CHECK(first_trained != r.mask.end(), "ChatTemplate::render_prompt: the template trains no end-of-turn token");
+  const size_t n = static_cast<size_t>(first_trained - r.mask.begin());
+  return {std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n), r.tokens[n]};
 }
-
-int32_t ChatTemplate::end_of_turn_id() const { return name_ == "plain" ? tok_.eot_id() : close_; }
 
 }  // namespace trident

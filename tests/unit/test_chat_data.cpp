@@ -144,20 +144,20 @@ TEST(ChatTemplate, RenderPromptIsTheTrainingPrefix) {
            {"plain", byte.get(), 256}, {"llama3", llama3.get(), 260}, {"chatml", chatml.get(), 257}}) {
     SCOPED_TRACE(name);
     const ChatTemplate tmpl(name, *tok);
-    const Ids prompt = tmpl.render_prompt(question);
+    const auto [prompt, end_of_turn] = tmpl.render_prompt(question);
     const MaskedTokens full = tmpl.render(answered);
     ASSERT_LE(prompt.size() + 2, full.tokens.size());
     EXPECT_EQ(Ids(full.tokens.begin(), full.tokens.begin() + prompt.size()), prompt);
     // Then come the answer and the end of turn, the first trained tokens.
     EXPECT_EQ(full.tokens[prompt.size()], '5');
     EXPECT_EQ(full.tokens[prompt.size() + 1], eot);
-    EXPECT_EQ(tmpl.end_of_turn_id(), eot);
+    EXPECT_EQ(end_of_turn, eot);
     EXPECT_EQ(std::count(full.mask.begin(), full.mask.begin() + prompt.size(), 1), 0);
     EXPECT_EQ(full.mask[prompt.size()], 1);
   }
   MaskedTokens want;
   append(want, "System: Be brief.\nUser: 2+3?\nAssistant: ", 0);
-  EXPECT_EQ(ChatTemplate("plain", *byte).render_prompt(question), want.tokens);
+  EXPECT_EQ(ChatTemplate("plain", *byte).render_prompt(question).tokens, want.tokens);
 }
 
 std::string bad_kind(const std::string& line, bool preference = false) {

@@ -54,19 +54,18 @@ class ChatTemplate {
   // Hugging Face Jinja template included: not implemented) or a special token the tokenizer lacks.
   ChatTemplate(const std::string& name, const Tokenizer& tokenizer);
   MaskedTokens render(const std::vector<ChatMessage>& messages) const;
-  // The prompt that asks for the next assistant message: `messages` (which should end with the
-  // user's) rendered as render() does, then the assistant's header. render() of the same messages
-  // plus an assistant reply starts with exactly these tokens, so a model is prompted at generation
-  // as it was trained.
-  std::vector<int32_t> render_prompt(const std::vector<ChatMessage>& messages) const;
-  // The token that ends an assistant message (trained, so a fine-tuned model emits it to stop):
-  // the tokenizer's end of text for plain, <|im_end|> for chatml, <|eot_id|> for llama3.
-  int32_t end_of_turn_id() const;
+  // The prompt that asks for the next assistant message: `messages` (ending with the user's) plus
+  // an empty assistant message, rendered and cut before its first trained token, which is the
+  // template's end of turn. render() of the messages plus any reply starts with these tokens, so a
+  // model is prompted at generation as it was trained, and stops where it learned to.
+  struct Prompt {
+    std::vector<int32_t> tokens;
+    int32_t end_of_turn;   // plain: the tokenizer's end of text; chatml: <|im_end|>; llama3: <|eot_id|>
+  };
+  Prompt render_prompt(const std::vector<ChatMessage>& messages) const;
   const std::string& name() const { return name_; }
 
  private:
-  void add_header(MaskedTokens& out, const std::string& role) const;
-  void add_message(MaskedTokens& out, const ChatMessage& m) const;
   void add_text(MaskedTokens& out, const std::string& text, bool trained) const;
   void add_token(MaskedTokens& out, int32_t id, bool trained) const;
 

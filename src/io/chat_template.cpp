@@ -2,6 +2,7 @@
 // templates (and Hugging Face Jinja templates through HfChatTemplate).
 #include "trident/io/chat_template.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "hf_chat_template.hpp"
@@ -148,6 +149,16 @@ MaskedTokens ChatTemplate::render(const std::vector<ChatMessage>& messages) cons
     }
   }
   return out;
+}
+
+ChatTemplate::Prompt ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages) const {
+  std::vector<ChatMessage> asked = messages;
+  asked.push_back({"assistant", ""});
+  const MaskedTokens r = render(asked);
+  const auto first_trained = std::find(r.mask.begin(), r.mask.end(), 1);
+  TRIDENT_CHECK(first_trained != r.mask.end(), "ChatTemplate::render_prompt: the template trains no end-of-turn token");
+  const size_t n = static_cast<size_t>(first_trained - r.mask.begin());
+  return {std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n), r.tokens[n]};
 }
 
 }  // namespace trident

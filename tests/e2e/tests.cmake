@@ -26,6 +26,8 @@ set_tests_properties(e2e_tiny_trains e2e_step_reports e2e_bench_cpu mpi_train_tp
                      PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_sft_chat COMMAND ${e2e_dir}/sft_chat.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_sft_chat PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_sft_heldout COMMAND ${e2e_dir}/sft_heldout.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
+set_tests_properties(e2e_sft_heldout PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_dpo_preference COMMAND ${e2e_dir}/dpo_preference.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_dpo_preference PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_dpo_precomputed COMMAND ${e2e_dir}/dpo_precomputed.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)

@@ -39,11 +39,6 @@ void check_roles(const std::vector<ChatMessage>& msgs) {
     throw BadRecord("wrong roles", "the last message is not the assistant's: nothing would train on it");
 }
 
-std::string trimmed(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
 
 // The id of `text` when the tokenizer encodes it as one token that decodes back to it.
 int32_t special_id(const Tokenizer& tok, const std::string& text, const std::string& template_name) {
@@ -55,6 +50,12 @@ int32_t special_id(const Tokenizer& tok, const std::string& text, const std::str
 }
 
 }  // namespace
+
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
 
 std::vector<ChatMessage> chat_messages(const nlohmann::json& record) {
   check_object(record);

@@ -69,3 +69,5 @@ add_test(NAME e2e_reward_pairs COMMAND ${e2e_dir}/reward_pairs.sh $<TARGET_FILE:
 set_tests_properties(e2e_reward_pairs PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_chat_template_hf COMMAND ${e2e_dir}/chat_template_hf.sh $<TARGET_FILE:trident> ${repo_root})
 set_tests_properties(e2e_chat_template_hf PROPERTIES LABELS e2e)
+add_test(NAME e2e_grpo COMMAND ${e2e_dir}/grpo.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)
+set_tests_properties(e2e_grpo PROPERTIES LABELS "e2e;mpi" ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -29,6 +29,10 @@ class BadRecord : public std::runtime_error {
   std::string kind_;
 };
 
+// s without its leading and trailing spaces, tabs and newlines (llama3 trims contents so; the RL
+// verifier compares answers so).
+std::string trimmed(const std::string& s);
+
 // The messages of a chat record: {"messages": [{"role": ..., "content": ...}, ...]} (OpenAI style)
 // or {"prompt": ..., "response": ...} (a user and an assistant message). Roles: an optional system
 // message first, then user and assistant alternating from user, ending with the assistant; every

@@ -60,9 +60,9 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   TensorView all;
   if (offload_) {
     TRIDENT_CHECK(peer_.empty(), "optimizer: the offload cannot add the copy engines' inbox");
-    host_state_ = HostBuffer(be, 3 * state * sizeof(float));
-    host_grads_ = HostBuffer(be, state * sizeof(float));
-    host_params_ = HostBuffer(be, state * dtype_size(updated_.dtype));
+    host_state_ = Buffer(be, 3 * state * sizeof(float), true);
+    host_grads_ = Buffer(be, state * sizeof(float), true);
+    host_params_ = Buffer(be, state * dtype_size(updated_.dtype), true);
     all = host_state_.view(DType::F32);
     const int n_buckets = static_cast<int>(layout.buckets().size());
     host_ranges_.resize(n_buckets);

@@ -405,17 +405,19 @@ class Backend {
   virtual GpuTelemetry stop_telemetry() { return GpuTelemetry{0, 0, 0, 0, 0, "no device"}; }
 };
 
-// An owned allocation of a backend (one allocation per kind of memory).
+// An owned allocation of a backend (one allocation per kind of memory): its memory (alloc), or
+// host memory for its transfers (alloc_host) where `host` is set.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Backend& be, size_t bytes) : be_(&be), ptr_(bytes ? be.alloc(bytes) : nullptr), bytes_(bytes) {}
+  Buffer(Backend& be, size_t bytes, bool host = false)
+      : be_(&be), ptr_(bytes ? (host ? be.alloc_host(bytes) : be.alloc(bytes)) : nullptr), bytes_(bytes), host_(host) {}
   ~Buffer() { reset(); }
-  Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_), host_(o.host_) { o.ptr_ = nullptr; }
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
-      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_;
+      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_; host_ = o.host_;
       o.ptr_ = nullptr;
     }
     return *this;
@@ -426,41 +428,13 @@ class Buffer {
 
  private:
   void reset() {
-    if (ptr_) be_->release(ptr_);
+    if (ptr_) host_ ? be_->release_host(ptr_) : be_->release(ptr_);
     ptr_ = nullptr;
   }
   Backend* be_ = nullptr;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
-};
-
-// An owned alloc_host() allocation of a backend.
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  HostBuffer(Backend& be, size_t bytes) : be_(&be), ptr_(bytes ? be.alloc_host(bytes) : nullptr), bytes_(bytes) {}
-  ~HostBuffer() { reset(); }
-  HostBuffer(HostBuffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
-  HostBuffer& operator=(HostBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_;
-      o.ptr_ = nullptr;
-    }
-    return *this;
-  }
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-  TensorView view(DType t) const { return TensorView(ptr_, t, bytes_ / dtype_size(t)); }
-
- private:
-  void reset() {
-    if (ptr_) be_->release_host(ptr_);
-    ptr_ = nullptr;
-  }
-  Backend* be_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+  bool host_ = false;
 };
 
 }  // namespace trident

@@ -114,7 +114,7 @@ class Optimizer : public ParamFetch {
   // range is one span: at `device` in grads_ and updated_, at `state` in these (`flat` in
   // params_); the padding between its parameters rides along (zeros, never updated).
   bool offload_ = false;
-  HostBuffer host_state_, host_grads_, host_params_;
+  Buffer host_state_, host_grads_, host_params_;   // host memory (alloc_host)
   struct Span {
     size_t flat, device, state, n;
   };

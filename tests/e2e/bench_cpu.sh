@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: `trident bench` on a CPU rank prints its one-row table with every column (comm wait is
 # n/a without a GPU profiler), and `--bench.profile` is accepted there; `--bench.kernels` prints
-# the two measured ceilings and every kernel with its share of one.
+# the two measured ceilings and every kernel with its share of one; `--bench.generate` prints one
+# row per batch size with positive generation, prefill and forward rates (GPT-2 greedy, Llama sampled).
 #   bench_cpu.sh TRIDENT REPO_ROOT
 set -uo pipefail
 trident=$1 root=$2
@@ -45,4 +46,28 @@ for kernel in "attention fwd+bwd HS=64" "attention fwd+bwd HS=128" "layernorm fw
   awk -v k="$kernel" 'index($0, k) == 1 && $NF ~ /^[0-9]+%$/ {found = 1} END {exit !found}' "$out/kernels" ||
     { echo "FAIL: no '$kernel' row with a share of its ceiling"; fail=1; }
 done
+
+# Generation against a plain forward: a row per batch size, every rate positive (no timing limits).
+for case in "tiny.cfg 0" "llama-tiny.cfg 0.8"; do
+  read -r model temperature <<<"$case"
+  "$trident" bench --config "$root/inputs/models/$model" --backend cpu --bench.generate --bench.gen_batches 1,3 \
+    --bench.gen_prompt_len 8 --bench.gen_new_tokens 4 --bench.gen_temperature "$temperature" \
+    --train.micro_batch_size 2 >"$out/generate" 2>&1 || { echo "FAIL: --bench.generate $model"; cat "$out/generate"; exit 1; }
+  cat "$out/generate"
+  header=$(grep -E '^model +layout +batch' "$out/generate")
+  for column in "prompt+new" "gen tokens/s" "decode ms" "prefill tok/s" "forward tok/s" "gen/fwd"; do
+    [[ $header == *"$column"* ]] || { echo "FAIL: --bench.generate $model: no '$column' column"; fail=1; }
+  done
+  for batch in 1 3; do
+    # Columns from the right: gen/fwd, forward, prefill, decode ms, gen tokens/s, prompt+new, batch.
+    awk -v b="$batch" '/^L[0-9]+C[0-9]+ / && $(NF-6) == b && $(NF-5) == "8+4" {
+        for (i = NF - 4; i <= NF; ++i) if (!($i + 0 > 0)) bad = 1
+        found = 1 } END {exit bad || !found}' "$out/generate" ||
+      { echo "FAIL: --bench.generate $model: no batch $batch row with positive rates"; fail=1; }
+  done
+done
+"$trident" bench --backend cpu --bench.generate --bench.gen_batches 1,0 >"$out/bad" 2>&1
+status=$?
+[[ $status == 2 && $(wc -l <"$out/bad") == 1 ]] && grep -q "bench.gen_batches" "$out/bad" ||
+  { echo "FAIL: --bench.gen_batches 1,0: exit $status, expected 2 and one line naming the option"; cat "$out/bad"; fail=1; }
 exit $fail

@@ -86,6 +86,7 @@ class Generator {
   int length(int slot) const { return length_[slot]; }
   int slots() const { return slots_; }
   int max_len() const { return max_len_; }
+  int max_rows() const { return rows_cap_; }   // tokens one feed() takes at most (slots + max_len)
 
  private:
   GptStage& model_;

@@ -33,9 +33,11 @@ SampledToken sample_token(const std::vector<float>& logits, const SamplingParams
   }
   std::vector<int> ids(V);
   std::iota(ids.begin(), ids.end(), 0);
-  // Most likely first; ties by id, so the candidate set does not depend on the sort.
-  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  // Most likely first; ties by id, so the candidate set does not depend on the sort. Only the
+  // first top_k need ordering (a strict order: the same k ids in the same order as a full sort).
   int keep = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
+                    [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
   if (p.top_p < 1.0) {
     std::vector<double> prob(keep);
     const double top = logits[ids[0]] / p.temperature;
@@ -151,8 +153,9 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   int n = 0;
   for (size_t i = 0; i < tokens.size(); ++i) n += static_cast<int>(tokens[i].size());
   TRIDENT_CHECK(n <= rows_cap_, str("feeding ", n, " tokens at once; the generator holds ", rows_cap_));
-  std::vector<int32_t> index(4 * static_cast<size_t>(n));
-  std::vector<int> last_rows;
+  std::vector<int32_t>& index = index_host_;
+  index.resize(4 * static_cast<size_t>(n));
+  last_rows_.clear();
   int r = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int s = slots[i];
@@ -166,7 +169,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
       index[2 * n + 2 * r + 1] = length_[s]++;
       ++r;
     }
-    last_rows.push_back(r - 1);
+    last_rows_.push_back(r - 1);
   }
   fed_slots_ = slots;
   be.copy_from_host(index_.slice(0, index.size()), index.data());
@@ -190,7 +193,8 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
   TensorView rope;
   if (d.llama) {
-    std::vector<float> table(static_cast<size_t>(n) * d.HS);
+    std::vector<float>& table = rope_rows_host_;
+    table.resize(static_cast<size_t>(n) * d.HS);
     for (int i = 0; i < n; ++i)
       std::copy_n(rope_host_.begin() + static_cast<size_t>(index[n + i]) * d.HS, d.HS, table.begin() + static_cast<size_t>(i) * d.HS);
     rope = rope_rows_.slice(0, table.size());
@@ -203,9 +207,14 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     };
     block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);
   }
-  // The last row of each fed sequence, in feed order (contiguous when each fed one token).
-  for (size_t i = 0; i < last_rows.size(); ++i)
-    be.copy(last_.slice(i * C, C), x.slice(static_cast<size_t>(last_rows[i]) * C, C));
+  // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
+  // decode step (one token each) is a single copy, not one per sequence.
+  for (size_t i = 0; i < last_rows_.size();) {
+    size_t run = 1;
+    while (i + run < last_rows_.size() && last_rows_[i + run] == last_rows_[i] + static_cast<int>(run)) ++run;
+    be.copy(last_.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
+    i += run;
+  }
 }
 
 std::vector<float> Generator::logits() {
@@ -244,7 +253,8 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
   const size_t C = m.n_embd, Vl = layout.vocab_local(), tp = g.topo.tp(), n_stats = static_cast<size_t>(R) * kSampleStats;
-  std::vector<int32_t> keys(2 * static_cast<size_t>(R));
+  std::vector<int32_t>& keys = keys_host_;
+  keys.resize(2 * static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     TRIDENT_CHECK(sequences[i] <= 0x7fffffffu, str("sequence id ", sequences[i], " exceeds the 31 bits of a key"));
     keys[2 * i] = static_cast<int32_t>(sequences[i]);
@@ -264,7 +274,8 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits, key_view.as<int32_t>(), seed,
                   static_cast<float>(p.temperature), R, static_cast<int>(Vl), valid, layout.vocab_start());
   if (tp > 1) g.tp->all_gather(stats.data, n_stats, DType::F32, be.stream());
-  std::vector<float> host(stats.numel);
+  std::vector<float>& host = stats_host_;
+  host.resize(stats.numel);
   be.copy_to_host(host.data(), stats);
   for (int i = 0; i < R; ++i)
     out[i] = combine_sample_stats(host.data() + static_cast<size_t>(i) * kSampleStats, static_cast<int>(tp), n_stats);
@@ -281,30 +292,38 @@ std::vector<Completion> Generator::generate(const std::vector<std::vector<int32_
   std::vector<int> prompt_in(slots_, -1);   // the prompt each slot generates, -1: free
   std::vector<int32_t> next_token(slots_);
   size_t next_prompt = 0;
+  // A step's feed, kept between steps: a running sequence's one-token vector is reassigned, not
+  // allocated again each step.
+  std::vector<int> slots;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<uint64_t> sequences;
   for (;;) {
     // Every running sequence feeds its last token; free slots take the next prompts whole while
     // they fit beside them.
-    std::vector<int> slots;
-    std::vector<std::vector<int32_t>> tokens;
-    std::vector<uint64_t> sequences;
+    slots.clear();
+    sequences.clear();
+    size_t fed = 0;
+    auto add = [&](int s, const int32_t* t, size_t count) {
+      slots.push_back(s);
+      sequences.push_back(first_sequence + prompt_in[s]);
+      if (tokens.size() <= fed) tokens.emplace_back();
+      tokens[fed++].assign(t, t + count);
+    };
     int rows = 0;
     for (int s = 0; s < slots_; ++s)
       if (prompt_in[s] >= 0) {
-        slots.push_back(s);
-        tokens.push_back({next_token[s]});
-        sequences.push_back(first_sequence + prompt_in[s]);
+        add(s, &next_token[s], 1);
         ++rows;
       }
     for (int s = 0; s < slots_ && next_prompt < prompts.size(); ++s)
       if (prompt_in[s] < 0 && rows + prompts[next_prompt].size() <= static_cast<size_t>(rows_cap_)) {
         reset(s);
         prompt_in[s] = static_cast<int>(next_prompt);
-        slots.push_back(s);
-        tokens.push_back(prompts[next_prompt]);
-        sequences.push_back(first_sequence + next_prompt);
+        add(s, prompts[next_prompt].data(), prompts[next_prompt].size());
         rows += static_cast<int>(prompts[next_prompt++].size());
       }
     if (slots.empty()) break;
+    tokens.resize(fed);
     feed(slots, tokens);
     const std::vector<SampledToken> drawn = sample(p.sampling, p.seed, sequences);
     for (size_t i = 0; i < slots.size(); ++i) {

@@ -94,6 +94,12 @@ class Generator {
   std::vector<int> length_;             // positions written of each slot
   std::vector<int> fed_slots_;          // the slots of the last feed, in order
   std::vector<float> rope_host_;        // llama: the rotary table (max_len, HS), rows gathered per feed
+  // Host tables of a step, kept between steps so that decoding allocates nothing per step: feed's
+  // index tables, the last row of each fed sequence, the gathered RoPE rows, sample's keys and the
+  // sampling stats read back.
+  std::vector<int32_t> index_host_, keys_host_;
+  std::vector<int> last_rows_;
+  std::vector<float> rope_rows_host_, stats_host_;
   Buffer cache_buf_, act_buf_;
   std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
   BlockActs acts_;                              // (rows_cap rows), shared by the layers

@@ -45,8 +45,9 @@ std::vector<int> parse_batches(const std::string& text) {
 
 // One rank's times for one batch size, and what it produced.
 struct RankTimes {
-  double generate_s = 0, prefill_s = 0, decode_s = 0, forward_s = 0;
+  double first_s = 0, generate_s = 0, prefill_s = 0, decode_s = 0, forward_s = 0;
   uint64_t new_tokens = 0, prompt_tokens = 0, forward_tokens = 0;
+  long first_plans = 0;   // GEMM plans the first generate() built (device backends)
 };
 
 // Prefill: the prompts fed whole, as many at once as the generator takes in one feed, each fed
@@ -96,8 +97,9 @@ int micro_batch_for(int b, int most) {
 }
 
 // This rank's share of B prompts of P random tokens (sequence i of the random stream is prompt i,
-// and its first P + N tokens are what the forward reads): generated twice (a warm-up, then timed),
-// its phases timed apart, then the forward timed after one warm-up micro-batch.
+// and its first P + N tokens are what the forward reads): generated twice (the first run also builds
+// the GEMM plans of the row counts it feeds, the second reuses them), its phases timed apart, then
+// the forward timed after one warm-up micro-batch.
 RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOptions& o, int B) {
   const ParallelGroups& g = rt.groups;
   Backend& be = *rt.backend;
@@ -124,8 +126,12 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOp
   p.sampling.temperature = o.temperature;
   p.max_new_tokens = N;
   p.seed = cfg.train.seed;
-  gen.generate(prompts, p, first);
+  const long plans = be.counters().gemm_plans;
   auto t0 = Clock::now();
+  gen.generate(prompts, p, first);
+  r.first_s = seconds_since(t0);
+  r.first_plans = be.counters().gemm_plans - plans;
+  t0 = Clock::now();
   for (const Completion& c : gen.generate(prompts, p, first)) r.new_tokens += c.tokens.size();
   r.generate_s = seconds_since(t0);
   std::tie(r.prefill_s, r.decode_s) = time_phases(gen, be, prompts, p, first);
@@ -184,8 +190,9 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   const ParallelGroups& g = rt.groups;
 
   if (rank == 0)
-    std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s\n", "model", "layout", "batch", "prompt+new",
-                "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd");
+    std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s %14s %11s\n", "model", "layout", "batch",
+                "prompt+new", "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd", "1st run tok/s",
+                "GEMM plans");
   for (const int B : batches) {
     const RankTimes mine = bench_batch(cfg, rt, o, B);
     // Tokens over the replicas (each TP group counted once), seconds of the slowest rank.
@@ -194,21 +201,23 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
     const auto slowest = [&](double s) { return all_reduce(s, HostReduce::Max, MPI_COMM_WORLD); };
     const double new_tokens = sum(mine.new_tokens), prompt_tokens = sum(mine.prompt_tokens),
                  forward_tokens = sum(mine.forward_tokens);
-    const double gen_s = slowest(mine.generate_s), prefill_s = slowest(mine.prefill_s),
+    const double first_s = slowest(mine.first_s), gen_s = slowest(mine.generate_s), prefill_s = slowest(mine.prefill_s),
                  decode_s = slowest(mine.decode_s), forward_s = slowest(mine.forward_s);
     if (rank != 0) continue;
     const double gen_rate = new_tokens / gen_s, forward_rate = forward_tokens / forward_s;
-    std::printf("%-10s %-14s %6d %11s %13.0f %10.2f %14.0f %14.0f %8.3f\n",
+    std::printf("%-10s %-14s %6d %11s %13.0f %10.2f %14.0f %14.0f %8.3f %14.0f %11ld\n",
                 str("L", cfg.model.n_layer, "C", cfg.model.n_embd).c_str(),
                 str("dp", g.topo.dp(), " tp", g.topo.tp()).c_str(), B,
                 str(o.prompt_len, "+", o.new_tokens).c_str(), gen_rate, 1e3 * decode_s / (o.new_tokens - 1),
-                prompt_tokens / prefill_s, forward_rate, gen_rate / forward_rate);
+                prompt_tokens / prefill_s, forward_rate, gen_rate / forward_rate, new_tokens / first_s, mine.first_plans);
   }
   if (rank != 0) return;
   std::printf("(random weights and prompts; %s; gen tokens/s: new tokens over all replicas / the slowest rank's "
               "Generator::generate time, after one untimed run; decode ms: one step of every sequence at once; "
               "prefill: the prompts fed whole, their first token sampled; forward: no-grad forward with the loss of "
-              "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; backend %s)\n",
+              "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; 1st run: the untimed "
+              "run's rate and the GEMM plans it built on rank 0 (cuBLASLt plans, autotuned, one per new row count); "
+              "backend %s)\n",
               o.temperature > 0 ? str("sampled at temperature ", o.temperature, " on the device").c_str()
                                 : "greedy, on the device",
               rt.backend->name().c_str());

@@ -55,13 +55,15 @@ for case in "tiny.cfg 0" "llama-tiny.cfg 0.8"; do
     --train.micro_batch_size 2 >"$out/generate" 2>&1 || { echo "FAIL: --bench.generate $model"; cat "$out/generate"; exit 1; }
   cat "$out/generate"
   header=$(grep -E '^model +layout +batch' "$out/generate")
-  for column in "prompt+new" "gen tokens/s" "decode ms" "prefill tok/s" "forward tok/s" "gen/fwd"; do
+  for column in "prompt+new" "gen tokens/s" "decode ms" "prefill tok/s" "forward tok/s" "gen/fwd" "1st run tok/s" \
+                "GEMM plans"; do
     [[ $header == *"$column"* ]] || { echo "FAIL: --bench.generate $model: no '$column' column"; fail=1; }
   done
   for batch in 1 3; do
-    # Columns from the right: gen/fwd, forward, prefill, decode ms, gen tokens/s, prompt+new, batch.
-    awk -v b="$batch" '/^L[0-9]+C[0-9]+ / && $(NF-6) == b && $(NF-5) == "8+4" {
-        for (i = NF - 4; i <= NF; ++i) if (!($i + 0 > 0)) bad = 1
+    # Fields: model, layout (2), batch, prompt+new, then the six rates and the plan count (0 on a CPU).
+    awk -v b="$batch" '/^L[0-9]+C[0-9]+ / && $4 == b && $5 == "8+4" && NF == 12 {
+        for (i = 6; i <= 11; ++i) if (!($i + 0 > 0)) bad = 1
+        if ($12 != "0") bad = 1
         found = 1 } END {exit bad || !found}' "$out/generate" ||
       { echo "FAIL: --bench.generate $model: no batch $batch row with positive rates"; fail=1; }
   done

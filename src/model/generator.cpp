@@ -91,6 +91,14 @@ std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp) {
   return {n * rank / dp, n * (rank + 1) / dp};
 }
 
+int padded_rows(int rows) {
+  constexpr int kQuantum = 64;
+  if (rows > kQuantum) return (rows + kQuantum - 1) / kQuantum * kQuantum;
+  int p = 1;
+  while (p < rows) p *= 2;
+  return p;
+}
+
 Generator::Generator(GptStage& model, int slots, int max_len)
     : model_(model), slots_(slots), max_len_(max_len), rows_cap_(slots + max_len), length_(slots, 0) {
   const ModelConfig& m = model.config();
@@ -102,7 +110,9 @@ Generator::Generator(GptStage& model, int slots, int max_len)
   Backend& be = model.backend();
   const DType act = be.compute_dtype();
   const BlockDims d = block_dims(m, g.topo.tp());
+  // The row buffers hold padded_rows of the most rows a feed or a head takes.
   const size_t N = rows_cap_, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
+  const size_t Np = padded_rows(rows_cap_), Sp = padded_rows(slots);
   const size_t Vl = model.layout().vocab_local(), tp = g.topo.tp();
 
   // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
@@ -117,19 +127,20 @@ Generator::Generator(GptStage& model, int slots, int max_len)
   cache.bind(cache_buf_.get());
 
   ArenaLayout a;
-  a.want(&x_, act, N * C);
+  a.want(&x_, act, Np * C);
   a.want(&pe_, act, N * C);
   a.want(&index_, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
   if (d.llama) a.want(&rope_rows_, DType::F32, N * HS);
-  a.want(&last_, act, S * C);
-  a.want(&lnf_, act, S * C);
-  a.want(&lnf_mean_, DType::F32, S);
-  a.want(&lnf_rstd_, DType::F32, S);
-  a.want(&logits_, act, S * Vl);
+  a.want(&last_, act, Sp * C);
+  a.want(&lnf_, act, Sp * C);
+  a.want(&lnf_mean_, DType::F32, Sp);
+  a.want(&lnf_rstd_, DType::F32, Sp);
+  a.want(&logits_, act, Sp * Vl);
   a.want(&stats_, DType::F32, tp * S * kSampleStats);
-  plan_block_acts(a, acts_, act, N, d, BlockActsPlan{0, false});
+  plan_block_acts(a, acts_, act, Np, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
+  be.zero(last_);   // its padding rows go through the head: defined values
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
   if (d.llama) {
     rope_host_.resize(T * HS);
@@ -178,10 +189,15 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const int32_t* rows = tok + 2 * n;
 
   model_.need_all_params();
-  const BlockShape shape = model_.block_shape(n);
+  // The blocks run on padded_rows(n) rows, zero past the n fed ones, so that the GEMMs see a few
+  // row counts rather than a new one (a new plan, autotuned on a GPU) at almost every step; rows
+  // are independent up to attention, which reads the n fed rows only.
+  const int np = padded_rows(n);
+  const BlockShape shape = model_.block_shape(np);
   const BlockDims& d = shape.d;
-  const BlockActs acts = block_rows(acts_, 0, n, d, 0);
-  TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
+  const BlockActs acts = block_rows(acts_, 0, np, d, 0);
+  TensorView padded = x_.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
+  if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
   be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
   // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
   // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
@@ -200,12 +216,15 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     rope = rope_rows_.slice(0, table.size());
     be.copy_from_host(rope, table.data());
   }
+  const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS, atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      if (d.llama) be.rope_fwd(a.qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
-      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, rows, n, slots_, max_len_, d.NHl, d.NKVl, d.HS);
+      const TensorView qkv = a.qkv.slice(0, qkv_n);
+      if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
+      be.attention_decode(a.atty.slice(0, atty_n), k_cache_[l], v_cache_[l], qkv, rows, n, slots_, max_len_, d.NHl,
+                          d.NKVl, d.HS);
     };
-    block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);
+    block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
   }
   // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
   // decode step (one token each) is a single copy, not one per sequence.
@@ -262,11 +281,14 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   }
   TensorView key_view = index_.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
   be.copy_from_host(key_view, keys.data());
-  // The head on this rank's vocabulary shard, then each shard's candidate per row.
-  TensorView lnf = lnf_.slice(0, R * C), logits = logits_.slice(0, R * Vl);
-  norm_fwd(be, model_.block_shape(R), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, R),
-           lnf_rstd_.slice(0, R), last_.slice(0, R * C), w.lnf_w, w.lnf_b, R);
-  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, R, static_cast<int>(C), static_cast<int>(Vl));
+  // The head on this rank's vocabulary shard (padded rows, as the blocks: few GEMM shapes), then
+  // each shard's candidate per row.
+  const size_t Rp = padded_rows(R);
+  TensorView lnf = lnf_.slice(0, Rp * C), logits = logits_.slice(0, Rp * Vl);
+  norm_fwd(be, model_.block_shape(static_cast<int>(Rp)), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, Rp),
+           lnf_rstd_.slice(0, Rp), last_.slice(0, Rp * C), w.lnf_w, w.lnf_b, static_cast<int>(Rp));
+  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, static_cast<int>(Rp), static_cast<int>(C), static_cast<int>(Vl));
+  logits = logits.slice(0, R * Vl);
   TensorView stats = stats_.slice(0, n_stats * tp);
   // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
   const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())

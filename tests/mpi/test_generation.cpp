@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "learnable_source.hpp"
 #include "test_support.hpp"
@@ -351,6 +352,24 @@ TEST(Sampling, TopKDrawsAmongTheKFirstOfAFullSort) {
       }
       EXPECT_EQ(sample_token(logits, {0.7, k, 1.0}, 5, 2, pos).token, best) << "k " << k << " position " << pos;
     }
+}
+
+// A step's GEMMs run on a few row counts: powers of two up to 64, then multiples of 64, never
+// fewer rows than fed and at most twice (or 63 more than) them. Generation's bit-for-bit tests
+// above run through these padded rows.
+TEST(GenerationRows, PaddedToAFewShapes) {
+  std::set<int> shapes;
+  for (int n = 1; n <= 4096; ++n) {
+    const int p = padded_rows(n);
+    EXPECT_GE(p, n);
+    EXPECT_TRUE(p < 2 * n || p - n < 64) << n << " rows padded to " << p;
+    shapes.insert(p);
+  }
+  EXPECT_EQ(shapes.size(), 7u + 4096 / 64 - 1);   // 1, 2, ..., 64, then 128, ..., 4096
+  EXPECT_EQ(padded_rows(1), 1);
+  EXPECT_EQ(padded_rows(33), 64);
+  EXPECT_EQ(padded_rows(65), 128);
+  EXPECT_EQ(padded_rows(257), 320);
 }
 
 // CpuBackend::sample_shard on a vocabulary split in two shards (the second with padding columns),

@@ -63,6 +63,11 @@ SampledToken combine_sample_stats(const float* stats, int shards, size_t stride)
 // sizes differ by at most one.
 std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp);
 
+// The rows a feed of `rows` tokens (or a head of `rows` sequences) runs its GEMMs on: the next
+// power of two up to 64, then the next multiple of 64. A handful of shapes instead of one per
+// step's count, each a GEMM plan built (and autotuned on a GPU) on first use.
+int padded_rows(int rows);
+
 class Generator {
  public:
   // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions).

@@ -348,7 +348,10 @@ int cmd_bench(const Args& args) {
       "bench.gen_new_tokens", po::value(&o.gen.new_tokens)->default_value(o.gen.new_tokens),
       "--bench.generate: tokens generated per prompt (no stop token)")(
       "bench.gen_temperature", po::value(&o.gen.temperature)->default_value(o.gen.temperature, "0"),
-      "--bench.generate: sampling temperature on the device; 0 = greedy");
+      "--bench.generate: sampling temperature on the device; 0 = greedy")(
+      "bench.gen_max_rows", po::value(&o.gen.max_rows)->default_value(o.gen.max_rows),
+      "--bench.generate: tokens one generation step takes at most (prefill of several prompts at once); "
+      "0 = the generator's default, its batch + context");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels | --bench.generate]\n"

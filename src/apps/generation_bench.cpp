@@ -121,7 +121,7 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOp
   m.seq_len = T;
   GptStage model(m, g, be, mb, /*n_slots=*/1, bucket_elements(cfg.parallel), /*with_grads=*/false);
   model.init_params(cfg.train.seed);
-  Generator gen(model, b, T);
+  Generator gen(model, b, T, o.max_rows);
   GenerationParams p;
   p.sampling.temperature = o.temperature;
   p.max_new_tokens = N;
@@ -169,6 +169,7 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   if (o.prompt_len < 1) throw InputError(str("bench.gen_prompt_len = ", o.prompt_len, ": must be at least 1"));
   if (o.new_tokens < 2)
     throw InputError(str("bench.gen_new_tokens = ", o.new_tokens, ": must be at least 2 (one decode step after the prefill)"));
+  if (o.max_rows < 0) throw InputError(str("bench.gen_max_rows = ", o.max_rows, ": must be >= 0 (0 = batch + context)"));
   if (o.temperature < 0) throw InputError(str("bench.gen_temperature = ", o.temperature, ": must be >= 0 (0 = greedy)"));
   if (cfg.parallel.pp != 1)
     throw InputError("parallel.pp: --bench.generate runs on one pipeline stage (as generation does); use parallel.tp");
@@ -217,9 +218,10 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
               "prefill: the prompts fed whole, their first token sampled; forward: no-grad forward with the loss of "
               "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; 1st run: the untimed "
               "run's rate and the GEMM plans it built on rank 0 (cuBLASLt plans, autotuned, one per new row count); "
-              "backend %s)\n",
+              "tokens per feed: %s; backend %s)\n",
               o.temperature > 0 ? str("sampled at temperature ", o.temperature, " on the device").c_str()
                                 : "greedy, on the device",
+              o.max_rows > 0 ? str("at most max(", o.max_rows, ", slots + context)").c_str() : "at most slots + context",
               rt.backend->name().c_str());
 }
 

@@ -12,6 +12,7 @@ struct GenerationBenchOptions {
   std::string batches = "1,8,64,256";   // prompts over all data-parallel replicas, one table row each
   int prompt_len = 128, new_tokens = 128;
   double temperature = 0;   // 0: greedy; either way sampled on the device
+  int max_rows = 0;         // the Generator's tokens per feed; 0: its default (slots + max_len)
 };
 
 // Runs the benchmark on MPI_COMM_WORLD with cfg's model and layout and prints its table on rank 0.

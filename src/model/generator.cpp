@@ -99,8 +99,9 @@ int padded_rows(int rows) {
   return p;
 }
 
-Generator::Generator(GptStage& model, int slots, int max_len)
-    : model_(model), slots_(slots), max_len_(max_len), rows_cap_(slots + max_len), length_(slots, 0) {
+Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
+    : model_(model), slots_(slots), max_len_(max_len), rows_cap_(std::max(max_rows, slots + max_len)),
+      length_(slots, 0) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();
   TRIDENT_CHECK(model.stage().first() && model.stage().last(), "generation needs a single pipeline stage (pp = 1)");

@@ -158,6 +158,8 @@ TEST_P(Generation, BatchedGeneratesWhatEachPromptDoesAloneBitForBit) {
     expect_same(gen.generate(prompts(), p), alone, 0);
     Generator wide(model, 16, 24);   // every prompt at once
     expect_same(wide.generate(prompts(), p), alone, 0);
+    Generator roomy(model, 3, 24, 100);   // more tokens per step than slots + max_len
+    expect_same(roomy.generate(prompts(), p), alone, 0);
   }
   // Top-k of the whole vocabulary samples on the host what the device samples.
   Generator gen(model, 4, 24);

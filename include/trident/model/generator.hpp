@@ -70,8 +70,10 @@ int padded_rows(int rows);
 
 class Generator {
  public:
-  // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions).
-  Generator(GptStage& model, int slots, int max_len);
+  // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions);
+  // one feed takes at most max(max_rows, slots + max_len) tokens (0: slots + max_len), which
+  // bounds how many prompts a step of generate() prefills (the activations are that many rows).
+  Generator(GptStage& model, int slots, int max_len, int max_rows = 0);
   ~Generator();
 
   // Continuations of prompts (each non-empty, shorter than max_len); prompts[i] is sequence
@@ -91,7 +93,7 @@ class Generator {
   int length(int slot) const { return length_[slot]; }
   int slots() const { return slots_; }
   int max_len() const { return max_len_; }
-  int max_rows() const { return rows_cap_; }   // tokens one feed() takes at most (slots + max_len)
+  int max_rows() const { return rows_cap_; }   // tokens one feed() takes at most
 
  private:
   GptStage& model_;

@@ -109,9 +109,11 @@ class Generator {
   std::vector<float> rope_rows_host_, stats_host_;
   Buffer cache_buf_, act_buf_;
   std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
-  BlockActs acts_;                              // (rows_cap rows), shared by the layers
-  TensorView x_, pe_, index_, rope_rows_;       // (rows_cap, C) x2; (rows_cap, 4) int32; (rows_cap, HS) f32
-  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;   // the fed sequences' last rows: head
+  // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
+  BlockActs acts_;                              // (Rp rows), shared by the layers
+  TensorView x_, pe_, index_, rope_rows_;       // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 + keys; (rows_cap, HS) f32
+  // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, slots, kSampleStats)
+  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;
 };
 
 }  // namespace trident

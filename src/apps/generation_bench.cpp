@@ -52,8 +52,9 @@ struct RankTimes {
 
 // Prefill: the prompts fed whole, as many at once as the generator takes in one feed, each fed
 // group's first token sampled; then decode steps of every sequence at once (the tokens it drew).
-// Returns {prefill seconds, decode seconds}; the backend is idle at both ends.
-std::pair<double, double> time_phases(Generator& gen, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
+// Returns {prefill seconds, decode seconds}; each step ends waiting for its sampled tokens, so the
+// backend is idle at both ends.
+std::pair<double, double> time_phases(Generator& gen, const std::vector<std::vector<int32_t>>& prompts,
                                       const GenerationParams& p, uint64_t first) {
   const int b = static_cast<int>(prompts.size());
   std::vector<int32_t> next(b);
@@ -134,7 +135,7 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOp
   t0 = Clock::now();
   for (const Completion& c : gen.generate(prompts, p, first)) r.new_tokens += c.tokens.size();
   r.generate_s = seconds_since(t0);
-  std::tie(r.prefill_s, r.decode_s) = time_phases(gen, be, prompts, p, first);
+  std::tie(r.prefill_s, r.decode_s) = time_phases(gen, prompts, p, first);
   r.prompt_tokens = static_cast<uint64_t>(b) * P;
 
   // The forward's inputs and targets, (b, T) each, in backend memory before the clock starts.

@@ -101,7 +101,7 @@ int micro_batch_for(int b, int most) {
 // and its first P + N tokens are what the forward reads): generated twice (the first run also builds
 // the GEMM plans of the row counts it feeds, the second reuses them), its phases timed apart, then
 // the forward timed after one warm-up micro-batch.
-RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOptions& o, int B) {
+RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, GptStage& weights, const GenerationBenchOptions& o, int B) {
   const ParallelGroups& g = rt.groups;
   Backend& be = *rt.backend;
   const auto [first, last] = prompt_share(static_cast<size_t>(B), g.coord.dp, g.topo.dp());
@@ -117,12 +117,7 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOp
     prompts[i].assign(s, s + P);
   }
 
-  const int mb = micro_batch_for(b, cfg.train.micro_batch_size);
-  ModelConfig m = cfg.model;
-  m.seq_len = T;
-  GptStage model(m, g, be, mb, /*n_slots=*/1, bucket_elements(cfg.parallel), /*with_grads=*/false);
-  model.init_params(cfg.train.seed);
-  Generator gen(model, b, T, o.max_rows);
+  Generator gen(weights, b, T, o.max_rows);
   GenerationParams p;
   p.sampling.temperature = o.temperature;
   p.max_new_tokens = N;
@@ -137,6 +132,11 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, const GenerationBenchOp
   r.generate_s = seconds_since(t0);
   std::tie(r.prefill_s, r.decode_s) = time_phases(gen, prompts, p, first);
   r.prompt_tokens = static_cast<uint64_t>(b) * P;
+
+  // The forward's stage: micro-batches of this batch's size, the generator's weights.
+  const int mb = micro_batch_for(b, cfg.train.micro_batch_size);
+  GptStage model(cfg.model, g, be, mb, /*n_slots=*/1, bucket_elements(cfg.parallel), /*with_grads=*/false);
+  be.copy(model.params(), weights.params());
 
   // The forward's inputs and targets, (b, T) each, in backend memory before the clock starts.
   std::vector<int32_t> host(2 * static_cast<size_t>(b) * T);
@@ -190,13 +190,17 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   check_memory_fits(cfg, MPI_COMM_WORLD, false);   // parameters and scratch; KV cache and activations on top
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   const ParallelGroups& g = rt.groups;
+  // The weights, initialised once (on the host): each batch size's generator runs on them and its
+  // forward's stage gets a copy.
+  GptStage weights(cfg.model, g, *rt.backend, 1, /*n_slots=*/0, bucket_elements(cfg.parallel), /*with_grads=*/false);
+  weights.init_params(cfg.train.seed);
 
   if (rank == 0)
     std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s %14s %11s\n", "model", "layout", "batch",
                 "prompt+new", "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd", "1st run tok/s",
                 "GEMM plans");
   for (const int B : batches) {
-    const RankTimes mine = bench_batch(cfg, rt, o, B);
+    const RankTimes mine = bench_batch(cfg, rt, weights, o, B);
     // Tokens over the replicas (each TP group counted once), seconds of the slowest rank.
     const bool counted = g.coord.tp == 0;
     const auto sum = [&](uint64_t v) { return static_cast<double>(all_reduce(counted ? v : 0, HostReduce::Sum, MPI_COMM_WORLD)); };

@@ -163,24 +163,28 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, GptStage& weights, cons
   return r;
 }
 
-}  // namespace
+}   // namespace
 
 void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   const std::vector<int> batches = parse_batches(o.batches);
   if (o.prompt_len < 1) throw InputError(str("bench.gen_prompt_len = ", o.prompt_len, ": must be at least 1"));
   if (o.new_tokens < 2)
-    throw InputError(str("bench.gen_new_tokens = ", o.new_tokens, ": must be at least 2 (one decode step after the prefill)"));
-  if (o.max_rows < 0) throw InputError(str("bench.gen_max_rows = ", o.max_rows, ": must be >= 0 (0 = batch + context)"));
-  if (o.temperature < 0) throw InputError(str("bench.gen_temperature = ", o.temperature, ": must be >= 0 (0 = greedy)"));
+    throw InputError(
+        str("bench.gen_new_tokens = ", o.new_tokens, ": must be at least 2 (one decode step after the prefill)"));
+  if (o.max_rows < 0)
+    throw InputError(str("bench.gen_max_rows = ", o.max_rows, ": must be >= 0 (0 = batch + context)"));
+  if (o.temperature < 0)
+    throw InputError(str("bench.gen_temperature = ", o.temperature, ": must be >= 0 (0 = greedy)"));
   if (cfg.parallel.pp != 1)
     throw InputError("parallel.pp: --bench.generate runs on one pipeline stage (as generation does); use parallel.tp");
   if (cfg.task == "reward")
-    throw InputError("task reward: a reward model has no LM head to generate with; bench generation with task pretrain");
+    throw InputError(
+        "task reward: a reward model has no LM head to generate with; bench generation with task pretrain");
   const int T = o.prompt_len + o.new_tokens;
   if (T > cfg.model.positions())
     throw InputError(str("bench.gen_prompt_len + bench.gen_new_tokens = ", T, " exceeds the model's context of ",
-                         cfg.model.positions(), " positions (", cfg.model.n_positions > 0 ? "model.n_positions" : "model.seq_len",
-                         ")"));
+                         cfg.model.positions(), " positions (",
+                         cfg.model.n_positions > 0 ? "model.n_positions" : "model.seq_len", ")"));
   // The benchmark times the model whatever the task: only its shape, layout and micro-batch count.
   const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   cfg.task = "pretrain";
@@ -196,14 +200,16 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   weights.init_params(cfg.train.seed);
 
   if (rank == 0)
-    std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s %14s %11s\n", "model", "layout", "batch",
-                "prompt+new", "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd", "1st run tok/s",
+    std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s %14s %11s\n", "model", "layout", "batch", "prompt+new",
+                "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd", "1st run tok/s",
                 "GEMM plans");
   for (const int B : batches) {
     const RankTimes mine = bench_batch(cfg, rt, weights, o, B);
     // Tokens over the replicas (each TP group counted once), seconds of the slowest rank.
     const bool counted = g.coord.tp == 0;
-    const auto sum = [&](uint64_t v) { return static_cast<double>(all_reduce(counted ? v : 0, HostReduce::Sum, MPI_COMM_WORLD)); };
+    const auto sum = [&](uint64_t v) {
+      return static_cast<double>(all_reduce(counted ? v : 0, HostReduce::Sum, MPI_COMM_WORLD));
+    };
     const auto slowest = [&](double s) { return all_reduce(s, HostReduce::Max, MPI_COMM_WORLD); };
     const double new_tokens = sum(mine.new_tokens), prompt_tokens = sum(mine.prompt_tokens),
                  forward_tokens = sum(mine.forward_tokens);
@@ -213,21 +219,22 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
     const double gen_rate = new_tokens / gen_s, forward_rate = forward_tokens / forward_s;
     std::printf("%-10s %-14s %6d %11s %13.0f %10.2f %14.0f %14.0f %8.3f %14.0f %11ld\n",
                 str("L", cfg.model.n_layer, "C", cfg.model.n_embd).c_str(),
-                str("dp", g.topo.dp(), " tp", g.topo.tp()).c_str(), B,
-                str(o.prompt_len, "+", o.new_tokens).c_str(), gen_rate, 1e3 * decode_s / (o.new_tokens - 1),
-                prompt_tokens / prefill_s, forward_rate, gen_rate / forward_rate, new_tokens / first_s, mine.first_plans);
+                str("dp", g.topo.dp(), " tp", g.topo.tp()).c_str(), B, str(o.prompt_len, "+", o.new_tokens).c_str(),
+                gen_rate, 1e3 * decode_s / (o.new_tokens - 1), prompt_tokens / prefill_s, forward_rate,
+                gen_rate / forward_rate, new_tokens / first_s, mine.first_plans);
   }
   if (rank != 0) return;
-  std::printf("(random weights and prompts; %s; gen tokens/s: new tokens over all replicas / the slowest rank's "
-              "Generator::generate time, after one untimed run; decode ms: one step of every sequence at once; "
-              "prefill: the prompts fed whole, their first token sampled; forward: no-grad forward with the loss of "
-              "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; 1st run: the untimed "
-              "run's rate and the GEMM plans it built on rank 0 (cuBLASLt plans, autotuned, one per new row count); "
-              "tokens per feed: %s; backend %s)\n",
-              o.temperature > 0 ? str("sampled at temperature ", o.temperature, " on the device").c_str()
-                                : "greedy, on the device",
-              o.max_rows > 0 ? str("at most max(", o.max_rows, ", slots + context)").c_str() : "at most slots + context",
-              rt.backend->name().c_str());
+  std::printf(
+      "(random weights and prompts; %s; gen tokens/s: new tokens over all replicas / the slowest rank's "
+      "Generator::generate time, after one untimed run; decode ms: one step of every sequence at once; "
+      "prefill: the prompts fed whole, their first token sampled; forward: no-grad forward with the loss of "
+      "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; 1st run: the untimed "
+      "run's rate and the GEMM plans it built on rank 0 (cuBLASLt plans, autotuned, one per new row count); "
+      "tokens per feed: %s; backend %s)\n",
+      o.temperature > 0 ? str("sampled at temperature ", o.temperature, " on the device").c_str()
+                        : "greedy, on the device",
+      o.max_rows > 0 ? str("at most max(", o.max_rows, ", slots + context)").c_str() : "at most slots + context",
+      rt.backend->name().c_str());
 }
 
-}  // namespace trident
+}   // namespace trident

@@ -217,7 +217,8 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     rope = rope_rows_.slice(0, table.size());
     be.copy_from_host(rope, table.data());
   }
-  const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS, atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
+  const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS;   // the fed rows of qkv and atty
+  const size_t atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
       const TensorView qkv = a.qkv.slice(0, qkv_n);

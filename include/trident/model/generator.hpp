@@ -111,7 +111,8 @@ class Generator {
   std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
   // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
   BlockActs acts_;                              // (Rp rows), shared by the layers
-  TensorView x_, pe_, index_, rope_rows_;       // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 + keys; (rows_cap, HS) f32
+  // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 and the keys (slots, 2); (rows_cap, HS) f32
+  TensorView x_, pe_, index_, rope_rows_;
   // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, slots, kSampleStats)
   TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;
 };

@@ -61,9 +61,10 @@ void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
   MemoryEstimate e = estimate_memory(cfg, hw);
   if (!training) {
     // Forward only: no gradients or optimizer state, one micro-batch's activations at a time.
-    e.grads = e.optimizer = 0;
+    e.grads = e.optimizer = e.host = 0;
     e.activations /= e.in_flight;
   }
+  if (!cuda) e.optimizer += e.host;   // a CPU rank's offloaded state is in the same host memory
   if (e.total() <= budget) return;
   throw InputError(str("the model and layout need an estimated ", fixed_gib(e.total()), " GiB per rank (parameters ",
                        fixed_gib(e.params), ", gradients ", fixed_gib(e.grads), ", optimizer ", fixed_gib(e.optimizer),

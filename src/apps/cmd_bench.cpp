@@ -1,5 +1,6 @@
 // `trident bench`: training throughput of a configuration on random tokens (warm-up steps, then
-// timed steps; one table), or with --kernels, achieved TFLOP/s and GB/s of the hot kernels.
+// timed steps; one table), with --kernels achieved TFLOP/s and GB/s of the hot kernels, or with
+// --generate KV-cache generation's tokens/s against a plain forward (generation_bench.hpp).
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <array>
@@ -11,6 +12,7 @@
 
 #include "auto_layout.hpp"
 #include "commands.hpp"
+#include "generation_bench.hpp"
 #include "progress.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -34,6 +36,8 @@ struct BenchOptions {
   int profile_steps = 2;   // profiled steps after the timed ones (GPU backends)
   bool profile = false;    // print the per-op table of those steps
   bool kernels = false;
+  bool generate = false;
+  GenerationBenchOptions gen;
 };
 
 // The profiled steps' op times, per step, and how much of the step went to waiting on
@@ -333,10 +337,24 @@ int cmd_bench(const Args& args) {
       "wait for each step's loss before queuing the next (by default the next step is queued first, so the "
       "device does not wait for the host between steps)")(
       "bench.profile_steps", po::value(&o.profile_steps)->default_value(2),
-      "steps timed op by op after the timed steps (GPU backends; 0 = none)");
+      "steps timed op by op after the timed steps (GPU backends; 0 = none)")(
+      "bench.generate", po::bool_switch(&o.generate),
+      "time batched KV-cache generation against a plain forward of the same tokens instead of training steps "
+      "(pp 1, any tp; each data-parallel replica generates its share of the prompts)")(
+      "bench.gen_batches", po::value(&o.gen.batches)->default_value(o.gen.batches),
+      "--bench.generate: prompts over all replicas, one table row per value (comma-separated)")(
+      "bench.gen_prompt_len", po::value(&o.gen.prompt_len)->default_value(o.gen.prompt_len),
+      "--bench.generate: random tokens per prompt")(
+      "bench.gen_new_tokens", po::value(&o.gen.new_tokens)->default_value(o.gen.new_tokens),
+      "--bench.generate: tokens generated per prompt (no stop token)")(
+      "bench.gen_temperature", po::value(&o.gen.temperature)->default_value(o.gen.temperature, "0"),
+      "--bench.generate: sampling temperature on the device; 0 = greedy")(
+      "bench.gen_max_rows", po::value(&o.gen.max_rows)->default_value(o.gen.max_rows),
+      "--bench.generate: tokens one generation step takes at most (prefill of several prompts at once); "
+      "0 = the generator's default, its batch + context");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
-    log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels]\n"
+    log_info("usage: trident bench [--config FILE]... [--section.key VALUE]... [--bench.kernels | --bench.generate]\n"
              "Trains on random tokens (no dataset needed) and prints one table.\n\n" +
              run_options_help(&extra, {"backend", "task", "dpo.", "model.", "parallel.", "train.micro_batch_size",
                                        "train.global_batch_size", "train.lr", "train.min_lr", "train.warmup_steps",
@@ -345,6 +363,11 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   RunConfig cfg = parsed.cfg;
+  if (o.generate && o.kernels) throw InputError("--bench.generate and --bench.kernels: give one of them");
+  if (o.generate) {
+    generation_bench(cfg, o.gen);
+    return 0;
+  }
   const int world = comm_size(MPI_COMM_WORLD), rank = comm_rank(MPI_COMM_WORLD);
   if (o.kernels) {   // one process times the kernels; the layout only has to be valid
     cfg.parallel = ParallelConfig{};

@@ -14,6 +14,7 @@
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
+#include "trident/io/chat_template.hpp"
 #include "trident/io/checkpoint.hpp"
 #include "trident/io/tokenizer.hpp"
 #include "trident/model/generator.hpp"
@@ -31,7 +32,7 @@ constexpr const char* kGpt2Vocab = "data/gpt2/encoder.json";
 constexpr const char* kGpt2Merges = "data/gpt2/vocab.bpe";
 
 struct GenerateOptions {
-  std::string checkpoint, prompt, prompts_file, tokenizer = "auto", vocab, merges;
+  std::string checkpoint, prompt, prompts_file, tokenizer = "auto", vocab, merges, chat_template, system;
   int max_new_tokens = 64, batch = 16;
   SamplingParams sampling;
   std::vector<std::string> stop;
@@ -55,6 +56,10 @@ po::options_description generate_options(GenerateOptions& o) {
       "top-p", po::value(&o.sampling.top_p)->default_value(1.0, "1"), "nucleus sampling threshold; 1 = off")(
       "seed", po::value(&o.seed)->default_value(1234), "sampling seed")(
       "stop-at-eot", po::value(&o.stop_at_eot)->default_value(true, "true"), "stop at <|endoftext|>")(
+      "chat-template", po::value(&o.chat_template),
+      "plain, chatml or llama3: each prompt is a user message, rendered as `tokenize --format chat` renders it and "
+      "followed by the assistant's header; generation stops at the template's end of turn")(
+      "system", po::value(&o.system), "with --chat-template: a system message before each prompt")(
       "tokenizer", po::value(&o.tokenizer)->default_value("auto"),
       "byte, gpt2, a Hugging Face tokenizer.json (or its directory), or auto (the tokenizer the checkpoint keeps, "
       "else byte for vocab_size 257, gpt2 for 50257)")(
@@ -129,9 +134,17 @@ std::vector<int32_t> stop_tokens(const GenerateOptions& o, const Tokenizer& tok)
   return ids;
 }
 
-// A prompt's tokens: the tokenizer's BOS first if it has one; an empty prompt starts from
-// <|endoftext|>.
-std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text) {
+// A prompt's tokens: under a chat template, the text as the user's message (after the system
+// message, if any) and the assistant's header; else the tokenizer's BOS first if it has one, and an
+// empty prompt starts from <|endoftext|>.
+std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatTemplate* tmpl, const std::string& system,
+                                   const std::string& text) {
+  if (tmpl) {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", text});
+    return tmpl->render_prompt(messages).tokens;
+  }
   std::vector<int32_t> ids = tok.encode(text);
   if (tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
   if (ids.empty()) ids.push_back(tok.eot_id());
@@ -157,6 +170,8 @@ int cmd_generate(const Args& args) {
   if (o.batch < 1) throw InputError(str("--batch = ", o.batch, ": must be at least 1"));
   if (o.sampling.top_p <= 0 || o.sampling.top_p > 1) throw InputError(str("--top-p = ", o.sampling.top_p, ": must be in (0, 1]"));
   if (!o.prompts_file.empty() && !o.prompt.empty()) throw InputError("--prompt and --prompts: give one of them");
+  if (!o.system.empty() && o.chat_template.empty())
+    throw InputError("--system needs --chat-template (plain, chatml or llama3) to render it");
   const int world = comm_size(MPI_COMM_WORLD);
 
   if (parsed.cfg.parallel.pp != 1)
@@ -167,11 +182,16 @@ int cmd_generate(const Args& args) {
     throw InputError(str("--checkpoint ", o.checkpoint, ": a reward model (task = reward) scores text but has no LM head "
                          "to generate with; use a language model's checkpoint"));
   std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<ChatTemplate> tmpl;
   std::vector<std::string> texts{o.prompt};
   GenerationParams gp{o.sampling, o.max_new_tokens, {}, o.seed};
   collective_check(MPI_COMM_WORLD, [&] {
     tok = tokenizer_for(o, cfg.model.vocab_size);
     gp.stop_tokens = stop_tokens(o, *tok);
+    if (!o.chat_template.empty()) {
+      tmpl = std::make_unique<ChatTemplate>(o.chat_template, *tok);
+      gp.stop_tokens.push_back(tmpl->render_prompt({{"user", ""}}).end_of_turn);
+    }
     // Ids past the tokenizer's (the padding of a published model's embedding) cannot be decoded.
     if (tok->vocab_size() < cfg.model.vocab_size) gp.sampling.vocab_limit = tok->vocab_size();
     if (!o.prompts_file.empty()) texts = read_prompts(o.prompts_file);
@@ -179,7 +199,7 @@ int cmd_generate(const Args& args) {
   std::vector<std::vector<int32_t>> prompts;
   size_t longest = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    prompts.push_back(prompt_tokens(*tok, texts[i]));
+    prompts.push_back(prompt_tokens(*tok, tmpl.get(), o.system, texts[i]));
     longest = std::max(longest, prompts.back().size());
     if (prompts.back().size() >= static_cast<size_t>(cfg.model.positions()))
       throw InputError(str(o.prompts_file.empty() ? std::string("the prompt") : str("prompt ", i + 1), " has ",
@@ -216,7 +236,7 @@ int cmd_generate(const Args& args) {
   uint64_t generated = 0;
   for (const Completion& c : done) generated += c.tokens.size();
   if (o.prompts_file.empty()) {
-    log_info(o.prompt + completion_text(done[0]));
+    log_info((tmpl ? tok->decode(prompts[0]) : o.prompt) + completion_text(done[0]));
   } else {
     std::string lines;
     if (rt.groups.coord.tp == 0)

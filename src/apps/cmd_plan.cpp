@@ -105,6 +105,10 @@ int cmd_plan(const Args& args) {
   log_info(str("\nbest: --parallel.tp ", best.layout.tp, " --parallel.pp ", best.layout.pp, " --parallel.zero ",
                best.layout.zero, " --parallel.schedule ", best.layout.schedule, " --train.micro_batch_size ",
                best.layout.micro_batch_size));
+  if (cfg.parallel.offload_optimizer)
+    log_info(str("parallel.offload_optimizer: the optimizer state is in host memory, ", best.memory.host / kGiB,
+                 " GiB per rank of the best layout (master weights, moments, gradient copy, parameters for upload); "
+                 "the step time does not count the host update"));
   return 0;
 }
 

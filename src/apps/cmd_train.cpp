@@ -330,6 +330,9 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
     const SaveResult r = save(cfg, trainer, rt.groups, done, tokenizer);
     summary.checkpoint_saved(r.bytes, r.seconds);
   };
+  // A fresh run of train.steps = 0 keeps its starting weights (the initialisation, or init.from's)
+  // as step_0.h5: the baseline a trained model is measured against.
+  if (checkpoints && cfg.train.steps == 0 && resume.file.empty()) save_and_count(0);
   bool stopping = false;
   int skipped_in_row = 0;   // consecutive skipped updates: train.max_skipped of them stop the run
   // Reports a finished step and checks for a stop signal (every rank, in step order).

@@ -15,14 +15,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 float bf16_to_float(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;

@@ -2,6 +2,7 @@
 // templates (and Hugging Face Jinja templates through HfChatTemplate).
 #include "trident/io/chat_template.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "hf_chat_template.hpp"
@@ -38,11 +39,6 @@ void check_roles(const std::vector<ChatMessage>& msgs) {
     throw BadRecord("wrong roles", "the last message is not the assistant's: nothing would train on it");
 }
 
-std::string trimmed(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
 
 // The id of `text` when the tokenizer encodes it as one token that decodes back to it.
 int32_t special_id(const Tokenizer& tok, const std::string& text, const std::string& template_name) {
@@ -54,6 +50,12 @@ int32_t special_id(const Tokenizer& tok, const std::string& text, const std::str
 }
 
 }  // namespace
+
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
 
 std::vector<ChatMessage> chat_messages(const nlohmann::json& record) {
   check_object(record);
@@ -148,6 +150,16 @@ MaskedTokens ChatTemplate::render(const std::vector<ChatMessage>& messages) cons
     }
   }
   return out;
+}
+
+ChatTemplate::Prompt ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages) const {
+  std::vector<ChatMessage> asked = messages;
+  asked.push_back({"assistant", ""});
+  const MaskedTokens r = render(asked);
+  const auto first_trained = std::find(r.mask.begin(), r.mask.end(), 1);
+  TRIDENT_CHECK(first_trained != r.mask.end(), "ChatTemplate::render_prompt: the template trains no end-of-turn token");
+  const size_t n = static_cast<size_t>(first_trained - r.mask.begin());
+  return {std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n), r.tokens[n]};
 }
 
 }  // namespace trident

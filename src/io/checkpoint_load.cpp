@@ -314,8 +314,13 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   be.copy(model.params(), f32);
   if (opt) {
     TensorView views[3] = {opt->master(), opt->exp_avg(), opt->exp_avg_sq()};
-    for (int k = 0; k < 3; ++k)
-      if (views[k].numel) be.copy_from_host(views[k], host.states[k].data());
+    for (int k = 0; k < 3; ++k) {
+      if (!views[k].numel) continue;
+      if (opt->state_on_host())
+        std::copy(host.states[k].begin(), host.states[k].end(), views[k].as<float>());
+      else
+        be.copy_from_host(views[k], host.states[k].data());
+    }
   }
   be.synchronize();
   return host.info;

@@ -26,8 +26,8 @@ void h5_require(bool ok, const std::string& what, const std::string& path) {
   if (!ok) TRIDENT_FATAL(str("checkpoint save: ", what, " failed for ", path, " (disk full or not writable?)"));
 }
 
-// What the file holds, in host memory: fp32 parameters and the optimizer state. The CPU backend's
-// buffers are used in place; device buffers are copied.
+// What the file holds, in host memory: fp32 parameters and the optimizer state. Host buffers (the
+// CPU backend's, an offloaded optimizer's state) are used in place; device buffers are copied.
 struct HostState {
   std::vector<float> copies[4];
   const float* data[4] = {};
@@ -40,7 +40,8 @@ HostState host_state(const GptStage& model, const Optimizer& opt) {
   const TensorView views[4] = {model.params(), opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
   for (int k = 0; k < 4; ++k) {
     const TensorView& v = views[k];
-    if (!be.is_device() && v.dtype == DType::F32) {
+    const bool on_host = k == 0 ? !be.is_device() : opt.state_on_host();
+    if (on_host && v.dtype == DType::F32) {
       h.data[k] = v.as<float>();
       continue;
     }

@@ -20,13 +20,6 @@ namespace trident {
 
 namespace {
 
-std::string trimmed(const std::string& s) {
-  const char* ws = " \t\r\n";
-  const size_t a = s.find_first_not_of(ws);
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(ws) - a + 1);
-}
-
 // Most answers a rank generates at once; each holds a KV cache of model.seq_len positions.
 constexpr int kMaxGenerationSlots = 64;
 
@@ -57,19 +50,19 @@ RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer) {
         !record.contains("answer") || !(record["answer"].is_string() || record["answer"].is_number()))
       throw InputError(str(where, ": needs a string \"prompt\" and an \"answer\" (a string or a number)"));
     const nlohmann::json& answer = record["answer"];
-    // The user's turn and an empty answer: the prompt is everything before the answer's first
-    // trained token, which is the template's end of turn.
-    const MaskedTokens r = tmpl->render({{"user", record["prompt"].get<std::string>()}, {"assistant", ""}});
-    const auto first_trained = std::find(r.mask.begin(), r.mask.end(), 1);
-    TRIDENT_CHECK(first_trained != r.mask.end(), "read_rl_prompts: the template trains no end-of-turn token");
-    const size_t n = static_cast<size_t>(first_trained - r.mask.begin());
-    out.stop_token = r.tokens[n];
+    ChatTemplate::Prompt r;
+    try {
+      r = tmpl->render_prompt({{"user", record["prompt"].get<std::string>()}});
+    } catch (const InputError& e) {
+      throw InputError(str(where, ": ", e.what()));
+    }
+    const size_t n = r.tokens.size();
+    out.stop_token = r.end_of_turn;
     if (n + rl.max_new_tokens > static_cast<size_t>(cfg.model.seq_len))
       throw InputError(str(where, ": the prompt is ", n, " tokens, which with rl.max_new_tokens = ", rl.max_new_tokens,
                            " exceeds model.seq_len = ", cfg.model.seq_len,
                            "; shorten the prompt, lower rl.max_new_tokens or raise model.seq_len"));
-    out.prompts.push_back({std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n),
-                           answer.is_string() ? answer.get<std::string>() : answer.dump()});
+    out.prompts.push_back({r.tokens, answer.is_string() ? answer.get<std::string>() : answer.dump()});
   }
   if (out.prompts.empty()) throw InputError(str("rl.prompts ", rl.prompts, ": no records"));
   return out;

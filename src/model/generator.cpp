@@ -33,9 +33,11 @@ SampledToken sample_token(const std::vector<float>& logits, const SamplingParams
   }
   std::vector<int> ids(V);
   std::iota(ids.begin(), ids.end(), 0);
-  // Most likely first; ties by id, so the candidate set does not depend on the sort.
-  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  // Most likely first; ties by id, so the candidate set does not depend on the sort. Only the
+  // first top_k need ordering (a strict order: the same k ids in the same order as a full sort).
   int keep = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
+                    [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
   if (p.top_p < 1.0) {
     std::vector<double> prob(keep);
     const double top = logits[ids[0]] / p.temperature;
@@ -89,8 +91,17 @@ std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp) {
   return {n * rank / dp, n * (rank + 1) / dp};
 }
 
-Generator::Generator(GptStage& model, int slots, int max_len)
-    : model_(model), slots_(slots), max_len_(max_len), rows_cap_(slots + max_len), length_(slots, 0) {
+int padded_rows(int rows) {
+  constexpr int kQuantum = 64;
+  if (rows > kQuantum) return (rows + kQuantum - 1) / kQuantum * kQuantum;
+  int p = 1;
+  while (p < rows) p *= 2;
+  return p;
+}
+
+Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
+    : model_(model), slots_(slots), max_len_(max_len), rows_cap_(std::max(max_rows, slots + max_len)),
+      length_(slots, 0) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();
   TRIDENT_CHECK(model.stage().first() && model.stage().last(), "generation needs a single pipeline stage (pp = 1)");
@@ -100,7 +111,9 @@ Generator::Generator(GptStage& model, int slots, int max_len)
   Backend& be = model.backend();
   const DType act = be.compute_dtype();
   const BlockDims d = block_dims(m, g.topo.tp());
+  // The row buffers hold padded_rows of the most rows a feed or a head takes.
   const size_t N = rows_cap_, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
+  const size_t Np = padded_rows(rows_cap_), Sp = padded_rows(slots);
   const size_t Vl = model.layout().vocab_local(), tp = g.topo.tp();
 
   // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
@@ -115,19 +128,20 @@ Generator::Generator(GptStage& model, int slots, int max_len)
   cache.bind(cache_buf_.get());
 
   ArenaLayout a;
-  a.want(&x_, act, N * C);
+  a.want(&x_, act, Np * C);
   a.want(&pe_, act, N * C);
   a.want(&index_, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
   if (d.llama) a.want(&rope_rows_, DType::F32, N * HS);
-  a.want(&last_, act, S * C);
-  a.want(&lnf_, act, S * C);
-  a.want(&lnf_mean_, DType::F32, S);
-  a.want(&lnf_rstd_, DType::F32, S);
-  a.want(&logits_, act, S * Vl);
+  a.want(&last_, act, Sp * C);
+  a.want(&lnf_, act, Sp * C);
+  a.want(&lnf_mean_, DType::F32, Sp);
+  a.want(&lnf_rstd_, DType::F32, Sp);
+  a.want(&logits_, act, Sp * Vl);
   a.want(&stats_, DType::F32, tp * S * kSampleStats);
-  plan_block_acts(a, acts_, act, N, d, BlockActsPlan{0, false});
+  plan_block_acts(a, acts_, act, Np, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
+  be.zero(last_);   // its padding rows go through the head: defined values
   acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
   if (d.llama) {
     rope_host_.resize(T * HS);
@@ -151,8 +165,9 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   int n = 0;
   for (size_t i = 0; i < tokens.size(); ++i) n += static_cast<int>(tokens[i].size());
   TRIDENT_CHECK(n <= rows_cap_, str("feeding ", n, " tokens at once; the generator holds ", rows_cap_));
-  std::vector<int32_t> index(4 * static_cast<size_t>(n));
-  std::vector<int> last_rows;
+  std::vector<int32_t>& index = index_host_;
+  index.resize(4 * static_cast<size_t>(n));
+  last_rows_.clear();
   int r = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int s = slots[i];
@@ -166,7 +181,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
       index[2 * n + 2 * r + 1] = length_[s]++;
       ++r;
     }
-    last_rows.push_back(r - 1);
+    last_rows_.push_back(r - 1);
   }
   fed_slots_ = slots;
   be.copy_from_host(index_.slice(0, index.size()), index.data());
@@ -175,10 +190,15 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const int32_t* rows = tok + 2 * n;
 
   model_.need_all_params();
-  const BlockShape shape = model_.block_shape(n);
+  // The blocks run on padded_rows(n) rows, zero past the n fed ones, so that the GEMMs see a few
+  // row counts rather than a new one (a new plan, autotuned on a GPU) at almost every step; rows
+  // are independent up to attention, which reads the n fed rows only.
+  const int np = padded_rows(n);
+  const BlockShape shape = model_.block_shape(np);
   const BlockDims& d = shape.d;
-  const BlockActs acts = block_rows(acts_, 0, n, d, 0);
-  TensorView x = x_.slice(0, static_cast<size_t>(n) * C);
+  const BlockActs acts = block_rows(acts_, 0, np, d, 0);
+  TensorView padded = x_.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
+  if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
   be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
   // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
   // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
@@ -190,22 +210,32 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   reduce_from_tp_region_fwd(*g.tp, x, be.stream());
   TensorView rope;
   if (d.llama) {
-    std::vector<float> table(static_cast<size_t>(n) * d.HS);
+    std::vector<float>& table = rope_rows_host_;
+    table.resize(static_cast<size_t>(n) * d.HS);
     for (int i = 0; i < n; ++i)
       std::copy_n(rope_host_.begin() + static_cast<size_t>(index[n + i]) * d.HS, d.HS, table.begin() + static_cast<size_t>(i) * d.HS);
     rope = rope_rows_.slice(0, table.size());
     be.copy_from_host(rope, table.data());
   }
+  const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS;   // the fed rows of qkv and atty
+  const size_t atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
   for (int l = 0; l < m.n_layer; ++l) {
     auto attention = [&](const BlockActs& a) {
-      if (d.llama) be.rope_fwd(a.qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
-      be.attention_decode(a.atty, k_cache_[l], v_cache_[l], a.qkv, rows, n, slots_, max_len_, d.NHl, d.NKVl, d.HS);
+      const TensorView qkv = a.qkv.slice(0, qkv_n);
+      if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
+      be.attention_decode(a.atty.slice(0, atty_n), k_cache_[l], v_cache_[l], qkv, rows, n, slots_, max_len_, d.NHl,
+                          d.NKVl, d.HS);
     };
-    block_forward(be, *g.tp, w.blocks[l], acts, x, TpSum{}, shape, attention);
+    block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
   }
-  // The last row of each fed sequence, in feed order (contiguous when each fed one token).
-  for (size_t i = 0; i < last_rows.size(); ++i)
-    be.copy(last_.slice(i * C, C), x.slice(static_cast<size_t>(last_rows[i]) * C, C));
+  // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
+  // decode step (one token each) is a single copy, not one per sequence.
+  for (size_t i = 0; i < last_rows_.size();) {
+    size_t run = 1;
+    while (i + run < last_rows_.size() && last_rows_[i + run] == last_rows_[i] + static_cast<int>(run)) ++run;
+    be.copy(last_.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
+    i += run;
+  }
 }
 
 std::vector<float> Generator::logits() {
@@ -244,7 +274,8 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
   const size_t C = m.n_embd, Vl = layout.vocab_local(), tp = g.topo.tp(), n_stats = static_cast<size_t>(R) * kSampleStats;
-  std::vector<int32_t> keys(2 * static_cast<size_t>(R));
+  std::vector<int32_t>& keys = keys_host_;
+  keys.resize(2 * static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     TRIDENT_CHECK(sequences[i] <= 0x7fffffffu, str("sequence id ", sequences[i], " exceeds the 31 bits of a key"));
     keys[2 * i] = static_cast<int32_t>(sequences[i]);
@@ -252,11 +283,14 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   }
   TensorView key_view = index_.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
   be.copy_from_host(key_view, keys.data());
-  // The head on this rank's vocabulary shard, then each shard's candidate per row.
-  TensorView lnf = lnf_.slice(0, R * C), logits = logits_.slice(0, R * Vl);
-  norm_fwd(be, model_.block_shape(R), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, R),
-           lnf_rstd_.slice(0, R), last_.slice(0, R * C), w.lnf_w, w.lnf_b, R);
-  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, R, static_cast<int>(C), static_cast<int>(Vl));
+  // The head on this rank's vocabulary shard (padded rows, as the blocks: few GEMM shapes), then
+  // each shard's candidate per row.
+  const size_t Rp = padded_rows(R);
+  TensorView lnf = lnf_.slice(0, Rp * C), logits = logits_.slice(0, Rp * Vl);
+  norm_fwd(be, model_.block_shape(static_cast<int>(Rp)), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, Rp),
+           lnf_rstd_.slice(0, Rp), last_.slice(0, Rp * C), w.lnf_w, w.lnf_b, static_cast<int>(Rp));
+  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, static_cast<int>(Rp), static_cast<int>(C), static_cast<int>(Vl));
+  logits = logits.slice(0, R * Vl);
   TensorView stats = stats_.slice(0, n_stats * tp);
   // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
   const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())
@@ -264,7 +298,8 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
   be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits, key_view.as<int32_t>(), seed,
                   static_cast<float>(p.temperature), R, static_cast<int>(Vl), valid, layout.vocab_start());
   if (tp > 1) g.tp->all_gather(stats.data, n_stats, DType::F32, be.stream());
-  std::vector<float> host(stats.numel);
+  std::vector<float>& host = stats_host_;
+  host.resize(stats.numel);
   be.copy_to_host(host.data(), stats);
   for (int i = 0; i < R; ++i)
     out[i] = combine_sample_stats(host.data() + static_cast<size_t>(i) * kSampleStats, static_cast<int>(tp), n_stats);
@@ -281,30 +316,38 @@ std::vector<Completion> Generator::generate(const std::vector<std::vector<int32_
   std::vector<int> prompt_in(slots_, -1);   // the prompt each slot generates, -1: free
   std::vector<int32_t> next_token(slots_);
   size_t next_prompt = 0;
+  // A step's feed, kept between steps: a running sequence's one-token vector is reassigned, not
+  // allocated again each step.
+  std::vector<int> slots;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<uint64_t> sequences;
   for (;;) {
     // Every running sequence feeds its last token; free slots take the next prompts whole while
     // they fit beside them.
-    std::vector<int> slots;
-    std::vector<std::vector<int32_t>> tokens;
-    std::vector<uint64_t> sequences;
+    slots.clear();
+    sequences.clear();
+    size_t fed = 0;
+    auto add = [&](int s, const int32_t* t, size_t count) {
+      slots.push_back(s);
+      sequences.push_back(first_sequence + prompt_in[s]);
+      if (tokens.size() <= fed) tokens.emplace_back();
+      tokens[fed++].assign(t, t + count);
+    };
     int rows = 0;
     for (int s = 0; s < slots_; ++s)
       if (prompt_in[s] >= 0) {
-        slots.push_back(s);
-        tokens.push_back({next_token[s]});
-        sequences.push_back(first_sequence + prompt_in[s]);
+        add(s, &next_token[s], 1);
         ++rows;
       }
     for (int s = 0; s < slots_ && next_prompt < prompts.size(); ++s)
       if (prompt_in[s] < 0 && rows + prompts[next_prompt].size() <= static_cast<size_t>(rows_cap_)) {
         reset(s);
         prompt_in[s] = static_cast<int>(next_prompt);
-        slots.push_back(s);
-        tokens.push_back(prompts[next_prompt]);
-        sequences.push_back(first_sequence + next_prompt);
+        add(s, prompts[next_prompt].data(), prompts[next_prompt].size());
         rows += static_cast<int>(prompts[next_prompt++].size());
       }
     if (slots.empty()) break;
+    tokens.resize(fed);
     feed(slots, tokens);
     const std::vector<SampledToken> drawn = sample(p.sampling, p.seed, sequences);
     for (size_t i = 0; i < slots.size(); ++i) {

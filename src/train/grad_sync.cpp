@@ -8,7 +8,10 @@ GradSync::GradSync(const ParamLayout& layout, TensorView grads, const ParallelGr
     : layout_(layout), grads_(grads), g_(g), be_(be), shards_(shards), pending_(layout.buckets().size()) {}
 
 void GradSync::launch(int b) {
-  if (g_.topo.dp() == 1) return;
+  if (g_.topo.dp() == 1) {
+    if (bucket_final_) bucket_final_(b, nullptr);
+    return;
+  }
   if (shards_.staged()) {   // ZeRO-2: the buckets staged per micro-batch are reduced by the staging
     if (!shards_.per_micro_bucket(b)) shards_.reduce(b);
     return;
@@ -23,6 +26,7 @@ void GradSync::launch(int b) {
   pending_[b] = shards_.zero()
                     ? g_.dp->reduce_scatter_async(v.data, bk.size / g_.topo.dp(), DType::F32, be_.stream())
                     : g_.dp->all_reduce_async(v.data, bk.size, DType::F32, ReduceOp::Sum, be_.stream());
+  if (bucket_final_) bucket_final_(b, pending_[b].get());
 }
 
 void GradSync::unit_done(int unit) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trident/backend/adamw_math.hpp"
+
 namespace trident {
 
 namespace {
@@ -49,13 +51,35 @@ Buffer piece_table(Backend& be, const std::vector<MultiTensorEntry>& pieces) {
 }  // namespace
 
 Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-                     const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards)
+                     const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards,
+                     bool offload)
     : layout_(layout), params_(params), grads_(shards.staged() ? shards.grad_shard() : grads),
       updated_(shards.staged() ? shards.param_shard() : params), peer_(shards.inbox()), pair_(shards.pair()),
-      shards_(shards), g_(g), be_(be), t_(t), zero_(shards.zero()) {
+      shards_(shards), g_(g), be_(be), t_(t), zero_(shards.zero()), offload_(offload) {
   const size_t state = make_param_ranges(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
-  state_buf_ = Buffer(be, 3 * state * sizeof(float));
-  TensorView all = state_buf_.view(DType::F32);
+  TensorView all;
+  if (offload_) {
+    TRIDENT_CHECK(peer_.empty(), "optimizer: the offload cannot add the copy engines' inbox");
+    host_state_ = Buffer(be, 3 * state * sizeof(float), true);
+    host_grads_ = Buffer(be, state * sizeof(float), true);
+    host_params_ = Buffer(be, state * dtype_size(updated_.dtype), true);
+    all = host_state_.view(DType::F32);
+    const int n_buckets = static_cast<int>(layout.buckets().size());
+    host_ranges_.resize(n_buckets);
+    copied_.assign(n_buckets, 0);
+    size_t at = 0;
+    for (int b = 0; b < n_buckets; ++b) {
+      const Bucket& bk = layout.buckets()[b];
+      auto [begin, end] = zero_ ? ZeroShards::dp_slice(bk, g.topo.dp(), g.coord.dp)
+                                : std::pair<size_t, size_t>{bk.offset, bk.offset + bk.size};
+      spans_.push_back(Span{begin, shards.staged() ? at : begin, at, end - begin});
+      at += end - begin;
+    }
+    for (const ParamRange& r : update_) host_ranges_[r.bucket].push_back(AdamWRange{r.state, r.n, r.decay});
+  } else {
+    state_buf_ = Buffer(be, 3 * state * sizeof(float));
+    all = state_buf_.view(DType::F32);
+  }
   master_ = all.slice(0, state);
   m_ = all.slice(state, state);
   v_ = all.slice(2 * state, state);
@@ -110,8 +134,24 @@ size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bo
   return (pieces_of(update, false).size() + pieces_of(norm, false).size()) * sizeof(MultiTensorEntry);
 }
 
-void Optimizer::init_master() {
-  for (const ParamRange& s : update_) be_.copy(master_.slice(s.state, s.n), params_.slice(s.flat, s.n));
+void Optimizer::init_master(TensorView from) {
+  if (from.empty()) from = params_;
+  if (!offload_) {
+    for (const ParamRange& s : update_) be_.copy(master_.slice(s.state, s.n), from.slice(s.flat, s.n));
+    return;
+  }
+  std::vector<uint16_t> bf16;
+  float* master = master_.as<float>();
+  for (const ParamRange& s : update_) {
+    if (from.dtype == DType::F32) {
+      be_.copy_to_host(master + s.state, from.slice(s.flat, s.n));
+      continue;
+    }
+    TRIDENT_CHECK(from.dtype == DType::BF16, str("init_master: parameters of ", dtype_name(from.dtype)));
+    bf16.resize(s.n);
+    be_.copy_to_host(bf16.data(), from.slice(s.flat, s.n));
+    for (size_t k = 0; k < s.n; ++k) master[s.state + k] = bf16_to_float(bf16[k]);
+  }
 }
 
 void Optimizer::add_norm_sq(TensorView acc) {
@@ -130,7 +170,18 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
   a.weight_decay = static_cast<float>(t_.weight_decay);
   a.bias_correction1 = static_cast<float>(1.0 - std::pow(t_.beta1, static_cast<double>(t)));
   a.bias_correction2 = static_cast<float>(1.0 - std::pow(t_.beta2, static_cast<double>(t)));
+  if (offload_) {
+    // The host reads the squared norm the trainer has just reduced (the stream is idle).
+    float norm_sq_host = 0;
+    if (!norm_sq.empty()) be_.copy_to_host(&norm_sq_host, norm_sq);
+    a.grad_scale = clip_factor(norm_sq_host, static_cast<float>(clip));
+  }
   const TensorView table = update_table_.view(DType::I32);
+  if (offload_ && !lazy_gather_) {
+    for (int b = 0; b < static_cast<int>(spans_.size()); ++b) host_update(b, a);
+    be_.join_transfers();
+    return;
+  }
   if (!zero_ || g_.topo.dp() == 1) {
     adamw_multi(table, a, norm_sq, static_cast<float>(clip));
     return;
@@ -150,11 +201,43 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
     if (count) adamw_multi(table.slice(begin * kPieceWords, count * kPieceWords), a, norm_sq, static_cast<float>(clip));
   };
   std::fill(stale_.begin(), stale_.end(), 1);
-  update(before, first_count);
-  start_gather(first);
-  update(0, before);
-  update(before + first_count, total - before - first_count);
+  if (offload_) {   // the same order, each bucket's parameters uploaded while the host updates the next
+    host_update(first, a);
+    be_.join_transfers();
+    start_gather(first);
+    for (int b = 0; b < static_cast<int>(spans_.size()); ++b)
+      if (b != first) host_update(b, a);
+    be_.join_transfers();
+  } else {
+    update(before, first_count);
+    start_gather(first);
+    update(0, before);
+    update(before + first_count, total - before - first_count);
+  }
   if (layout_.embedding_unit() >= 0) start_gather(unit_bucket_[layout_.embedding_unit()]);
+}
+
+void Optimizer::host_update(int b, const AdamWArgs& a) {
+  const Span& s = spans_[b];
+  const size_t elem = dtype_size(updated_.dtype);
+  host_adamw(host_ranges_[b], master_.as<float>(), m_.as<float>(), v_.as<float>(),
+             host_grads_.view(DType::F32).as<float>(), host_params_.get(), updated_.dtype, a);
+  be_.copy_from_host_async(updated_.slice(s.device, s.n), static_cast<char*>(host_params_.get()) + s.state * elem);
+}
+
+void Optimizer::gradients_final(int bucket, CommWork* reduction) {
+  if (!offload_ || copied_[bucket]) return;
+  copied_[bucket] = 1;
+  if (reduction) reduction->wait(be_.transfer_stream());
+  const Span& s = spans_[bucket];
+  be_.copy_to_host_async(host_grads_.view(DType::F32).as<float>() + s.state, grads_.slice(s.device, s.n));
+}
+
+void Optimizer::join_gradient_copies() {
+  if (!offload_) return;
+  for (int b = 0; b < static_cast<int>(spans_.size()); ++b) gradients_final(b, nullptr);
+  std::fill(copied_.begin(), copied_.end(), 0);
+  be_.join_transfers();
 }
 
 void Optimizer::adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {

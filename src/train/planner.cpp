@@ -55,6 +55,12 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     e.grads = static_cast<double>(state + ZeroShards::staging_elements(layout)) * sizeof(float);
     e.params += static_cast<double>(state) * dtype_size(act);
   }
+  // parallel.offload_optimizer: the state moves to host memory with a copy of the gradients it
+  // reads and the parameters it writes (Optimizer's host buffers).
+  if (p.offload_optimizer) {
+    e.host = e.optimizer + static_cast<double>(state) * (sizeof(float) + dtype_size(act));
+    e.optimizer = 0;
+  }
   const std::vector<Action> plan =
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
   e.in_flight = std::max(1, peak_in_flight(plan));

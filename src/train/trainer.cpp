@@ -87,7 +87,9 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
     sync_ = std::make_unique<GradSync>(model_->layout(), model_->grads(), g, be, *shards_);
     optimizer_ = std::make_unique<Optimizer>(model_->layout(), model_->params(), model_->grads(), g, be,
-                                             cfg.train, *shards_);
+                                             cfg.train, *shards_, cfg.parallel.offload_optimizer);
+    if (optimizer_->offloaded())
+      sync_->set_bucket_final([this](int bucket, CommWork* reduction) { optimizer_->gradients_final(bucket, reduction); });
     model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
@@ -123,8 +125,7 @@ void Trainer::set_initial_weights(const std::vector<float>& params) {
   TensorView f32 = staging.view(DType::F32).slice(0, params.size());
   be_.copy_from_host(f32, params.data());
   be_.copy(model_->params(), f32);
-  for (const Optimizer::ParamRange& r : optimizer_->param_ranges())
-    be_.copy(optimizer_->master().slice(r.state, r.n), f32.slice(r.flat, r.n));
+  optimizer_->init_master(f32);
   be_.synchronize();
   if (reference_) reference_->set_weights(params);
 }
@@ -450,6 +451,7 @@ void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   executor_->run([&](int micro, int slot) { load_micro(*model_, micro, slot); }, true,
                  static_cast<float>(1.0 / tokens), unit_done);
   sync_->finish();
+  optimizer_->join_gradient_copies();
   if (fault_point(FaultPoint::GradientsReduced, g_.rank, q.step + 1))
     be_.scale(shards_->staged() ? shards_->grad_shard() : model_->grads(), std::nanf(""));   // a test's spoiled gradients: NaN * g = NaN
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # e2e: `trident bench` on a CPU rank prints its one-row table with every column (comm wait is
 # n/a without a GPU profiler), and `--bench.profile` is accepted there; `--bench.kernels` prints
-# the two measured ceilings and every kernel with its share of one.
-#   bench_cpu.sh TRIDENT REPO_ROOT
+# the two measured ceilings and every kernel with its share of one; `--bench.generate` prints one
+# row per batch size with positive generation, prefill and forward rates (GPT-2 greedy, Llama sampled;
+# with MPIRUN, also on 2 ranks at tp 2 and at dp 2).
+#   bench_cpu.sh TRIDENT REPO_ROOT [MPIRUN ARGS...]
 set -uo pipefail
 trident=$1 root=$2
+shift 2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$trident" bench --config "$root/inputs/models/tiny.cfg" --backend cpu --model.seq_len 32 \
@@ -45,4 +48,41 @@ for kernel in "attention fwd+bwd HS=64" "attention fwd+bwd HS=128" "layernorm fw
   awk -v k="$kernel" 'index($0, k) == 1 && $NF ~ /^[0-9]+%$/ {found = 1} END {exit !found}' "$out/kernels" ||
     { echo "FAIL: no '$kernel' row with a share of its ceiling"; fail=1; }
 done
+
+# Generation against a plain forward: a row per batch size, every rate positive (no timing limits).
+#   generate NAME LAYOUT LAUNCHER... -- BENCH ARGS...: LAYOUT is the row's "dpN tpM".
+generate() {
+  local name=$1 layout=$2 launcher=()
+  shift 2
+  while [[ $1 != -- ]]; do launcher+=("$1"); shift; done
+  shift
+  "${launcher[@]}" "$trident" bench --backend cpu --bench.generate --bench.gen_batches 1,3 --bench.gen_prompt_len 8 \
+    --bench.gen_new_tokens 4 --train.micro_batch_size 2 "$@" >"$out/generate" 2>&1 ||
+    { echo "FAIL: --bench.generate $name"; cat "$out/generate"; fail=1; return; }
+  cat "$out/generate"
+  header=$(grep -E '^model +layout +batch' "$out/generate")
+  for column in "prompt+new" "gen tokens/s" "decode ms" "prefill tok/s" "forward tok/s" "gen/fwd" "1st run tok/s" \
+                "GEMM plans"; do
+    [[ $header == *"$column"* ]] || { echo "FAIL: --bench.generate $name: no '$column' column"; fail=1; }
+  done
+  for batch in 1 3; do
+    # Fields: model, layout (2), batch, prompt+new, then the six rates and the plan count (0 on a CPU).
+    awk -v b="$batch" -v layout="$layout" '/^L[0-9]+C[0-9]+ / && $2 " " $3 == layout && $4 == b && $5 == "8+4" &&
+        NF == 12 {
+        for (i = 6; i <= 11; ++i) if (!($i + 0 > 0)) bad = 1
+        if ($12 != "0") bad = 1
+        found = 1 } END {exit bad || !found}' "$out/generate" ||
+      { echo "FAIL: --bench.generate $name: no $layout batch $batch row with positive rates"; fail=1; }
+  done
+}
+generate "gpt2 greedy" "dp1 tp1" -- --config "$root/inputs/models/tiny.cfg"
+generate "llama sampled" "dp1 tp1" -- --config "$root/inputs/models/llama-tiny.cfg" --bench.gen_temperature 0.8
+if (($# > 0)); then
+  generate "tp 2" "dp1 tp2" "$@" -np 2 -- --config "$root/inputs/models/llama-tiny.cfg" --parallel.tp 2
+  generate "dp 2" "dp2 tp1" "$@" -np 2 -- --config "$root/inputs/models/tiny.cfg"
+fi
+"$trident" bench --backend cpu --bench.generate --bench.gen_batches 1,0 >"$out/bad" 2>&1
+status=$?
+[[ $status == 2 && $(wc -l <"$out/bad") == 1 ]] && grep -q "bench.gen_batches" "$out/bad" ||
+  { echo "FAIL: --bench.gen_batches 1,0: exit $status, expected 2 and one line naming the option"; cat "$out/bad"; fail=1; }
 exit $fail

@@ -15,13 +15,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 /usr/bin/python3 "$root/tools/make_arithmetic_chat.py" --max-operand 9 --records 3000 --seed 1 --system "" \
   > "$out/train.jsonl"
-# Prompts {"prompt", "answer"} from other questions of the same kind.
-/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" --max-operand 9 --records 100 --seed 2 --system "" |
-  /usr/bin/python3 -c '
-import json, sys
-for line in sys.stdin:
-    user, assistant = json.loads(line)["messages"]
-    print(json.dumps({"prompt": user["content"], "answer": assistant["content"]}))' > "$out/prompts.jsonl"
+/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" --max-operand 9 --format eval --records 100 --seed 2 \
+  > "$out/prompts.jsonl"
 "$trident" tokenize --input "$out/train.jsonl" --output "$out/arith" --tokenizer byte --format chat \
   --chat-template plain > "$out/tokenize.log"
 

@@ -15,7 +15,7 @@ add_test(NAME mpi_memory_monitor COMMAND ${e2e_dir}/memory_monitor.sh $<TARGET_F
 set_tests_properties(mpi_memory_monitor PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_bad_input COMMAND ${e2e_dir}/bad_input.sh $<TARGET_FILE:trident> ${repo_root})
 add_test(NAME e2e_command_help COMMAND ${e2e_dir}/help.sh $<TARGET_FILE:trident>)
-add_test(NAME e2e_bench_cpu COMMAND ${e2e_dir}/bench_cpu.sh $<TARGET_FILE:trident> ${repo_root})
+add_test(NAME e2e_bench_cpu COMMAND ${e2e_dir}/bench_cpu.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 add_test(NAME mpi_train_tp2_pp2_dp2 COMMAND ${MPIEXEC_EXECUTABLE} -np 8 ${TRIDENT_MPIEXEC_FLAGS}
          $<TARGET_FILE:trident> train --config ${repo_root}/inputs/models/tiny.cfg --backend cpu
          --data.train ${repo_root}/data/fortunes_byte --parallel.tp 2 --parallel.pp 2 --train.steps 20
@@ -26,6 +26,8 @@ set_tests_properties(e2e_tiny_trains e2e_step_reports e2e_bench_cpu mpi_train_tp
                      PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_sft_chat COMMAND ${e2e_dir}/sft_chat.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_sft_chat PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME e2e_sft_heldout COMMAND ${e2e_dir}/sft_heldout.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
+set_tests_properties(e2e_sft_heldout PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_dpo_preference COMMAND ${e2e_dir}/dpo_preference.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 1)
 set_tests_properties(e2e_dpo_preference PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_dpo_precomputed COMMAND ${e2e_dir}/dpo_precomputed.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)
@@ -67,5 +69,7 @@ add_test(NAME e2e_reward_pairs COMMAND ${e2e_dir}/reward_pairs.sh $<TARGET_FILE:
 set_tests_properties(e2e_reward_pairs PROPERTIES LABELS e2e ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_chat_template_hf COMMAND ${e2e_dir}/chat_template_hf.sh $<TARGET_FILE:trident> ${repo_root})
 set_tests_properties(e2e_chat_template_hf PROPERTIES LABELS e2e)
+add_test(NAME e2e_grpo COMMAND ${e2e_dir}/grpo.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)
+set_tests_properties(e2e_grpo PROPERTIES LABELS "e2e;mpi" ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_ppo COMMAND ${e2e_dir}/ppo.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun} -np 2)
 set_tests_properties(e2e_ppo PROPERTIES LABELS "e2e;mpi" ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -6,7 +6,10 @@
 // cache of the 2 key/value heads only).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <set>
 
 #include "learnable_source.hpp"
 #include "test_support.hpp"
@@ -155,6 +158,8 @@ TEST_P(Generation, BatchedGeneratesWhatEachPromptDoesAloneBitForBit) {
     expect_same(gen.generate(prompts(), p), alone, 0);
     Generator wide(model, 16, 24);   // every prompt at once
     expect_same(wide.generate(prompts(), p), alone, 0);
+    Generator roomy(model, 3, 24, 100);   // more tokens per step than slots + max_len
+    expect_same(roomy.generate(prompts(), p), alone, 0);
   }
   // Top-k of the whole vocabulary samples on the host what the device samples.
   Generator gen(model, 4, 24);
@@ -328,6 +333,45 @@ TEST(Sampling, GreedyTopKAndTopPAreConsistent) {
   double s = 0;
   for (float z : logits) s += std::exp(z);
   EXPECT_NEAR(sample_token(logits, {0.0, 0, 1.0}, 7, 0, 0).logprob, 2.0 - std::log(s), 1e-6);
+}
+
+// Top-k orders only the k most likely ids (a partial sort): the draw is still the best score among
+// exactly the k ids a full sort by (logit descending, id ascending) puts first, ties included.
+TEST(Sampling, TopKDrawsAmongTheKFirstOfAFullSort) {
+  std::vector<float> logits(200);
+  for (int id = 0; id < 200; ++id) logits[id] = static_cast<float>((id * 37) % 10) * 0.25f;   // 10 levels, many ties
+  std::vector<int> sorted(logits.size());
+  std::iota(sorted.begin(), sorted.end(), 0);
+  std::sort(sorted.begin(), sorted.end(),
+            [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  for (const int k : {1, 3, 17, 25, 100, 200})
+    for (int pos = 0; pos < 40; ++pos) {
+      int best = -1;
+      float best_score = -INFINITY;
+      for (int i = 0; i < k; ++i) {
+        const float score = logits[sorted[i]] / 0.7f + gumbel_at(5, 2, pos, sorted[i]);
+        if (score > best_score || (score == best_score && sorted[i] < best)) best_score = score, best = sorted[i];
+      }
+      EXPECT_EQ(sample_token(logits, {0.7, k, 1.0}, 5, 2, pos).token, best) << "k " << k << " position " << pos;
+    }
+}
+
+// A step's GEMMs run on a few row counts: powers of two up to 64, then multiples of 64, never
+// fewer rows than fed and at most twice (or 63 more than) them. Generation's bit-for-bit tests
+// above run through these padded rows.
+TEST(GenerationRows, PaddedToAFewShapes) {
+  std::set<int> shapes;
+  for (int n = 1; n <= 4096; ++n) {
+    const int p = padded_rows(n);
+    EXPECT_GE(p, n);
+    EXPECT_TRUE(p < 2 * n || p - n < 64) << n << " rows padded to " << p;
+    shapes.insert(p);
+  }
+  EXPECT_EQ(shapes.size(), 7u + 4096 / 64 - 1);   // 1, 2, ..., 64, then 128, ..., 4096
+  EXPECT_EQ(padded_rows(1), 1);
+  EXPECT_EQ(padded_rows(33), 64);
+  EXPECT_EQ(padded_rows(65), 128);
+  EXPECT_EQ(padded_rows(257), 320);
 }
 
 // CpuBackend::sample_shard on a vocabulary split in two shards (the second with padding columns),

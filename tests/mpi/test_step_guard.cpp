@@ -1,6 +1,7 @@
 // Non-finite steps: a NaN put into one rank's gradients (TRIDENT_TEST_NAN_GRAD) makes the global
 // norm NaN on every rank, and the update is skipped everywhere: no parameter, master weight or
-// Adam moment changes, the skip is counted, and the next step trains on.
+// Adam moment changes (also with the optimizer offloaded), the skip is counted, and the next step
+// trains on.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,8 +19,9 @@ namespace trident {
 void install_test_fault_handler();
 namespace {
 
-RunConfig config(int zero) {
+RunConfig config(int zero, bool offload) {
   RunConfig c = test::tiny_config();
+  c.parallel.offload_optimizer = offload;
   c.model.n_head = 2;
   c.model.n_embd = 16;
   c.model.vocab_size = 64;
@@ -38,8 +40,8 @@ std::vector<char> bytes(Backend& be, TensorView t) {
   return out;
 }
 
-void nan_update_is_skipped(int zero) {
-  RunConfig cfg = config(zero);
+void nan_update_is_skipped(int zero, bool offload = false) {
+  RunConfig cfg = config(zero, offload);
   ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
   std::unique_ptr<Backend> be = make_cpu_backend();
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 3);
@@ -81,6 +83,12 @@ void nan_update_is_skipped(int zero) {
 
 TEST(StepGuard, NanGradientOnOneRankSkipsTheUpdate) { nan_update_is_skipped(0); }
 TEST(StepGuard, NanGradientOnOneRankSkipsTheUpdateZero1) { nan_update_is_skipped(1); }
+// With the optimizer offloaded the gradients went to the host before the norm was known: the host
+// update is skipped all the same.
+TEST(StepGuard, NanGradientOnOneRankSkipsTheOffloadedUpdate) {
+  nan_update_is_skipped(0, true);
+  nan_update_is_skipped(2, true);
+}
 
 }  // namespace
 }  // namespace trident

@@ -1,12 +1,15 @@
 // Checkpoints across ZeRO stages on two ranks: a run saved at step 5 under one of parallel.zero =
 // 0, 1, 2 and resumed under another continues exactly as the uninterrupted run (one micro-batch
 // per step and dp = 2, where every stage computes the same bits: each sum has two terms), and a
-// ZeRO-2 run with gradient accumulation resumes with identical bits in its own layout.
+// ZeRO-2 run with gradient accumulation resumes with identical bits in its own layout. A run with
+// the optimizer offloaded to the host (parallel.offload_optimizer) saves and loads the same state:
+// its checkpoint resumes without offload and the other way round, bit for bit.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
@@ -22,8 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int kSaveAt = 5, kSteps = 10;
 
-RunConfig config(int zero, int micro_batches) {
+RunConfig config(int zero, int micro_batches, bool offload = false) {
   RunConfig c = test::tiny_config();
+  c.parallel.offload_optimizer = offload;
   c.model.n_layer = 6;
   c.train.steps = kSteps;
   c.train.global_batch_size = c.train.micro_batch_size * 2 * micro_batches;
@@ -122,6 +126,25 @@ TEST(ZeroCheckpoint, Zero2WithAccumulationResumesWithIdenticalBits) {
   if (rank == 0) expect_same(resumed, whole, kSaveAt, "zero2, 3 micro-batches");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) fs::remove_all(dir);
+}
+
+TEST(ZeroCheckpoint, OffloadedAndDeviceStatesLoadEachOthersCheckpointsBitForBit) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const RunResult reference = train(config(0, 1), "", "", 0);
+  // (saved zero, saved with offload, loaded zero, loaded with offload)
+  const std::tuple<int, bool, int, bool> pairs[] = {{1, true, 2, false}, {0, false, 1, true}, {2, true, 2, true}};
+  for (const auto& [saved, saved_offload, loaded, loaded_offload] : pairs) {
+    const std::string what = str("saved zero", saved, saved_offload ? " offload" : "", ", loaded zero", loaded,
+                                 loaded_offload ? " offload" : "");
+    const std::string dir = shared_dir(str("offload", saved, saved_offload, loaded, loaded_offload));
+    const RunResult first = train(config(saved, 1, saved_offload), "", dir, 0);
+    if (rank == 0) expect_same(first, reference, 0, what + ", uninterrupted");
+    const RunResult resumed = train(config(loaded, 1, loaded_offload), dir + "/step_5.h5", "", kSaveAt);
+    if (rank == 0) expect_same(resumed, reference, kSaveAt, what);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) fs::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Fine-tuning data: chat templates (exact ids and masks with the byte tokenizer and a hand-written
-// tokenizer.json holding Llama 3's special tokens), bad records, the token/mask dataset pair and its
-// checks, whole-record SFT samples, and tokenize's over-long handling.
+// tokenizer.json holding Llama 3's special tokens; generation prompts), bad records, the token/mask
+// dataset pair and its checks, whole-record SFT samples, and tokenize's over-long handling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "../../src/apps/tokenize_records.hpp"
 #include "byte_level_vocab.hpp"
@@ -205,6 +207,36 @@ TEST(ChatRecords, GoodAndBadRecords) {
   EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a", "rejected": "b"})", true), "");
   EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a"})", true), "missing field");
   EXPECT_EQ(bad_kind(R"({"prompt": "q", "chosen": "a", "rejected": ""})", true), "empty assistant turn");
+}
+
+// A generation prompt is the training rendering of the same conversation up to the assistant's
+// content, and the end-of-turn token is the one that closes the trained answer, for every template.
+TEST(ChatTemplate, RenderPromptIsTheTrainingPrefix) {
+  TempDir dir_llama3, dir_chatml;
+  const std::unique_ptr<Tokenizer> byte = make_tokenizer("byte", "", "");
+  const std::unique_ptr<Tokenizer> llama3 = special_tokenizer(dir_llama3, false);
+  const std::unique_ptr<Tokenizer> chatml = special_tokenizer(dir_chatml, true);
+  const std::vector<ChatMessage> question = {{"system", "Be brief."}, {"user", "2+3?"}};
+  std::vector<ChatMessage> answered = question;
+  answered.push_back({"assistant", "5"});
+  for (const auto& [name, tok, eot] : std::vector<std::tuple<std::string, const Tokenizer*, int32_t>>{
+           {"plain", byte.get(), 256}, {"llama3", llama3.get(), 260}, {"chatml", chatml.get(), 257}}) {
+    SCOPED_TRACE(name);
+    const ChatTemplate tmpl(name, *tok);
+    const auto [prompt, end_of_turn] = tmpl.render_prompt(question);
+    const MaskedTokens full = tmpl.render(answered);
+    ASSERT_LE(prompt.size() + 2, full.tokens.size());
+    EXPECT_EQ(Ids(full.tokens.begin(), full.tokens.begin() + prompt.size()), prompt);
+    // Then come the answer and the end of turn, the first trained tokens.
+    EXPECT_EQ(full.tokens[prompt.size()], '5');
+    EXPECT_EQ(full.tokens[prompt.size() + 1], eot);
+    EXPECT_EQ(end_of_turn, eot);
+    EXPECT_EQ(std::count(full.mask.begin(), full.mask.begin() + prompt.size(), 1), 0);
+    EXPECT_EQ(full.mask[prompt.size()], 1);
+  }
+  MaskedTokens want;
+  append(want, "System: Be brief.\nUser: 2+3?\nAssistant: ", 0);
+  EXPECT_EQ(ChatTemplate("plain", *byte).render_prompt(question).tokens, want.tokens);
 }
 
 TEST(MaskedDataset, RoundTripAndAgreementChecks) {

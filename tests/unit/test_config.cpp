@@ -278,6 +278,8 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.tp_split_layernorm_bwd", "true",
                 "--model.seq_len", "3", "--train.micro_batch_size", "1", "--train.global_batch_size", "1"},
                2, {"parallel.tp_split_layernorm_bwd", "3 rows", "even"});
+  expect_error({"--parallel.zero", "1", "--parallel.dp_copy_engine", "true", "--parallel.offload_optimizer", "true"}, 2,
+               {"parallel.offload_optimizer", "parallel.dp_copy_engine"});
   expect_error({"--parallel.tp_sm_margin", "65"}, w, {"parallel.tp_sm_margin", "65", "between 0 and 64"});
   expect_error({"--parallel.tp_comm_ctas", "-1"}, w, {"parallel.tp_comm_ctas", "-1", "between 0 and 64"});
   expect_error({"--parallel.dp_comm_ctas", "100"}, w, {"parallel.dp_comm_ctas", "100", "between 0 and 64"});

@@ -103,6 +103,27 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   EXPECT_DOUBLE_EQ(precomputed.total(), plain.total() + 16);
 }
 
+// parallel.offload_optimizer on the hand-computed layout: the 12 bytes of master weight and moments
+// per updated element leave the GPU; the host holds them with a 4-byte gradient copy and a 2-byte
+// bf16 parameter each (P elements without ZeRO, P/2 under ZeRO-1 on dp = 2).
+TEST(Planner, OffloadMovesTheOptimizerStateToTheHost) {
+  Hardware hw;
+  hw.workspace_gib = 0;
+  hw.act_bytes = 2;
+  const double P = 109312;
+  for (const int zero : {0, 1}) {
+    RunConfig c = small_config(zero);
+    const MemoryEstimate on_gpu = estimate_memory(c, hw);
+    c.parallel.offload_optimizer = true;
+    const MemoryEstimate offloaded = estimate_memory(c, hw);
+    const double state = zero ? P / 2 : P;
+    EXPECT_DOUBLE_EQ(on_gpu.host, 0) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(offloaded.optimizer, 0) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(on_gpu.total() - offloaded.total(), 12 * state) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(offloaded.host, (12 + 4 + 2) * state) << "zero " << zero;
+  }
+}
+
 // The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute
 // none, selective, full, and selective with the first block full), are the stage boundary's
 // buffers plus block_activation_bytes per block, for GPT-2 and Llama; for GPT-2 those are the

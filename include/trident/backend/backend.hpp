@@ -143,6 +143,21 @@ class Backend {
   virtual void synchronize() = 0;
   virtual size_t peak_bytes() const = 0;  // high-water mark of alloc()
 
+  // ---- host memory and transfers beside the compute stream (parallel.offload_optimizer)
+  // Host memory, zero-filled, that the transfers below move without a staging copy (page-locked
+  // on GPUs; ordinary memory on a host backend). Not counted in peak_bytes().
+  virtual void* alloc_host(size_t bytes) = 0;
+  virtual void release_host(void* p) = 0;   // waits for the transfers queued so far
+  // The queue of the transfers, for a communicator's CommWork::wait to order it after a collective.
+  virtual Stream transfer_stream() = 0;
+  // Queue a copy between backend memory and alloc_host() memory on the transfer queue, after the
+  // work queued on stream() so far, and return at once (a host backend copies now). The host may
+  // read dst (write src) once join_transfers() and a host wait on stream() followed.
+  virtual void copy_to_host_async(void* dst, TensorView src) = 0;
+  virtual void copy_from_host_async(TensorView dst, const void* src) = 0;
+  // Orders the work queued on stream() from now on after every transfer queued so far.
+  virtual void join_transfers() = 0;
+
   // ---- embedding (vocab-parallel: this rank holds rows [vocab_start, vocab_start + v_local))
   // out (B,T,C) act = wte[tok - vocab_start] if the token is local, else 0; + wpe[p] if wpe given,
   // p the position in the document (t, or t - doc_start[b T + t] with doc_start).
@@ -412,17 +427,19 @@ class Backend {
   virtual GpuTelemetry stop_telemetry() { return GpuTelemetry{0, 0, 0, 0, 0, "no device"}; }
 };
 
-// An owned allocation of a backend (one allocation per kind of memory).
+// An owned allocation of a backend (one allocation per kind of memory): its memory (alloc), or
+// host memory for its transfers (alloc_host) where `host` is set.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Backend& be, size_t bytes) : be_(&be), ptr_(bytes ? be.alloc(bytes) : nullptr), bytes_(bytes) {}
+  Buffer(Backend& be, size_t bytes, bool host = false)
+      : be_(&be), ptr_(bytes ? (host ? be.alloc_host(bytes) : be.alloc(bytes)) : nullptr), bytes_(bytes), host_(host) {}
   ~Buffer() { reset(); }
-  Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), bytes_(o.bytes_), host_(o.host_) { o.ptr_ = nullptr; }
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
-      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_;
+      be_ = o.be_; ptr_ = o.ptr_; bytes_ = o.bytes_; host_ = o.host_;
       o.ptr_ = nullptr;
     }
     return *this;
@@ -433,12 +450,13 @@ class Buffer {
 
  private:
   void reset() {
-    if (ptr_) be_->release(ptr_);
+    if (ptr_) host_ ? be_->release_host(ptr_) : be_->release(ptr_);
     ptr_ = nullptr;
   }
   Backend* be_ = nullptr;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool host_ = false;
 };
 
 }  // namespace trident

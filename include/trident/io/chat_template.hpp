@@ -29,6 +29,10 @@ class BadRecord : public std::runtime_error {
   std::string kind_;
 };
 
+// s without its leading and trailing spaces, tabs and newlines (llama3 trims contents so; the RL
+// verifier compares answers so).
+std::string trimmed(const std::string& s);
+
 // The messages of a chat record: {"messages": [{"role": ..., "content": ...}, ...]} (OpenAI style)
 // or {"prompt": ..., "response": ...} (a user and an assistant message). Roles: an optional system
 // message first, then user and assistant alternating from user, ending with the assistant; every
@@ -60,6 +64,15 @@ class ChatTemplate {
   ~ChatTemplate();
   // Throws InputError where a Jinja template fails on these messages.
   MaskedTokens render(const std::vector<ChatMessage>& messages) const;
+  // The prompt that asks for the next assistant message: `messages` (ending with the user's) plus
+  // an empty assistant message, rendered and cut before its first trained token, which is the
+  // template's end of turn. render() of the messages plus any reply starts with these tokens, so a
+  // model is prompted at generation as it was trained, and stops where it learned to.
+  struct Prompt {
+    std::vector<int32_t> tokens;
+    int32_t end_of_turn;   // plain: the tokenizer's end of text; chatml: <|im_end|>; llama3: <|eot_id|>
+  };
+  Prompt render_prompt(const std::vector<ChatMessage>& messages) const;
   const std::string& name() const { return name_; }
 
  private:

@@ -63,10 +63,17 @@ SampledToken combine_sample_stats(const float* stats, int shards, size_t stride)
 // sizes differ by at most one.
 std::pair<size_t, size_t> prompt_share(size_t n, int rank, int dp);
 
+// The rows a feed of `rows` tokens (or a head of `rows` sequences) runs its GEMMs on: the next
+// power of two up to 64, then the next multiple of 64. A handful of shapes instead of one per
+// step's count, each a GEMM plan built (and autotuned on a GPU) on first use.
+int padded_rows(int rows);
+
 class Generator {
  public:
-  // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions).
-  Generator(GptStage& model, int slots, int max_len);
+  // Cache for `slots` sequences at once of max_len positions each (at most model.n_positions);
+  // one feed takes at most max(max_rows, slots + max_len) tokens (0: slots + max_len), which
+  // bounds how many prompts a step of generate() prefills (the activations are that many rows).
+  Generator(GptStage& model, int slots, int max_len, int max_rows = 0);
   ~Generator();
 
   // Continuations of prompts (each non-empty, shorter than max_len); prompts[i] is sequence
@@ -86,6 +93,7 @@ class Generator {
   int length(int slot) const { return length_[slot]; }
   int slots() const { return slots_; }
   int max_len() const { return max_len_; }
+  int max_rows() const { return rows_cap_; }   // tokens one feed() takes at most
 
  private:
   GptStage& model_;
@@ -93,11 +101,20 @@ class Generator {
   std::vector<int> length_;             // positions written of each slot
   std::vector<int> fed_slots_;          // the slots of the last feed, in order
   std::vector<float> rope_host_;        // llama: the rotary table (max_len, HS), rows gathered per feed
+  // Host tables of a step, kept between steps so that decoding allocates nothing per step: feed's
+  // index tables, the last row of each fed sequence, the gathered RoPE rows, sample's keys and the
+  // sampling stats read back.
+  std::vector<int32_t> index_host_, keys_host_;
+  std::vector<int> last_rows_;
+  std::vector<float> rope_rows_host_, stats_host_;
   Buffer cache_buf_, act_buf_;
   std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
-  BlockActs acts_;                              // (rows_cap rows), shared by the layers
-  TensorView x_, pe_, index_, rope_rows_;       // (rows_cap, C) x2; (rows_cap, 4) int32; (rows_cap, HS) f32
-  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;   // the fed sequences' last rows: head
+  // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
+  BlockActs acts_;                              // (Rp rows), shared by the layers
+  // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 and the keys (slots, 2); (rows_cap, HS) f32
+  TensorView x_, pe_, index_, rope_rows_;
+  // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, slots, kSampleStats)
+  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;
 };
 
 }  // namespace trident

@@ -6,6 +6,7 @@
 // reduce the buckets of blocks on every micro-batch themselves; this reduces the others once.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "trident/backend/backend.hpp"
@@ -24,6 +25,12 @@ class GradSync {
   void unit_done(int unit);
   void finish();
 
+  // Called as each bucket's reduction starts, with the request after which its gradients are
+  // final (null: after the work queued so far), for the optimizer offload's copies to the host.
+  // Not for ZeRO-2's staged buckets, whose shards are final only after finish().
+  using BucketFinal = std::function<void(int bucket, CommWork* reduction)>;
+  void set_bucket_final(BucketFinal f) { bucket_final_ = std::move(f); }
+
  private:
   void launch(int b);
   const ParamLayout& layout_;
@@ -32,6 +39,7 @@ class GradSync {
   Backend& be_;
   ZeroShards& shards_;
   std::vector<Request> pending_;
+  BucketFinal bucket_final_;
 };
 
 }  // namespace trident

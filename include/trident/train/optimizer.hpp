@@ -3,6 +3,11 @@
 // reduced gradient shards and writing the parameter shards of ZeroShards), whose updated
 // parameters then reach the other DP ranks by an all-gather per bucket. Also the global gradient norm, counting
 // every logical parameter once.
+//
+// With offload (parallel.offload_optimizer, ZeRO-Offload) the master weights and moments live in
+// host memory: each bucket's final gradients go to the host on the transfer queue as soon as the
+// backward has them (gradients_final, beside the rest of the backward), the host AdamW updates
+// them bucket by bucket and each bucket's parameters go back up while the host updates the next.
 #pragma once
 
 #include <vector>
@@ -12,6 +17,7 @@
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
+#include "trident/train/host_adamw.hpp"
 #include "trident/train/zero_shards.hpp"
 
 namespace trident {
@@ -21,14 +27,17 @@ class Optimizer : public ParamFetch {
   // Updates the shards of `shards`. Where it has an inbox (parallel.dp_copy_engine) the other DP
   // rank's partials are added to the gradients as they are read, and the parameters become a
   // copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
+  // offload: the state in host memory and the update on the host (not with the copy engines).
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
-            const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards);
+            const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards,
+            bool offload = false);
   // Completes the all-gathers already started (every DP rank started them), so that none is
   // still writing the parameters when their memory goes.
   ~Optimizer() override;
 
-  // Sets the fp32 master weights from the current parameters.
-  void init_master();
+  // Sets the fp32 master weights from the stage's flat parameters `from` (backend memory, fp32 or
+  // the compute dtype; empty: the current parameters).
+  void init_master(TensorView from = {});
   // acc (1 f32, backend memory) += this rank's share of the squared global gradient norm; the
   // sum over all ranks (one world all-reduce) is the square of the global L2 norm.
   void add_norm_sq(TensorView acc);
@@ -36,6 +45,13 @@ class Optimizer : public ParamFetch {
   // min(1, clip / (norm + 1e-6)) where norm = sqrt(norm_sq[0]) is read on the device. t is the
   // 1-based update count used for bias correction.
   void step(double lr, TensorView norm_sq, double clip, long t);
+
+  // Offload only (elsewhere they do nothing). The gradients of `bucket` are final once
+  // `reduction` is (null: after the work queued so far): starts their copy to the host.
+  void gradients_final(int bucket, CommWork* reduction);
+  // After the backward's gradient reduction: copies the buckets not copied yet and orders the
+  // compute after the copies, so the update may read them once the host has waited for the stream.
+  void join_gradient_copies();
 
   // ZeRO-1 with dp > 1: step() starts the all-gather of the bucket that the next forward reads
   // first and leaves the others pending; the forward (ParamFetch, see GptStage) starts each one
@@ -64,6 +80,10 @@ class Optimizer : public ParamFetch {
   // Backend bytes of the piece tables of DP rank dp_rank (the planner's count).
   static size_t table_bytes(const ParamLayout& layout, int dp, int dp_rank, bool zero);
   bool zero() const { return zero_; }
+  bool offloaded() const { return offload_; }
+  // Whether master(), exp_avg() and exp_avg_sq() are host memory (offload or a host backend), read
+  // and written in place rather than through the backend.
+  bool state_on_host() const { return offload_ || !be_.is_device(); }
   TensorView master() const { return master_; }
   TensorView exp_avg() const { return m_; }
   TensorView exp_avg_sq() const { return v_; }
@@ -89,8 +109,22 @@ class Optimizer : public ParamFetch {
   std::vector<int> unit_bucket_;        // the bucket of each unit
   std::vector<char> stale_;             // bucket updated here, its all-gather not started
   std::vector<Request> gathering_;      // started, not yet waited for
+  // Offload: the state (master_, m_, v_ view it), the gradients copied beside it and the updated
+  // parameters in the compute dtype, all in host memory in the state's layout. A bucket's update
+  // range is one span: at `device` in grads_ and updated_, at `state` in these (`flat` in
+  // params_); the padding between its parameters rides along (zeros, never updated).
+  bool offload_ = false;
+  Buffer host_state_, host_grads_, host_params_;   // host memory (alloc_host)
+  struct Span {
+    size_t flat, device, state, n;
+  };
+  std::vector<Span> spans_;
+  std::vector<std::vector<AdamWRange>> host_ranges_;   // each bucket's update ranges, state offsets
+  std::vector<char> copied_;                          // this step's gradients of the bucket went to the host
   // AdamW over `pieces` of the update table, adding peer_ where it is given.
   void adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip);
+  // Offload: AdamW of bucket b on the host, then its parameters' upload.
+  void host_update(int b, const AdamWArgs& a);
   void start_gather(int bucket);
   void wait_gather(int bucket);
 };

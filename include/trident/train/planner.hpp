@@ -37,6 +37,10 @@ struct MemoryEstimate {
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   double workspace = 0;        // Hardware::workspace_gib
   double reference = 0;        // task dpo: the frozen reference model's parameters, slots and scratch
+  // Host memory, not in total(): with parallel.offload_optimizer the master weights and moments
+  // (what `optimizer` would hold), the gradient copy they are updated from and the updated
+  // parameters staged for upload (compute dtype).
+  double host = 0;
   double total() const {
     return params + grads + optimizer + activations + scratch + trainer + workspace + reference;
   }

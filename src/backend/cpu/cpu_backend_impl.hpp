@@ -24,6 +24,13 @@ class CpuBackend final : public Backend, public PeerOps {
   Stream stream() override { return Stream{}; }
   void synchronize() override {}
   size_t peak_bytes() const override;
+  // Host memory is all there is: the transfers are copies made at once.
+  void* alloc_host(size_t bytes) override;
+  void release_host(void* p) override;
+  Stream transfer_stream() override { return Stream{}; }
+  void copy_to_host_async(void* dst, TensorView src) override { copy_to_host(dst, src); }
+  void copy_from_host_async(TensorView dst, const void* src) override { copy_from_host(dst, src); }
+  void join_transfers() override {}
 
   void encoder_fwd(TensorView out, const int32_t* tokens, TensorView wte, TensorView wpe,
                    int B, int T, int C, int vocab_start, int v_local, const int32_t* doc_start) override;

@@ -11,16 +11,21 @@ namespace trident {
 
 namespace {
 constexpr size_t kAlignment = 64;  // a cache line; also enough for any vector load
+
+void* aligned_zeroed(size_t bytes) {
+  // aligned_alloc wants a size that is a multiple of the alignment (and not 0).
+  const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) TRIDENT_FATAL(str("cpu backend: out of host memory allocating ", bytes, " bytes"));
+  std::memset(p, 0, rounded);
+  return p;
+}
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
 void* CpuBackend::alloc(size_t bytes) {
-  // aligned_alloc wants a size that is a multiple of the alignment (and not 0).
-  size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) TRIDENT_FATAL(str("cpu backend: out of host memory allocating ", bytes, " bytes"));
-  std::memset(p, 0, rounded);
+  void* p = aligned_zeroed(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   sizes_[p] = bytes;
   live_bytes_ += bytes;
@@ -39,6 +44,10 @@ void CpuBackend::release(void* p) {
   }
   std::free(p);
 }
+
+void* CpuBackend::alloc_host(size_t bytes) { return aligned_zeroed(bytes); }
+
+void CpuBackend::release_host(void* p) { std::free(p); }
 
 size_t CpuBackend::peak_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cpu_backend_impl.hpp"
+#include "trident/backend/adamw_math.hpp"
 #include "cpu_common.hpp"
 
 namespace trident {
@@ -82,16 +83,10 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
   float* m2 = f32_data(v, n, "adamw: v");
   const float* g = f32_data(grad, n, "adamw: grad");
   float* p = f32_optional(param, n, "adamw: param");
-  const float decay = 1.0f - a.lr * a.weight_decay;
-  const float step_size = a.lr / a.bias_correction1;
-  const float bc2_sqrt = std::sqrt(a.bias_correction2);
+  const AdamWTerms k(a);
 #pragma omp parallel for schedule(static) if (cpu::worth_threads(n))
   for (long i = 0; i < static_cast<long>(n); ++i) {
-    const float gi = g[i] * a.grad_scale;
-    m1[i] = a.beta1 * m1[i] + (1.0f - a.beta1) * gi;
-    m2[i] = a.beta2 * m2[i] + (1.0f - a.beta2) * gi * gi;
-    const float denom = std::sqrt(m2[i]) / bc2_sqrt + a.eps;
-    w[i] = w[i] * decay - step_size * (m1[i] / denom);
+    adamw_element(w[i], m1[i], m2[i], g[i], a, k);
     if (p) p[i] = w[i];
   }
 }
@@ -115,10 +110,7 @@ void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, 
   const MultiTensorEntry* table = pieces_in(pieces, "adamw_multi");
   const size_t count = pieces.numel / kPieceWords;
   AdamWArgs args = a;
-  if (!norm_sq.empty() && clip > 0) {
-    const float norm = std::sqrt(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"));
-    args.grad_scale *= std::min(1.0f, clip / (norm + 1e-6f));
-  }
+  if (!norm_sq.empty()) args.grad_scale *= clip_factor(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"), clip);
   std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
     const MultiTensorEntry& p = table[i];

@@ -70,8 +70,11 @@ class CudaBackend final : public Backend, public PeerOps {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&transfer_fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&transfer_join_, cudaEventDisableTiming));
     stream_ = main_stream_;
     side_enabled_ = options.side_stream;
     gpu::set_sync_after_launch(options.sync_launches);
@@ -81,6 +84,7 @@ class CudaBackend final : public Backend, public PeerOps {
 
   ~CudaBackend() override {
     // No fatal() while tearing down (this may run during unwinding): report and go on.
+    warn_if(cudaStreamSynchronize(transfer_stream_), "cudaStreamSynchronize");
     warn_if(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
     warn_if(cudaStreamSynchronize(main_stream_), "cudaStreamSynchronize");
     matmul_.reset();
@@ -90,6 +94,9 @@ class CudaBackend final : public Backend, public PeerOps {
     }
     warn_if(cudaEventDestroy(fork_), "cudaEventDestroy");
     warn_if(cudaEventDestroy(join_), "cudaEventDestroy");
+    warn_if(cudaEventDestroy(transfer_fork_), "cudaEventDestroy");
+    warn_if(cudaEventDestroy(transfer_join_), "cudaEventDestroy");
+    warn_if(cudaStreamDestroy(transfer_stream_), "cudaStreamDestroy");
     warn_if(cudaStreamDestroy(side_stream_), "cudaStreamDestroy");
     warn_if(cudaStreamDestroy(main_stream_), "cudaStreamDestroy");
   }
@@ -138,6 +145,51 @@ class CudaBackend final : public Backend, public PeerOps {
   size_t peak_bytes() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return peak_bytes_;
+  }
+
+  // ---- host memory and the transfer stream (the copy engines, beside the compute)
+  void* alloc_host(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      fatal(__FILE__, __LINE__, "cudaHostAlloc",
+            str(gpu::cuda_error_text(err), " requesting ", bytes, " bytes of page-locked host memory"));
+    }
+    std::memset(p, 0, bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++allocations_;
+    return p;
+  }
+
+  void release_host(void* p) override {
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));   // a queued transfer may still use it
+    CUDA_CHECK(cudaFreeHost(p));
+  }
+
+  Stream transfer_stream() override { return Stream{transfer_stream_}; }
+
+  void copy_to_host_async(void* dst, TensorView src) override {
+    if (!src.numel) return;
+    TRIDENT_CHECK(!on_side(), "cuda backend: copy_to_host_async between side_begin() and side_end()");
+    gpu::ProfileScope prof(transfer_stream_, "copy to host", src.numel);
+    queue_after(transfer_stream_, main_stream_, transfer_fork_);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, transfer_stream_));
+  }
+
+  void copy_from_host_async(TensorView dst, const void* src) override {
+    if (!dst.numel) return;
+    TRIDENT_CHECK(!on_side(), "cuda backend: copy_from_host_async between side_begin() and side_end()");
+    gpu::ProfileScope prof(transfer_stream_, "copy from host", dst.numel);
+    queue_after(transfer_stream_, main_stream_, transfer_fork_);
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, transfer_stream_));
+  }
+
+  void join_transfers() override {
+    TRIDENT_CHECK(!on_side(), "cuda backend: join_transfers between side_begin() and side_end()");
+    queue_after(main_stream_, transfer_stream_, transfer_join_);
   }
 
   void zero(TensorView t) override {
@@ -688,6 +740,9 @@ class CudaBackend final : public Backend, public PeerOps {
   cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
   cudaStream_t stream_ = nullptr;   // where ops go: main_stream_, or side_stream_ inside side_begin/end
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  // Host transfers of the optimizer offload, on the copy engines beside the compute.
+  cudaStream_t transfer_stream_ = nullptr;
+  cudaEvent_t transfer_fork_ = nullptr, transfer_join_ = nullptr;
   bool side_enabled_ = true, side_used_ = false;
   std::unique_ptr<gpu::Matmul> matmul_;
   // Temporaries of one op at a time: ops are ordered on their stream, and each stream has its own.

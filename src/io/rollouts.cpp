@@ -197,31 +197,28 @@ void PromptRollouts::generate(int64_t step_first) {
   stats_.seconds = seconds[0];
 }
 
-// InstructGPT's per-token reward: -kl_coef * k1 at every answer token, the verifier's reward added
-// at the last; GAE over the answer, and the advantages whitened as TRL's PPO does (mean and
-// unbiased variance over every answer token of the global batch, (A - mean) / sqrt(var + 1e-8)).
+// InstructGPT's per-token reward and GAE (rl::ppo_rollout), the advantages whitened as TRL's PPO
+// does over every answer token of the global batch (rl::whitening of the world's sums).
 void PromptRollouts::set_values(const std::vector<float>& values, const std::vector<float>& ref_nll, double kl_coef) {
   const size_t T = static_cast<size_t>(T_), rows = rewards_.size();
   TRIDENT_CHECK(values.size() == rows * T && (ref_nll.empty() || ref_nll.size() == rows * T),
                 "PromptRollouts::set_values: not this rank's rows of the last generate()");
+  // The answers' tokens one after the other, as rl::ppo_rollout takes them.
   const rl::Responses answers{answer_lengths_};
-  std::vector<float> token_rewards, token_values;
-  token_rewards.reserve(answers.tokens());
-  token_values.reserve(answers.tokens());
-  double k1_sum = 0;
+  std::vector<float> old_logp, ref_logp, token_values;
   for (size_t i = 0; i < rows; ++i)
     for (int j = 0; j < answer_lengths_[i]; ++j) {
       const size_t t = i * T + answer_starts_[i] + j;
-      const double k1 = ref_nll.empty() ? 0.0 : static_cast<double>(old_logp_[t]) + ref_nll[t];
-      k1_sum += k1;
-      token_rewards.push_back(static_cast<float>(-kl_coef * k1 + (j + 1 == answer_lengths_[i] ? rewards_[i] : 0.0)));
+      old_logp.push_back(old_logp_[t]);
+      if (!ref_nll.empty()) ref_logp.push_back(-ref_nll[t]);
       token_values.push_back(values[t]);
     }
-  const rl::Gae est = rl::gae(token_rewards, token_values, answers, static_cast<float>(cfg_.rl.gamma),
-                            static_cast<float>(cfg_.rl.lambda));
+  const rl::PpoRollout est = rl::ppo_rollout(old_logp, ref_logp, rewards_, token_values, answers, kl_coef,
+                                             static_cast<float>(cfg_.rl.gamma), static_cast<float>(cfg_.rl.lambda));
   // Sums over the world's answer tokens (each DP replica once: its TP rank 0): tokens, advantages
   // and their squares, k1, values, returns and their squares, R - V and its squares, answers.
-  double sums[10] = {static_cast<double>(answers.tokens()), 0, 0, k1_sum, 0, 0, 0, 0, 0, static_cast<double>(rows)};
+  double sums[10] = {static_cast<double>(answers.tokens()), 0, 0, est.k1_sum, 0, 0, 0, 0, 0,
+                     static_cast<double>(rows)};
   for (size_t k = 0; k < est.advantages.size(); ++k) {
     const double a = est.advantages[k], v = token_values[k], R = est.returns[k];
     sums[1] += a;
@@ -237,14 +234,12 @@ void PromptRollouts::set_values(const std::vector<float>& values, const std::vec
   all_reduce(total, HostReduce::Sum, g_);
   const double n = std::max(total[0], 1.0);
   auto variance = [&](double sum, double sum_sq) { return std::max(sum_sq / n - (sum / n) * (sum / n), 0.0); };
-  const double mean = total[1] / n;
-  const double unbiased = n > 1 ? variance(total[1], total[2]) * n / (n - 1) : 0.0;
-  const double scale = 1.0 / std::sqrt(unbiased + 1e-8);
+  const rl::Whitening w = rl::whitening(total[0], total[1], total[2]);
   size_t k = 0;
   for (size_t i = 0; i < rows; ++i)
     for (int j = 0; j < answer_lengths_[i]; ++j, ++k) {
       const size_t t = i * T + answer_starts_[i] + j;
-      coef_adv_[t] = static_cast<float>(coef_[t] * (est.advantages[k] - mean) * scale);
+      coef_adv_[t] = static_cast<float>(coef_[t] * (est.advantages[k] - w.mean) * w.scale);
       old_values_[t] = token_values[k];
       returns_[t] = est.returns[k];
     }

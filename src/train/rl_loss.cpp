@@ -131,6 +131,37 @@ Gae gae(const std::vector<float>& rewards, const std::vector<float>& values, con
   return out;
 }
 
+PpoRollout ppo_rollout(const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
+                       const std::vector<float>& scores, const std::vector<float>& values, const Responses& r,
+                       double kl_coef, float gamma, float lambda) {
+  check_tokens(old_logp, r, "ppo_rollout: old_logp");
+  if (!ref_logp.empty()) check_tokens(ref_logp, r, "ppo_rollout: ref_logp");
+  TRIDENT_CHECK(scores.size() == r.lengths.size(),
+                str("ppo_rollout: ", scores.size(), " scores for ", r.lengths.size(), " responses"));
+  PpoRollout out;
+  out.rewards.reserve(r.tokens());
+  size_t t = 0;
+  for (size_t i = 0; i < r.lengths.size(); ++i)
+    for (int j = 0; j < r.lengths[i]; ++j, ++t) {
+      const double k1 = ref_logp.empty() ? 0.0 : static_cast<double>(old_logp[t]) - ref_logp[t];
+      out.k1_sum += k1;
+      out.rewards.push_back(static_cast<float>(-kl_coef * k1 + (j + 1 == r.lengths[i] ? scores[i] : 0.0)));
+    }
+  Gae est = gae(out.rewards, values, r, gamma, lambda);
+  out.advantages = std::move(est.advantages);
+  out.returns = std::move(est.returns);
+  return out;
+}
+
+Whitening whitening(double n, double sum, double sum_sq) {
+  Whitening w;
+  if (n < 1) return w;
+  w.mean = sum / n;
+  const double unbiased = n > 1 ? std::max(sum_sq - n * w.mean * w.mean, 0.0) / (n - 1) : 0.0;
+  w.scale = 1.0 / std::sqrt(unbiased + 1e-8);
+  return w;
+}
+
 ValueLoss value_loss(const std::vector<float>& values, const std::vector<float>& old_values,
                      const std::vector<float>& returns, const Responses& r, float clip_eps, LossNorm norm) {
   check_tokens(values, r, "value_loss: values");

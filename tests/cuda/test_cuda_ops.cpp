@@ -1048,6 +1048,45 @@ TEST_F(CudaOps, RewardHead) {
   }
 }
 
+// Task ppo's value head: values at every row, the clipped value loss over the rows with a weight
+// (others left out), its sums accumulated onto earlier values, dvalues, and the backward's dlnf
+// (overwritten) and dw (+=); then the values alone (no loss inputs).
+TEST_F(CudaOps, ValueHead) {
+  for (const RowsCase& k : {RowsCase{150, 96}, RowsCase{40, 1000}}) {
+    const int N = k.N, C = k.C;
+    SCOPED_TRACE(announce(str("N=", N, " C=", C)));
+    const Vec lnf_h = random_vector(static_cast<size_t>(N) * C, 171), w_h = random_vector(C, 172);
+    Vec old(N), ret = random_vector(N, 173, 2.0f), coef(N);
+    const Vec shift = random_vector(N, 174, 0.6f);
+    for (int n = 0; n < N; ++n) {
+      double v = 0;   // near the value, so that some values move past the clip range and some not
+      for (int c = 0; c < C; ++c) v += static_cast<double>(lnf_h[static_cast<size_t>(n) * C + c]) * w_h[c];
+      old[n] = static_cast<float>(v) + shift[n];
+      coef[n] = n % 5 == 2 ? 0.0f : 1.0f / (1 + n % 9);
+    }
+    Both lnf = act(lnf_h), w = act(w_h), o = f32(old), R = f32(ret), cf = f32(coef);
+    Both values = f32(Vec(N)), dvalues = f32(Vec(N)), acc = f32({0.5f, 1.0f, -0.25f, 0.0f, 0.0f});
+    Both dlnf = act(random_vector(static_cast<size_t>(N) * C, 175));   // overwritten
+    Both dw = f32(random_vector(C, 176));                               // += onto earlier micro-batches
+    Both only = f32(Vec(N));
+    const ValueArgs a{0.2f, 0.5f};
+    for (auto* be : {&cpu(), &gpu()}) {
+      const bool g = be == &gpu();
+      auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
+      be->value_fwd(v(values), v(dvalues), v(acc), v(lnf), v(w), v(o), v(R), v(cf), N, C, a);
+      be->value_bwd(v(dlnf), v(dw), v(dvalues), v(lnf), v(w), N, C);
+      be->value_fwd(v(only), TensorView{}, TensorView{}, v(lnf), v(w), TensorView{}, TensorView{}, TensorView{}, N, C,
+                    a);
+    }
+    expect_close(values, kFp32Order, "value_fwd values");
+    expect_close(acc, kFp32Order, "value_fwd sums");
+    expect_close(dvalues, kFp32Order, "value_fwd dvalues");
+    expect_close(dlnf, kOneRounding, "value_bwd dlnf");
+    expect_close(dw, kFp32Order, "value_bwd dw");
+    expect_close(only, kFp32Order, "value_fwd values without the loss");
+  }
+}
+
 // ---------------------------------------------------------------- reductions and optimizer
 
 TEST_F(CudaOps, Reductions) {

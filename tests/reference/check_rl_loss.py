@@ -107,6 +107,22 @@ def main():
     ok &= close("ppo value loss", p["value_loss"], vloss.item())
     ok &= close("ppo dvalues", p["dvalues"], values.grad)
 
+    # Task ppo's rollout as TRL's PPO computes it: rewards -kl_coef * (logp_old - logp_ref) per token
+    # plus the score at each answer's last token, GAE, and the advantages whitened over the batch
+    # (masked_whiten: unbiased variance, rsqrt(var + 1e-8)).
+    q = d["ppo_rollout"]
+    kl = torch.tensor(d["old_logp"]) - torch.tensor(d["ref_logp"])
+    token_rewards = -q["kl_coef"] * kl
+    ends = torch.cumsum(torch.tensor(lengths), 0) - 1
+    token_rewards[ends] += torch.tensor(q["scores"])
+    adv, returns = gae(token_rewards, torch.tensor(q["values"]), lengths, q["gamma"], q["lambda"])
+    whitened = (adv - adv.mean()) * torch.rsqrt(adv.var() + 1e-8)
+    ok &= close("ppo rollout rewards", q["rewards"], token_rewards)
+    ok &= close("ppo rollout k1 sum", q["k1_sum"], kl.sum().item())
+    ok &= close("ppo rollout advantages", q["advantages"], adv)
+    ok &= close("ppo rollout returns", q["returns"], returns)
+    ok &= close("ppo rollout whitened", q["whitened"], whitened)
+
     # The CPU backend's value head (task ppo's value model): values lnf . w at every position, the
     # clipped loss over the answer positions (coef > 0) and its gradients.
     b = d["ppo_value_backend"]

@@ -175,6 +175,21 @@ int main() {
   out["ppo"] = policy_case(logits, tokens, old_logp, {}, g.advantages, r, {0.2f, 0.0f, 0.01f, rl::LossNorm::Token}, V);
   const rl::ValueLoss vl = rl::value_loss(values, old_values, g.returns, r, vclip, rl::LossNorm::Token);
   out["ppo_value_backend"] = value_backend_case(*cpu, old_values, g.returns, r, vclip, 3, 16);
+  // Task ppo's rollout (PromptRollouts::set_values): KL-shaped rewards from the generation-time and
+  // reference log-probabilities and one score per answer, GAE, and the whitened advantages.
+  const float kl_coef = 0.05f;
+  const rl::PpoRollout roll = rl::ppo_rollout(old_logp, ref_logp, rewards, old_values, r, kl_coef, gamma, lambda);
+  double sum = 0, sum_sq = 0;
+  for (float a : roll.advantages) {
+    sum += a;
+    sum_sq += static_cast<double>(a) * a;
+  }
+  const rl::Whitening wh = rl::whitening(static_cast<double>(n), sum, sum_sq);
+  std::vector<float> whitened(n);
+  for (size_t t = 0; t < n; ++t) whitened[t] = static_cast<float>((roll.advantages[t] - wh.mean) * wh.scale);
+  out["ppo_rollout"] = {{"kl_coef", kl_coef}, {"scores", rewards}, {"values", old_values}, {"gamma", gamma},
+                        {"lambda", lambda}, {"rewards", roll.rewards}, {"advantages", roll.advantages},
+                        {"returns", roll.returns}, {"whitened", whitened}, {"k1_sum", roll.k1_sum}};
   out["ppo"].update({{"token_rewards", token_rewards}, {"old_values", old_values}, {"values", values},
                      {"gamma", gamma}, {"lambda", lambda}, {"value_clip", vclip}, {"returns", g.returns},
                      {"value_loss", vl.loss}, {"dvalues", vl.dvalues}});

@@ -61,6 +61,26 @@ struct Gae {
 Gae gae(const std::vector<float>& rewards, const std::vector<float>& values, const Responses& r, float gamma,
         float lambda);
 
+// PPO's rollout as InstructGPT and TRL compute it: per answer token the reward -kl_coef * k1,
+// k1 = old_logp - ref_logp (the generation-time log-probability against the frozen reference's;
+// ref_logp empty: no penalty), plus the answer's score (one per response) at its last token; then
+// gae() over the values.
+struct PpoRollout {
+  std::vector<float> rewards, advantages, returns;
+  double k1_sum = 0;   // of k1 over the tokens
+};
+PpoRollout ppo_rollout(const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
+                       const std::vector<float>& scores, const std::vector<float>& values, const Responses& r,
+                       double kl_coef, float gamma, float lambda);
+
+// TRL's whitening of PPO's advantages, x -> (x - mean) * scale with scale = 1 / sqrt(var + 1e-8),
+// mean and the unbiased variance of all n values of the batch from their sum and sum of squares
+// (which a caller may sum over ranks first).
+struct Whitening {
+  double mean = 0, scale = 1;
+};
+Whitening whitening(double n, double sum, double sum_sq);
+
 struct ValueLoss {
   double loss = 0;
   std::vector<float> dvalues;   // d loss / d value, per token

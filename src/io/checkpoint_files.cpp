@@ -222,6 +222,7 @@ std::string describe_checkpoint(const std::string& file) {
   os << "checkpoint " << file << "\n  format version " << info.format_version << ", step " << info.step
      << ", consumed samples " << info.consumed_samples << ", seed " << info.seed << "\n  saved with layout: "
      << printable(info.layout) << "\n";
+  if (!std::isnan(info.kl_coef)) os << "  task ppo: KL coefficient " << info.kl_coef << ", value model under /value\n";
   const TokenizerFiles tokenizer = read_checkpoint_tokenizer(file);
   if (!tokenizer.empty()) {
     os << "  tokenizer kept:";
@@ -230,48 +231,53 @@ std::string describe_checkpoint(const std::string& file) {
   }
   os << "\ntensors (fp32, global shapes):\n";
   char line[512];
-  for (CkptKind kind : kCkptKinds) {
-    if (H5Lexists(f.get(), ckpt_group(kind), H5P_DEFAULT) <= 0) continue;
-    h5::Handle grp(H5Gopen2(f.get(), ckpt_group(kind), H5P_DEFAULT));
-    if (!grp.valid()) throw bad(str("/", ckpt_group(kind), " is not a group"));
-    hsize_t n = 0;
-    if (H5Gget_num_objs(grp.get(), &n) < 0) throw bad(str("/", ckpt_group(kind), " cannot be listed"));
-    double total = 0;
-    uint64_t elements = 0;
-    for (hsize_t i = 0; i < n; ++i) {
-      const ssize_t name_bytes = H5Gget_objname_by_idx(grp.get(), i, nullptr, 0);
-      if (name_bytes <= 0) throw bad(str("/", ckpt_group(kind), " has an object without a readable name"));
-      std::string name(static_cast<size_t>(name_bytes) + 1, '\0');
-      H5Gget_objname_by_idx(grp.get(), i, name.data(), name.size());
-      name.resize(static_cast<size_t>(name_bytes));
-      const std::string path = str("/", ckpt_group(kind), "/", printable(name, 200));
-      if (H5Gget_objtype_by_idx(grp.get(), i) != H5G_DATASET) throw bad(path + " is not a dataset");
-      h5::Handle dset(H5Dopen2(grp.get(), name.c_str(), H5P_DEFAULT));
-      if (!dset.valid()) throw bad(path + " cannot be opened");
-      std::vector<int64_t> shape = h5::dataset_shape(dset.get());
-      uint64_t count = 1;
-      std::string dims;
-      for (int64_t d : shape) {
-        if (d > 0 && count > file_bytes / sizeof(float) / static_cast<uint64_t>(d)) count = UINT64_MAX;
-        else count *= static_cast<uint64_t>(d);
-        dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+  // The run's model, then task ppo's value model under /value.
+  for (const std::string& root : {std::string(), str(kValueGroup, "/")}) {
+    if (!root.empty() && H5Lexists(f.get(), kValueGroup, H5P_DEFAULT) <= 0) continue;
+    for (CkptKind kind : kCkptKinds) {
+      const std::string group = root + ckpt_group(kind);
+      if (H5Lexists(f.get(), group.c_str(), H5P_DEFAULT) <= 0) continue;
+      h5::Handle grp(H5Gopen2(f.get(), group.c_str(), H5P_DEFAULT));
+      if (!grp.valid()) throw bad(str("/", group, " is not a group"));
+      hsize_t n = 0;
+      if (H5Gget_num_objs(grp.get(), &n) < 0) throw bad(str("/", group, " cannot be listed"));
+      double total = 0;
+      uint64_t elements = 0;
+      for (hsize_t i = 0; i < n; ++i) {
+        const ssize_t name_bytes = H5Gget_objname_by_idx(grp.get(), i, nullptr, 0);
+        if (name_bytes <= 0) throw bad(str("/", group, " has an object without a readable name"));
+        std::string name(static_cast<size_t>(name_bytes) + 1, '\0');
+        H5Gget_objname_by_idx(grp.get(), i, name.data(), name.size());
+        name.resize(static_cast<size_t>(name_bytes));
+        const std::string path = str("/", group, "/", printable(name, 200));
+        if (H5Gget_objtype_by_idx(grp.get(), i) != H5G_DATASET) throw bad(path + " is not a dataset");
+        h5::Handle dset(H5Dopen2(grp.get(), name.c_str(), H5P_DEFAULT));
+        if (!dset.valid()) throw bad(path + " cannot be opened");
+        std::vector<int64_t> shape = h5::dataset_shape(dset.get());
+        uint64_t count = 1;
+        std::string dims;
+        for (int64_t d : shape) {
+          if (d > 0 && count > file_bytes / sizeof(float) / static_cast<uint64_t>(d)) count = UINT64_MAX;
+          else count *= static_cast<uint64_t>(d);
+          dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+        }
+        if (count > file_bytes / sizeof(float))
+          throw bad(str(path, " declares shape [", dims, "], more fp32 elements than the file's ", file_bytes,
+                        " bytes hold (corrupt or crafted)"));
+        std::vector<float> data(count);
+        if (count && H5Dread(dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
+          throw bad(path + " cannot be read as fp32 (truncated or corrupt)");
+        double sq = 0;
+        for (float v : data) sq += static_cast<double>(v) * v;
+        total += sq;
+        elements += count;
+        std::snprintf(line, sizeof line, "  %-46s %-22s norm %.6g\n", path.c_str(), dims.c_str(), std::sqrt(sq));
+        os << line;
       }
-      if (count > file_bytes / sizeof(float))
-        throw bad(str(path, " declares shape [", dims, "], more fp32 elements than the file's ", file_bytes,
-                      " bytes hold (corrupt or crafted)"));
-      std::vector<float> data(count);
-      if (count && H5Dread(dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
-        throw bad(path + " cannot be read as fp32 (truncated or corrupt)");
-      double sq = 0;
-      for (float v : data) sq += static_cast<double>(v) * v;
-      total += sq;
-      elements += count;
-      std::snprintf(line, sizeof line, "  %-46s %-22s norm %.6g\n", path.c_str(), dims.c_str(), std::sqrt(sq));
+      std::snprintf(line, sizeof line, "  /%s: %llu elements, norm %.6g\n\n", group.c_str(),
+                    static_cast<unsigned long long>(elements), std::sqrt(total));
       os << line;
     }
-    std::snprintf(line, sizeof line, "  /%s: %llu elements, norm %.6g\n\n", ckpt_group(kind),
-                  static_cast<unsigned long long>(elements), std::sqrt(total));
-    os << line;
   }
   os << "config:\n" << info.config;
   return os.str();

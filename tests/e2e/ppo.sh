@@ -7,7 +7,7 @@
 # - the mean reward of steps 9-12 is above that of steps 1-4 by 0.2, on one rank and on tp 2 (the
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
-#   both optimizer states, the adaptive KL coefficient);
+#   both optimizer states, the adaptive KL coefficient), which inspect lists;
 # - bad options and a grpo checkpoint resumed as ppo exit 2 with one line.
 #   ppo.sh TRIDENT REPO_ROOT [MPIRUN ARGS... -np 2]
 set -euo pipefail
@@ -39,7 +39,9 @@ echo "ppo on one rank took $((SECONDS - start)) s"
 "$@" "$trident" train "${ppo[@]}" --parallel.tp 2 --log.metrics "$out/tp2.jsonl" > "$out/tp2.log" ||
   { cat "$out/tp2.log"; exit 1; }
 grep -q "layout dp=1 tp=2" "$out/tp2.log" || { echo "the second run is not tp 2"; exit 1; }
-[[ $(h5ls "$out/ckpt/step_6.h5/value/model" | grep -c .) -gt 0 ]] || { echo "no /value/model in the checkpoint"; exit 1; }
+"$trident" inspect "$out/ckpt/step_6.h5" > "$out/inspect.log"
+grep -q "task ppo: KL coefficient" "$out/inspect.log" && grep -q "^  /value/model/score.weight  *1 x 64 " "$out/inspect.log" &&
+  grep -q "^  /value/optim/exp_avg_sq: " "$out/inspect.log" || { echo "inspect shows no value model"; cat "$out/inspect.log"; exit 1; }
 
 # Resumed from step 6 of the first run: a directory holding only that checkpoint.
 mkdir "$out/resume"

@@ -447,7 +447,7 @@ int cmd_train(const Args& args) {
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
     if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
     if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty())
-      check_weights_match("rl.value_from", cfg.rl.value_from, cfg.model);
+      check_weights_match("rl.value_from", cfg.rl.value_from, value_config(cfg).model);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });

@@ -8,6 +8,7 @@
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
 #   both optimizer states, the adaptive KL coefficient), which inspect lists;
+# - rl.value_from a reward model's checkpoint loads its score head as the value head;
 # - bad options and a grpo checkpoint resumed as ppo exit 2 with one line.
 #   ppo.sh TRIDENT REPO_ROOT [MPIRUN ARGS... -np 2]
 set -euo pipefail
@@ -80,6 +81,26 @@ keys = ("loss", "reward", "kl", "clip_fraction", "grad_norm", "value_loss", "val
 for a, b in zip(one[6:], resumed):
     assert a["step"] == b["step"] and all(a[k] == b[k] for k in keys), f"resumed step {b['step']} differs: {a} {b}"
 print("step 1 the same on both layouts; steps 7-12 of the resumed run identical to the uninterrupted run")
+PY
+
+# The value model from a reward model (task reward, started from the same sft weights): its score
+# head loads too (no fresh head), so its first values differ from the fresh head's.
+/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" --max-operand 9 --format preference --records 200 --seed 3 \
+  > "$out/pref.jsonl"
+"$trident" tokenize --input "$out/pref.jsonl" --output "$out/pref" --tokenizer byte --format preference \
+  --chat-template plain > "$out/tokenize_pref.log"
+"$trident" train "${model[@]}" --task reward --init.from "$out/sft/step_60.h5" --data.train "$out/pref" \
+  --model.seq_len 48 --train.steps 4 --train.micro_batch_size 8 --train.global_batch_size 16 --checkpoint.dir "$out/rm" \
+  > "$out/rm.log" || { cat "$out/rm.log"; exit 1; }
+"$trident" train "${rl[@]}" --task ppo --train.steps 1 --rl.value_from "$out/rm/step_4.h5" \
+  --log.metrics "$out/from_rm.jsonl" > "$out/from_rm.log" || { cat "$out/from_rm.log"; exit 1; }
+grep -q "init: weights from $out/rm/step_4.h5 in [0-9.e-]* s$" "$out/from_rm.log" ||
+  { echo "the value model did not start from the reward model"; cat "$out/from_rm.log"; exit 1; }
+/usr/bin/python3 - "$out/one.jsonl" "$out/from_rm.jsonl" <<'PY'
+import json, sys
+fresh, from_rm = (json.loads(open(f).readline()) for f in sys.argv[1:])
+print(f"step 1 mean value: fresh head {fresh['value_mean']:.4f}, reward model's head {from_rm['value_mean']:.4f}")
+assert fresh["reward"] == from_rm["reward"] and fresh["value_mean"] != from_rm["value_mean"], (fresh, from_rm)
 PY
 
 bad() {   # expected message fragment, then the options

@@ -69,10 +69,11 @@ struct RolloutStats {
          explained_variance = std::nan("");
 };
 
-// Task grpo: samples that the policy itself generates at the start of each step (online RL). The
-// trainer calls generate() with the step's first global sample before reading the step's batch;
-// samples() and target_mask() then serve those samples (prompt and answer tokens, the answer's
-// targets trained), and policy_inputs() their per-token loss inputs.
+// Online RL (tasks grpo and ppo): samples that the policy itself generates at the start of each
+// step. The trainer calls generate() with the step's first global sample before reading the step's
+// batch; samples() and target_mask() then serve those samples (prompt and answer tokens, the
+// answer's targets trained), and policy_inputs() their per-token loss inputs (task ppo's once
+// set_values() has turned the value model's values into advantages).
 class RolloutSource : public BatchSource {
  public:
   // The policy whose answers the samples are (its weights current when generate() runs).

@@ -21,13 +21,6 @@
 
 namespace trident {
 
-namespace {
-
-// Most answers a rank generates at once; each holds a KV cache of model.seq_len positions.
-constexpr int kMaxGenerationSlots = 64;
-
-}  // namespace
-
 RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer) {
   const RlConfig& rl = cfg.rl;
   std::ifstream in(rl.prompts);
@@ -130,8 +123,7 @@ PromptRollouts::PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, st
 PromptRollouts::~PromptRollouts() = default;
 
 void PromptRollouts::attach(GptStage& policy) {
-  const int per_rank = static_cast<int>(cfg_.train.global_batch_size / cfg_.parallel.dp);
-  generator_ = std::make_unique<Generator>(policy, std::min(per_rank, kMaxGenerationSlots), T_);
+  generator_ = std::make_unique<Generator>(policy, rollout_generation_slots(cfg_), T_);
   if (!reward_model_) return;
   // The reward model: forward only, on the policy's groups and backend, its weights as read
   // (rounded to the compute dtype as a trained model's are).

@@ -16,6 +16,11 @@ size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
 }
 
+int rollout_generation_slots(const RunConfig& cfg) {
+  constexpr int kMaxGenerationSlots = 64;
+  return static_cast<int>(std::min<int64_t>(cfg.train.global_batch_size / cfg.parallel.dp, kMaxGenerationSlots));
+}
+
 ActivationOptions activation_options(const RunConfig& cfg) {
   return ActivationOptions{cfg.recompute_plan(), cfg.parallel.sequence_parallel};
 }

@@ -68,6 +68,9 @@ struct EvalResult {
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
+// Task grpo: the answers a rank generates at once (its share of the batch, at most 64: each one
+// holds a KV cache of model.seq_len positions).
+int rollout_generation_slots(const RunConfig& cfg);
 // How GptStage keeps activations for parallel.recompute, recompute_layers and sequence_parallel.
 ActivationOptions activation_options(const RunConfig& cfg);
 

@@ -418,6 +418,7 @@ int cmd_train(const Args& args) {
   DataSources data;
   std::unique_ptr<Tokenizer> rl_tok;   // task grpo: its prompts' and answers' tokenizer
   RlPrompts rl_prompts;
+  std::optional<ModelConfig> reward_model;   // task grpo with rl.reward = model
   RunOutputs outputs;
   ResumePlan resume;
   RunTokenizer tokenizer;
@@ -435,26 +436,27 @@ int cmd_train(const Args& args) {
     if (rank == 0) check_writable("log.summary", cfg.log.summary);
     prepare_checkpoint_dir(cfg.checkpoint.dir);
     resume = resolve_resume(cfg.checkpoint);
+    if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
+    if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty())
+      check_weights_match("rl.value_from", cfg.rl.value_from, value_config(cfg).model);
     tokenizer = run_tokenizer(cfg, resume.file);
     if (cfg.online_rl()) {
       rl_tok = rl_tokenizer(cfg, tokenizer.files);
       rl_prompts = read_rl_prompts(cfg, *rl_tok);
+      if (cfg.rl.reward == "model") reward_model = reward_model_config(cfg, world);
       data.train_sequences = rl_prompts.prompts.size() * static_cast<uint64_t>(cfg.rl.group);
       data.description = str("  rl.prompts ", cfg.rl.prompts, ": ", rl_prompts.prompts.size(), " prompts (", rl_tok->name(),
                              " tokenizer, ", cfg.rl.chat_template, " template), ", cfg.rl.group, " answers to each of ",
                              cfg.train.global_batch_size / cfg.rl.group, " prompts per step");
     }
     length_note = resolve_train_steps(cfg.train, cfg.model.seq_len, data.train_sequences);
-    if ((resume.file.empty() || cfg.has_reference()) && !cfg.init.from.empty()) check_init_from(cfg);
-    if (cfg.task == "ppo" && resume.file.empty() && !cfg.rl.value_from.empty())
-      check_weights_match("rl.value_from", cfg.rl.value_from, value_config(cfg).model);
     if (!resume.file.empty())
       lr_note = keep_lr_decay(cfg.train, read_checkpoint_info(resume.file).config, resume.file);
   });
 
   Runtime rt = make_runtime(cfg, MPI_COMM_WORLD);
   if (cfg.online_rl())
-    data.train = std::make_unique<PromptRollouts>(cfg, rt.groups, std::move(rl_tok), std::move(rl_prompts));
+    data.train = std::make_unique<PromptRollouts>(cfg, rt.groups, std::move(rl_tok), std::move(rl_prompts), reward_model);
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));

@@ -195,8 +195,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("rl.top_k", c.rl.top_k, "sample among the k most likely tokens; 0 = all");
   v("rl.top_p", c.rl.top_p, "sample among the fewest tokens whose probability reaches p; 1 = all");
   v("rl.reward", c.rl.reward,
-    "the verifier: exact_match (1 when the answer text, without its end-of-turn token and surrounding "
-    "whitespace, equals the record's \"answer\", else 0)");
+    "the reward of an answer: exact_match (1 when the answer text, without its end-of-turn token and surrounding "
+    "whitespace, equals the record's \"answer\", else 0) or model (rl.reward_model's score of prompt and answer)");
+  v("rl.reward_model", c.rl.reward_model,
+    "rl.reward = model: a reward model's checkpoint (trident train --task reward, or convert --from-hf of a "
+    "*ForSequenceClassification), run on the policy's layout; its vocabulary must be the policy's");
   v("rl.format_pattern", c.rl.format_pattern,
     "a format reward: an ECMAScript regular expression the whole answer text must match to earn rl.format_reward; "
     "empty = none");

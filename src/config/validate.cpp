@@ -218,7 +218,9 @@ void validate_rl(const RunConfig& cfg) {
   require(r.temperature > 0 && std::isfinite(r.temperature), "rl.temperature", r.temperature, "must be > 0");
   require(r.top_k >= 0, "rl.top_k", r.top_k, "must be >= 0 (0 = all tokens)");
   require(r.top_p > 0 && r.top_p <= 1, "rl.top_p", r.top_p, "must be in (0, 1]");
-  require(r.reward == "exact_match", "rl.reward", r.reward, "must be exact_match");
+  require(r.reward == "exact_match" || r.reward == "model", "rl.reward", r.reward, "must be exact_match or model");
+  require(r.reward != "model" || !r.reward_model.empty(), "rl.reward_model", "(empty)",
+          "rl.reward = model needs a reward model's checkpoint");
   require(std::isfinite(r.format_reward), "rl.format_reward", r.format_reward, "must be finite");
   require(r.clip_eps > 0 && r.clip_eps < 1, "rl.clip_eps", r.clip_eps, "must be in (0, 1)");
   require(r.kl_beta >= 0 && std::isfinite(r.kl_beta), "rl.kl_beta", r.kl_beta, "must be >= 0");

@@ -9,21 +9,17 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
 #include "trident/io/chat_template.hpp"
+#include "trident/io/checkpoint.hpp"
 #include "trident/io/sampler.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/rl_loss.hpp"
+#include "trident/train/trainer.hpp"
 
 namespace trident {
-
-namespace {
-
-// Most answers a rank generates at once; each holds a KV cache of model.seq_len positions.
-constexpr int kMaxGenerationSlots = 64;
-
-}  // namespace
 
 RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer) {
   const RlConfig& rl = cfg.rl;
@@ -68,6 +64,35 @@ RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer) {
   return out;
 }
 
+ModelConfig reward_model_config(const RunConfig& cfg, int world_size) {
+  const std::string& file = cfg.rl.reward_model;
+  RunConfig stored;
+  try {
+    stored = parse_config_text(read_checkpoint_info(file).config, file + " (stored config)");
+  } catch (const InputError& e) {
+    throw InputError(str("rl.reward_model: ", e.what()));
+  }
+  if (stored.task != "reward")
+    throw InputError(str("rl.reward_model ", file, ": a task = ", stored.task,
+                         " checkpoint; rl.reward = model needs a reward model's (trident train --task reward)"));
+  if (stored.model.vocab_size != cfg.model.vocab_size)
+    throw InputError(str("rl.reward_model ", file, ": its vocabulary has ", stored.model.vocab_size,
+                         " tokens, the policy's ", cfg.model.vocab_size, "; it must score the policy's token ids"));
+  // The policy's run, holding the reward model instead: its layout must split it.
+  RunConfig run = cfg;
+  run.task = "pretrain";
+  run.model = stored.model;
+  run.model.n_positions = stored.model.positions();
+  run.model.seq_len = cfg.model.seq_len;
+  try {
+    validate_run_config(run, world_size);
+  } catch (const InputError& e) {
+    throw InputError(str("rl.reward_model ", file, ": ", e.what()));
+  }
+  run.model.score_head = true;
+  return run.model;
+}
+
 struct Verifier::Pattern {
   std::regex re;
 };
@@ -83,24 +108,63 @@ Verifier::Verifier(const RlConfig& rl) : format_reward_(rl.format_reward) {
 }
 
 double Verifier::reward(const std::string& text, const std::string& answer) const {
-  double r = trimmed(text) == trimmed(answer) ? 1.0 : 0.0;
-  if (format_ && std::regex_match(text, format_->re)) r += format_reward_;
-  return r;
+  return (trimmed(text) == trimmed(answer) ? 1.0 : 0.0) + format_reward(text);
+}
+
+double Verifier::format_reward(const std::string& text) const {
+  return format_ && std::regex_match(text, format_->re) ? format_reward_ : 0.0;
 }
 
 PromptRollouts::PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, std::unique_ptr<Tokenizer> tokenizer,
-                               RlPrompts prompts)
+                               RlPrompts prompts, std::optional<ModelConfig> reward_model)
     : cfg_(cfg), g_(g), tok_(std::move(tokenizer)), prompts_(std::move(prompts)), verifier_(cfg.rl),
-      T_(cfg.model.seq_len) {}
+      reward_model_(std::move(reward_model)), T_(cfg.model.seq_len) {}
 
 PromptRollouts::~PromptRollouts() = default;
 
 void PromptRollouts::attach(GptStage& policy) {
-  const int per_rank = static_cast<int>(cfg_.train.global_batch_size / cfg_.parallel.dp);
-  generator_ = std::make_unique<Generator>(policy, std::min(per_rank, kMaxGenerationSlots), T_);
+  generator_ = std::make_unique<Generator>(policy, rollout_generation_slots(cfg_), T_);
+  if (!reward_model_) return;
+  // The reward model: forward only, on the policy's groups and backend, its weights as read
+  // (rounded to the compute dtype as a trained model's are).
+  Backend& be = policy.backend();
+  reward_stage_ = std::make_unique<GptStage>(*reward_model_, g_, be, cfg_.train.micro_batch_size, 1,
+                                             bucket_elements(cfg_.parallel), false);
+  std::vector<float> params;
+  read_checkpoint_params(cfg_.rl.reward_model, *reward_stage_, g_, params);
+  Buffer staging(be, params.size() * sizeof(float));
+  const TensorView f32 = staging.view(DType::F32).slice(0, params.size());
+  be.copy_from_host(f32, params.data());
+  be.copy(reward_stage_->params(), f32);
+  be.synchronize();
 }
 
-void PromptRollouts::detach() { generator_.reset(); }
+void PromptRollouts::detach() {
+  generator_.reset();
+  reward_stage_.reset();
+}
+
+std::vector<float> PromptRollouts::score_rows() {
+  const int B = cfg_.train.micro_batch_size, rows = static_cast<int>(mask_.size() / T_);
+  const size_t T = static_cast<size_t>(T_);
+  std::vector<int32_t> inputs(B * T), targets(B * T);
+  std::vector<float> scores;
+  scores.reserve(rows);
+  for (int r0 = 0; r0 < rows; r0 += B) {
+    for (size_t b = 0; b < static_cast<size_t>(B); ++b)
+      for (size_t t = 0; t < T; ++t) {
+        const size_t row = r0 + b;
+        inputs[b * T + t] = tokens_[row * (T + 1) + t];
+        targets[b * T + t] = mask_[row * T + t] ? tokens_[row * (T + 1) + t + 1] : kIgnoredTarget;
+      }
+    reward_stage_->set_tokens(0, inputs.data(), targets.data());
+    reward_stage_->forward(0, false, 0.0f, UnitDone{});
+    const std::vector<float> s = reward_stage_->last_scores();
+    scores.insert(scores.end(), s.begin(), s.end());
+    reward_stage_->zero_loss_sums();
+  }
+  return scores;
+}
 
 size_t PromptRollouts::record_of(int64_t sample) const {
   const SequenceSampler order(prompts_.prompts.size(), cfg_.train.seed);
@@ -125,8 +189,28 @@ void PromptRollouts::generate(int64_t step_first) {
   p.seed = cfg_.train.seed;
   const std::vector<Completion> answers = generator_->generate(inputs, p, static_cast<uint64_t>(first_));
 
+  // The rows the trainer reads: prompt and answer, the answer's targets trained.
+  const size_t T = static_cast<size_t>(T_);
+  tokens_.assign(rows * (T + 1), prompts_.stop_token);   // padding: any valid id, never a trained target
+  mask_.assign(rows * T, 0);
+  old_logp_.assign(rows * T, 0.0f);
+  for (int i = 0; i < rows; ++i) {
+    const std::vector<int32_t>& prompt = inputs[i];
+    const Completion& c = answers[i];
+    const size_t P = prompt.size(), A = c.tokens.size();
+    TRIDENT_CHECK(P + A <= T, "PromptRollouts: an answer longer than model.seq_len allows");
+    int32_t* row = tokens_.data() + i * (T + 1);
+    std::copy(prompt.begin(), prompt.end(), row);
+    std::copy(c.tokens.begin(), c.tokens.end(), row + P);
+    for (size_t j = 0; j < A; ++j) {   // answer token j is the target at position P - 1 + j
+      mask_[i * T + P - 1 + j] = 1;
+      old_logp_[i * T + P - 1 + j] = c.logprobs[j];
+    }
+  }
+
   // Rewards, and the sums the statistics and the loss's normalisation need over the world (each
   // DP replica counted once: by its TP rank 0).
+  const std::vector<float> scores = reward_model_ ? score_rows() : std::vector<float>();
   std::vector<float> rewards(rows);
   texts_.assign(rows, "");
   double sums[6] = {0, 0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, sampled -log p, stopped
@@ -135,7 +219,9 @@ void PromptRollouts::generate(int64_t step_first) {
     std::vector<int32_t> text_ids = c.tokens;
     if (c.stopped) text_ids.pop_back();
     texts_[i] = tok_->decode(text_ids);
-    rewards[i] = static_cast<float>(verifier_.reward(texts_[i], prompts_.prompts[record_of(first_ + i)].answer));
+    const std::string& answer = prompts_.prompts[record_of(first_ + i)].answer;
+    rewards[i] = static_cast<float>(reward_model_ ? scores[i] + verifier_.format_reward(texts_[i])
+                                                  : verifier_.reward(texts_[i], answer));
     sums[0] += rewards[i];
     sums[1] += static_cast<double>(rewards[i]) * rewards[i];
     sums[2] += 1;
@@ -154,34 +240,19 @@ void PromptRollouts::generate(int64_t step_first) {
   answer_starts_.assign(rows, 0);
   answer_lengths_.assign(rows, 0);
 
-  const size_t T = static_cast<size_t>(T_);
-  tokens_.assign(rows * (T + 1), prompts_.stop_token);   // padding: any valid id, never a trained target
-  mask_.assign(rows * T, 0);
-  old_logp_.assign(rows * T, 0.0f);
+  // Each answer token's weight in the batch mean, and that times its answer's advantage.
   coef_.assign(rows * T, 0.0f);
   coef_adv_.assign(rows * T, 0.0f);
   old_values_.assign(rows * T, 0.0f);
   returns_.assign(rows * T, 0.0f);
   const bool per_sequence = rl::parse_loss_norm(rl.loss_norm) == rl::LossNorm::Sequence;
   for (int i = 0; i < rows; ++i) {
-    const std::vector<int32_t>& prompt = inputs[i];
-    const Completion& c = answers[i];
-    const size_t P = prompt.size(), A = c.tokens.size();
-    TRIDENT_CHECK(P + A <= T, "PromptRollouts: an answer longer than model.seq_len allows");
-    int32_t* row = tokens_.data() + i * (T + 1);
-    std::copy(prompt.begin(), prompt.end(), row);
-    std::copy(c.tokens.begin(), c.tokens.end(), row + P);
-    // Answer token j is the target at position P - 1 + j.
+    const size_t A = answers[i].tokens.size(), first_target = i * T + inputs[i].size() - 1;
     const double weight = per_sequence ? 1.0 / (static_cast<double>(A) * total[2]) : 1.0 / total[3];
-    answer_starts_[i] = static_cast<int>(P) - 1;
+    answer_starts_[i] = static_cast<int>(inputs[i].size()) - 1;
     answer_lengths_[i] = static_cast<int>(A);
-    for (size_t j = 0; j < A; ++j) {
-      const size_t t = i * T + P - 1 + j;
-      mask_[t] = 1;
-      old_logp_[t] = c.logprobs[j];
-      coef_[t] = static_cast<float>(weight);
-      coef_adv_[t] = static_cast<float>(weight * advantages[i]);
-    }
+    std::fill_n(coef_.begin() + first_target, A, static_cast<float>(weight));
+    std::fill_n(coef_adv_.begin() + first_target, A, static_cast<float>(weight * advantages[i]));
   }
   const double n = std::max(total[2], 1.0);
   stats_ = RolloutStats{};

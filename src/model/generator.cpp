@@ -99,6 +99,42 @@ int padded_rows(int rows) {
   return p;
 }
 
+// The device buffers of a generator: the KV cache in `cache`, the rows of a feed and the head in
+// `a`, bound to v's views (the constructor) or only sized (device_bytes).
+void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, int tp, size_t vocab_local,
+                     DType act, int slots, int max_len, int rows_cap) {
+  const BlockDims d = block_dims(m, tp);
+  // The row buffers hold padded_rows of the most rows a feed or a head takes.
+  const size_t N = rows_cap, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
+  const size_t Np = padded_rows(rows_cap), Sp = padded_rows(slots), Vl = vocab_local;
+  // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
+  v.k_cache.resize(m.n_layer);
+  v.v_cache.resize(m.n_layer);
+  for (int l = 0; l < m.n_layer; ++l) {
+    cache.want(&v.k_cache[l], act, S * NKVl * T * HS);
+    cache.want(&v.v_cache[l], act, S * NKVl * T * HS);
+  }
+  a.want(&v.x, act, Np * C);
+  a.want(&v.pe, act, N * C);
+  a.want(&v.index, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
+  if (d.llama) a.want(&v.rope_rows, DType::F32, N * HS);
+  a.want(&v.last, act, Sp * C);
+  a.want(&v.lnf, act, Sp * C);
+  a.want(&v.lnf_mean, DType::F32, Sp);
+  a.want(&v.lnf_rstd, DType::F32, Sp);
+  a.want(&v.logits, act, Sp * Vl);
+  a.want(&v.stats, DType::F32, static_cast<size_t>(tp) * S * kSampleStats);
+  plan_block_acts(a, v.acts, act, Np, d, BlockActsPlan{0, false});
+}
+
+size_t Generator::device_bytes(const ModelConfig& m, int tp, size_t vocab_local, DType act, int slots, int max_len,
+                               int max_rows) {
+  ArenaLayout cache, a;
+  Views v;
+  plan(cache, a, v, m, tp, vocab_local, act, slots, max_len, std::max(max_rows, slots + max_len));
+  return cache.bytes() + a.bytes();
+}
+
 Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
     : model_(model), slots_(slots), max_len_(max_len), rows_cap_(std::max(max_rows, slots + max_len)),
       length_(slots, 0) {
@@ -109,43 +145,18 @@ Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
                                                               m.positions(), "]"));
   TRIDENT_CHECK(slots >= 1, str("generation batch ", slots, ": must be at least 1"));
   Backend& be = model.backend();
-  const DType act = be.compute_dtype();
-  const BlockDims d = block_dims(m, g.topo.tp());
-  // The row buffers hold padded_rows of the most rows a feed or a head takes.
-  const size_t N = rows_cap_, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
-  const size_t Np = padded_rows(rows_cap_), Sp = padded_rows(slots);
-  const size_t Vl = model.layout().vocab_local(), tp = g.topo.tp();
-
-  // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
-  ArenaLayout cache;
-  k_cache_.resize(m.n_layer);
-  v_cache_.resize(m.n_layer);
-  for (int l = 0; l < m.n_layer; ++l) {
-    cache.want(&k_cache_[l], act, S * NKVl * T * HS);
-    cache.want(&v_cache_[l], act, S * NKVl * T * HS);
-  }
+  ArenaLayout cache, a;
+  plan(cache, a, v_, m, g.topo.tp(), model.layout().vocab_local(), be.compute_dtype(), slots, max_len, rows_cap_);
   cache_buf_ = Buffer(be, cache.bytes());
   cache.bind(cache_buf_.get());
-
-  ArenaLayout a;
-  a.want(&x_, act, Np * C);
-  a.want(&pe_, act, N * C);
-  a.want(&index_, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
-  if (d.llama) a.want(&rope_rows_, DType::F32, N * HS);
-  a.want(&last_, act, Sp * C);
-  a.want(&lnf_, act, Sp * C);
-  a.want(&lnf_mean_, DType::F32, Sp);
-  a.want(&lnf_rstd_, DType::F32, Sp);
-  a.want(&logits_, act, Sp * Vl);
-  a.want(&stats_, DType::F32, tp * S * kSampleStats);
-  plan_block_acts(a, acts_, act, Np, d, BlockActsPlan{0, false});
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
-  be.zero(last_);   // its padding rows go through the head: defined values
-  acts_.x3 = x_;   // each block writes its output over its input (see block_forward)
-  if (d.llama) {
-    rope_host_.resize(T * HS);
-    rope_table(rope_host_.data(), max_len, d.HS, static_cast<float>(m.rope_theta));
+  be.zero(v_.last);   // its padding rows go through the head: defined values
+  v_.acts.x3 = v_.x;   // each block writes its output over its input (see block_forward)
+  if (block_dims(m, g.topo.tp()).llama) {
+    const int HS = block_dims(m, g.topo.tp()).HS;
+    rope_host_.resize(static_cast<size_t>(max_len) * HS);
+    rope_table(rope_host_.data(), max_len, HS, static_cast<float>(m.rope_theta));
   }
 }
 
@@ -184,8 +195,8 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     last_rows_.push_back(r - 1);
   }
   fed_slots_ = slots;
-  be.copy_from_host(index_.slice(0, index.size()), index.data());
-  const int32_t* tok = index_.as<int32_t>();
+  be.copy_from_host(v_.index.slice(0, index.size()), index.data());
+  const int32_t* tok = v_.index.as<int32_t>();
   const int32_t* pos = tok + n;
   const int32_t* rows = tok + 2 * n;
 
@@ -196,14 +207,14 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const int np = padded_rows(n);
   const BlockShape shape = model_.block_shape(np);
   const BlockDims& d = shape.d;
-  const BlockActs acts = block_rows(acts_, 0, np, d, 0);
-  TensorView padded = x_.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
+  const BlockActs acts = block_rows(v_.acts, 0, np, d, 0);
+  TensorView padded = v_.x.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
   if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
   be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
   // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
   // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
   if (g.coord.tp == 0 && !w.wpe.empty()) {
-    TensorView pe = pe_.slice(0, static_cast<size_t>(n) * C);
+    TensorView pe = v_.pe.slice(0, static_cast<size_t>(n) * C);
     be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
     be.add(x, x, pe);
   }
@@ -214,7 +225,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     table.resize(static_cast<size_t>(n) * d.HS);
     for (int i = 0; i < n; ++i)
       std::copy_n(rope_host_.begin() + static_cast<size_t>(index[n + i]) * d.HS, d.HS, table.begin() + static_cast<size_t>(i) * d.HS);
-    rope = rope_rows_.slice(0, table.size());
+    rope = v_.rope_rows.slice(0, table.size());
     be.copy_from_host(rope, table.data());
   }
   const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS;   // the fed rows of qkv and atty
@@ -223,7 +234,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     auto attention = [&](const BlockActs& a) {
       const TensorView qkv = a.qkv.slice(0, qkv_n);
       if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
-      be.attention_decode(a.atty.slice(0, atty_n), k_cache_[l], v_cache_[l], qkv, rows, n, slots_, max_len_, d.NHl,
+      be.attention_decode(a.atty.slice(0, atty_n), v_.k_cache[l], v_.v_cache[l], qkv, rows, n, slots_, max_len_, d.NHl,
                           d.NKVl, d.HS);
     };
     block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
@@ -233,7 +244,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   for (size_t i = 0; i < last_rows_.size();) {
     size_t run = 1;
     while (i + run < last_rows_.size() && last_rows_[i + run] == last_rows_[i] + static_cast<int>(run)) ++run;
-    be.copy(last_.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
+    be.copy(v_.last.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
     i += run;
   }
 }
@@ -246,7 +257,7 @@ std::vector<float> Generator::logits() {
   out.reserve(static_cast<size_t>(R) * V);
   for (int r0 = 0; r0 < R; r0 += chunk) {
     const int rows = std::min(chunk, R - r0);
-    std::vector<float> part = model_.head_logits(last_.slice(static_cast<size_t>(r0) * model_.config().n_embd,
+    std::vector<float> part = model_.head_logits(v_.last.slice(static_cast<size_t>(r0) * model_.config().n_embd,
                                                              static_cast<size_t>(rows) * model_.config().n_embd),
                                                  rows);
     out.insert(out.end(), part.begin(), part.end());
@@ -281,17 +292,17 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
     keys[2 * i] = static_cast<int32_t>(sequences[i]);
     keys[2 * i + 1] = length_[fed_slots_[i]];
   }
-  TensorView key_view = index_.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
+  TensorView key_view = v_.index.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
   be.copy_from_host(key_view, keys.data());
   // The head on this rank's vocabulary shard (padded rows, as the blocks: few GEMM shapes), then
   // each shard's candidate per row.
   const size_t Rp = padded_rows(R);
-  TensorView lnf = lnf_.slice(0, Rp * C), logits = logits_.slice(0, Rp * Vl);
-  norm_fwd(be, model_.block_shape(static_cast<int>(Rp)), lnf, w.lnf_b.empty() ? TensorView{} : lnf_mean_.slice(0, Rp),
-           lnf_rstd_.slice(0, Rp), last_.slice(0, Rp * C), w.lnf_w, w.lnf_b, static_cast<int>(Rp));
+  TensorView lnf = v_.lnf.slice(0, Rp * C), logits = v_.logits.slice(0, Rp * Vl);
+  norm_fwd(be, model_.block_shape(static_cast<int>(Rp)), lnf, w.lnf_b.empty() ? TensorView{} : v_.lnf_mean.slice(0, Rp),
+           v_.lnf_rstd.slice(0, Rp), v_.last.slice(0, Rp * C), w.lnf_w, w.lnf_b, static_cast<int>(Rp));
   be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, static_cast<int>(Rp), static_cast<int>(C), static_cast<int>(Vl));
   logits = logits.slice(0, R * Vl);
-  TensorView stats = stats_.slice(0, n_stats * tp);
+  TensorView stats = v_.stats.slice(0, n_stats * tp);
   // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
   const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())
                                       : layout.vocab_valid();

@@ -12,6 +12,7 @@
 #include "trident/model/layout.hpp"
 #include "trident/parallel/pair_exchange.hpp"
 #include "trident/parallel/topology.hpp"
+#include "trident/model/generator.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
@@ -81,20 +82,28 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   for (int r = 0; r < p.dp; ++r) tables = std::max(tables, Optimizer::table_bytes(layout, p.dp, r, p.zero >= 1));
   e.trainer = 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(int32_t) +
               Trainer::kStepStats * sizeof(float) + static_cast<double>(tables);
-  // Task dpo: ReferenceModel's stage (forward only, its forward plan's slots, no recompute, the
-  // run's sequence parallelism) and its sequence NLLs of every micro-batch; with a precomputed
-  // reference only those NLLs (read from its file).
+  // Task dpo (and grpo with rl.kl_beta > 0): ReferenceModel's stage (forward only, its forward
+  // plan's slots, no recompute, the run's sequence parallelism) and its NLLs of every micro-batch
+  // (per sequence; grpo: per token); with a precomputed reference only those NLLs (read from its file).
   if (cfg.task == "dpo" && cfg.dpo.reference == "precomputed") {
     e.reference = st.last() ? static_cast<double>(cfg.micro_batches_per_step()) * B * sizeof(float) : 0.0;
-  } else if (cfg.task == "dpo") {
+  } else if (cfg.has_reference()) {
     const int n_micro = cfg.micro_batches_per_step();
     const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
+    const int per_sequence_nlls = cfg.task == "grpo" ? m.seq_len : 1;   // dpo: one per sequence; grpo: per token
     // Its parameters whole (no ZeRO-2 shard beside them, unlike the policy's e.params).
     e.reference = static_cast<double>(layout.total()) * dtype_size(act) +
                   static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
                   static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
-                  (st.last() ? static_cast<double>(n_micro) * B * sizeof(float) : 0.0);
+                  (st.last() ? static_cast<double>(n_micro) * B * per_sequence_nlls * sizeof(float) : 0.0);
+  }
+  // Task grpo: the answer tokens' loss inputs (old log-probabilities, weights, weighted advantages)
+  // of every micro-batch, and the generator the rollouts run on the policy.
+  if (cfg.task == "grpo") {
+    e.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
+    e.generation = static_cast<double>(Generator::device_bytes(m, p.tp, layout.vocab_local(), act,
+                                                               rollout_generation_slots(cfg), m.seq_len));
   }
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;
@@ -199,12 +208,13 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
     const double recomputed = cfg.recompute_plan().full / 3.0 * block_flops_per_token(m);
-    // Task dpo: the frozen reference's forward (a third of the stage's training FLOPs; none when
-    // precomputed) and the head's second pass over the logits (its forward GEMM again) on the last stage.
-    const bool in_step = cfg.dpo.reference == "model";
-    const double reference = cfg.task != "dpo" ? 0.0
-                                               : (in_step ? stage_flops_per_token(m, st, p.tp) / 3.0 : 0.0) +
-                                                     (st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0);
+    // Tasks dpo and grpo: the frozen reference's forward (a third of the stage's training FLOPs;
+    // none when precomputed or without grpo's KL penalty) and the head's second pass over the
+    // logits (its forward GEMM again) on the last stage. grpo's generation is not counted.
+    const bool in_step = cfg.has_reference() && !(cfg.task == "dpo" && cfg.dpo.reference == "precomputed");
+    const bool two_pass_head = cfg.task == "dpo" || cfg.task == "grpo";
+    const double reference = (in_step ? stage_flops_per_token(m, st, p.tp) / 3.0 : 0.0) +
+                             (two_pass_head && st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0);
     const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp /
                            (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with

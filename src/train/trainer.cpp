@@ -17,6 +17,11 @@ size_t bucket_elements(const ParallelConfig& p) {
   return static_cast<size_t>(p.bucket_mb * (1 << 20) / sizeof(float));
 }
 
+int rollout_generation_slots(const RunConfig& cfg) {
+  constexpr int kMaxGenerationSlots = 64;
+  return static_cast<int>(std::min<int64_t>(cfg.train.global_batch_size / cfg.parallel.dp, kMaxGenerationSlots));
+}
+
 RunConfig value_config(const RunConfig& cfg) {
   RunConfig v = cfg;
   v.model.score_head = true;

@@ -8,6 +8,8 @@
 #   both layouts;
 # - a run resumed from its step-15 checkpoint repeats steps 16-30 exactly (policy, optimizer state,
 #   frozen reference from init.from, sampling position);
+# - rl.reward = model: a reward model trained on right-against-near-miss answers scores them
+#   instead (the same scores on both layouts); a language model's checkpoint is refused;
 # - bad prompts files exit 2 with one line.
 #   grpo.sh TRIDENT REPO_ROOT [MPIRUN ARGS... -np 2]
 set -euo pipefail
@@ -66,6 +68,38 @@ for a, b in zip(one[15:], resumed):
     assert a["step"] == b["step"] and all(a[k] == b[k] for k in keys), f"resumed step {b['step']} differs: {a} {b}"
 print("step 1 identical on both layouts; steps 16-30 of the resumed run identical to the uninterrupted run")
 PY
+
+# rl.reward = model: a reward model trained from the SFT weights on right-against-near-miss answers
+# scores the answers instead of the verifier; its scores are the rewards (not 0/1), the same on one
+# rank and dp 2 at step 1.
+/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" "${questions[@]}" --format preference --records 2000 --seed 4 \
+  > "$out/pref.jsonl"
+"$trident" tokenize --input "$out/pref.jsonl" --output "$out/pref" --tokenizer byte --format preference \
+  --chat-template plain > "$out/tokenize_pref.log"
+"$trident" train "${model[@]}" --task reward --init.from "$out/sft/step_150.h5" --model.seq_len 48 \
+  --data.train "$out/pref" --train.steps 40 --train.micro_batch_size 16 --train.global_batch_size 16 --train.lr 1e-3 \
+  --train.warmup_steps 5 --log.every 20 --checkpoint.dir "$out/rm" > "$out/rm.log" || { cat "$out/rm.log"; exit 1; }
+grep -E "^step +40/" "$out/rm.log"
+with_rm=(--rl.prompts "$out/prompts.jsonl" --rl.reward model --rl.reward_model "$out/rm/step_40.h5" --train.steps 2)
+"$trident" train "${grpo[@]}" "${with_rm[@]}" --log.metrics "$out/rm_one.jsonl" > "$out/rm_one.log" ||
+  { cat "$out/rm_one.log"; exit 1; }
+"$@" "$trident" train "${grpo[@]}" "${with_rm[@]}" --log.metrics "$out/rm_dp2.jsonl" > "$out/rm_dp2.log" ||
+  { cat "$out/rm_dp2.log"; exit 1; }
+/usr/bin/python3 - "$out/rm_one.jsonl" "$out/rm_dp2.jsonl" "$out/one.jsonl" <<'PY'
+import json, sys
+one, dp2, verifier = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+print(f"reward model: step 1 mean score {one[0]['reward']:.4f} (sd {one[0]['reward_std']:.4f}); "
+      f"the verifier's reward of the same answers {verifier[0]['reward']:.3f}")
+assert one[0]["reward"] == dp2[0]["reward"] and one[0]["reward_std"] == dp2[0]["reward_std"], (one[0], dp2[0])
+assert one[0]["reward"] != verifier[0]["reward"] and one[0]["reward_std"] > 0, "the rewards are not the model's scores"
+PY
+set +e
+"$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --rl.reward model \
+  --rl.reward_model "$out/sft/step_150.h5" > "$out/bad_rm.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "rl.reward_model .*step_150.h5: a task = sft checkpoint" "$out/bad_rm.log" ||
+  { echo "a language model as rl.reward_model: exit $rc"; cat "$out/bad_rm.log"; exit 1; }
 
 bad() {   # expected message fragment, then prompts file content
   printf '%s\n' "$2" > "$out/bad.jsonl"

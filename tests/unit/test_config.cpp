@@ -117,7 +117,8 @@ TEST(Config, GrpoOptionsAndLayout) {
   expect_error(with({"--parallel.pp", "2", "--model.n_layer", "2"}), 2, {"parallel.pp = 2", "task grpo"});
   expect_error(with({"--rl.max_new_tokens", "1024"}), 1, {"rl.max_new_tokens = 1024", "model.seq_len"});
   expect_error(with({"--rl.loss_norm", "pairs"}), 1, {"rl.loss_norm = pairs", "sequence or token"});
-  expect_error(with({"--rl.reward", "model"}), 1, {"rl.reward = model", "exact_match"});
+  expect_error(with({"--rl.reward", "judge"}), 1, {"rl.reward = judge", "exact_match or model"});
+  expect_error(with({"--rl.reward", "model"}), 1, {"rl.reward_model", "needs a reward model's checkpoint"});
   expect_error(with({"--rl.clip_eps", "0"}), 1, {"rl.clip_eps = 0", "(0, 1)"});
   expect_error(with({"--rl.temperature", "0"}), 1, {"rl.temperature = 0", "> 0"});
 }

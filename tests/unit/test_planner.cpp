@@ -4,7 +4,9 @@
 
 #include "trident/config/parse.hpp"
 #include "trident/parallel/pair_exchange.hpp"
+#include "trident/model/generator.hpp"
 #include "trident/train/planner.hpp"
+#include "trident/train/trainer.hpp"
 
 namespace trident {
 namespace {
@@ -224,6 +226,35 @@ TEST(Planner, DpoCountsItsReference) {
   const double precomputed = estimate_time(c, hw).compute_s;
   EXPECT_GT(precomputed, pretrain);
   EXPECT_LT(precomputed, pretrain * 7 / 6);
+}
+
+// Task grpo: the generator's KV cache and rows, the answer tokens' loss inputs, and with a KL
+// penalty the reference (per-token NLLs) and its forward.
+TEST(Planner, GrpoCountsGenerationAndItsReference) {
+  Hardware hw;
+  RunConfig c = small_config(1);
+  const MemoryEstimate pretrain = estimate_memory(c, hw);
+  c.task = "grpo";
+  c.rl.kl_beta = 0;
+  const MemoryEstimate no_kl = estimate_memory(c, hw);
+  const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), c.parallel.tp, 0, c.parallel.dp,
+                           bucket_elements(c.parallel));
+  EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, c.parallel.tp, layout.vocab_local(), DType::BF16,
+                                                             rollout_generation_slots(c), c.model.seq_len));
+  EXPECT_GT(no_kl.generation, 0);
+  EXPECT_DOUBLE_EQ(no_kl.reference, 0);
+  const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;
+  EXPECT_DOUBLE_EQ(no_kl.trainer - pretrain.trainer, 3 * tokens * sizeof(float));
+  c.rl.kl_beta = 0.04;
+  const MemoryEstimate kl = estimate_memory(c, hw);
+  c.task = "dpo";
+  const MemoryEstimate dpo = estimate_memory(c, hw);
+  // The same frozen model as dpo's, with an NLL per token instead of per sequence.
+  EXPECT_DOUBLE_EQ(kl.reference - dpo.reference,
+                   static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * (c.model.seq_len - 1) *
+                       sizeof(float));
+  c.task = "grpo";
+  EXPECT_GT(estimate_time(c, hw).compute_s, estimate_time(small_config(1), hw).compute_s * 4 / 3);
 }
 
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {

@@ -146,7 +146,9 @@ struct RlConfig {
   double temperature = 1.0;
   int top_k = 0;
   double top_p = 1.0;
-  std::string reward = "exact_match";    // exact_match: 1 when the answer text equals the record's answer
+  std::string reward = "exact_match";    // exact_match: 1 when the answer text equals the record's answer;
+                                         // model: reward_model's score
+  std::string reward_model;         // a reward model's checkpoint (task reward), for reward = model
   std::string format_pattern;       // ECMAScript regex the whole answer text must match for format_reward
   double format_reward = 0;
   double clip_eps = 0.2;

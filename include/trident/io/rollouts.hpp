@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct RlPrompts {
 // of model.seq_len.
 RlPrompts read_rl_prompts(const RunConfig& cfg, const Tokenizer& tokenizer);
 
+// rl.reward = model: the model of rl.reward_model's checkpoint as the rollouts run it (its score
+// head on rows of model.seq_len tokens). Throws InputError naming rl.reward_model where the file is
+// not a reward model's checkpoint (task reward), its vocabulary is not the policy's, or the run's
+// layout cannot hold it (e.g. tp not dividing its heads).
+ModelConfig reward_model_config(const RunConfig& cfg, int world_size);
+
 // rl.reward for one answer text (the decoded answer without its stop token): exact_match gives 1
 // when the text, trimmed of surrounding whitespace, equals the record's answer (trimmed); plus
 // rl.format_reward when rl.format_pattern matches the whole text.
@@ -41,6 +48,8 @@ class Verifier {
  public:
   explicit Verifier(const RlConfig& rl);
   double reward(const std::string& text, const std::string& answer) const;
+  // The format part alone (beside a reward model's score).
+  double format_reward(const std::string& text) const;
 
  private:
   struct Pattern;
@@ -51,7 +60,10 @@ class Verifier {
 class PromptRollouts : public RolloutSource {
  public:
   // cfg validated (task grpo or ppo); the prompts read with `tokenizer`, which decodes the answers.
-  PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, std::unique_ptr<Tokenizer> tokenizer, RlPrompts prompts);
+  // With rl.reward = model, `reward_model` is the model of rl.reward_model's checkpoint
+  // (reward_model_config), which scores each answer in place of the verifier's exact match.
+  PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, std::unique_ptr<Tokenizer> tokenizer, RlPrompts prompts,
+                 std::optional<ModelConfig> reward_model = std::nullopt);
   ~PromptRollouts() override;
 
   void attach(GptStage& policy) override;
@@ -73,13 +85,17 @@ class PromptRollouts : public RolloutSource {
  private:
   // This rank's row of global sample `sample`; checks it is one generate() made.
   size_t row(int64_t sample) const;
+  // The reward model's score of each of this rank's rows (at its answer's last token).
+  std::vector<float> score_rows();
 
   RunConfig cfg_;
   const ParallelGroups& g_;
   std::unique_ptr<Tokenizer> tok_;
   RlPrompts prompts_;
   Verifier verifier_;
+  std::optional<ModelConfig> reward_model_;
   std::unique_ptr<Generator> generator_;
+  std::unique_ptr<GptStage> reward_stage_;
   int T_;
   int64_t first_ = -1;             // the first global sample of this rank's rows
   std::vector<int32_t> tokens_;    // rows x (T + 1): prompt and answer, padded

@@ -74,6 +74,10 @@ class Generator {
   // one feed takes at most max(max_rows, slots + max_len) tokens (0: slots + max_len), which
   // bounds how many prompts a step of generate() prefills (the activations are that many rows).
   Generator(GptStage& model, int slots, int max_len, int max_rows = 0);
+  // The device memory such a generator allocates on a rank of a tp-way split model whose LM head
+  // has vocab_local columns there (the planner's count).
+  static size_t device_bytes(const ModelConfig& m, int tp, size_t vocab_local, DType act, int slots, int max_len,
+                             int max_rows = 0);
   ~Generator();
 
   // Continuations of prompts (each non-empty, shorter than max_len); prompts[i] is sequence
@@ -108,13 +112,19 @@ class Generator {
   std::vector<int> last_rows_;
   std::vector<float> rope_rows_host_, stats_host_;
   Buffer cache_buf_, act_buf_;
-  std::vector<TensorView> k_cache_, v_cache_;   // per layer (slots, NKV/tp, max_len, HS)
-  // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
-  BlockActs acts_;                              // (Rp rows), shared by the layers
-  // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 and the keys (slots, 2); (rows_cap, HS) f32
-  TensorView x_, pe_, index_, rope_rows_;
-  // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, slots, kSampleStats)
-  TensorView last_, lnf_, lnf_mean_, lnf_rstd_, logits_, stats_;
+  // The device views, bound into cache_buf_ and act_buf_.
+  struct Views {
+    std::vector<TensorView> k_cache, v_cache;   // per layer (slots, NKV/tp, max_len, HS)
+    // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
+    BlockActs acts;                             // (Rp rows), shared by the layers
+    // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 and the keys (slots, 2); (rows_cap, HS) f32
+    TensorView x, pe, index, rope_rows;
+    // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, slots, kSampleStats)
+    TensorView last, lnf, lnf_mean, lnf_rstd, logits, stats;
+  };
+  static void plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, int tp, size_t vocab_local,
+                   DType act, int slots, int max_len, int rows_cap);
+  Views v_;
 };
 
 }  // namespace trident

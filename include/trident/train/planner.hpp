@@ -36,13 +36,16 @@ struct MemoryEstimate {
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   double workspace = 0;        // Hardware::workspace_gib
-  double reference = 0;        // task dpo: the frozen reference model's parameters, slots and scratch
+  double reference = 0;        // task dpo, grpo with a KL penalty: the frozen reference's parameters, slots, scratch, NLLs
+  // Task grpo: the generator's KV cache and rows (Generator::device_bytes); a reward model
+  // (rl.reward = model) is not counted: its shape is its checkpoint's.
+  double generation = 0;
   // Host memory, not in total(): with parallel.offload_optimizer the master weights and moments
   // (what `optimizer` would hold), the gradient copy they are updated from and the updated
   // parameters staged for upload (compute dtype).
   double host = 0;
   double total() const {
-    return params + grads + optimizer + activations + scratch + trainer + workspace + reference;
+    return params + grads + optimizer + activations + scratch + trainer + workspace + reference + generation;
   }
 };
 

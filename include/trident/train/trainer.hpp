@@ -74,6 +74,9 @@ struct EvalResult {
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
+// Task grpo: the answers a rank generates at once (its share of the batch, at most 64: each one
+// holds a KV cache of model.seq_len positions).
+int rollout_generation_slots(const RunConfig& cfg);
 // Task ppo's value model's configuration: the run's, with the score head (model.score_head), the
 // learning rates scaled to rl.value_lr and init.from naming rl.value_from when given.
 RunConfig value_config(const RunConfig& cfg);

@@ -28,7 +28,8 @@ std::string row(int index, const Candidate& c) {
                 "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
                 index, l.dp, l.tp, l.pp, l.zero, l.pp == 1 ? "-" : l.schedule.c_str(), l.micro_batch_size,
                 m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
-                (m.scratch + m.trainer + m.workspace + m.reference + m.generation) / kGiB, 1e3 * t.step_s, 1e3 * t.compute_s, 1e3 * t.tp_s,
+                (m.scratch + m.trainer + m.workspace + m.reference + m.generation + m.value_model) / kGiB,
+                1e3 * t.step_s, 1e3 * t.compute_s, 1e3 * t.tp_s,
                 1e3 * t.pp_s, 1e3 * t.dp_s, 1e3 * t.bubble_s, 100 * t.bubble, t.tokens_per_s);
   return buf;
 }

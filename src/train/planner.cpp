@@ -91,19 +91,31 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     const int n_micro = cfg.micro_batches_per_step();
     const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
-    const int per_sequence_nlls = cfg.task == "grpo" ? m.seq_len : 1;   // dpo: one per sequence; grpo: per token
+    const int per_sequence_nlls = cfg.online_rl() ? m.seq_len : 1;   // dpo: one per sequence; online RL: per token
     // Its parameters whole (no ZeRO-2 shard beside them, unlike the policy's e.params).
     e.reference = static_cast<double>(layout.total()) * dtype_size(act) +
                   static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
                   static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
                   (st.last() ? static_cast<double>(n_micro) * B * per_sequence_nlls * sizeof(float) : 0.0);
   }
-  // Task grpo: the answer tokens' loss inputs (old log-probabilities, weights, weighted advantages)
+  // Online RL: the answer tokens' loss inputs (old log-probabilities, weights, weighted advantages)
   // of every micro-batch, and the generator the rollouts run on the policy.
-  if (cfg.task == "grpo") {
+  if (cfg.online_rl()) {
     e.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
     e.generation = static_cast<double>(Generator::device_bytes(m, p.tp, layout.vocab_local(), act,
                                                                rollout_generation_slots(cfg), m.seq_len));
+  }
+  // Task ppo: the value model is a trained model of its own (value_config's) beside the policy:
+  // everything such a model holds but the workspace, which they share, and its host memory.
+  if (cfg.task == "ppo") {
+    RunConfig value = value_config(cfg);
+    value.task = "reward";   // a trained score-head model alone: no reference, generator or value model
+    value.rl.kl_beta = 0;
+    MemoryEstimate v = stage_memory(value, hw, stage);
+    // Its per-token head inputs (old values, returns, weights) instead of a reward model's nothing.
+    v.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
+    e.value_model = v.total() - v.workspace;
+    e.host += v.host;
   }
   e.workspace = hw.workspace_gib * double(1 << 30);
   return e;
@@ -208,13 +220,16 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
     const double recomputed = cfg.recompute_plan().full / 3.0 * block_flops_per_token(m);
-    // Tasks dpo and grpo: the frozen reference's forward (a third of the stage's training FLOPs;
-    // none when precomputed or without grpo's KL penalty) and the head's second pass over the
-    // logits (its forward GEMM again) on the last stage. grpo's generation is not counted.
+    // Tasks dpo, grpo and ppo: the frozen reference's forward (a third of the stage's training
+    // FLOPs; none when precomputed or without a KL penalty) and the head's second pass over the
+    // logits (its forward GEMM again) on the last stage. Online RL's generation is not counted.
     const bool in_step = cfg.has_reference() && !(cfg.task == "dpo" && cfg.dpo.reference == "precomputed");
-    const bool two_pass_head = cfg.task == "dpo" || cfg.task == "grpo";
+    const bool two_pass_head = cfg.task == "dpo" || cfg.online_rl();
+    // Task ppo: the value model's training and its forward over the rollout (its head is a dot
+    // product per token: not counted).
+    const double value_model = cfg.task == "ppo" ? 4.0 / 3.0 * st.n_layers() * block_flops_per_token(m) : 0.0;
     const double reference = (in_step ? stage_flops_per_token(m, st, p.tp) / 3.0 : 0.0) +
-                             (two_pass_head && st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0);
+                             (two_pass_head && st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0) + value_model;
     const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp /
                            (hw.gemm_tflops * 1e12);
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with

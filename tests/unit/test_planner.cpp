@@ -257,6 +257,29 @@ TEST(Planner, GrpoCountsGenerationAndItsReference) {
   EXPECT_GT(estimate_time(c, hw).compute_s, estimate_time(small_config(1), hw).compute_s * 4 / 3);
 }
 
+// Task ppo: grpo's terms (generator, per-token reference) plus the value model, a trained
+// score-head model of the policy's layout: a reward model's estimate but the shared workspace,
+// with its per-token head inputs; its training and rollout forward add to the step's compute.
+TEST(Planner, PpoCountsTheValueModel) {
+  Hardware hw;
+  RunConfig c = small_config(1);
+  c.task = "grpo";
+  const MemoryEstimate grpo = estimate_memory(c, hw);
+  const TimeEstimate grpo_time = estimate_time(c, hw);
+  c.task = "ppo";
+  const MemoryEstimate ppo = estimate_memory(c, hw);
+  RunConfig reward = small_config(1);
+  reward.task = "reward";
+  reward.model.score_head = true;
+  const MemoryEstimate rm = estimate_memory(reward, hw);
+  const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;
+  EXPECT_DOUBLE_EQ(ppo.value_model, rm.total() - rm.workspace + 3 * tokens * sizeof(float));
+  EXPECT_DOUBLE_EQ(ppo.generation, grpo.generation);
+  EXPECT_DOUBLE_EQ(ppo.reference, grpo.reference);
+  EXPECT_DOUBLE_EQ(ppo.total(), grpo.total() + ppo.value_model);
+  EXPECT_GT(estimate_time(c, hw).compute_s, grpo_time.compute_s);
+}
+
 TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {
   Hardware hw;
   RunConfig c = small_config(0);

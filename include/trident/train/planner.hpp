@@ -37,15 +37,19 @@ struct MemoryEstimate {
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   double workspace = 0;        // Hardware::workspace_gib
   double reference = 0;        // task dpo, grpo with a KL penalty: the frozen reference's parameters, slots, scratch, NLLs
-  // Task grpo: the generator's KV cache and rows (Generator::device_bytes); a reward model
+  // Online RL: the generator's KV cache and rows (Generator::device_bytes); a reward model
   // (rl.reward = model) is not counted: its shape is its checkpoint's.
   double generation = 0;
+  // Task ppo: the value model (Trainer::Mode::Value), a second trained model of the policy's layout
+  // with a score head: its parameters, gradients, optimizer state, slots, scratch and batch.
+  double value_model = 0;
   // Host memory, not in total(): with parallel.offload_optimizer the master weights and moments
   // (what `optimizer` would hold), the gradient copy they are updated from and the updated
   // parameters staged for upload (compute dtype).
   double host = 0;
   double total() const {
-    return params + grads + optimizer + activations + scratch + trainer + workspace + reference + generation;
+    return params + grads + optimizer + activations + scratch + trainer + workspace + reference + generation +
+           value_model;
   }
 };
 

@@ -7,7 +7,8 @@
 # - the mean reward of steps 9-12 is above that of steps 1-4 by 0.2, on one rank and on tp 2 (the
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
-#   both optimizer states, the adaptive KL coefficient), which inspect lists;
+#   both optimizer states, the adaptive KL coefficient), which inspect lists; resumed on dp 2 it
+#   gives step 7 the same reward and KL coefficient, and values within 1e-4;
 # - rl.value_from a reward model's checkpoint loads its score head as the value head;
 # - bad options and a grpo checkpoint resumed as ppo exit 2 with one line.
 #   ppo.sh TRIDENT REPO_ROOT [MPIRUN ARGS... -np 2]
@@ -50,6 +51,26 @@ cp "$out/ckpt/step_6.h5" "$out/resume/"
 "$trident" train "${ppo[@]}" --log.metrics "$out/resumed.jsonl" --checkpoint.dir "$out/resume" \
   > "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
 grep -q "resumed from .*step_6.h5 at step 6" "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
+
+# The same checkpoint resumed on the launcher's ranks as dp 2 (another layout: each rank its half of
+# the prompts, the value model's gradients averaged over DP) for steps 7 and 8.
+mkdir "$out/resume_dp2"
+cp "$out/ckpt/step_6.h5" "$out/resume_dp2/"
+"$@" "$trident" train "${rl[@]}" --task ppo --rl.kl_target 0.5 --rl.kl_horizon 2000 --train.steps 8 \
+  --log.metrics "$out/dp2.jsonl" --checkpoint.dir "$out/resume_dp2" > "$out/dp2.log" || { cat "$out/dp2.log"; exit 1; }
+grep -q "layout dp=2 tp=1" "$out/dp2.log" && grep -q "resumed from .*step_6.h5 at step 6" "$out/dp2.log" ||
+  { echo "not a dp 2 run resumed at step 6"; cat "$out/dp2.log"; exit 1; }
+/usr/bin/python3 - "$out/one.jsonl" "$out/dp2.jsonl" <<'PY'
+import json, sys
+one, dp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+a, b = one[6], dp2[0]
+assert len(dp2) == 2 and b["step"] == 7, dp2
+print(f"step 7 resumed on dp 2: reward {b['reward']:.4f} (one rank {a['reward']:.4f}), value loss {b['value_loss']:.6f} "
+      f"({a['value_loss']:.6f}), kl coef {b['kl_coef']:.6f} ({a['kl_coef']:.6f})")
+assert a["reward"] == b["reward"] and a["kl_coef"] == b["kl_coef"], (a, b)
+for key in ("value_mean", "value_loss", "kl"):
+    assert abs(a[key] - b[key]) < 1e-4, f"step 7 {key}: {a[key]} on one rank, {b[key]} on dp 2"
+PY
 
 /usr/bin/python3 - "$out/one.jsonl" "$out/tp2.jsonl" "$out/resumed.jsonl" <<'PY'
 import json, sys

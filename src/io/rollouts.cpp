@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
 
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
@@ -322,11 +323,8 @@ void PromptRollouts::set_values(const std::vector<float>& values, const std::vec
 }
 
 void PromptRollouts::value_inputs(int64_t first, int count, float* old_values, float* returns, float* coef) {
-  const size_t r = row(first), T = static_cast<size_t>(T_);
-  row(first + count - 1);
-  std::copy(old_values_.begin() + r * T, old_values_.begin() + (r + count) * T, old_values);
-  std::copy(returns_.begin() + r * T, returns_.begin() + (r + count) * T, returns);
-  std::copy(coef_.begin() + r * T, coef_.begin() + (r + count) * T, coef);
+  for (auto [from, to] : {std::pair{&old_values_, old_values}, {&returns_, returns}, {&coef_, coef}})
+    copy_rows(first, count, *from, static_cast<size_t>(T_), to);
 }
 
 size_t PromptRollouts::row(int64_t sample) const {
@@ -349,11 +347,8 @@ void PromptRollouts::target_mask(int64_t first, int count, uint8_t* out) {
 }
 
 void PromptRollouts::policy_inputs(int64_t first, int count, float* old_logp, float* coef, float* coef_adv) {
-  const size_t r = row(first), T = static_cast<size_t>(T_);
-  row(first + count - 1);
-  std::copy(old_logp_.begin() + r * T, old_logp_.begin() + (r + count) * T, old_logp);
-  std::copy(coef_.begin() + r * T, coef_.begin() + (r + count) * T, coef);
-  std::copy(coef_adv_.begin() + r * T, coef_adv_.begin() + (r + count) * T, coef_adv);
+  for (auto [from, to] : {std::pair{&old_logp_, old_logp}, {&coef_, coef}, {&coef_adv_, coef_adv}})
+    copy_rows(first, count, *from, static_cast<size_t>(T_), to);
 }
 
 }  // namespace trident

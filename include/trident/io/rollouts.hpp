@@ -4,6 +4,7 @@
 // values), served to the trainer as a RolloutSource.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -85,6 +86,14 @@ class PromptRollouts : public RolloutSource {
  private:
   // This rank's row of global sample `sample`; checks it is one generate() made.
   size_t row(int64_t sample) const;
+  // Rows [first, first + count) (global samples) of one of this rank's per-row arrays, `width`
+  // values a row, into `to`.
+  template <class X>
+  void copy_rows(int64_t first, int count, const std::vector<X>& from, size_t width, X* to) const {
+    const size_t r = row(first);
+    row(first + count - 1);
+    std::copy(from.begin() + r * width, from.begin() + (r + count) * width, to);
+  }
   // The reward model's score of each of this rank's rows (at its answer's last token).
   std::vector<float> score_rows();
 

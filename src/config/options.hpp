@@ -191,6 +191,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "llama3 (as trident tokenize --chat-template); an answer ends at the template's end-of-turn token");
   v("rl.group", c.rl.group, "answers sampled per prompt (G); their rewards are normalised within the group");
   v("rl.max_new_tokens", c.rl.max_new_tokens, "longest answer in tokens; prompt plus answer must fit model.seq_len");
+  v("rl.generation_batch", c.rl.generation_batch,
+    "answers a rank decodes at once (continuous batching: a finished one's slot takes the next prompt); each "
+    "holds a KV cache of model.seq_len positions");
+  v("rl.prefill_tokens", c.rl.prefill_tokens,
+    "most tokens one generation step feeds (prompts are prefilled in steps of this many, beside running answers)");
   v("rl.temperature", c.rl.temperature, "sampling temperature of the answers (> 0)");
   v("rl.top_k", c.rl.top_k, "sample among the k most likely tokens; 0 = all");
   v("rl.top_p", c.rl.top_p, "sample among the fewest tokens whose probability reaches p; 1 = all");

@@ -216,6 +216,8 @@ void validate_rl(const RunConfig& cfg) {
   require(r.max_new_tokens >= 1 && r.max_new_tokens < cfg.model.seq_len, "rl.max_new_tokens", r.max_new_tokens,
           str("must be in [1, model.seq_len = ", cfg.model.seq_len, "): the prompt and the answer share a sequence"));
   require(r.temperature > 0 && std::isfinite(r.temperature), "rl.temperature", r.temperature, "must be > 0");
+  require(r.generation_batch >= 1, "rl.generation_batch", r.generation_batch, "must be at least 1");
+  require(r.prefill_tokens >= 1, "rl.prefill_tokens", r.prefill_tokens, "must be at least 1");
   require(r.top_k >= 0, "rl.top_k", r.top_k, "must be >= 0 (0 = all tokens)");
   require(r.top_p > 0 && r.top_p <= 1, "rl.top_p", r.top_p, "must be in (0, 1]");
   require(r.reward == "exact_match" || r.reward == "model", "rl.reward", r.reward, "must be exact_match or model");

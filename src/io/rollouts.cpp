@@ -124,7 +124,7 @@ PromptRollouts::PromptRollouts(const RunConfig& cfg, const ParallelGroups& g, st
 PromptRollouts::~PromptRollouts() = default;
 
 void PromptRollouts::attach(GptStage& policy) {
-  generator_ = std::make_unique<Generator>(policy, rollout_generation_slots(cfg_), T_);
+  generator_ = std::make_unique<Generator>(policy, rollout_generation_slots(cfg_), T_, rollout_feed_rows(cfg_));
   if (!reward_model_) return;
   // The reward model: forward only, on the policy's groups and backend, its weights as read
   // (rounded to the compute dtype as a trained model's are).

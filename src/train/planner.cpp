@@ -103,7 +103,8 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   if (cfg.online_rl()) {
     e.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
     e.generation = static_cast<double>(Generator::device_bytes(m, p.tp, layout.vocab_local(), act,
-                                                               rollout_generation_slots(cfg), m.seq_len));
+                                                               rollout_generation_slots(cfg), m.seq_len,
+                                                               rollout_feed_rows(cfg)));
   }
   // Task ppo: the value model is a trained model of its own (value_config's) beside the policy:
   // everything such a model holds but the workspace, which they share, and its host memory.

@@ -18,9 +18,10 @@ size_t bucket_elements(const ParallelConfig& p) {
 }
 
 int rollout_generation_slots(const RunConfig& cfg) {
-  constexpr int kMaxGenerationSlots = 64;
-  return static_cast<int>(std::min<int64_t>(cfg.train.global_batch_size / cfg.parallel.dp, kMaxGenerationSlots));
+  return static_cast<int>(std::min<int64_t>(cfg.train.global_batch_size / cfg.parallel.dp, cfg.rl.generation_batch));
 }
+
+int rollout_feed_rows(const RunConfig& cfg) { return cfg.rl.prefill_tokens; }
 
 RunConfig value_config(const RunConfig& cfg) {
   RunConfig v = cfg;

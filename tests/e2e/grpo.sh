@@ -4,8 +4,8 @@
 # questions per step, scores them by exact match and trains on them. Checked:
 # - the mean reward of steps 21-30 is above that of steps 1-10, on one rank and on two (dp 2: each
 #   rank generates its share of the prompts);
-# - step 1 (the same weights, sampling keyed on the sample, not the rank) gives the same rewards on
-#   both layouts;
+# - step 1 (the same weights, sampling keyed on the sample, not the rank or the generation batch)
+#   gives the same rewards on both layouts;
 # - a run resumed from its step-15 checkpoint repeats steps 16-30 exactly (policy, optimizer state,
 #   frozen reference from init.from, sampling position);
 # - rl.reward = model: a reward model trained on right-against-near-miss answers scores them
@@ -37,7 +37,9 @@ start=$SECONDS
   > "$out/one.log" || { cat "$out/one.log"; exit 1; }
 grep -E "^(step |data|  rl\.prompts)" "$out/one.log"
 echo "grpo on one rank took $((SECONDS - start)) s"
-"$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 30 --log.metrics "$out/dp2.jsonl" > "$out/dp2.log" || { cat "$out/dp2.log"; exit 1; }
+# (Decoding 5 answers at a time, prefilling at most 40 tokens a step: the answers do not depend on it.)
+"$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 30 --log.metrics "$out/dp2.jsonl" \
+  --rl.generation_batch 5 --rl.prefill_tokens 40 > "$out/dp2.log" || { cat "$out/dp2.log"; exit 1; }
 grep -q "layout dp=2" "$out/dp2.log" || { echo "the second run is not dp 2"; exit 1; }
 
 # Resumed from step 15 of the first run: a directory holding only that checkpoint.

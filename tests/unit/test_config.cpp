@@ -121,6 +121,8 @@ TEST(Config, GrpoOptionsAndLayout) {
   expect_error(with({"--rl.reward", "model"}), 1, {"rl.reward_model", "needs a reward model's checkpoint"});
   expect_error(with({"--rl.clip_eps", "0"}), 1, {"rl.clip_eps = 0", "(0, 1)"});
   expect_error(with({"--rl.temperature", "0"}), 1, {"rl.temperature = 0", "> 0"});
+  expect_error(with({"--rl.generation_batch", "0"}), 1, {"rl.generation_batch = 0", "at least 1"});
+  expect_error(with({"--rl.prefill_tokens", "0"}), 1, {"rl.prefill_tokens = 0", "at least 1"});
 }
 
 // Task ppo's options: grpo's plus GAE, the value model and the KL control; a group of 1 is fine

@@ -240,7 +240,8 @@ TEST(Planner, GrpoCountsGenerationAndItsReference) {
   const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), c.parallel.tp, 0, c.parallel.dp,
                            bucket_elements(c.parallel));
   EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, c.parallel.tp, layout.vocab_local(), DType::BF16,
-                                                             rollout_generation_slots(c), c.model.seq_len));
+                                                             rollout_generation_slots(c), c.model.seq_len,
+                                                             rollout_feed_rows(c)));
   EXPECT_GT(no_kl.generation, 0);
   EXPECT_DOUBLE_EQ(no_kl.reference, 0);
   const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;

@@ -143,6 +143,8 @@ struct RlConfig {
   std::string chat_template = "plain";   // how a prompt is rendered as a user turn: plain | chatml | llama3
   int group = 8;                    // answers sampled per prompt
   int max_new_tokens = 32;
+  int generation_batch = 64;        // answers a rank decodes at once (each holds a KV cache of seq_len)
+  int prefill_tokens = 2048;        // most prompt tokens one generation step feeds
   double temperature = 1.0;
   int top_k = 0;
   double top_p = 1.0;

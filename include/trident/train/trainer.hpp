@@ -74,9 +74,11 @@ struct EvalResult {
 
 // Elements of a data-parallel gradient bucket (fp32) for parallel.bucket_mb.
 size_t bucket_elements(const ParallelConfig& p);
-// Task grpo: the answers a rank generates at once (its share of the batch, at most 64: each one
-// holds a KV cache of model.seq_len positions).
+// Tasks grpo and ppo: the answers a rank generates at once (its share of the batch, at most
+// rl.generation_batch), and the most tokens a generation step feeds (rl.prefill_tokens, at least
+// what the Generator feeds anyway).
 int rollout_generation_slots(const RunConfig& cfg);
+int rollout_feed_rows(const RunConfig& cfg);
 // Task ppo's value model's configuration: the run's, with the score head (model.score_head), the
 // learning rates scaled to rl.value_lr and init.from naming rl.value_from when given.
 RunConfig value_config(const RunConfig& cfg);

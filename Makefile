@@ -38,7 +38,7 @@ data-gpt2: build
 
 test: test-deps
 	$(MAKE) data
-	cd $(BUILD) && ctest --output-on-failure --timeout 1200
+	cd $(BUILD) && ctest --output-on-failure --timeout 1200 -j2
 	$(MAKE) fuzz
 
 # Each parser's libFuzzer target for FUZZ_SECONDS on its seed corpus (tests/fuzz/).

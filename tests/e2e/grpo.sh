@@ -16,18 +16,8 @@ set -euo pipefail
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 questions=(--ops + --max-operand 9)
-/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" "${questions[@]}" --records 3000 --seed 1 --system "" \
-  > "$out/train.jsonl"
-/usr/bin/python3 "$root/tools/make_arithmetic_chat.py" "${questions[@]}" --format eval --records 100 --seed 2 \
-  > "$out/prompts.jsonl"
-"$trident" tokenize --input "$out/train.jsonl" --output "$out/arith" --tokenizer byte --format chat \
-  --chat-template plain > "$out/tokenize.log"
-
-model=(--config "$root/inputs/models/llama-tiny.cfg" --backend cpu --model.n_layer 2 --model.n_embd 64
-       --model.ffn_hidden_size 176 --model.n_positions 128)
-"$trident" train "${model[@]}" --task sft --model.seq_len 128 --data.train "$out/arith" --data.pack true \
-  --train.steps 150 --train.micro_batch_size 8 --train.global_batch_size 16 --train.lr 3e-3 --train.warmup_steps 10 \
-  --log.every 50 --checkpoint.dir "$out/sft" > "$out/sft.log" || { cat "$out/sft.log"; exit 1; }
+arith_sft 150 --ops +
+model=("${arith_model[@]}")
 
 grpo=("${model[@]}" --task grpo --init.from "$out/sft/step_150.h5" --rl.tokenizer byte --rl.group 8 --rl.max_new_tokens 4 --rl.ppo_epochs 2 --model.seq_len 48
       --train.micro_batch_size 32 --train.global_batch_size 128 --train.lr 5e-4 --train.min_lr 5e-4

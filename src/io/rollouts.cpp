@@ -133,11 +133,7 @@ void PromptRollouts::attach(GptStage& policy) {
                                              bucket_elements(cfg_.parallel), false);
   std::vector<float> params;
   read_checkpoint_params(cfg_.rl.reward_model, *reward_stage_, g_, params);
-  Buffer staging(be, params.size() * sizeof(float));
-  const TensorView f32 = staging.view(DType::F32).slice(0, params.size());
-  be.copy_from_host(f32, params.data());
-  be.copy(reward_stage_->params(), f32);
-  be.synchronize();
+  reward_stage_->set_params(params);
 }
 
 void PromptRollouts::detach() {

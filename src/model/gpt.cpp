@@ -293,6 +293,15 @@ void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
   }
 }
 
+void GptStage::set_params(const std::vector<float>& params) {
+  TRIDENT_CHECK(params.size() == params_.numel, "GptStage::set_params: not this rank's layout");
+  Buffer staging(be_, params.size() * sizeof(float));
+  const TensorView f32 = staging.view(DType::F32).slice(0, params.size());
+  be_.copy_from_host(f32, params.data());
+  be_.copy(params_, f32);
+  be_.synchronize();
+}
+
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
   for (const ParamInfo& p : layout_.params()) init_param_values(p, seed, host.data() + p.offset);

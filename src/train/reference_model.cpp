@@ -21,14 +21,7 @@ ReferenceModel::ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Ba
 
 ReferenceModel::~ReferenceModel() = default;
 
-void ReferenceModel::set_weights(const std::vector<float>& params) {
-  TRIDENT_CHECK(params.size() == model_->params().numel, "ReferenceModel::set_weights: not this rank's layout");
-  Buffer staging(be_, params.size() * sizeof(float));
-  TensorView f32 = staging.view(DType::F32).slice(0, params.size());
-  be_.copy_from_host(f32, params.data());
-  be_.copy(model_->params(), f32);
-  be_.synchronize();
-}
+void ReferenceModel::set_weights(const std::vector<float>& params) { model_->set_params(params); }
 
 void ReferenceModel::run(const Loader& load) {
   TraceRange range("reference forward");

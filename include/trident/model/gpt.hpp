@@ -146,6 +146,9 @@ class GptStage {
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);
+  // The parameters from this rank's layout().total() fp32 values on the host, each rounded once to
+  // the compute dtype (a checkpoint's or converted weights); waits until they are in place.
+  void set_params(const std::vector<float>& params);
   void zero_grads();
 
   // Stage boundary buffers of a slot, (B, T, C) in the compute dtype; input and output under

@@ -13,6 +13,7 @@
 #include "auto_layout.hpp"
 #include "commands.hpp"
 #include "generation_bench.hpp"
+#include "op_profile.hpp"
 #include "progress.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -38,13 +39,6 @@ struct BenchOptions {
   bool kernels = false;
   bool generate = false;
   GenerationBenchOptions gen;
-};
-
-// The profiled steps' op times, per step, and how much of the step went to waiting on
-// communicators ("wait ..." regions: the compute stream stalled on a collective or p2p).
-struct StepProfile {
-  std::vector<OpTime> ops;
-  double step_ms = 0, op_ms = 0, wait_ms = 0;
 };
 
 // The host times of steps [first, first + n) (Trainer::train_steps).
@@ -99,34 +93,14 @@ void print_telemetry(const std::vector<GpuTelemetry>& d) {
 }
 
 StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps, bool sync) {
-  StepProfile p;
-  if (steps <= 0) return p;
+  if (steps <= 0) return StepProfile{};
   be.set_profiling(true);
-  for (double ms : run_steps(trainer, first_step, steps, sync)) p.step_ms += ms / steps;
+  double step_ms = 0;
+  for (double ms : run_steps(trainer, first_step, steps, sync)) step_ms += ms;
   be.set_profiling(false);
-  p.ops = be.take_profile();
-  for (OpTime& t : p.ops) {
-    t.ms /= steps;
-    (t.name.rfind("wait ", 0) == 0 ? p.wait_ms : p.op_ms) += t.ms;
-  }
-  return p;
+  return step_profile(be.take_profile(), steps, step_ms);
 }
 
-void print_profile(const StepProfile& p, int steps) {
-  std::printf("\nGPU time per step by op (rank 0, mean of %d profiled steps, CUDA events around each op):\n", steps);
-  std::printf("%-52s %8s %10s %7s\n", "op (sizes)", "calls", "ms/step", "share");
-  for (const OpTime& t : p.ops)
-    std::printf("%-52s %8.0f %10.3f %6.1f%%\n", t.name.c_str(), double(t.calls) / steps, t.ms, 100 * t.ms / p.step_ms);
-  const double idle = p.step_ms - p.op_ms - p.wait_ms;
-  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of ops", "", p.op_ms, 100 * p.op_ms / p.step_ms);
-  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of communication waits", "", p.wait_ms, 100 * p.wait_ms / p.step_ms);
-  // Ops queued on the backend's side stream run beside the main stream's, so the sum of op times
-  // can exceed the step and the remainder turn negative.
-  std::printf("%-52s %8s %10.3f %6.1f%%\n",
-              idle >= 0 ? "rest (stream idle: host work, syncs, launches)" : "rest (negative: side-stream ops overlapped)",
-              "", idle, 100 * idle / p.step_ms);
-  std::printf("%-52s %8s %10.3f\n", "step (host wall clock)", "", p.step_ms);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -365,6 +339,7 @@ int cmd_bench(const Args& args) {
   RunConfig cfg = parsed.cfg;
   if (o.generate && o.kernels) throw InputError("--bench.generate and --bench.kernels: give one of them");
   if (o.generate) {
+    o.gen.profile = o.profile;
     generation_bench(cfg, o.gen);
     return 0;
   }
@@ -432,7 +407,7 @@ int cmd_bench(const Args& args) {
                 double(after.host_waits - before.host_waits) / o.steps);
     print_telemetry(devices);
   }
-  if (profiled && o.profile) print_profile(prof, profiled);
+  if (profiled && o.profile) print_profile(prof, profiled, "training step");
   return 0;
 }
 

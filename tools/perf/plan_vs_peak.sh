@@ -31,7 +31,8 @@ mkdir -p "$out" || { echo "plan_vs_peak.sh: cannot create OUT_DIR $out" >&2; exi
 # A bundle's own libraries (NCCL, MPI) first; NVLink SHARP off, as in tools/perf/lib.sh: its
 # multicast buffers are not in the planner's NCCL term.
 export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH="$(cd "$(dirname "$trident")/.." && pwd)/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+bundle_lib="$(cd "$(dirname "$trident")/.." && pwd)/lib"
+export LD_LIBRARY_PATH="$bundle_lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 mp=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x OMP_NUM_THREADS)
 gpus=0
 if ((!cpu)) && command -v nvidia-smi >/dev/null; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
@@ -101,7 +102,8 @@ for entry in "${configs[@]}"; do
   plan=${BASH_REMATCH[1]} arenas=${BASH_REMATCH[2]} outside=${BASH_REMATCH[3]} alloc=${BASH_REMATCH[4]} gpu=${BASH_REMATCH[5]}
   [[ $gpu == n/a ]] && gpu=-
   # Measured outside the arenas: the GPU's use beyond the allocator's peak.
-  out_gpu=$([[ $gpu == - ]] && echo - || awk -v g="$gpu" -v a="$alloc" 'BEGIN { printf "%.3f", g - a }')
+  out_gpu=-
+  [[ $gpu == - ]] || out_gpu=$(awk -v g="$gpu" -v a="$alloc" 'BEGIN { printf "%.3f", g - a }')
   printf '%-22s %5s %9s %9s %7s | %9s %9s %7s | %8s %8s | %s\n' "$name" "$ranks" "$plan" "$gpu" \
     "$(error_pct "$plan" "$gpu")" "$arenas" "$alloc" "$(error_pct "$arenas" "$alloc")" "$outside" "$out_gpu" ok |
     tee -a "$table"

@@ -102,6 +102,19 @@ StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int ste
 }
 
 
+// One line after the table: the planner's memory per rank (its busiest stage) term by term beside
+// the allocator's peak and the GPU-reported peak (largest rank each); tools/perf/plan_vs_peak.sh
+// reads it.
+void print_memory(const MemoryEstimate& plan, double allocator_peak, double gpu_peak) {
+  constexpr double kGiB = double(1 << 30);
+  char gpu[64] = "n/a (no GPU)";
+  if (gpu_peak >= 0) std::snprintf(gpu, sizeof gpu, "%.3f GiB (cudaMemGetInfo, largest rank)", gpu_peak / kGiB);
+  std::printf("(memory per rank: planned %.3f GiB = arenas %.3f + outside them %.3f (CUDA context %.3f, cuBLASLt "
+              "%.3f, NCCL %.3f); allocator peak %.3f GiB; GPU-reported peak %s)\n",
+              plan.total() / kGiB, plan.arenas() / kGiB, plan.outside_arenas() / kGiB, plan.cuda_context / kGiB,
+              plan.gemm_workspace / kGiB, plan.nccl_buffers / kGiB, allocator_peak / kGiB, gpu);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -363,20 +376,29 @@ int cmd_bench(const Args& args) {
   }
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
+  // The GPU's memory in use after the warm-up (NCCL connects its channels at the first
+  // collectives), the timed and the profiled steps; the largest is the run's peak.
+  DevicePeak gpu_peak;
   run_steps(trainer, 0, o.warmup, o.sync_steps);
+  gpu_peak.sample(*rt.backend);
   const BackendCounters before = rt.backend->counters();
   rt.backend->start_telemetry();
   std::vector<double> ms = run_steps(trainer, o.warmup, o.steps, o.sync_steps);
   const GpuTelemetry device = rt.backend->stop_telemetry();
+  gpu_peak.sample(*rt.backend);
   const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
   const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled, o.sync_steps);
+  gpu_peak.sample(*rt.backend);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double tok_s = tokens / (median / 1e3);
   const uint64_t max_peak = all_reduce<uint64_t>(rt.backend->peak_bytes(), HostReduce::Max, MPI_COMM_WORLD);
   const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank);
+  // -1: a rank without a reading (the CPU backend, or cudaMemGetInfo failed).
+  const double most_gpu =
+      all_reduce(std::isfinite(gpu_peak.bytes()) ? gpu_peak.bytes() : -1.0, HostReduce::Max, MPI_COMM_WORLD);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? model_flops_utilisation(cfg.model, tok_s, world) : 0;
   const std::string wait =
@@ -395,6 +417,7 @@ int cmd_bench(const Args& args) {
               o.sync_steps ? "each waited for before the next is queued"
                            : "each queued before the previous one's loss is read",
               kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+  print_memory(planned_memory(cfg), max_peak, most_gpu);
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
                 "transfer, from %d profiled steps)\n", profiled);

@@ -91,6 +91,7 @@ CudaOptions cuda_options(const CudaConfig& c) {
                         : c.attention_kernels == "wgmma" ? AttentionKernels::Wgmma
                                                          : AttentionKernels::Auto;
   o.side_stream = c.side_stream;
+  o.graphs = c.graphs;
   o.gemm_autotune = c.gemm_autotune;
   o.gemm_log = c.gemm_log;
   o.sync_launches = c.sync_launches;

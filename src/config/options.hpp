@@ -254,6 +254,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "engine everywhere)");
   v("cuda.side_stream", c.cuda.side_stream,
     "run side ops (e.g. the fc bias gradient) on a second stream beside the main work; false queues them in order");
+  v("cuda.graphs", c.cuda.graphs,
+    "replay generation's decode steps (the blocks, the head) as CUDA graphs, one launch each; false queues every op "
+    "every step");
   v("cuda.gemm_autotune", c.cuda.gemm_autotune,
     "time cuBLASLt's candidates per GEMM shape and keep the fastest that gives the same bits as the heuristic's "
     "first choice; false uses that first choice");

@@ -724,13 +724,14 @@ Ints decode_rows(int B, int Tn, int past) {
 }
 
 // Prefill, then one token at a time, on both backends: every step's output and, at the end,
-// both caches (copies of the same bf16 values: exact). The last cases share each key/value
-// head among 2, 4 and 8 query heads.
+// both caches (copies of the same bf16 values: exact). The later cases share each key/value
+// head among 2, 4 and 8 query heads; the last two have enough sequences that a block serves a
+// whole group of query heads (4, and 16 in two parts of 8) rather than one.
 TEST_F(CudaOps, AttentionDecode) {
   for (const DecodeCase& k :
        {DecodeCase{2, 3, 3, 64, 50, 17, 6}, DecodeCase{1, 2, 2, 37, 40, 1, 5}, DecodeCase{1, 1, 1, 128, 4096, 4000, 3},
         DecodeCase{2, 2, 2, 1, 12, 5, 7}, DecodeCase{2, 8, 4, 64, 50, 17, 6}, DecodeCase{1, 8, 2, 128, 300, 260, 3},
-        DecodeCase{2, 8, 1, 37, 40, 9, 5}}) {
+        DecodeCase{2, 8, 1, 37, 40, 9, 5}, DecodeCase{160, 8, 2, 64, 40, 9, 2}, DecodeCase{300, 16, 1, 64, 20, 5, 2}}) {
     SCOPED_TRACE(announce(str("B=", k.B, " NH=", k.NH, " NKV=", k.NKV, " HS=", k.HS, " Tmax=", k.Tmax,
                               " prefill=", k.prefill, " steps=", k.steps)));
     const size_t C = static_cast<size_t>(k.NH) * k.HS, C_qkv = static_cast<size_t>(k.NH + 2 * k.NKV) * k.HS;

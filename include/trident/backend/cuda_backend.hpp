@@ -22,6 +22,7 @@ constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 struct CudaOptions {
   AttentionKernels attention_kernels = AttentionKernels::Auto;
   bool side_stream = true;      // false: side ops queued in order on the main stream
+  bool graphs = true;           // false: make_replay() gives a plain replay (every op queued each run)
   bool gemm_autotune = true;    // false: cuBLASLt's heuristic first choice for every GEMM
   bool gemm_log = false;        // print each GEMM shape's candidates, their times and the choice
   bool sync_launches = false;   // drain the device after every kernel, so a fault names its launch

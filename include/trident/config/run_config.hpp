@@ -180,6 +180,7 @@ struct LogConfig {
 struct CudaConfig {
   std::string attention_kernels = "auto";   // auto | wgmma | mma
   bool side_stream = true;          // false: side ops queued in order on the main stream
+  bool graphs = true;               // false: generation's decode steps queue every op (no CUDA graphs)
   bool gemm_autotune = true;        // false: cuBLASLt's heuristic first choice
   bool gemm_log = false;            // print each GEMM shape's candidates and choice
   bool sync_launches = false;       // drain the device after every kernel (slow; finds faulting kernels)

@@ -353,77 +353,135 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, 
 // Keys of the cache scored per block step: one kTile chunk per warp.
 constexpr int kDecodeKeys = kWarps * kTile;
 
-// One block per (new token i, query head h): token i at position rows[2i + 1] of cache slot
-// rows[2i], reading the slot's cache of key/value head h / (NH / NKV). Each step
-// copies kDecodeKeys keys to shared memory; warp w scores chunk w of them (lane j key j) and
-// keeps its own online softmax, values read straight from the cache (contiguous across
-// lanes). The warps' partial results are merged at the end.
+// Rows [row0, row0 + n_rows) of a slot's keys and values into shared memory (rows past T zero),
+// both in one pass so that their loads are in flight together; 16-byte loads with `vec` (HS a
+// multiple of 8 and the caches 16-byte aligned).
+__device__ void load_kv_rows(bf16* k_dst, bf16* v_dst, int stride, const bf16* keys, const bf16* values, int row0,
+                             int n_rows, int T, int HS, bool vec) {
+  if (!vec) {
+    load_rows(k_dst, stride, Rows{keys, static_cast<size_t>(HS)}, row0, n_rows, T, HS);
+    load_rows(v_dst, stride, Rows{values, static_cast<size_t>(HS)}, row0, n_rows, T, HS);
+    return;
+  }
+  const int per_row = HS / 8;   // 16-byte pieces of a row; rows start 16-byte aligned (HS % 8 == 0)
+  for (int idx = threadIdx.x; idx < n_rows * per_row; idx += blockDim.x) {
+    const int r = idx / per_row, d = (idx - r * per_row) * 8, t = row0 + r;
+    uint4 k = make_uint4(0, 0, 0, 0), v = k;
+    if (t < T) {
+      k = *reinterpret_cast<const uint4*>(keys + static_cast<size_t>(t) * HS + d);
+      v = *reinterpret_cast<const uint4*>(values + static_cast<size_t>(t) * HS + d);
+    }
+    // Shared rows are 4-byte aligned only (their odd-word stride): four 4-byte stores each.
+    uint32_t* kd = reinterpret_cast<uint32_t*>(k_dst + r * stride + d);
+    uint32_t* vd = reinterpret_cast<uint32_t*>(v_dst + r * stride + d);
+    kd[0] = k.x, kd[1] = k.y, kd[2] = k.z, kd[3] = k.w;
+    vd[0] = v.x, vd[1] = v.y, vd[2] = v.z, vd[3] = v.w;
+  }
+}
+
+// Query heads of one key/value head that a decode block serves at most.
+constexpr int kDecodeGroup = 8;
+
+// One block per (new token i, key/value head kvh, part of its group): token i at position
+// rows[2i + 1] of cache slot rows[2i], for the `per_block` (<= kMaxGroup <= kDecodeGroup) query heads
+// [h0, h0 + G) that read key/value head kvh, so a cache row is read once per part, not once per
+// query head (per_block 1: a block per query head, more blocks for a small batch). Each
+// step copies kDecodeKeys keys and their values to shared memory (one round trip to the cache);
+// warp w scores chunk w of them (lane j key j) against each query head and keeps each head's own
+// online softmax over their values. The warps' partial results are merged at the end. Per head
+// the arithmetic is that of a block serving the head alone.
+template <int kMaxGroup>
 __global__ void __launch_bounds__(kThreads)
     attention_decode_kernel(bf16* out, const bf16* k_cache, const bf16* v_cache, const bf16* qkv, const int32_t* rows,
-                            int N, int Tmax, int NH, int NKV, int HS, float scale) {
+                            int N, int Tmax, int NH, int NKV, int HS, float scale, bool vec, int per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int stride = smem_stride(HS);
-  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (1, stride)
-  bf16* k_s = q_s + stride;                                             // (kDecodeKeys, stride)
-  float* max_s = reinterpret_cast<float*>(k_s + kDecodeKeys * stride);  // (kWarps)
-  float* sum_s = max_s + kWarps;                                        // (kWarps)
-  float* o_s = sum_s + kWarps;                                          // (kWarps, HS)
+  const int stride = smem_stride(HS), group = NH / NKV, gmax = per_block;
+  const int parts = (group + per_block - 1) / per_block;
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);                        // (gmax, stride)
+  bf16* k_s = q_s + gmax * stride;                                      // (kDecodeKeys, stride)
+  bf16* v_s = k_s + kDecodeKeys * stride;                               // (kDecodeKeys, stride)
+  float* max_s = reinterpret_cast<float*>(v_s + kDecodeKeys * stride);  // (kWarps, gmax)
+  float* sum_s = max_s + kWarps * gmax;                                 // (kWarps, gmax)
+  float* o_s = sum_s + kWarps * gmax;                                   // (kWarps, gmax, HS)
 
-  const int t = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV), slot = rows[2 * t], pos = rows[2 * t + 1];
+  const int t = blockIdx.x / (NKV * parts), kvh = blockIdx.x / parts % NKV, part = blockIdx.x % parts;
+  const int h0 = kvh * group + part * per_block, G = min(per_block, group - part * per_block);
+  const int slot = rows[2 * t], pos = rows[2 * t + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  bf16* orow = out + head_offset(0, h, N, NH, HS) + static_cast<size_t>(t) * NH * HS;
-  if (slot < 0) {   // padding: a zero row (block-uniform)
-    for (int d = threadIdx.x; d < HS; d += blockDim.x) orow[d] = to_bf16(0.0f);
+  auto out_row = [&](int g) { return out + head_offset(0, h0 + g, N, NH, HS) + static_cast<size_t>(t) * NH * HS; };
+  if (slot < 0) {   // padding: zero rows (block-uniform)
+    for (int idx = threadIdx.x; idx < G * HS; idx += blockDim.x) out_row(idx / HS)[idx % HS] = to_bf16(0.0f);
     return;
   }
   const size_t cache_offset = (static_cast<size_t>(slot) * NKV + kvh) * Tmax * HS;
-  const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
+  const bf16* keys = k_cache + cache_offset;
   const bf16* values = v_cache + cache_offset;
-  load_rows(q_s, stride, Rows{qkv + qkv_offset(0, h, 0, N, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, N, HS);
+  for (int g = 0; g < G; ++g)
+    load_rows(q_s + g * stride, stride,
+              Rows{qkv + qkv_offset(0, h0 + g, 0, N, NH, NKV, HS), qkv_row_stride(NH, NKV, HS)}, t, 1, N, HS);
 
-  float m = -INFINITY, l = 0.0f, o[kDimsPerLane] = {};
+  float m[kMaxGroup], l[kMaxGroup], o[kMaxGroup][kDimsPerLane] = {};
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) m[g] = -INFINITY, l[g] = 0.0f;
   for (int k0 = 0; k0 <= pos; k0 += kDecodeKeys) {
     __syncthreads();  // every warp is done with the previous keys (and q_s is loaded)
-    load_rows(k_s, stride, keys, k0, kDecodeKeys, pos + 1, HS);
+    load_kv_rows(k_s, v_s, stride, keys, values, k0, kDecodeKeys, pos + 1, HS, vec);
     __syncthreads();
     const int c0 = k0 + warp * kTile;
     if (c0 > pos) continue;  // warp-uniform
     const int kj = c0 + lane;
     const bool visible = kj <= pos;
-    const float s = visible ? scale * dot_rows(q_s, k_s + (warp * kTile + lane) * stride, HS) : -INFINITY;
-    const float m_new = fmaxf(m, warp_max(s));  // finite: key c0 <= pos is visible
-    const float p = visible ? expf(s - m_new) : 0.0f;
-    const float correction = expf(m - m_new);
-    l = l * correction + warp_sum(p);
+    float p[kMaxGroup];
 #pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) o[i] *= correction;
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+      const float s = visible ? scale * dot_rows(q_s + g * stride, k_s + (warp * kTile + lane) * stride, HS) : -INFINITY;
+      const float m_new = fmaxf(m[g], warp_max(s));  // finite: key c0 <= pos is visible
+      p[g] = visible ? expf(s - m_new) : 0.0f;
+      const float correction = expf(m[g] - m_new);
+      l[g] = l[g] * correction + warp_sum(p[g]);
+#pragma unroll
+      for (int i = 0; i < kDimsPerLane; ++i) o[g][i] *= correction;
+      m[g] = m_new;
+    }
+    // Each value row read once for the group: head g's sum over the keys in the same order.
     const int n_keys = min(kTile, pos - c0 + 1);
-    for (int j = 0; j < n_keys; ++j)
-      axpy_row(o, __shfl_sync(kFullMask, p, j), values + static_cast<size_t>(c0 + j) * HS, lane, HS);
-    m = m_new;
+    for (int j = 0; j < n_keys; ++j) {
+      const bf16* vrow = v_s + (warp * kTile + j) * stride;
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= G) break;
+        axpy_row(o[g], __shfl_sync(kFullMask, p[g], j), vrow, lane, HS);
+      }
+    }
   }
 
   // Merge: weight each warp's sums by exp(its max - the overall max); a warp that saw no key
   // has max -inf and weight 0.
-  if (lane == 0) {
-    max_s[warp] = m;
-    sum_s[warp] = l;
-  }
 #pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i)
-    if (lane + 32 * i < HS) o_s[warp * HS + lane + 32 * i] = o[i];
-  __syncthreads();
-  float m_all = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, max_s[w]);
-  float weight[kWarps], l_all = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = expf(max_s[w] - m_all);
-    l_all += sum_s[w] * weight[w];
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
+    if (lane == 0) {
+      max_s[warp * gmax + g] = m[g];
+      sum_s[warp * gmax + g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i)
+      if (lane + 32 * i < HS) o_s[(warp * gmax + g) * HS + lane + 32 * i] = o[g][i];
   }
-  for (int d = threadIdx.x; d < HS; d += blockDim.x) {
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * HS; idx += blockDim.x) {
+    const int g = idx / HS, d = idx % HS;
+    float m_all = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, max_s[w * gmax + g]);
+    float weight[kWarps], l_all = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      weight[w] = expf(max_s[w * gmax + g] - m_all);
+      l_all += sum_s[w * gmax + g] * weight[w];
+    }
     float acc = 0.0f;
-    for (int w = 0; w < kWarps; ++w) acc += o_s[w * HS + d] * weight[w];
-    orow[d] = to_bf16(acc / l_all);
+    for (int w = 0; w < kWarps; ++w) acc += o_s[(w * gmax + g) * HS + d] * weight[w];
+    out_row(g)[d] = to_bf16(acc / l_all);
   }
 }
 
@@ -509,9 +567,19 @@ void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, 
   kv_append_kernel<<<grid_for(n, kThreads, 65536), kThreads, 0, stream>>>(k_cache, v_cache, qkv, rows, N, Tmax, NH,
                                                                           NKV, HS);
   CUDA_CHECK_LAUNCH("kv_append_kernel");
-  const size_t smem = smem_bytes(HS, 1 + kDecodeKeys, 2 * kWarps + kWarps * HS);
-  attention_decode_kernel<<<N * NH, kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, rows, N, Tmax, NH, NKV, HS,
-                                                              1.0f / sqrtf(static_cast<float>(HS)));
+  // Query heads per block: the whole group (up to 8) where that still gives two waves of blocks,
+  // else one (a small batch needs the blocks more than the shared reads). Each head's arithmetic
+  // is the same either way: the choice changes no bit.
+  const int group = NH / NKV, grouped = std::min(group, kDecodeGroup);
+  const bool enough = static_cast<long long>(N) * NKV * ceil_div(group, grouped) >= 2LL * multiprocessors();
+  const int per_block = enough ? grouped : 1, parts = ceil_div(group, per_block);
+  const size_t smem = smem_bytes(HS, per_block + 2 * kDecodeKeys, 2 * kWarps * per_block + kWarps * per_block * HS);
+  // Registers for one head where a block serves one (the kernel of a plain GPT-2 decode).
+  const auto kernel = per_block == 1 ? attention_decode_kernel<1> : attention_decode_kernel<kDecodeGroup>;
+  allow_smem(kernel, smem);
+  kernel<<<N * NKV * parts, kThreads, smem, stream>>>(out, k_cache, v_cache, qkv, rows, N, Tmax, NH, NKV, HS,
+                                                              1.0f / sqrtf(static_cast<float>(HS)),
+                                                              HS % 8 == 0 && aligned16(k_cache, v_cache), per_block);
   CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 

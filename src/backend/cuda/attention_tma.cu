@@ -362,16 +362,6 @@ Maps maps_for(const bf16* qkv, bf16* out, int B, int T, int NH, int NKV) {
   return cache.back();
 }
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return count;
-}
-
 // The consumers' setmaxnreg.inc waits for registers the block does not have (forever) unless
 // the kernel starts with enough for both groups' final counts: at most 65,536 / 384 rounded down
 // to 8 per thread (what ptxas gives a one-block kernel of 384 threads), checked here, and what

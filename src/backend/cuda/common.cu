@@ -13,6 +13,16 @@ bool g_sync_after_launch = false;
 void set_sync_after_launch(bool on) { g_sync_after_launch = on; }
 bool sync_after_launch() { return g_sync_after_launch; }
 
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
 std::string cuda_error_text(cudaError_t err) { return str(cudaGetErrorName(err), ": ", cudaGetErrorString(err)); }
 
 void check_launch(const char* file, int line, const char* kernel_name) {

@@ -39,6 +39,8 @@ using bf16 = __nv_bfloat16;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 std::string cuda_error_text(cudaError_t err);
+// Streaming multiprocessors of the first device asked (all of a process's devices are alike).
+int multiprocessors();
 void check_launch(const char* file, int line, const char* kernel_name);
 // Whether check_launch waits for each kernel (cuda.sync_launches), for the whole process.
 void set_sync_after_launch(bool on);

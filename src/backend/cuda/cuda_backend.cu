@@ -130,6 +130,7 @@ class CudaBackend final : public Backend, public PeerOps {
     CUDA_CHECK(cudaEventCreateWithFlags(&transfer_join_, cudaEventDisableTiming));
     stream_ = main_stream_;
     side_enabled_ = options.side_stream;
+    graphs_ = options.graphs;
     gpu::set_sync_after_launch(options.sync_launches);
     matmul_ = std::make_unique<gpu::Matmul>(options.gemm_autotune, options.gemm_log);
     gpu::choose_attention_engine(options.attention_kernels);   // its probe at set-up, not inside the first step
@@ -337,6 +338,7 @@ class CudaBackend final : public Backend, public PeerOps {
   }
   std::unique_ptr<StreamReplay> make_replay() override {
     TRIDENT_CHECK(!on_side(), "cuda backend: make_replay between side_begin() and side_end()");
+    if (!graphs_) return std::make_unique<PlainReplay>();
     return std::make_unique<CudaReplay>(main_stream_, [this] { return main_scratch_.growths() + side_scratch_.growths(); });
   }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
@@ -803,6 +805,7 @@ class CudaBackend final : public Backend, public PeerOps {
   bool side_enabled_ = true, side_used_ = false;
   std::unique_ptr<gpu::Matmul> matmul_;
   // Temporaries of one op at a time: ops are ordered on their stream, and each stream has its own.
+  bool graphs_ = true;   // CudaOptions::graphs
   gpu::Scratch main_scratch_, side_scratch_;
   gpu::Scratch* scratch_ = &main_scratch_;
 

@@ -155,11 +155,11 @@ TEST(Planner, OffloadAddsTheHostUpdateToTheStep) {
 // What the GPU holds beyond trident's allocations: the CUDA context, the cuBLASLt workspace, and
 // NCCL's 12 MiB per channel and peer for every communicator of two or more ranks the layout uses.
 TEST(Planner, GpuMemoryOutsideTheArenas) {
-  Hardware hw;   // 0.5 GiB context, 32 channels
+  Hardware hw;   // 2.2 GiB context, 32 channels
   const double channel = 12.0 * (1 << 20), ring = 32 * channel;
   RunConfig dp2 = small_config(0);   // world and dp rings
   const MemoryEstimate e = estimate_memory(dp2, hw);
-  EXPECT_DOUBLE_EQ(e.cuda_context, 0.5 * (1 << 30));
+  EXPECT_DOUBLE_EQ(e.cuda_context, 2.2 * (1 << 30));
   EXPECT_DOUBLE_EQ(e.gemm_workspace, 32.0 * (1 << 20));
   EXPECT_DOUBLE_EQ(e.nccl_buffers, 2 * ring);
   EXPECT_DOUBLE_EQ(e.total(), e.arenas() + e.outside_arenas());

@@ -25,7 +25,10 @@ struct Hardware {
   // (docs/OPERATIONS.md states where each figure comes from). device = false plans CPU ranks:
   // none of it.
   bool device = true;
-  double cuda_context_gib = 0.5;  // one process's CUDA context: kernels loaded, device stacks and heap
+  // One process's device memory beside its arenas and the GEMM workspace: the CUDA context with the
+  // kernels it has loaded (lazily: trident's, cuBLASLt's), device stacks and heap, and the op scratch.
+  // Measured: 2.24 GiB on H200 (CUDA 13.0, driver 580; docs/PERFORMANCE.md "Planner and checkpoints").
+  double cuda_context_gib = 2.2;
   int nccl_channels = 32;         // channels NCCL opens per communicator and per point-to-point peer
   // parallel.offload_optimizer's time: the gradient and parameter copies over PCIe (pinned host
   // memory, each direction) and the host AdamW's memory traffic (its threads together).

@@ -245,12 +245,12 @@ std::vector<float> Trainer::token_values(int64_t step_first_sample) {
   return out;
 }
 
+// The values and the reference's log-probabilities are on the last stage (zeros and none on the
+// others), whose advantages alone the policy's head reads and whose sums alone set_values counts.
 void Trainer::score_rollouts(int64_t step_first_sample) {
-  TRIDENT_CHECK(model_->stage().last() && value_->model_->stage().last(),
-                "task ppo: the rollouts are scored on the last stage (parallel.pp = 1)");
   const std::vector<float> values = value_->token_values(step_first_sample);
   std::vector<float> ref_nll;
-  if (reference_) {
+  if (reference_ && model_->stage().last()) {
     ref_nll.resize(values.size());
     be_.copy_to_host(ref_nll.data(), reference_->token_nll());
   }

@@ -6,6 +6,8 @@
 # transformer. Checked:
 # - the mean reward of steps 9-12 is above that of steps 1-4 by 0.2, on one rank and on tp 2 (the
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
+# - on pp 2 (the policy, value model and reference each split in two stages) steps 1-3 are those
+#   of one rank, the gradient norm within 1e-6;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
 #   both optimizer states, the adaptive KL coefficient), which inspect lists; resumed on dp 2 it
 #   gives step 7 the same reward and KL coefficient, and values within 1e-4;
@@ -31,6 +33,20 @@ echo "ppo on one rank took $((SECONDS - start)) s"
 "$@" "$trident" train "${ppo[@]}" --parallel.tp 2 --log.metrics "$out/tp2.jsonl" > "$out/tp2.log" ||
   { cat "$out/tp2.log"; exit 1; }
 grep -q "layout dp=1 tp=2" "$out/tp2.log" || { echo "the second run is not tp 2"; exit 1; }
+"$@" "$trident" train "${ppo[@]}" --parallel.pp 2 --train.steps 3 --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" ||
+  { cat "$out/pp2.log"; exit 1; }
+grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is not pp 2"; exit 1; }
+/usr/bin/python3 - "$out/one.jsonl" "$out/pp2.jsonl" <<'PY'
+import json, sys
+one, pp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+assert len(pp2) == 3, len(pp2)
+keys = ("loss", "reward", "reward_std", "kl", "clip_fraction", "entropy", "value_loss", "value_clip_fraction",
+        "explained_variance", "kl_coef")
+for a, b in zip(one, pp2):
+    assert all(a[k] == b[k] for k in keys) and abs(a["grad_norm"] - b["grad_norm"]) <= 1e-6 * a["grad_norm"], \
+        f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
+print("steps 1-3 on pp 2 identical to one rank's (gradient norm within 1e-6)")
+PY
 "$trident" inspect "$out/ckpt/step_6.h5" > "$out/inspect.log"
 grep -q "task ppo: KL coefficient" "$out/inspect.log" && grep -q "^  /value/model/score.weight  *1 x 64 " "$out/inspect.log" &&
   grep -q "^  /value/optim/exp_avg_sq: " "$out/inspect.log" || { echo "inspect shows no value model"; cat "$out/inspect.log"; exit 1; }

@@ -237,9 +237,9 @@ TEST(Planner, GrpoCountsGenerationAndItsReference) {
   c.task = "grpo";
   c.rl.kl_beta = 0;
   const MemoryEstimate no_kl = estimate_memory(c, hw);
-  const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), c.parallel.tp, 0, c.parallel.dp,
-                           bucket_elements(c.parallel));
-  EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, c.parallel.tp, layout.vocab_local(), DType::BF16,
+  const StageInfo st = StageInfo::of(c.model, 0, 1);
+  const ParamLayout layout(c.model, st, c.parallel.tp, 0, c.parallel.dp, bucket_elements(c.parallel));
+  EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, st, c.parallel.tp, layout.vocab_local(), DType::BF16,
                                                              rollout_generation_slots(c), c.model.seq_len,
                                                              rollout_feed_rows(c)));
   EXPECT_GT(no_kl.generation, 0);

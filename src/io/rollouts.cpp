@@ -210,7 +210,7 @@ void PromptRollouts::generate(int64_t step_first) {
   const std::vector<float> scores = reward_model_ ? score_rows() : std::vector<float>();
   std::vector<float> rewards(rows);
   texts_.assign(rows, "");
-  double sums[6] = {0, 0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, sampled -log p, stopped
+  double sums[5] = {0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, stopped
   for (int i = 0; i < rows; ++i) {
     const Completion& c = answers[i];
     std::vector<int32_t> text_ids = c.tokens;
@@ -223,10 +223,9 @@ void PromptRollouts::generate(int64_t step_first) {
     sums[1] += static_cast<double>(rewards[i]) * rewards[i];
     sums[2] += 1;
     sums[3] += static_cast<double>(c.tokens.size());
-    for (float lp : c.logprobs) sums[4] -= lp;
-    sums[5] += c.stopped;
+    sums[4] += c.stopped;
   }
-  std::vector<double> total(sums, sums + 6);
+  std::vector<double> total(sums, sums + 5);
   if (g_.coord.tp != 0 || !g_.first_stage()) std::fill(total.begin(), total.end(), 0.0);
   all_reduce(total, HostReduce::Sum, g_);
   // Task ppo's advantages come per token from set_values, once the value model has run.
@@ -258,8 +257,7 @@ void PromptRollouts::generate(int64_t step_first) {
   stats_.reward_mean = total[0] / n;
   stats_.reward_std = std::sqrt(std::max(total[1] / n - stats_.reward_mean * stats_.reward_mean, 0.0));
   stats_.answer_tokens = total[3] / n;
-  stats_.sampled_nll = total[4] / std::max(total[3], 1.0);
-  stats_.stopped = total[5] / n;
+  stats_.stopped = total[4] / n;
   std::vector<double> seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
   all_reduce(seconds, HostReduce::Max, g_);
   stats_.seconds = seconds[0];

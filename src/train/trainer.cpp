@@ -429,6 +429,7 @@ void Trainer::queue_step(int step) {
       q.loss_sum += q.stats[0];
       q.clipped_sum += q.stats[1];
       q.kl_sum += q.stats[2];
+      q.entropy_sum += q.stats[3];
       if (value_) update_value(q, step * q.updates + u + 1);
     }
     // Adaptive KL control (Ziegler et al., as TRL's AdaptiveKLController): the coefficient of the
@@ -534,7 +535,7 @@ StepStats Trainer::finish_step() {
     if (reference_) s.kl = q.kl_sum / answer_tokens;
     s.reward = r.reward_mean;
     s.reward_std = r.reward_std;
-    s.entropy = r.sampled_nll;
+    s.entropy = q.entropy_sum / answer_tokens;
     s.answer_tokens = r.answer_tokens;
     s.answers_stopped = r.stopped;
     s.generation_s = r.seconds;

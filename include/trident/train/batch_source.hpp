@@ -56,7 +56,6 @@ struct SampleOrder {
 struct RolloutStats {
   double reward_mean = std::nan(""), reward_std = std::nan("");   // std over all answers (divisor n)
   double answer_tokens = 0;     // mean answer length in tokens
-  double sampled_nll = 0;       // mean -log p of the sampled answer tokens (temperature 1): an entropy estimate
   double stopped = 0;           // share of answers that ended at the end-of-turn token
   double answers = 0;           // answers of the global batch
   double total_answer_tokens = 0;

@@ -205,10 +205,10 @@ int cmd_generate(const Args& args) {
       throw InputError(str(o.prompts_file.empty() ? std::string("the prompt") : str("prompt ", i + 1), " has ",
                            prompts.back().size(), " tokens; the model's context is ", cfg.model.positions()));
   }
-  // One micro-batch of one sequence per data-parallel replica for the model; the generator has
-  // its own batch.
+  // Micro-batches of one sequence for the model, pp per data-parallel replica (the fewest a
+  // pipeline schedule validates; the generator runs none and has its own batch).
   cfg.train.micro_batch_size = 1;
-  cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp * cfg.parallel.pp);
+  cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp);
   validate_run_config(cfg, world);
   check_memory_fits(cfg, MPI_COMM_WORLD, false);   // parameters and scratch; the KV cache comes on top
 

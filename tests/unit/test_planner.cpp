@@ -243,6 +243,17 @@ TEST(Planner, GrpoCountsGenerationAndItsReference) {
                                                              rollout_generation_slots(c), c.model.seq_len,
                                                              rollout_feed_rows(c)));
   EXPECT_GT(no_kl.generation, 0);
+  // On pp 2 each stage's generator holds the KV cache of its own layers, and only the last stage
+  // the head's buffers: less than one stage's whole model.
+  RunConfig pp2 = c;
+  pp2.parallel.pp = 2;
+  pp2.parallel.dp = 1;
+  const MemoryEstimate piped = estimate_memory(pp2, hw);
+  EXPECT_DOUBLE_EQ(piped.generation,
+                   Generator::device_bytes(c.model, StageInfo::of(c.model, piped.stage, 2), c.parallel.tp,
+                                           layout.vocab_local(), DType::BF16, rollout_generation_slots(pp2),
+                                           c.model.seq_len, rollout_feed_rows(pp2)));
+  EXPECT_LT(piped.generation, no_kl.generation);
   EXPECT_DOUBLE_EQ(no_kl.reference, 0);
   const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;
   EXPECT_DOUBLE_EQ(no_kl.trainer - pretrain.trainer, 3 * tokens * sizeof(float));

@@ -46,6 +46,15 @@ double host_available_bytes() {
 }
 }  // namespace
 
+MemoryEstimate planned_memory(const RunConfig& cfg) {
+  Hardware hw;
+  if (!uses_cuda(cfg)) {
+    hw.act_bytes = 4;
+    hw.device = false;
+  }
+  return estimate_memory(cfg, hw);
+}
+
 void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
   const bool cuda = uses_cuda(cfg);
   // A GPU is the rank's own; host memory is shared by the ranks of the node.
@@ -53,12 +62,7 @@ void check_memory_fits(const RunConfig& cfg, MPI_Comm world, bool training) {
                            : host_available_bytes() / node_info(world).local_size;
   const double budget = all_reduce(mine, HostReduce::Min, world);
   if (budget <= 0) return;   // unknown (no GPU visible): make_runtime reports what is wrong
-  Hardware hw;
-  if (!cuda) {
-    hw.act_bytes = 4;
-    hw.workspace_gib = 0;
-  }
-  MemoryEstimate e = estimate_memory(cfg, hw);
+  MemoryEstimate e = planned_memory(cfg);
   if (!training) {
     // Forward only: no gradients or optimizer state, one micro-batch's activations at a time.
     e.grads = e.optimizer = e.host = 0;
@@ -94,7 +98,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
     hw.gemm_tflops = kCpuGemmTflops;
     hw.nvlink_gbps = hw.ib_gbps = kCpuLinkGbps;
     hw.act_bytes = 4;
-    hw.workspace_gib = 0;
+    hw.device = false;
   }
 
   const std::vector<Candidate> ranked = rank_layouts(cfg, hw);

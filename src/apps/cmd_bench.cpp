@@ -13,6 +13,7 @@
 #include "auto_layout.hpp"
 #include "commands.hpp"
 #include "generation_bench.hpp"
+#include "op_profile.hpp"
 #include "progress.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
@@ -38,13 +39,6 @@ struct BenchOptions {
   bool kernels = false;
   bool generate = false;
   GenerationBenchOptions gen;
-};
-
-// The profiled steps' op times, per step, and how much of the step went to waiting on
-// communicators ("wait ..." regions: the compute stream stalled on a collective or p2p).
-struct StepProfile {
-  std::vector<OpTime> ops;
-  double step_ms = 0, op_ms = 0, wait_ms = 0;
 };
 
 // The host times of steps [first, first + n) (Trainer::train_steps).
@@ -99,33 +93,26 @@ void print_telemetry(const std::vector<GpuTelemetry>& d) {
 }
 
 StepProfile profile_steps(Trainer& trainer, Backend& be, int first_step, int steps, bool sync) {
-  StepProfile p;
-  if (steps <= 0) return p;
+  if (steps <= 0) return StepProfile{};
   be.set_profiling(true);
-  for (double ms : run_steps(trainer, first_step, steps, sync)) p.step_ms += ms / steps;
+  double step_ms = 0;
+  for (double ms : run_steps(trainer, first_step, steps, sync)) step_ms += ms;
   be.set_profiling(false);
-  p.ops = be.take_profile();
-  for (OpTime& t : p.ops) {
-    t.ms /= steps;
-    (t.name.rfind("wait ", 0) == 0 ? p.wait_ms : p.op_ms) += t.ms;
-  }
-  return p;
+  return step_profile(be.take_profile(), steps, step_ms);
 }
 
-void print_profile(const StepProfile& p, int steps) {
-  std::printf("\nGPU time per step by op (rank 0, mean of %d profiled steps, CUDA events around each op):\n", steps);
-  std::printf("%-52s %8s %10s %7s\n", "op (sizes)", "calls", "ms/step", "share");
-  for (const OpTime& t : p.ops)
-    std::printf("%-52s %8.0f %10.3f %6.1f%%\n", t.name.c_str(), double(t.calls) / steps, t.ms, 100 * t.ms / p.step_ms);
-  const double idle = p.step_ms - p.op_ms - p.wait_ms;
-  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of ops", "", p.op_ms, 100 * p.op_ms / p.step_ms);
-  std::printf("%-52s %8s %10.3f %6.1f%%\n", "sum of communication waits", "", p.wait_ms, 100 * p.wait_ms / p.step_ms);
-  // Ops queued on the backend's side stream run beside the main stream's, so the sum of op times
-  // can exceed the step and the remainder turn negative.
-  std::printf("%-52s %8s %10.3f %6.1f%%\n",
-              idle >= 0 ? "rest (stream idle: host work, syncs, launches)" : "rest (negative: side-stream ops overlapped)",
-              "", idle, 100 * idle / p.step_ms);
-  std::printf("%-52s %8s %10.3f\n", "step (host wall clock)", "", p.step_ms);
+
+// One line after the table: the planner's memory per rank (its busiest stage) term by term beside
+// the allocator's peak and the GPU-reported peak (largest rank each); tools/perf/plan_vs_peak.sh
+// reads it.
+void print_memory(const MemoryEstimate& plan, double allocator_peak, double gpu_peak) {
+  constexpr double kGiB = double(1 << 30);
+  char gpu[64] = "n/a (no GPU)";
+  if (gpu_peak >= 0) std::snprintf(gpu, sizeof gpu, "%.3f GiB (cudaMemGetInfo, largest rank)", gpu_peak / kGiB);
+  std::printf("(memory per rank: planned %.3f GiB = arenas %.3f + outside them %.3f (CUDA context %.3f, cuBLASLt "
+              "%.3f, NCCL %.3f); allocator peak %.3f GiB; GPU-reported peak %s)\n",
+              plan.total() / kGiB, plan.arenas() / kGiB, plan.outside_arenas() / kGiB, plan.cuda_context / kGiB,
+              plan.gemm_workspace / kGiB, plan.nccl_buffers / kGiB, allocator_peak / kGiB, gpu);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -365,6 +352,7 @@ int cmd_bench(const Args& args) {
   RunConfig cfg = parsed.cfg;
   if (o.generate && o.kernels) throw InputError("--bench.generate and --bench.kernels: give one of them");
   if (o.generate) {
+    o.gen.profile = o.profile;
     generation_bench(cfg, o.gen);
     return 0;
   }
@@ -388,20 +376,29 @@ int cmd_bench(const Args& args) {
   }
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
+  // The GPU's memory in use after the warm-up (NCCL connects its channels at the first
+  // collectives), the timed and the profiled steps; the largest is the run's peak.
+  DevicePeak gpu_peak;
   run_steps(trainer, 0, o.warmup, o.sync_steps);
+  gpu_peak.sample(*rt.backend);
   const BackendCounters before = rt.backend->counters();
   rt.backend->start_telemetry();
   std::vector<double> ms = run_steps(trainer, o.warmup, o.steps, o.sync_steps);
   const GpuTelemetry device = rt.backend->stop_telemetry();
+  gpu_peak.sample(*rt.backend);
   const BackendCounters after = rt.backend->counters();
   const int profiled = rt.backend->is_device() ? o.profile_steps : 0;
   const StepProfile prof = profile_steps(trainer, *rt.backend, o.warmup + o.steps, profiled, o.sync_steps);
+  gpu_peak.sample(*rt.backend);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double tok_s = tokens / (median / 1e3);
   const uint64_t max_peak = all_reduce<uint64_t>(rt.backend->peak_bytes(), HostReduce::Max, MPI_COMM_WORLD);
   const std::vector<GpuTelemetry> devices = gather_telemetry(device, rank);
+  // -1: a rank without a reading (the CPU backend, or cudaMemGetInfo failed).
+  const double most_gpu =
+      all_reduce(std::isfinite(gpu_peak.bytes()) ? gpu_peak.bytes() : -1.0, HostReduce::Max, MPI_COMM_WORLD);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? model_flops_utilisation(cfg.model, tok_s, world) : 0;
   const std::string wait =
@@ -420,6 +417,7 @@ int cmd_bench(const Args& args) {
               o.sync_steps ? "each waited for before the next is queued"
                            : "each queued before the previous one's loss is read",
               kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+  print_memory(planned_memory(cfg), max_peak, most_gpu);
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "
                 "transfer, from %d profiled steps)\n", profiled);
@@ -432,7 +430,7 @@ int cmd_bench(const Args& args) {
                 double(after.host_waits - before.host_waits) / o.steps);
     print_telemetry(devices);
   }
-  if (profiled && o.profile) print_profile(prof, profiled);
+  if (profiled && o.profile) print_profile(prof, profiled, "training step");
   return 0;
 }
 

@@ -28,7 +28,7 @@ std::string row(int index, const Candidate& c) {
                 "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
                 index, l.dp, l.tp, l.pp, l.zero, l.pp == 1 ? "-" : l.schedule.c_str(), l.micro_batch_size,
                 m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
-                (m.scratch + m.trainer + m.workspace + m.reference + m.generation + m.value_model) / kGiB,
+                (m.scratch + m.trainer + m.outside_arenas() + m.reference + m.generation + m.value_model) / kGiB,
                 1e3 * t.step_s, 1e3 * t.compute_s, 1e3 * t.tp_s,
                 1e3 * t.pp_s, 1e3 * t.dp_s, 1e3 * t.bubble_s, 100 * t.bubble, t.tokens_per_s);
   return buf;
@@ -52,8 +52,14 @@ int cmd_plan(const Args& args) {
        "all-reduce bus bandwidth inside a node, GB/s (as nccl-tests and trident doctor report)")
       ("ib-gbps", po::value<double>(&hw.ib_gbps)->default_value(hw.ib_gbps),
        "bus bandwidth per GPU between nodes, GB/s")
-      ("workspace-gib", po::value<double>(&hw.workspace_gib)->default_value(hw.workspace_gib),
-       "per-GPU allowance for the CUDA context, cuBLASLt workspace and NCCL buffers, GiB")
+      ("cuda-context-gib", po::value<double>(&hw.cuda_context_gib)->default_value(hw.cuda_context_gib),
+       "GPU memory of one process's CUDA context, GiB (measure: a run's GPU-reported peak minus its planned total)")
+      ("nccl-channels", po::value<int>(&hw.nccl_channels)->default_value(hw.nccl_channels),
+       "channels NCCL opens per communicator and per point-to-point peer (NCCL_DEBUG=INFO prints them)")
+      ("pcie-gbps", po::value<double>(&hw.pcie_gbps)->default_value(hw.pcie_gbps),
+       "parallel.offload_optimizer: host <-> GPU copy rate of pinned memory, each direction, GB/s")
+      ("host-adamw-gbps", po::value<double>(&hw.host_adamw_gbps)->default_value(hw.host_adamw_gbps),
+       "parallel.offload_optimizer: memory traffic of the host AdamW's threads together, GB/s")
       ("top", po::value<int>(&top)->default_value(top), "print the best N layouts that fit");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
@@ -61,18 +67,21 @@ int cmd_plan(const Args& args) {
              run_options_help(&extra, {"backend", "model.", "parallel.tp_overlap", "parallel.tp_fused_sum",
                                        "parallel.recompute", "parallel.recompute_layers",
                                        "parallel.sequence_parallel", "parallel.dp_copy_engine",
+                                       "parallel.offload_optimizer", "parallel.tp_comm_ctas", "parallel.dp_comm_ctas",
                                        "train.global_batch_size"}));
     return 0;
   }
   if (hw.gpus < 1) throw InputError("--gpus is required: the number of GPUs (ranks) to plan for");
   if (hw.gpus_per_node == 0) hw.gpus_per_node = std::min(8, hw.gpus);
   if (hw.gpus_per_node < 1) throw InputError(str("--gpus-per-node = ", hw.gpus_per_node, ": must be at least 1"));
-  if (hw.memory_gib <= 0 || hw.gemm_tflops <= 0 || hw.nvlink_gbps <= 0 || hw.ib_gbps <= 0 || hw.workspace_gib < 0)
-    throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps and --ib-gbps must be > 0, --workspace-gib >= 0");
+  if (hw.memory_gib <= 0 || hw.gemm_tflops <= 0 || hw.nvlink_gbps <= 0 || hw.ib_gbps <= 0 || hw.pcie_gbps <= 0 ||
+      hw.host_adamw_gbps <= 0 || hw.cuda_context_gib < 0 || hw.nccl_channels < 1)
+    throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps, --ib-gbps, --pcie-gbps and --host-adamw-gbps "
+                     "must be > 0, --cuda-context-gib >= 0, --nccl-channels >= 1");
   const RunConfig& cfg = parsed.cfg;
-  if (cfg.backend == "cpu") {   // plan CPU ranks: fp32 everywhere, no CUDA workspace
+  if (cfg.backend == "cpu") {   // plan CPU ranks: fp32 everywhere, no CUDA context or NCCL
     hw.act_bytes = 4;
-    hw.workspace_gib = 0;
+    hw.device = false;
   }
 
   const ModelConfig& m = cfg.model;
@@ -84,7 +93,11 @@ int cmd_plan(const Args& args) {
                hw.memory_gib, " GiB each; GEMM ", hw.gemm_tflops, " TFLOP/s, NVLink ", hw.nvlink_gbps, " GB/s, IB ", hw.ib_gbps, " GB/s; ",
                hw.act_bytes == 2 ? "bf16" : "fp32", " parameters and activations"));
   log_info(str("FLOPs per token 6N + 12LCT = ", flops_per_token(m) / 1e9, " GFLOP; memory is that of the busiest "
-               "pipeline stage; 'other' = scratch + trainer buffers + workspace (", hw.workspace_gib, " GiB)"));
+               "pipeline stage as the GPU reports it; 'other' = scratch + trainer buffers + ",
+               hw.device ? str("CUDA context (", hw.cuda_context_gib, " GiB) + cuBLASLt workspace + NCCL buffers (",
+                               hw.nccl_channels, " channels)")
+                         : std::string("nothing outside trident's allocations (CPU ranks)"),
+               "; step ms includes parallel.offload_optimizer's host update"));
 
   const std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   int fitting = 0;
@@ -109,7 +122,8 @@ int cmd_plan(const Args& args) {
   if (cfg.parallel.offload_optimizer)
     log_info(str("parallel.offload_optimizer: the optimizer state is in host memory, ", best.memory.host / kGiB,
                  " GiB per rank of the best layout (master weights, moments, gradient copy, parameters for upload); "
-                 "the step time does not count the host update"));
+                 "its host update and copies add ", 1e3 * best.time.offload_s, " ms to each step (PCIe ", hw.pcie_gbps,
+                 " GB/s, host AdamW ", hw.host_adamw_gbps, " GB/s)"));
   return 0;
 }
 

@@ -377,18 +377,18 @@ int train(const RunConfig& cfg, Runtime& rt, const DataSources& data, RunOutputs
                     cfg.train.max_skipped, "); ", checkpoints ? str("the last good state is saved as step ", done)
                                                                : std::string("no checkpoint.dir, nothing saved"),
                     ". Lower train.lr, raise train.warmup_steps or check the data before resuming"));
-      summary.finish(trainer.data_seconds());
+      summary.finish(trainer.data_seconds(), progress.device_peak_bytes());
       return 1;
     }
     if (checkpoints && (saves_after(done) || stopping || last)) save_and_count(done);
     if (stopping) {
       log_info(str("stop signal received: ", checkpoints ? "checkpoint saved, " : "no checkpoint.dir, ",
                    "exiting after step ", done));
-      summary.finish(trainer.data_seconds());
+      summary.finish(trainer.data_seconds(), progress.device_peak_bytes());
       return 0;
     }
   }
-  summary.finish(trainer.data_seconds());
+  summary.finish(trainer.data_seconds(), progress.device_peak_bytes());
   if (!cfg.log.metrics.empty()) log_info("metrics: " + cfg.log.metrics);
   if (!outputs.tensorboard->path().empty()) log_info("tensorboard: " + outputs.tensorboard->path());
   return 0;

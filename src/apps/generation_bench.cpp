@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "auto_layout.hpp"
+#include "op_profile.hpp"
 #include "runtime.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/error.hpp"
@@ -48,14 +49,16 @@ struct RankTimes {
   double first_s = 0, generate_s = 0, prefill_s = 0, decode_s = 0, forward_s = 0;
   uint64_t new_tokens = 0, prompt_tokens = 0, forward_tokens = 0;
   long first_plans = 0;   // GEMM plans the first generate() built (device backends)
+  StepProfile decode;     // bench.profile: a decode step's ops
 };
 
 // Prefill: the prompts fed whole, as many at once as the generator takes in one feed, each fed
 // group's first token sampled; then decode steps of every sequence at once (the tokens it drew).
 // Returns {prefill seconds, decode seconds}; each step ends waiting for its sampled tokens, so the
-// backend is idle at both ends.
+// backend is idle at both ends. With `profiled`, the decode steps run with the backend's op timers
+// on (and so not replayed as graphs: a replay stays plain while ops are timed).
 std::pair<double, double> time_phases(Generator& gen, const std::vector<std::vector<int32_t>>& prompts,
-                                      const GenerationParams& p, uint64_t first) {
+                                      const GenerationParams& p, uint64_t first, Backend* profiled = nullptr) {
   const int b = static_cast<int>(prompts.size());
   std::vector<int32_t> next(b);
   auto t0 = Clock::now();
@@ -79,6 +82,7 @@ std::pair<double, double> time_phases(Generator& gen, const std::vector<std::vec
   std::vector<std::vector<int32_t>> tokens(b);
   std::vector<uint64_t> sequences(b);
   for (int i = 0; i < b; ++i) slots[i] = i, sequences[i] = first + i;
+  if (profiled) profiled->set_profiling(true);
   t0 = Clock::now();
   for (int step = 1; step < p.max_new_tokens; ++step) {
     for (int i = 0; i < b; ++i) tokens[i].assign(1, next[i]);
@@ -86,7 +90,9 @@ std::pair<double, double> time_phases(Generator& gen, const std::vector<std::vec
     const std::vector<SampledToken> drawn = gen.sample(p.sampling, p.seed, sequences);
     for (int i = 0; i < b; ++i) next[i] = drawn[i].token;
   }
-  return {prefill_s, seconds_since(t0)};
+  const double decode_s = seconds_since(t0);
+  if (profiled) profiled->set_profiling(false);
+  return {prefill_s, decode_s};
 }
 
 // The largest divisor of b that is at most `most`: the forward's micro-batch, so that it runs
@@ -131,6 +137,10 @@ RankTimes bench_batch(const RunConfig& cfg, Runtime& rt, GptStage& weights, cons
   for (const Completion& c : gen.generate(prompts, p, first)) r.new_tokens += c.tokens.size();
   r.generate_s = seconds_since(t0);
   std::tie(r.prefill_s, r.decode_s) = time_phases(gen, prompts, p, first);
+  if (o.profile && be.is_device()) {
+    const double decode_s = time_phases(gen, prompts, p, first, &be).second;
+    r.decode = step_profile(be.take_profile(), N - 1, 1e3 * decode_s);
+  }
   r.prompt_tokens = static_cast<uint64_t>(b) * P;
 
   // The forward's stage: micro-batches of this batch's size, the generator's weights.
@@ -204,8 +214,10 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
     std::printf("\n%-10s %-14s %6s %11s %13s %10s %14s %14s %8s %14s %11s\n", "model", "layout", "batch", "prompt+new",
                 "gen tokens/s", "decode ms", "prefill tok/s", "forward tok/s", "gen/fwd", "1st run tok/s",
                 "GEMM plans");
+  std::vector<std::pair<int, StepProfile>> profiles;   // rank 0's, printed after the table
   for (const int B : batches) {
     const RankTimes mine = bench_batch(cfg, rt, weights, o, B);
+    if (!mine.decode.ops.empty()) profiles.emplace_back(B, mine.decode);
     // Tokens over the replicas (each TP group counted once), seconds of the slowest rank.
     const bool counted = g.coord.tp == 0;
     const auto sum = [&](uint64_t v) {
@@ -227,7 +239,7 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   if (rank != 0) return;
   std::printf(
       "(random weights and prompts; %s; gen tokens/s: new tokens over all replicas / the slowest rank's "
-      "Generator::generate time, after one untimed run; decode ms: one step of every sequence at once; "
+      "Generator::generate time, after one untimed run; decode ms: one step of every sequence at once (its blocks and its head each one CUDA graph at tp 1); "
       "prefill: the prompts fed whole, their first token sampled; forward: no-grad forward with the loss of "
       "the same batch x (prompt+new) tokens in micro-batches of at most train.micro_batch_size; 1st run: the untimed "
       "run's rate and the GEMM plans it built on rank 0 (cuBLASLt plans, autotuned, one per new row count); "
@@ -236,6 +248,10 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
                         : "greedy, on the device",
       o.max_rows > 0 ? str("at most max(", o.max_rows, ", slots + context)").c_str() : "at most slots + context",
       rt.backend->name().c_str());
+  for (const auto& [B, prof] : profiles) {
+    std::printf("\nbatch %d:", B);
+    print_profile(prof, o.new_tokens - 1, "decode step");
+  }
 }
 
 }   // namespace trident

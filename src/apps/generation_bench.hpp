@@ -13,6 +13,7 @@ struct GenerationBenchOptions {
   int prompt_len = 128, new_tokens = 128;
   double temperature = 0;   // 0: greedy; either way sampled on the device
   int max_rows = 0;         // the Generator's tokens per feed; 0: its default (slots + max_len)
+  bool profile = false;     // bench.profile: also the GPU time per op of a decode step, per batch size
 };
 
 // Runs the benchmark on MPI_COMM_WORLD with cfg's model and layout and prints its table on rank 0.

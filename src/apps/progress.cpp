@@ -73,6 +73,12 @@ void Progress::complete(StepStats& s) {
     profiled_step_ = -1;
   }
   s.peak_mem_bytes = all_reduce(peak_memory_bytes(be_), HostReduce::Max, world_);
+  if (be_.is_device()) {   // the same on every rank, so all or none take part
+    device_peak_.sample(be_);
+    const double mine = device_peak_.bytes();
+    const double most = all_reduce(std::isfinite(mine) ? mine : -1.0, HostReduce::Max, world_);
+    s.device_peak_bytes = most >= 0 ? most : std::nan("");
+  }
   // Waits are timed only on the printed steps of a device run (before_queue), the same steps on
   // every rank, so only those reduce them. Ranks that did not time theirs send -1, so the
   // maximum is a measurement where any has one.
@@ -122,12 +128,15 @@ std::string Progress::line(const StepStats& s) const {
                     s.value_loss, s.value_clip_fraction, s.explained_variance, s.kl_coef);
     }
   }
-  char buf[544];
+  char gpu[32] = "";   // the GPU-reported peak beside the allocator's, on GPUs
+  if (std::isfinite(s.device_peak_bytes))
+    std::snprintf(gpu, sizeof gpu, " (GPU %.2f GiB)", s.device_peak_bytes / double(1 << 30));
+  char buf[576];
   std::snprintf(buf, sizeof buf,
-                "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
+                "step %5d/%d | loss %.4f%s | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB%s | "
                 "comm wait %s | %.1f ms | elapsed %s | ETA %s",
                 s.step, cfg_.train.steps, s.loss, pairs, s.lr, s.grad_norm, s.tokens_per_s,
-                percent_or_dash(s.mfu).c_str(), s.peak_mem_bytes / double(1 << 30),
+                percent_or_dash(s.mfu).c_str(), s.peak_mem_bytes / double(1 << 30), gpu,
                 percent_or_dash(s.comm_wait).c_str(), s.step_ms, duration(s.elapsed_s).c_str(),
                 std::isfinite(s.eta_s) ? duration(s.eta_s).c_str() : "-");
   return buf;

@@ -9,6 +9,7 @@
 
 #include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
+#include "runtime.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident {
@@ -32,13 +33,16 @@ class Progress {
   // op of that step): call before and after queue_step of the step that completes update `step`.
   void before_queue(int step);
   void after_queue(int step);
-  // Every rank, for every finished step in order: fills s's MFU, peak memory (max over ranks),
+  // Every rank, for every finished step in order: fills s's MFU, peak memory and, on GPUs, the
+  // GPU-reported peak (each the max over ranks),
   // comm wait (max over ranks, where timed), elapsed time and ETA; on printed steps, each rank's
   // memory in use and capacity (at rank 0), with a warning from a rank that passes
   // log.memory_warning of its memory.
   void complete(StepStats& s);
   bool printed(int step) const;   // the step's line goes to the console, its memory is sampled
   std::string line(const StepStats& s) const;
+  // This rank's GPU-reported peak over the steps completed so far (DevicePeak; NaN on CPU ranks).
+  double device_peak_bytes() const { return device_peak_.bytes(); }
 
  private:
   void sample_memory(StepStats& s);
@@ -49,6 +53,7 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
   int profiled_step_ = -1;   // the step whose ops are being timed (-1: none)
   bool memory_high_ = false;  // above log.memory_warning at the last sample (warn once per crossing)
+  DevicePeak device_peak_;
 };
 
 }  // namespace trident

@@ -53,11 +53,18 @@ void RunSummary::checkpoint_loaded(double bytes, double seconds) {
   load_s_ += seconds;
 }
 
-void RunSummary::finish(double data_s) {
+void RunSummary::finish(double data_s, double device_peak_bytes) {
   std::vector<double> peaks = all_gather(peak_memory_bytes(be_), world_);
+  // The backend is the same on every rank, so all or none gather.
+  std::vector<double> gpu_peaks;
+  if (be_.is_device()) gpu_peaks = all_gather(device_peak_bytes, world_);
   if (comm_rank(world_) != 0) return;
   const int world = static_cast<int>(peaks.size());
   std::sort(peaks.begin(), peaks.end());
+  // A rank whose GPU could not be read (NaN) is left out.
+  gpu_peaks.erase(std::remove_if(gpu_peaks.begin(), gpu_peaks.end(), [](double v) { return !std::isfinite(v); }),
+                  gpu_peaks.end());
+  std::sort(gpu_peaks.begin(), gpu_peaks.end());
 
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double steps_s = 0;
@@ -98,6 +105,16 @@ void RunSummary::finish(double data_s) {
       {"checkpoint_save_gb_per_s", number_or_null(save_gbs)},
       {"checkpoint_load_gb_per_s", number_or_null(load_gbs)},
       {"checkpoints_saved", saves_}};
+  std::string gpu_line;
+  if (be_.is_device() && !gpu_peaks.empty()) {
+    j["device_peak_gib_per_rank"] = {{"min", number_or_null(gpu_peaks.front() / double(1 << 30))},
+                                     {"median", number_or_null(median(gpu_peaks) / double(1 << 30))},
+                                     {"max", number_or_null(gpu_peaks.back() / double(1 << 30))}};
+    gpu_line = str("  GPU-reported peak per rank (cudaMemGetInfo: CUDA context, NCCL and cuBLASLt included): min ",
+                   shown(gpu_peaks.front() / double(1 << 30), " GiB", 2), ", median ",
+                   shown(median(gpu_peaks) / double(1 << 30), " GiB", 2), ", max ",
+                   shown(gpu_peaks.back() / double(1 << 30), " GiB", 2), "\n");
+  }
   log_info(str("performance summary: ", step_ms_.size(), " steps, ", tokens, " tokens in ", shown(wall_s, " s"), "\n",
                "  tokens/s mean ", shown(mean_tok_s, "", 0), ", median ", shown(median_tok_s, "", 0), ", MFU ",
                shown(100 * mfu, "%"), "\n",
@@ -107,7 +124,7 @@ void RunSummary::finish(double data_s) {
                shown(eval_s_, " s", 2), ", other ", shown(other_s, " s", 2), "\n",
                "  peak memory per rank: min ", shown(peaks.front() / double(1 << 30), " GiB", 2), ", median ",
                shown(median(peaks) / double(1 << 30), " GiB", 2), ", max ",
-               shown(peaks.back() / double(1 << 30), " GiB", 2), "\n",
+               shown(peaks.back() / double(1 << 30), " GiB", 2), "\n", gpu_line,
                "  checkpoints: save ", shown(save_gbs, " GB/s", 2), " (", saves_, " saved), load ",
                shown(load_gbs, " GB/s", 2)));
   if (cfg_.log.summary.empty()) return;

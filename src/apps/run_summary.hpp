@@ -22,8 +22,10 @@ class RunSummary {
   void checkpoint_saved(double bytes, double seconds);
   void checkpoint_loaded(double bytes, double seconds);
   // Collective over `world`: gathers every rank's peak memory; rank 0 prints the summary and, with
-  // log.summary, writes it as JSON there. `data_s`: the host's time reading training batches.
-  void finish(double data_s);
+  // log.summary, writes it as JSON there. `data_s`: the host's time reading training batches;
+  // `device_peak_bytes`: this rank's GPU-reported peak (Progress::device_peak_bytes, NaN on CPU
+  // ranks, where the summary has no such field).
+  void finish(double data_s, double device_peak_bytes);
 
  private:
   const RunConfig& cfg_;

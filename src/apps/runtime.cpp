@@ -75,6 +75,12 @@ MemoryUse memory_use(const Backend& be) {
   return m;
 }
 
+void DevicePeak::sample(const Backend& be) {
+  if (!be.is_device()) return;
+  const double used = memory_use(be).used;
+  if (used > 0 && !(used <= bytes_)) bytes_ = used;   // the first sample replaces NaN
+}
+
 namespace {
 
 #if TRIDENT_HAVE_CUDA

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,21 @@ struct MemoryUse {
   double used = 0, total = 0;
 };
 MemoryUse memory_use(const Backend& be);
+
+// The most GPU memory in use that a rank's samples saw: cudaMemGetInfo's total - free, so the CUDA
+// context, NCCL's buffers (allocated at a communicator's first collective), the cuBLASLt
+// workspace and op scratch count with trident's arenas. Sampled between steps: trident allocates
+// up front and frees nothing in a step, so the memory in use then is the step's peak; a buffer
+// allocated and freed inside one step (cuBLASLt's autotuning trials in the first) is missed. On a
+// GPU shared with other processes their memory counts too. NaN on the CPU backend (no device).
+class DevicePeak {
+ public:
+  void sample(const Backend& be);
+  double bytes() const { return bytes_; }
+
+ private:
+  double bytes_ = std::nan("");
+};
 
 // Picks the backend (cfg.backend: auto, cpu, cuda), binds the GPU (local rank), builds the
 // groups of the validated layout over `world` and registers the rank context for errors.

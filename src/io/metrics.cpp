@@ -60,6 +60,8 @@ void MetricsWriter::write(const StepStats& s) {
                       {"skipped", !s.skipped.empty()},
                       {"skipped_steps", s.skipped_steps}};
   if (!s.skipped.empty()) j["skip_reason"] = s.skipped;
+  // GPU runs only: a CPU rank has no device whose memory it could report.
+  if (std::isfinite(s.device_peak_bytes)) j["device_peak_gib"] = s.device_peak_bytes / double(1 << 30);
   if (std::isfinite(s.accuracy)) {   // a preference task's pair metrics
     j["accuracy"] = s.accuracy;
     j["margin"] = s.margin;

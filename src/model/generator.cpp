@@ -107,7 +107,7 @@ void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelCo
                      size_t vocab_local, DType act, int slots, int max_len, int rows_cap) {
   const BlockDims d = block_dims(m, tp);
   // The row buffers hold padded_rows of the most rows a feed or a head takes.
-  const size_t N = rows_cap, S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
+  const size_t S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
   const size_t Np = padded_rows(rows_cap), Sp = padded_rows(slots), Vl = vocab_local;
   // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
   v.k_cache.resize(st.n_layers());
@@ -117,9 +117,9 @@ void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelCo
     cache.want(&v.v_cache[l], act, S * NKVl * T * HS);
   }
   a.want(&v.x, act, Np * C);
-  if (st.first()) a.want(&v.pe, act, N * C);
-  a.want(&v.index, DType::I32, 4 * N + 2 * S);   // tokens, positions, (slot, position) rows; sampling keys
-  if (d.llama) a.want(&v.rope_rows, DType::F32, N * HS);
+  if (st.first()) a.want(&v.pe, act, Np * C);
+  a.want(&v.index, DType::I32, 4 * Np + 2 * Sp);   // tokens, positions, (slot, position) rows; sampling keys
+  if (d.llama) a.want(&v.rope_rows, DType::F32, Np * HS);
   if (st.n_stages > 1) a.want(&v.drawn, DType::I32, 2 * S);
   if (st.last()) {
     a.want(&v.last, act, Sp * C);
@@ -127,7 +127,7 @@ void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelCo
     a.want(&v.lnf_mean, DType::F32, Sp);
     a.want(&v.lnf_rstd, DType::F32, Sp);
     a.want(&v.logits, act, Sp * Vl);
-    a.want(&v.stats, DType::F32, static_cast<size_t>(tp) * S * kSampleStats);
+    a.want(&v.stats, DType::F32, static_cast<size_t>(tp) * Sp * kSampleStats);
   }
   plan_block_acts(a, v.acts, act, Np, d, BlockActsPlan{0, false});
 }
@@ -167,6 +167,11 @@ Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
 
 Generator::~Generator() = default;
 
+StreamReplay& Generator::replay(std::unique_ptr<StreamReplay>& r) {
+  if (!r) r = model_.groups().topo.tp() == 1 ? model_.backend().make_replay() : std::make_unique<PlainReplay>();
+  return *r;
+}
+
 void Generator::feed(const std::vector<int>& slots, const std::vector<std::vector<int32_t>>& tokens) {
   TRIDENT_CHECK(slots.size() == tokens.size() && !slots.empty() && slots.size() <= static_cast<size_t>(slots_),
                 str("feeding ", tokens.size(), " sequences to ", slots.size(), " slots of ", slots_));
@@ -177,12 +182,22 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   Backend& be = model_.backend();
   const int C = m.n_embd;
 
-  // Host tables of the N new rows: tokens (N), positions (N), (slot, position) pairs (N, 2).
-  int n = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) n += static_cast<int>(tokens[i].size());
-  TRIDENT_CHECK(n <= rows_cap_, str("feeding ", n, " tokens at once; the generator holds ", rows_cap_));
+  int fed = 0;
+  step_ = true;
+  for (const std::vector<int32_t>& t : tokens) {
+    fed += static_cast<int>(t.size());
+    step_ = step_ && t.size() == 1;
+  }
+  TRIDENT_CHECK(fed <= rows_cap_, str("feeding ", fed, " tokens at once; the generator holds ", rows_cap_));
+  // The blocks run on padded_rows(fed) rows, so that the GEMMs see a few row counts rather than a
+  // new one (a new plan, autotuned on a GPU) at almost every step of a ragged batch. A decode step
+  // also gives the padding rows tokens (id 0, at slot -1: attention skips them), so that every op
+  // runs on np rows; a prompt feed runs its ops on the n fed rows and zeroes the rest.
+  const int np = padded_rows(fed), n = step_ ? np : fed;
+  // Host tables of the n rows: tokens (n), positions (n), (slot, position) pairs (n, 2).
   std::vector<int32_t>& index = index_host_;
-  index.resize(4 * static_cast<size_t>(n));
+  index.assign(4 * static_cast<size_t>(n), 0);
+  for (int r = fed; r < n; ++r) index[2 * n + 2 * r] = -1;
   last_rows_.clear();
   int r = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -204,32 +219,8 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const int32_t* tok = v_.index.as<int32_t>();
   const int32_t* pos = tok + n;
   const int32_t* rows = tok + 2 * n;
-
-  model_.need_all_params();
-  // The blocks run on padded_rows(n) rows, zero past the n fed ones, so that the GEMMs see a few
-  // row counts rather than a new one (a new plan, autotuned on a GPU) at almost every step; rows
-  // are independent up to attention, which reads the n fed rows only.
-  const int np = padded_rows(n);
   const BlockShape shape = model_.block_shape(np);
   const BlockDims& d = shape.d;
-  const BlockActs acts = block_rows(v_.acts, 0, np, d, 0);
-  TensorView padded = v_.x.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
-  if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
-  const StageInfo& st = model_.stage();
-  Comm& pp = *g.pp;
-  if (st.first()) {
-    be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
-    // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
-    // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
-    if (g.coord.tp == 0 && !w.wpe.empty()) {
-      TensorView pe = v_.pe.slice(0, static_cast<size_t>(n) * C);
-      be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
-      be.add(x, x, pe);
-    }
-    reduce_from_tp_region_fwd(*g.tp, x, be.stream());
-  } else {   // the previous stage's output rows, the same on each TP rank
-    pp.exchange({P2POp{P2POp::Recv, x.data, x.numel, x.dtype, pp.rank() - 1}}, be.stream());
-  }
   TensorView rope;
   if (d.llama) {
     std::vector<float>& table = rope_rows_host_;
@@ -239,29 +230,58 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     rope = v_.rope_rows.slice(0, table.size());
     be.copy_from_host(rope, table.data());
   }
+  model_.need_all_params();
+
+  const BlockActs acts = block_rows(v_.acts, 0, np, d, 0);
+  const TensorView padded = v_.x.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
   const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS;   // the fed rows of qkv and atty
   const size_t atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
-  for (int l = 0; l < st.n_layers(); ++l) {
-    auto attention = [&](const BlockActs& a) {
-      const TensorView qkv = a.qkv.slice(0, qkv_n);
-      if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
-      be.attention_decode(a.atty.slice(0, atty_n), v_.k_cache[l], v_.v_cache[l], qkv, rows, n, slots_, max_len_, d.NHl,
-                          d.NKVl, d.HS);
-    };
-    block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
-  }
-  if (!st.last()) {
-    pp.exchange({P2POp{P2POp::Send, x.data, x.numel, x.dtype, pp.rank() + 1}}, be.stream());
-    return;
-  }
-  // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
-  // decode step (one token each) is a single copy, not one per sequence.
-  for (size_t i = 0; i < last_rows_.size();) {
-    size_t run = 1;
-    while (i + run < last_rows_.size() && last_rows_[i + run] == last_rows_[i] + static_cast<int>(run)) ++run;
-    be.copy(v_.last.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
-    i += run;
-  }
+  const StageInfo& st = model_.stage();
+  Comm& pp = *g.pp;
+  // Under pipeline parallelism a stage's rows come from the previous stage before its ops (the
+  // same on each TP rank) and go to the next after them: the transfers are not replayed.
+  if (!st.first()) pp.exchange({P2POp{P2POp::Recv, x.data, x.numel, x.dtype, pp.rank() - 1}}, be.stream());
+  auto queue_ops = [&] {
+    if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
+    if (st.first()) {
+      be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
+      // Each row's own position: the position table (gpt2) gathered as an embedding of the
+      // positions on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
+      if (g.coord.tp == 0 && !w.wpe.empty()) {
+        TensorView pe = v_.pe.slice(0, static_cast<size_t>(n) * C);
+        be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
+        be.add(x, x, pe);
+      }
+      reduce_from_tp_region_fwd(*g.tp, x, be.stream());
+    }
+    for (int l = 0; l < st.n_layers(); ++l) {
+      auto attention = [&](const BlockActs& a) {
+        const TensorView qkv = a.qkv.slice(0, qkv_n);
+        if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
+        be.attention_decode(a.atty.slice(0, atty_n), v_.k_cache[l], v_.v_cache[l], qkv, rows, n, slots_, max_len_,
+                            d.NHl, d.NKVl, d.HS);
+      };
+      block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
+    }
+    if (!st.last()) return;
+    // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
+    // decode step's rows are its sequences' last rows, padding included (one copy).
+    if (step_) {
+      be.copy(v_.last.slice(0, static_cast<size_t>(n) * C), x);
+      return;
+    }
+    for (size_t i = 0; i < last_rows_.size();) {
+      size_t run = 1;
+      while (i + run < last_rows_.size() && last_rows_[i + run] == last_rows_[i] + static_cast<int>(run)) ++run;
+      be.copy(v_.last.slice(i * C, run * C), x.slice(static_cast<size_t>(last_rows_[i]) * C, run * C));
+      i += run;
+    }
+  };
+  if (step_)
+    replay(block_replays_[np]).run(queue_ops);
+  else
+    queue_ops();
+  if (!st.last()) pp.exchange({P2POp{P2POp::Send, x.data, x.numel, x.dtype, pp.rank() + 1}}, be.stream());
 }
 
 std::vector<float> Generator::logits() {
@@ -332,30 +352,39 @@ std::vector<SampledToken> Generator::draw(const SamplingParams& p, uint64_t seed
   const StageTensors& w = model_.weights();
   const ParamLayout& layout = model_.layout();
   Backend& be = model_.backend();
-  const size_t C = m.n_embd, Vl = layout.vocab_local(), tp = g.topo.tp(), n_stats = static_cast<size_t>(R) * kSampleStats;
+  const size_t C = m.n_embd, Vl = layout.vocab_local(), tp = g.topo.tp();
+  // The head runs on padded_rows(R) rows (as the blocks: few GEMM shapes); a decode step samples
+  // them all (the padding rows' draws unused), so that its ops depend on that count only.
+  const int Rp = padded_rows(R), Rs = step_ ? Rp : R;
+  const size_t n_stats = static_cast<size_t>(Rs) * kSampleStats;
   std::vector<int32_t>& keys = keys_host_;
-  keys.resize(2 * static_cast<size_t>(R));
+  keys.assign(2 * static_cast<size_t>(Rs), 0);
   for (int i = 0; i < R; ++i) {
     TRIDENT_CHECK(sequences[i] <= 0x7fffffffu, str("sequence id ", sequences[i], " exceeds the 31 bits of a key"));
     keys[2 * i] = static_cast<int32_t>(sequences[i]);
     keys[2 * i + 1] = length_[fed_slots_[i]];
   }
-  TensorView key_view = v_.index.slice(4 * static_cast<size_t>(rows_cap_), keys.size());
+  TensorView key_view = v_.index.slice(4 * static_cast<size_t>(padded_rows(rows_cap_)), keys.size());
   be.copy_from_host(key_view, keys.data());
-  // The head on this rank's vocabulary shard (padded rows, as the blocks: few GEMM shapes), then
-  // each shard's candidate per row.
-  const size_t Rp = padded_rows(R);
-  TensorView lnf = v_.lnf.slice(0, Rp * C), logits = v_.logits.slice(0, Rp * Vl);
-  norm_fwd(be, model_.block_shape(static_cast<int>(Rp)), lnf, w.lnf_b.empty() ? TensorView{} : v_.lnf_mean.slice(0, Rp),
-           v_.lnf_rstd.slice(0, Rp), v_.last.slice(0, Rp * C), w.lnf_w, w.lnf_b, static_cast<int>(Rp));
-  be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, static_cast<int>(Rp), static_cast<int>(C), static_cast<int>(Vl));
-  logits = logits.slice(0, R * Vl);
-  TensorView stats = v_.stats.slice(0, n_stats * tp);
   // This shard's candidate columns: its real vocabulary, cut at the sampling limit.
   const int valid = p.vocab_limit > 0 ? std::clamp(p.vocab_limit - layout.vocab_start(), 0, layout.vocab_valid())
                                       : layout.vocab_valid();
-  be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits, key_view.as<int32_t>(), seed,
-                  static_cast<float>(p.temperature), R, static_cast<int>(Vl), valid, layout.vocab_start());
+  const float temperature = static_cast<float>(p.temperature);
+  TensorView stats = v_.stats.slice(0, n_stats * tp);
+  auto queue_ops = [&] {
+    TensorView lnf = v_.lnf.slice(0, Rp * C), logits = v_.logits.slice(0, Rp * Vl);
+    norm_fwd(be, model_.block_shape(Rp), lnf, w.lnf_b.empty() ? TensorView{} : v_.lnf_mean.slice(0, Rp),
+             v_.lnf_rstd.slice(0, Rp), v_.last.slice(0, Rp * C), w.lnf_w, w.lnf_b, Rp);
+    be.matmul_fwd(logits, lnf, w.lm_head, TensorView{}, Rp, static_cast<int>(C), static_cast<int>(Vl));
+    be.sample_shard(stats.slice(n_stats * g.coord.tp, n_stats), logits.slice(0, Rs * Vl), key_view.as<int32_t>(),
+                    seed, temperature, Rs, static_cast<int>(Vl), valid, layout.vocab_start());
+  };
+  if (step_) {
+    if (head_replays_.size() > 64) head_replays_.clear();   // seeds of earlier generate() calls
+    replay(head_replays_[{Rp, seed, temperature, valid}]).run(queue_ops);
+  } else {
+    queue_ops();
+  }
   if (tp > 1) g.tp->all_gather(stats.data, n_stats, DType::F32, be.stream());
   std::vector<float>& host = stats_host_;
   host.resize(stats.numel);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "trident/backend/cuda_backend.hpp"
 #include "trident/config/parse.hpp"
 #include "trident/core/arena.hpp"
 #include "trident/core/error.hpp"
@@ -35,6 +36,13 @@ ParamLayout single_stage_layout(const ModelConfig& m, int tp) {
 
 DType act_dtype(const Hardware& hw) { return hw.act_bytes == 4 ? DType::F32 : DType::BF16; }
 
+// Elements the optimizer of one rank updates: whole buckets, or their DP shard under ZeRO.
+size_t updated_elements(const ParamLayout& layout, const ParallelConfig& p) {
+  size_t state = 0;
+  for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
+  return state;
+}
+
 MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage) {
   const ModelConfig& m = cfg.model;
   const ParallelConfig& p = cfg.parallel;
@@ -47,8 +55,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   e.stage = stage;
   e.params = static_cast<double>(layout.total()) * dtype_size(act);
   e.grads = static_cast<double>(layout.total()) * sizeof(float);
-  size_t state = 0;   // elements this rank updates: whole buckets, or their DP shard under ZeRO
-  for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
+  const size_t state = updated_elements(layout, p);
   e.optimizer = 3.0 * state * sizeof(float);
   // ZeRO-2: no fp32 gradient of the whole stage but the reduced shards and the staging buffers
   // (ZeroShards), and the parameter shards AdamW writes before the all-gathers.
@@ -115,12 +122,17 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     MemoryEstimate v = stage_memory(value, hw, stage);
     // Its per-token head inputs (old values, returns, weights) instead of a reward model's nothing.
     v.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
-    e.value_model = v.total() - v.workspace;
+    e.value_model = v.arenas();
     e.host += v.host;
   }
-  e.workspace = hw.workspace_gib * double(1 << 30);
+  if (hw.device) {
+    e.cuda_context = hw.cuda_context_gib * double(1 << 30);
+    e.gemm_workspace = static_cast<double>(kGemmWorkspaceBytes);
+    e.nccl_buffers = nccl_buffer_bytes(cfg, hw, stage);
+  }
   return e;
 }
+
 
 // Whether some group along `axis` holds ranks of different nodes (nodes of gpus_per_node ranks).
 bool spans_nodes(const Topology& topo, Axis axis, int gpus_per_node) {
@@ -193,6 +205,29 @@ double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int
   return residual + split + stats;
 }
 
+double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage) {
+  if (!hw.device) return 0;
+  const ParallelConfig& p = cfg.parallel;
+  // A collective communicator's ring: each channel receives from one neighbour and sends to the
+  // other; maxCTAs (tp_comm_ctas, dp_comm_ctas) caps its channels.
+  auto ring = [&](int ranks, int ctas) {
+    if (ranks < 2) return 0.0;
+    return double(ctas > 0 ? std::min(ctas, hw.nccl_channels) : hw.nccl_channels) * kNcclChannelPeerBytes;
+  };
+  const bool tied_pair = p.pp > 1 && (stage == 0 || stage == p.pp - 1);
+  const int pp_peers = (stage > 0) + (stage < p.pp - 1);   // sends and receives with each neighbour
+  return ring(p.dp * p.tp * p.pp, 0) + ring(p.tp, p.tp_comm_ctas) + ring(p.dp, p.dp_comm_ctas) +
+         (tied_pair ? ring(2, 0) : 0.0) + double(pp_peers) * hw.nccl_channels * kNcclChannelPeerBytes;
+}
+
+double offload_seconds(double state, double micro_compute_s, const Hardware& hw) {
+  const double pcie = hw.pcie_gbps * 1e9;
+  const double gradients_down = std::max(0.0, state * sizeof(float) / pcie - 2.0 / 3.0 * micro_compute_s);
+  const double update = state * (7 * sizeof(float) + hw.act_bytes) / (hw.host_adamw_gbps * 1e9);
+  const double parameters_up = state * hw.act_bytes / pcie;
+  return gradients_down + std::max(update, parameters_up);
+}
+
 double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
 
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw) {
@@ -216,7 +251,7 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   const double bw_tp = bandwidth(Axis::TP), bw_pp = bandwidth(Axis::PP), bw_dp = bandwidth(Axis::DP);
 
   TimeEstimate t;
-  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0;
+  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0, offload_s = 0;
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
@@ -254,6 +289,11 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     }
     // An activation forward and a gradient backward cross each stage boundary per micro-batch.
     const double pp_s = p.pp > 1 ? 2 * act_msg / bw_pp : 0;
+    // The host update runs after the step's gradients are final, on every stage at once: the
+    // stage with the most to update sets the time.
+    const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
+    if (p.offload_optimizer)
+      offload_s = std::max(offload_s, offload_seconds(double(updated_elements(layout, p)), compute, hw));
     if (compute + tp_s + pp_s > micro_s) {
       micro_s = compute + tp_s + pp_s;
       micro_compute = compute;
@@ -261,7 +301,6 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       micro_pp = pp_s;
     }
     if (p.dp > 1) {
-      const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
       const double grad_bytes = layout.total() * 4.0, param_bytes = double(layout.total()) * hw.act_bytes;
       const double shard = double(p.dp - 1) / p.dp;
       // Buckets reduce while the last micro-batch's backward (about 2/3 of its compute) runs.
@@ -297,7 +336,8 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   t.pp_s = micro_pp * n_micro + embed_s;
   t.dp_s = dp_s;
   t.bubble_s = micro_s * (p.pp - 1);
-  t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s;
+  t.offload_s = offload_s;
+  t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s + t.offload_s;
   t.tokens_per_s = double(cfg.train.global_batch_size) * m.seq_len / t.step_s;
   return t;
 }

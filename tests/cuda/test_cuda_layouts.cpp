@@ -2,7 +2,7 @@
 // parallelism, with parallel.tp_fused_sum and with parallel.tp_split_layernorm_bwd), pp2 under
 // both schedules, dp2 with ZeRO 0 and 1 train 20 steps on the same global batches; losses must
 // agree within bf16 tolerance. Also one whole step of the CUDA backend against the CPU backend
-// from the same initial weights.
+// from the same initial weights, and generation with graph-replayed decode steps against without.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/config/parse.hpp"
+#include "trident/model/generator.hpp"
 #include "trident/parallel/nccl/nccl_comm.hpp"
 #include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
@@ -101,6 +102,50 @@ TEST(CudaModel, OneStepMatchesTheCpuBackend) {
   }
   std::printf("  one step: worst gradient rel L2 %.2e (%s)\n", worst, worst_name.c_str());
   EXPECT_LE(worst, 5e-2);   // bf16 activations through 4 blocks: a few 2^-8 roundings per path
+}
+
+// Generation on one GPU with the decode steps replayed as CUDA graphs (Backend::make_replay)
+// against the same generation with the op timers on, which keeps every step's ops queued one by
+// one: the same tokens and log-probabilities bit for bit, so each replay read that step's tokens,
+// positions and cache. More prompts than slots and a stop token make the batch ragged: prompt
+// feeds between decode steps, and decode steps of 4, 3, 2 and 1 sequences (row counts 4, 2, 1).
+TEST(CudaModel, GenerationReplaysDecodeStepsExactly) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!have_gpus(1)) GTEST_SKIP() << "no GPU: CUDA tests skipped";
+  if (rank != 0) return;
+  for (bool llama : {false, true}) {
+    SCOPED_TRACE(llama ? "llama" : "gpt2");
+    RunConfig cfg = llama ? llama_config() : config();
+    std::unique_ptr<Backend> be = make_cuda_backend(0);
+    Topology topo = test::validated_topology(cfg, MPI_COMM_SELF);
+    ParallelGroups g = make_nccl_groups(split_axes(MPI_COMM_SELF, topo), topo, cfg.parallel.timeout_s);
+    GptStage model(cfg.model, g, *be, 1, /*n_slots=*/0, bucket_elements(cfg.parallel), /*with_grads=*/false);
+    model.init_params(cfg.train.seed);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 7; ++i) prompts.push_back(std::vector<int32_t>(3 + 5 * i % 11, 17 * i + 5));
+    GenerationParams p;
+    p.sampling.temperature = 1.0;
+    p.max_new_tokens = 40;
+    p.stop_tokens = {7, 11};
+    auto run = [&](bool timed) {
+      be->set_profiling(timed);
+      Generator gen(model, 4, 64);
+      gen.generate(prompts, p);   // each row count's first step runs plainly, the next are captured
+      std::vector<Completion> out = gen.generate(prompts, p);
+      be->set_profiling(false);
+      be->take_profile();
+      return out;
+    };
+    const std::vector<Completion> plain = run(true), replayed = run(false);
+    size_t tokens = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(replayed[i].tokens, plain[i].tokens) << "prompt " << i;
+      EXPECT_EQ(replayed[i].logprobs, plain[i].logprobs) << "prompt " << i;
+      tokens += plain[i].tokens.size();
+    }
+    std::printf("  %s: %zu tokens generated, replayed equal to plain\n", llama ? "llama" : "gpt2", tokens);
+  }
 }
 
 TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {

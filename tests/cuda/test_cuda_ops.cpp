@@ -757,13 +757,14 @@ TEST_F(CudaOps, AttentionDecode) {
 }
 
 // A batch as the generator feeds it: the new tokens of 3 sequences in slots 2, 0 and 3 of 4, a
-// whole prompt of 9 beside single steps at positions 30 and 4, in one call.
+// whole prompt of 9 beside single steps at positions 30 and 4, in one call; two padding rows
+// (slot -1) write nothing and give zero rows.
 TEST_F(CudaOps, AttentionDecodeRagged) {
   const int NH = 4, NKV = 2, HS = 64, Tmax = 40, S = 4;
   const Ints rows_host = [] {
     Ints r;
     for (int t = 0; t < 9; ++t) r.insert(r.end(), {2, t});
-    r.insert(r.end(), {0, 30, 3, 4});
+    r.insert(r.end(), {0, 30, 3, 4, -1, 0, -1, 0});   // and two rows of padding (slot -1)
     return r;
   }();
   const int N = static_cast<int>(rows_host.size() / 2);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e: `trident bench` on a CPU rank prints its one-row table with every column (comm wait is
-# n/a without a GPU profiler), and `--bench.profile` is accepted there; `--bench.kernels` prints
+# n/a without a GPU profiler) and the memory line (planned, allocator peak, GPU-reported peak n/a),
+# and `--bench.profile` is accepted there; `--bench.kernels` prints
 # the two measured ceilings and every kernel with its share of one; `--bench.generate` prints one
 # row per batch size with positive generation, prefill and forward rates (GPT-2 greedy, Llama sampled;
 # with MPIRUN, also on 2 ranks at tp 2 and at dp 2).
@@ -23,6 +24,9 @@ row=$(grep -E '^L[0-9]+C[0-9]+ ' "$out/stdout")
 [[ -n $row && $row == *"n/a"* ]] || { echo "FAIL: no table row with comm wait n/a"; fail=1; }
 tokens=$(awk '{print $(NF-4)}' <<<"$row")   # columns from the right: tokens/s, step ms, MFU, peak, comm wait
 [[ $tokens =~ ^[0-9]+$ && $tokens -gt 0 ]] || { echo "FAIL: tokens/s '$tokens'"; fail=1; }
+# The planner's memory beside the measured peaks; no GPU-reported peak on a CPU rank.
+memory=$(grep -E '^\(memory per rank: planned [0-9.]+ GiB = arenas [0-9.]+ \+ outside them 0\.000 .*allocator peak [0-9.]+ GiB; GPU-reported peak n/a' "$out/stdout")
+[[ -n $memory ]] || { echo "FAIL: no memory line with the planned and allocator peaks and GPU peak n/a"; fail=1; }
 
 # The preference tasks time their steps on random pairs (every target trained).
 for task in dpo reward; do

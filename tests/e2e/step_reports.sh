@@ -34,6 +34,7 @@ for r in rows:
     assert not missing, f"metrics row of step {r['step']} lacks {missing}"
     assert r["peak_mem_gib"] > 0 and r["elapsed_s"] > 0 and r["eta_s"] >= 0, f"step {r['step']}: {r}"
     assert r["mfu"] is None and r["comm_wait"] is None, "the CPU backend measures no MFU or comm wait: null"
+    assert "device_peak_gib" not in r, "a CPU rank has no GPU-reported peak: the key is absent"
 for r in rows:
     used, total = r["mem_used_gib"], r["mem_total_gib"]
     assert len(used) == len(total) == 1 and 0 < used[0] < total[0], f"step {r['step']}: memory {used} of {total}"
@@ -55,6 +56,7 @@ for key in ("steps", "wall_s", "tokens", "tokens_per_s_mean", "tokens_per_s_medi
 for key in ("steps", "compute", "exposed_comm", "pipeline_bubble_estimate", "data_loading", "checkpoints",
             "evaluation", "other"):
     assert key in summary["time_s"], f"summary time split lacks {key}"
+assert "device_peak_gib_per_rank" not in summary, "a CPU run's summary has no GPU-reported peak"
 assert summary["steps"] == 20 and summary["tokens"] == 20 * 4 * 32, summary
 assert abs(summary["time_s"]["steps"] - sum(ms) / 1e3) < 1e-6 * summary["wall_s"] + 1e-9
 assert summary["time_s"]["evaluation"] > 0 and summary["time_s"]["checkpoints"] > 0, summary["time_s"]

@@ -45,7 +45,7 @@ TEST(PlannerMemory, EstimateMatchesPeakBytesOfOneStep) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   Hardware cpu;
   cpu.act_bytes = 4;
-  cpu.workspace_gib = 0;
+  cpu.device = false;
   const Layout layouts[] = {
       {world, 1, 1, 0, 2, "1f1b"}, {world, 1, 1, 1, 1, "1f1b"}, {world / 2, 2, 1, 1, 2, "1f1b"},
       {world / 2, 1, 2, 0, 1, "1f1b"}, {world / 2, 1, 2, 1, 2, "gpipe"}, {1, 2, world / 2, 0, 2, "1f1b"},

@@ -57,7 +57,7 @@ RunConfig small_config(int zero) {
 
 TEST(Planner, MemoryOfAHandComputedLayout) {
   Hardware hw;
-  hw.workspace_gib = 0;
+  hw.device = false;
   hw.act_bytes = 2;
   // Parameters: lnf 128 + 2 blocks * 49,984 + wpe 1,024 + wte 8,192 = 109,312.
   const double P = 109312;
@@ -110,7 +110,7 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
 // bf16 parameter each (P elements without ZeRO, P/2 under ZeRO-1 on dp = 2).
 TEST(Planner, OffloadMovesTheOptimizerStateToTheHost) {
   Hardware hw;
-  hw.workspace_gib = 0;
+  hw.device = false;
   hw.act_bytes = 2;
   const double P = 109312;
   for (const int zero : {0, 1}) {
@@ -124,6 +124,65 @@ TEST(Planner, OffloadMovesTheOptimizerStateToTheHost) {
     EXPECT_DOUBLE_EQ(on_gpu.total() - offloaded.total(), 12 * state) << "zero " << zero;
     EXPECT_DOUBLE_EQ(offloaded.host, (12 + 4 + 2) * state) << "zero " << zero;
   }
+}
+
+// The step's offload time: gradient copies down beyond 2/3 of the last micro-batch's compute, then
+// the host AdamW (7 fp32 words and a parameter per element) or the uploads, whichever is longer.
+TEST(Planner, OffloadAddsTheHostUpdateToTheStep) {
+  Hardware hw;   // 50 GB/s PCIe, 150 GB/s host AdamW, bf16
+  // 1e9 elements: 80 ms of gradients down, 200 ms of host update (30 bytes each) beside 40 ms up.
+  EXPECT_NEAR(offload_seconds(1e9, 0, hw), 0.08 + 0.2, 1e-12);
+  EXPECT_NEAR(offload_seconds(1e9, 0.06, hw), 0.04 + 0.2, 1e-12);   // 40 ms hidden by the backward
+  EXPECT_NEAR(offload_seconds(1e9, 1, hw), 0.2, 1e-12);
+  hw.host_adamw_gbps = 1e4;   // a host this fast waits for the uploads
+  EXPECT_NEAR(offload_seconds(1e9, 1, hw), 0.04, 1e-12);
+
+  hw = Hardware{};
+  const double P = 109312;   // small_config's parameters (dp 2, no ZeRO: every rank updates all)
+  RunConfig c = small_config(0);
+  const TimeEstimate on_gpu = estimate_time(c, hw);
+  c.parallel.offload_optimizer = true;
+  const TimeEstimate offloaded = estimate_time(c, hw);
+  EXPECT_DOUBLE_EQ(on_gpu.offload_s, 0);
+  EXPECT_GT(offloaded.offload_s, 0);
+  EXPECT_NEAR(offloaded.offload_s, offload_seconds(P, on_gpu.compute_s / c.micro_batches_per_step(), hw), 1e-15);
+  EXPECT_NEAR(offloaded.step_s - on_gpu.step_s, offloaded.offload_s, 1e-15);
+  c.parallel.zero = 1;   // each rank updates its half
+  validate_run_config(c, 2);
+  EXPECT_NEAR(estimate_time(c, hw).offload_s, offload_seconds(P / 2, on_gpu.compute_s / 2, hw), 1e-15);
+}
+
+// What the GPU holds beyond trident's allocations: the CUDA context, the cuBLASLt workspace, and
+// NCCL's 12 MiB per channel and peer for every communicator of two or more ranks the layout uses.
+TEST(Planner, GpuMemoryOutsideTheArenas) {
+  Hardware hw;   // 0.5 GiB context, 32 channels
+  const double channel = 12.0 * (1 << 20), ring = 32 * channel;
+  RunConfig dp2 = small_config(0);   // world and dp rings
+  const MemoryEstimate e = estimate_memory(dp2, hw);
+  EXPECT_DOUBLE_EQ(e.cuda_context, 0.5 * (1 << 30));
+  EXPECT_DOUBLE_EQ(e.gemm_workspace, 32.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(e.nccl_buffers, 2 * ring);
+  EXPECT_DOUBLE_EQ(e.total(), e.arenas() + e.outside_arenas());
+  dp2.parallel.dp_comm_ctas = 8;   // NCCL opens at most maxCTAs channels
+  EXPECT_DOUBLE_EQ(estimate_memory(dp2, hw).nccl_buffers, ring + 8 * channel);
+
+  RunConfig one = small_config(0);
+  one.train.global_batch_size = 2;
+  one.parallel.dp = 0;
+  validate_run_config(one, 1);   // every communicator of one rank: no buffers
+  EXPECT_DOUBLE_EQ(estimate_memory(one, hw).nccl_buffers, 0);
+
+  RunConfig pp2 = small_config(0);
+  pp2.parallel.dp = 0;
+  pp2.parallel.pp = 2;
+  validate_run_config(pp2, 2);   // world ring, the tied embedding's pair, one pipeline neighbour
+  EXPECT_DOUBLE_EQ(nccl_buffer_bytes(pp2, hw, 0), 3 * ring);
+  EXPECT_DOUBLE_EQ(nccl_buffer_bytes(pp2, hw, 1), 3 * ring);
+
+  hw.device = false;   // CPU ranks: nothing outside the arenas
+  const MemoryEstimate cpu = estimate_memory(small_config(0), hw);
+  EXPECT_DOUBLE_EQ(cpu.outside_arenas(), 0);
+  EXPECT_DOUBLE_EQ(cpu.total(), cpu.arenas());
 }
 
 // The activations GptStage's slots hold, per layout (tp 1 to 8, sequence parallelism, recompute
@@ -190,7 +249,7 @@ TEST(Planner, SlotBytesFollowTheActivationFormula) {
 // instead of ZeRO-1's 609,920 x 4 B, and the parameters 304,960 x 2 B more (AdamW's shard).
 TEST(Planner, MemoryOfZero2) {
   Hardware hw;
-  hw.workspace_gib = 0;
+  hw.device = false;
   RunConfig c = small_config(1);
   c.model.n_layer = 12;
   c.parallel.bucket_mb = 40000.0 * 4 / (1 << 20);
@@ -285,7 +344,7 @@ TEST(Planner, PpoCountsTheValueModel) {
   reward.model.score_head = true;
   const MemoryEstimate rm = estimate_memory(reward, hw);
   const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;
-  EXPECT_DOUBLE_EQ(ppo.value_model, rm.total() - rm.workspace + 3 * tokens * sizeof(float));
+  EXPECT_DOUBLE_EQ(ppo.value_model, rm.arenas() + 3 * tokens * sizeof(float));
   EXPECT_DOUBLE_EQ(ppo.generation, grpo.generation);
   EXPECT_DOUBLE_EQ(ppo.reference, grpo.reference);
   EXPECT_DOUBLE_EQ(ppo.total(), grpo.total() + ppo.value_model);

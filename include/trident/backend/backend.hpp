@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,6 +121,23 @@ struct GpuTelemetry {
   int count = 0;
   double sm_mhz_median = 0, sm_mhz_min = 0, power_w_median = 0, temp_c_max = 0;
   std::string note;
+};
+
+// Runs a callable that queues the same ops with the same arguments on every call (only the
+// contents of the memory they use change between calls). The CUDA backend runs the first call as
+// it is (GEMM plans are built and scratch grows outside any capture), captures the second into a
+// CUDA graph and launches that graph from then on: one launch instead of one per op. Backends
+// without graphs run the callable every time. A replay must not outlive what its ops use.
+class StreamReplay {
+ public:
+  virtual ~StreamReplay() = default;
+  virtual void run(const std::function<void()>& queue_ops) = 0;
+};
+
+// The replay of a backend without graphs: each call queues the ops again.
+class PlainReplay final : public StreamReplay {
+ public:
+  void run(const std::function<void()>& queue_ops) override { queue_ops(); }
 };
 
 class Backend {
@@ -270,7 +288,8 @@ class Backend {
   // positions [0, its position], which the slot's sequence must have written (now or before). So
   // the new tokens of many sequences of different lengths, several per sequence (a prompt) or one
   // (a step), go in one call. The arithmetic matches attention_fwd, so decoding with the cache
-  // reproduces a full forward.
+  // reproduces a full forward. A token at slot -1 is padding (a decode step run on a fixed row
+  // count): nothing is stored and its out row is zero.
   virtual void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv,
                                 const int32_t* rows, int N, int S, int Tmax, int NH, int NKV, int HS) = 0;
 
@@ -423,6 +442,10 @@ class Backend {
   // collective that runs beside them. Each margin has its own (deterministic) algorithm choice,
   // which may round differently from another margin's. Backends without that control ignore it.
   virtual void set_gemm_sm_margin(int /*sms*/) {}
+
+  // ---- replay: a fixed sequence of queued ops run again and again, only the contents of the
+  // memory it reads changing (a decode step). make_replay() returns its runner (see StreamReplay).
+  virtual std::unique_ptr<StreamReplay> make_replay() { return std::make_unique<PlainReplay>(); }
 
   // ---- profiling: while on, every op (and every wait of a communicator on this process's
   // GPU) is timed on the stream; take_profile() waits for them and returns the sums. Backends

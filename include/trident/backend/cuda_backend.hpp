@@ -13,6 +13,10 @@ namespace trident {
 // 64; mma.sync elsewhere), Wgmma (the wgmma engine's single-warpgroup forward), Mma (mma.sync).
 enum class AttentionKernels { Auto, Wgmma, Mma };
 
+// The cuBLASLt workspace the backend's GEMMs share, allocated with the backend outside alloc()
+// (what cuBLASLt's Hopper kernels ask for); the planner counts it.
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
 // Switches for comparisons and debugging (the [cuda] options); the defaults are the fast path.
 // The attention kernels and sync_launches hold for the whole process: the newest backend's win.
 struct CudaOptions {

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,16 +119,24 @@ class Generator {
   std::vector<int32_t> index_host_, keys_host_, drawn_host_;
   std::vector<int> last_rows_;
   std::vector<float> rope_rows_host_, stats_host_;
+  // A decode step (every fed sequence one token) runs on padded_rows(n) rows, the padding rows at
+  // slot -1, so that its ops and their arguments depend on that row count only: replayed per row
+  // count (Backend::make_replay, a CUDA graph), the blocks' and the head's apart. With tp > 1 the
+  // ops are queued each time (the TP collectives are not captured).
+  bool step_ = false;
+  std::map<int, std::unique_ptr<StreamReplay>> block_replays_;
+  std::map<std::tuple<int, uint64_t, float, int>, std::unique_ptr<StreamReplay>> head_replays_;
+  StreamReplay& replay(std::unique_ptr<StreamReplay>& r);
   Buffer cache_buf_, act_buf_;
   // The device views, bound into cache_buf_ and act_buf_.
   struct Views {
     std::vector<TensorView> k_cache, v_cache;   // per layer (slots, NKV/tp, max_len, HS)
     // Rp = padded_rows(rows_cap), Sp = padded_rows(slots): the rows the GEMMs run on.
     BlockActs acts;                             // (Rp rows), shared by the layers
-    // (Rp, C), (rows_cap, C); (rows_cap, 4) int32 and the keys (slots, 2); (rows_cap, HS) f32
+    // (Rp, C), (rows_cap, C); (Rp, 4) int32 and the keys (Sp, 2); (Rp, HS) f32
     TensorView x, pe, index, rope_rows;
     // The fed sequences' last rows and the head (last stage): (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats
-    // (tp, slots, kSampleStats)
+    // (tp, Sp, kSampleStats)
     TensorView last, lnf, lnf_mean, lnf_rstd, logits, stats;
     TensorView drawn;   // pp > 1: the draws sent to every stage, (slots, 2) int32
   };

@@ -21,8 +21,23 @@ struct Hardware {
   double nvlink_gbps = 300;     // inside a node
   double ib_gbps = 40;          // per GPU between nodes
   int act_bytes = 2;            // parameters and activations: 2 (bf16, CUDA) or 4 (fp32, CPU)
-  double workspace_gib = 1.5;   // CUDA context, cuBLASLt workspace, NCCL buffers, op scratch
+  // GPU memory outside trident's arenas, what cudaMemGetInfo counts beyond Backend::peak_bytes()
+  // (docs/OPERATIONS.md states where each figure comes from). device = false plans CPU ranks:
+  // none of it.
+  bool device = true;
+  double cuda_context_gib = 0.5;  // one process's CUDA context: kernels loaded, device stacks and heap
+  int nccl_channels = 32;         // channels NCCL opens per communicator and per point-to-point peer
+  // parallel.offload_optimizer's time: the gradient and parameter copies over PCIe (pinned host
+  // memory, each direction) and the host AdamW's memory traffic (its threads together).
+  double pcie_gbps = 50;
+  double host_adamw_gbps = 150;
 };
+
+// NCCL's buffers for one channel of one peer: a receive connection's LL (512 KiB), LL128 (4.6875
+// MiB) and SIMPLE (NCCL_BUFFSIZE, 4 MiB) FIFOs and the send connection's state, each allocation
+// rounded to the 2 MiB granularity of cuMem memory: 10 + 2 MiB (6 + 6 MiB where SIMPLE is read
+// by the peer). NCCL's defaults in src/init.cc; buffers are allocated on a channel's first use.
+constexpr double kNcclChannelPeerBytes = 12.0 * (1 << 20);
 
 // Bytes held by one rank of the busiest pipeline stage, term by term as GptStage, Optimizer and
 // Trainer allocate them.
@@ -35,7 +50,9 @@ struct MemoryEstimate {
   double activations = 0;      // in_flight slots of the stage's layers
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
-  double workspace = 0;        // Hardware::workspace_gib
+  // Outside trident's arenas (Hardware::device): the CUDA context, the cuBLASLt workspace and the
+  // NCCL buffers of the communicators the layout uses (nccl_buffer_bytes).
+  double cuda_context = 0, gemm_workspace = 0, nccl_buffers = 0;
   double reference = 0;        // task dpo, grpo with a KL penalty: the frozen reference's parameters, slots, scratch, NLLs
   // Online RL: the generator's KV cache and rows (Generator::device_bytes); a reward model
   // (rl.reward = model) is not counted: its shape is its checkpoint's.
@@ -47,19 +64,23 @@ struct MemoryEstimate {
   // (what `optimizer` would hold), the gradient copy they are updated from and the updated
   // parameters staged for upload (compute dtype).
   double host = 0;
-  double total() const {
-    return params + grads + optimizer + activations + scratch + trainer + workspace + reference + generation +
-           value_model;
+  double outside_arenas() const { return cuda_context + gemm_workspace + nccl_buffers; }
+  // What Backend::peak_bytes() reaches: everything trident allocates itself.
+  double arenas() const {
+    return params + grads + optimizer + activations + scratch + trainer + reference + generation + value_model;
   }
+  // What the GPU reports in use at the step's peak (cudaMemGetInfo's total - free).
+  double total() const { return arenas() + outside_arenas(); }
 };
 
-// Seconds of one optimizer step on the slowest stage: step_s is the sum of the five terms.
+// Seconds of one optimizer step on the slowest stage: step_s is the sum of the six terms.
 struct TimeEstimate {
   double compute_s = 0;        // GEMM FLOPs of the step at Hardware::gemm_tflops
   double tp_s = 0;             // tensor-parallel all-reduces (blocking, on the compute stream)
   double pp_s = 0;             // stage-boundary sends/receives and the tied-embedding sum
   double dp_s = 0;             // gradient reduction not hidden behind the last backward, ZeRO gather
   double bubble_s = 0;         // pipeline fill and drain: pp-1 micro-batch slots
+  double offload_s = 0;        // parallel.offload_optimizer: host AdamW and the copies it waits for
   double bubble = 0;           // pipeline idle fraction (pp-1)/(n_micro+pp-1)
   double step_s = 0;
   double tokens_per_s = 0;
@@ -102,6 +123,20 @@ double pipeline_bubble(int pp, int n_micro);
 // the fc GEMM's epilogue).
 double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes, bool sequence_parallel,
                               bool selective, bool full);
+
+// Bytes NCCL allocates on one rank of pipeline stage `stage` for the communicators trident uses
+// there: per channel one peer on a ring for each collective communicator of two or more ranks
+// (world, tp, dp, and the tied embedding's pair of the first and last stages), and per channel
+// each neighbouring stage on the pp communicator's sends and receives. Hardware::nccl_channels
+// each, a collective's capped by parallel.tp_comm_ctas / dp_comm_ctas where set. 0 for CPU ranks.
+double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage);
+
+// Seconds parallel.offload_optimizer adds to a step whose last micro-batch computes for
+// `micro_compute_s` on this rank: the gradient copies to the host its backward (2/3 of it) does
+// not hide, then the host AdamW over the `state` elements this rank updates (28 bytes of fp32
+// gradient, master and moments read and written, and the parameter written, act_bytes) beside
+// the uploads of the updated parameters, whichever is longer.
+double offload_seconds(double state, double micro_compute_s, const Hardware& hw);
 
 // cfg must be validated (parallel.dp resolved).
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw);

@@ -59,6 +59,9 @@ struct StepStats {
   // Filled by the training command's progress report (NaN where not measured):
   double mfu = std::nan("");              // model FLOPs utilisation (device backends)
   double peak_mem_bytes = std::nan("");   // the highest peak memory of any rank so far
+  // The most GPU memory in use any rank's GPU reported so far (cudaMemGetInfo: CUDA context,
+  // NCCL buffers and cuBLASLt workspace included); NaN on the CPU backend.
+  double device_peak_bytes = std::nan("");
   double comm_wait = std::nan("");        // share of the step a compute stream waited on communication
   double elapsed_s = std::nan("");        // since the run's first step was queued
   double eta_s = std::nan("");            // to the last step, at the run's mean rate so far

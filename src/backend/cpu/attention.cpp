@@ -199,7 +199,7 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
   check_heads(NH, NKV, "attention_decode");
   TRIDENT_CHECK(rows != nullptr || N == 0, "attention_decode: rows not given");
   for (int i = 0; i < N; ++i)
-    TRIDENT_CHECK(rows[2 * i] >= 0 && rows[2 * i] < S && rows[2 * i + 1] >= 0 && rows[2 * i + 1] < Tmax,
+    TRIDENT_CHECK(rows[2 * i] == -1 || (rows[2 * i] >= 0 && rows[2 * i] < S && rows[2 * i + 1] >= 0 && rows[2 * i + 1] < Tmax),
                   str("attention_decode: token ", i, " at slot ", rows[2 * i], ", position ", rows[2 * i + 1],
                       " outside the cache of ", S, " x ", Tmax));
   const size_t NC = static_cast<size_t>(N) * NH * HS, cache = static_cast<size_t>(S) * NKV * Tmax * HS;
@@ -213,7 +213,7 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
   // Cache row of key/value head kvh of slot s.
   auto at = [&](int s, int kvh, int t) { return ((static_cast<size_t>(s) * NKV + kvh) * Tmax + t) * HS; };
   for (int i = 0; i < N; ++i)
-    for (int kvh = 0; kvh < NKV; ++kvh) {
+    for (int kvh = 0; kvh < NKV && rows[2 * i] >= 0; ++kvh) {
       std::copy_n(x + L.k(0, i, kvh * group), HS, kc + at(rows[2 * i], kvh, rows[2 * i + 1]));
       std::copy_n(x + L.v(0, i, kvh * group), HS, vc + at(rows[2 * i], kvh, rows[2 * i + 1]));
     }
@@ -222,6 +222,10 @@ void CpuBackend::attention_decode(TensorView out, TensorView k_cache, TensorView
   for (int i = 0; i < N; ++i)
     for (int h = 0; h < NH; ++h) {
       const int s = rows[2 * i];
+      if (s < 0) {   // padding
+        std::fill_n(o + L.act(0, i, h), HS, 0.0f);
+        continue;
+      }
       auto key = [&](int j) { return kc + at(s, h / group, j); };
       auto value = [&](int j) { return vc + at(s, h / group, j); };
       attend_row(o + L.act(0, i, h), x + L.q(0, i, h), 0, rows[2 * i + 1], key, value, scale, HS, p.data());

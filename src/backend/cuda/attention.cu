@@ -342,6 +342,7 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, 
     const int d = static_cast<int>(i % HS);
     const size_t th = i / HS;
     const int h = static_cast<int>(th % NKV), token = static_cast<int>(th / NKV);
+    if (rows[2 * token] < 0) continue;   // padding
     const size_t src = qkv_offset(0, h, 1, N, NH, NKV, HS) + static_cast<size_t>(token) * qkv_row_stride(NH, NKV, HS) + d;
     const size_t dst = ((static_cast<size_t>(rows[2 * token]) * NKV + h) * Tmax + rows[2 * token + 1]) * HS + d;
     k_cache[dst] = qkv[src];
@@ -370,6 +371,11 @@ __global__ void __launch_bounds__(kThreads)
 
   const int t = blockIdx.x / NH, h = blockIdx.x % NH, kvh = h / (NH / NKV), slot = rows[2 * t], pos = rows[2 * t + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  bf16* orow = out + head_offset(0, h, N, NH, HS) + static_cast<size_t>(t) * NH * HS;
+  if (slot < 0) {   // padding: a zero row (block-uniform)
+    for (int d = threadIdx.x; d < HS; d += blockDim.x) orow[d] = to_bf16(0.0f);
+    return;
+  }
   const size_t cache_offset = (static_cast<size_t>(slot) * NKV + kvh) * Tmax * HS;
   const Rows keys{k_cache + cache_offset, static_cast<size_t>(HS)};
   const bf16* values = v_cache + cache_offset;
@@ -414,7 +420,6 @@ __global__ void __launch_bounds__(kThreads)
     weight[w] = expf(max_s[w] - m_all);
     l_all += sum_s[w] * weight[w];
   }
-  bf16* orow = out + head_offset(0, h, N, NH, HS) + static_cast<size_t>(t) * NH * HS;
   for (int d = threadIdx.x; d < HS; d += blockDim.x) {
     float acc = 0.0f;
     for (int w = 0; w < kWarps; ++w) acc += o_s[w * HS + d] * weight[w];

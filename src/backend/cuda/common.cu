@@ -11,6 +11,7 @@ bool g_sync_after_launch = false;
 }  // namespace
 
 void set_sync_after_launch(bool on) { g_sync_after_launch = on; }
+bool sync_after_launch() { return g_sync_after_launch; }
 
 std::string cuda_error_text(cudaError_t err) { return str(cudaGetErrorName(err), ": ", cudaGetErrorString(err)); }
 

@@ -42,6 +42,7 @@ std::string cuda_error_text(cudaError_t err);
 void check_launch(const char* file, int line, const char* kernel_name);
 // Whether check_launch waits for each kernel (cuda.sync_launches), for the whole process.
 void set_sync_after_launch(bool on);
+bool sync_after_launch();
 
 inline int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
 

@@ -61,6 +61,59 @@ Elem* positions(TensorView wpe, DType t, int T, int C, const char* what) {
 
 size_t rows_x_cols(int rows, int cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 
+// StreamReplay on a CUDA stream: the first run queues the ops as they are, the second captures
+// them into a graph, later runs launch it. A capture is dropped and taken again when `epoch`
+// changes (op scratch was reallocated: the graph would read freed memory). Runs stay plain while
+// ops are timed (the profiler's events) or launches synchronised (cuda.sync_launches): neither
+// may happen inside a capture.
+class CudaReplay final : public StreamReplay {
+ public:
+  CudaReplay(cudaStream_t stream, std::function<long()> epoch) : stream_(stream), epoch_(std::move(epoch)) {}
+  ~CudaReplay() override { drop(); }
+
+  void run(const std::function<void()>& queue_ops) override {
+    if (!warmed_ || gpu::Profiler::instance().enabled() || gpu::sync_after_launch()) {
+      queue_ops();
+      warmed_ = true;
+      return;
+    }
+    if (exec_ && captured_at_ != epoch_()) drop();
+    if (!exec_) capture(queue_ops);
+    CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+  }
+
+ private:
+  void capture(const std::function<void()>& queue_ops) {
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      queue_ops();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      static_cast<void>(cudaStreamEndCapture(stream_, &partial));
+      if (partial) static_cast<void>(cudaGraphDestroy(partial));
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+    static_cast<void>(cudaGraphDestroy(graph));
+    CUDA_CHECK(err);
+    captured_at_ = epoch_();
+  }
+  void drop() {
+    if (!exec_) return;
+    const cudaError_t err = cudaGraphExecDestroy(exec_);   // may run during unwinding: warn only
+    if (err != cudaSuccess) log_warn(str("cuda backend: cudaGraphExecDestroy: ", gpu::cuda_error_text(err)));
+    exec_ = nullptr;
+  }
+
+  cudaStream_t stream_;
+  std::function<long()> epoch_;
+  bool warmed_ = false;
+  cudaGraphExec_t exec_ = nullptr;
+  long captured_at_ = 0;
+};
+
 class CudaBackend final : public Backend, public PeerOps {
  public:
   CudaBackend(int device, const CudaOptions& options) : device_(device), telemetry_(device) {
@@ -281,6 +334,10 @@ class CudaBackend final : public Backend, public PeerOps {
     if (!side_used_) return;
     queue_after(main_stream_, side_stream_, join_);
     side_used_ = false;
+  }
+  std::unique_ptr<StreamReplay> make_replay() override {
+    TRIDENT_CHECK(!on_side(), "cuda backend: make_replay between side_begin() and side_end()");
+    return std::make_unique<CudaReplay>(main_stream_, [this] { return main_scratch_.growths() + side_scratch_.growths(); });
   }
   void set_profiling(bool on) override { gpu::Profiler::instance().enable(on); }
   void start_telemetry() override { telemetry_.start(); }

@@ -8,11 +8,10 @@
 #include "elementwise.cuh"
 #include "matmul.cuh"
 #include "reduce.cuh"
+#include "trident/backend/cuda_backend.hpp"
 
 namespace trident::gpu {
 namespace {
-
-constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLASLt's Hopper kernels ask for
 
 // Largest power of two up to 16 that divides the address.
 int alignment_of(const void* p) {
@@ -45,7 +44,7 @@ size_t Matmul::KeyHash::operator()(const Key& k) const {
 
 Matmul::Matmul(bool autotune, bool log) : autotune_(autotune), log_(log) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
-  CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspaceBytes));
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -116,7 +115,7 @@ const Matmul::Plan& Matmul::plan(const Key& key, const Operands& ops, float beta
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t workspace_bytes = kWorkspaceBytes;
+  const uint64_t workspace_bytes = kGemmWorkspaceBytes;
   const uint32_t align = static_cast<uint32_t>(key.alignment);
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                     sizeof(workspace_bytes)));
@@ -256,7 +255,7 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
   const float alpha = 1.0f;
   auto once = [&](const cublasLtMatmulAlgo_t& algo) {
     return cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &beta, d, p.d, d, p.d, &algo, workspace_,
-                          kWorkspaceBytes, stream);
+                          kGemmWorkspaceBytes, stream);
   };
   auto output_fingerprint = [&] {
     uint64_t f = fingerprint(d, d_bytes, acc, stream);
@@ -328,7 +327,7 @@ cublasLtMatmulAlgo_t Matmul::fastest(const Key& key, Plan& p, const cublasLtMatm
 void Matmul::run(const Plan& p, const Operands& ops, float beta, cudaStream_t stream) {
   const float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, ops.a, p.a, ops.b, p.b, &beta, ops.d, p.d, ops.d, p.d, &p.algo,
-                              workspace_, kWorkspaceBytes, stream));
+                              workspace_, kGemmWorkspaceBytes, stream));
 }
 
 bool Matmul::try_gemm(Kind kind, int N, int K, int M, cublasLtEpilogue_t epilogue, const Operands& ops, float beta,

@@ -33,8 +33,8 @@ echo "ppo on one rank took $((SECONDS - start)) s"
 "$@" "$trident" train "${ppo[@]}" --parallel.tp 2 --log.metrics "$out/tp2.jsonl" > "$out/tp2.log" ||
   { cat "$out/tp2.log"; exit 1; }
 grep -q "layout dp=1 tp=2" "$out/tp2.log" || { echo "the second run is not tp 2"; exit 1; }
-"$@" "$trident" train "${ppo[@]}" --parallel.pp 2 --train.steps 3 --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" ||
-  { cat "$out/pp2.log"; exit 1; }
+"$@" "$trident" train "${rl[@]}" --task ppo --rl.kl_target 0.5 --rl.kl_horizon 2000 --train.steps 3 --parallel.pp 2 \
+  --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" || { cat "$out/pp2.log"; exit 1; }
 grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is not pp 2"; exit 1; }
 /usr/bin/python3 - "$out/one.jsonl" "$out/pp2.jsonl" <<'PY'
 import json, sys

@@ -7,7 +7,8 @@
 # - step 1 (the same weights, sampling keyed on the sample, not the rank or the generation batch)
 #   gives the same rewards on both layouts;
 # - on pp 2 (each stage its layer and KV cache, the last sampling) steps 1-3 are those of one rank:
-#   the same answers, rewards, losses and KL, the gradient norm summed over the stages within 1e-6;
+#   the same answers and rewards, step 1's loss, KL and entropy bit for bit; the gradient norm,
+#   summed over the stages in another order, and after it the later steps' within 1e-5;
 # - a run resumed from its step-15 checkpoint repeats steps 16-30 exactly (policy, optimizer state,
 #   frozen reference from init.from, sampling position);
 # - rl.reward = model: a reward model trained on right-against-near-miss answers scores them
@@ -66,9 +67,11 @@ for a, b in zip(one[15:], resumed):
 print("step 1 identical on both layouts; steps 16-30 of the resumed run identical to the uninterrupted run")
 assert len(pp2) == 3, len(pp2)
 for a, b in zip(one, pp2):
-    assert all(a[k] == b[k] for k in keys if k != "grad_norm") and abs(a["grad_norm"] - b["grad_norm"]) <= 1e-6 * a["grad_norm"], \
+    near = lambda k: abs(a[k] - b[k]) <= 1e-5 * max(abs(a[k]), 1e-2)
+    assert all(a[k] == b[k] for k in ("reward", "reward_std", "answer_tokens")) and all(near(k) for k in keys), \
         f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
-print("steps 1-3 on pp 2 identical to one rank's (gradient norm within 1e-6)")
+assert all(one[0][k] == pp2[0][k] for k in keys if k != "grad_norm"), (one[0], pp2[0])
+print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
 PY
 
 # rl.reward = model: a reward model trained from the SFT weights on right-against-near-miss answers

@@ -7,7 +7,8 @@
 # - the mean reward of steps 9-12 is above that of steps 1-4 by 0.2, on one rank and on tp 2 (the
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
 # - on pp 2 (the policy, value model and reference each split in two stages) steps 1-3 are those
-#   of one rank, the gradient norm within 1e-6;
+#   of one rank: the same answers and rewards, step 1's losses bit for bit; the gradient norm, summed
+#   over the stages in another order, and after it the later steps' losses within 1e-5;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
 #   both optimizer states, the adaptive KL coefficient), which inspect lists; resumed on dp 2 it
 #   gives step 7 the same reward and KL coefficient, and values within 1e-4;
@@ -40,12 +41,14 @@ grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is no
 import json, sys
 one, pp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
 assert len(pp2) == 3, len(pp2)
-keys = ("loss", "reward", "reward_std", "kl", "clip_fraction", "entropy", "value_loss", "value_clip_fraction",
-        "explained_variance", "kl_coef")
+exact = ("reward", "reward_std", "answer_tokens", "clip_fraction", "value_clip_fraction")
+close = ("loss", "kl", "entropy", "value_loss", "explained_variance", "kl_coef", "grad_norm")
 for a, b in zip(one, pp2):
-    assert all(a[k] == b[k] for k in keys) and abs(a["grad_norm"] - b["grad_norm"]) <= 1e-6 * a["grad_norm"], \
+    near = lambda k: abs(a[k] - b[k]) <= 1e-5 * max(abs(a[k]), 1e-2)
+    assert all(a[k] == b[k] for k in exact) and all(near(k) for k in close), \
         f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
-print("steps 1-3 on pp 2 identical to one rank's (gradient norm within 1e-6)")
+assert all(one[0][k] == pp2[0][k] for k in close if k != "grad_norm"), (one[0], pp2[0])
+print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
 PY
 "$trident" inspect "$out/ckpt/step_6.h5" > "$out/inspect.log"
 grep -q "task ppo: KL coefficient" "$out/inspect.log" && grep -q "^  /value/model/score.weight  *1 x 64 " "$out/inspect.log" &&

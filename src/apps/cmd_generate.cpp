@@ -1,4 +1,4 @@
-// `trident generate`: sample text from a checkpoint with a KV cache (pp = 1, any tp), one prompt or
+// `trident generate`: sample text from a checkpoint with a KV cache (any tp and pp), one prompt or
 // a file of them in batches split over the data-parallel ranks, on CPU ranks or GPUs. The model
 // shape comes from the checkpoint's stored configuration.
 #include <boost/program_options.hpp>
@@ -159,10 +159,12 @@ int cmd_generate(const Args& args) {
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
     log_info("usage: trident generate --checkpoint FILE [--prompt TEXT | --prompts FILE] [options]\n"
-             "Runs under mpirun like training; the layout is parallel.tp (pp = 1), the rest of the ranks are\n"
-             "data-parallel replicas: with --prompt each generates the same text, with --prompts each its share\n"
-             "of the file (the same tokens as on one rank: sampling is keyed on prompt and position).\n\n" +
-             run_options_help(&extra, {"backend", "parallel.tp", "parallel.timeout_s", "parallel.tp_comm_ctas", "cuda."}));
+             "Runs under mpirun like training; the layout is parallel.tp and parallel.pp (the stages pass each\n"
+             "step's rows on, the last samples), the rest of the ranks are data-parallel replicas: with --prompt\n"
+             "each generates the same text, with --prompts each its share of the file (the same tokens as on one\n"
+             "rank: sampling is keyed on prompt and position).\n\n" +
+             run_options_help(&extra, {"backend", "parallel.tp", "parallel.pp", "parallel.timeout_s",
+                                       "parallel.tp_comm_ctas", "cuda."}));
     return 0;
   }
   if (o.checkpoint.empty()) throw InputError("--checkpoint is required (a step_<n>.h5 file)");
@@ -174,8 +176,6 @@ int cmd_generate(const Args& args) {
     throw InputError("--system needs --chat-template (plain, chatml or llama3) to render it");
   const int world = comm_size(MPI_COMM_WORLD);
 
-  if (parsed.cfg.parallel.pp != 1)
-    throw InputError("parallel.pp: generation runs on one pipeline stage; use parallel.tp to split the model");
   CheckpointInfo info;
   RunConfig cfg = config_for_checkpoint(o.checkpoint, parsed.cfg, &info);
   if (cfg.model.score_head)
@@ -205,8 +205,8 @@ int cmd_generate(const Args& args) {
       throw InputError(str(o.prompts_file.empty() ? std::string("the prompt") : str("prompt ", i + 1), " has ",
                            prompts.back().size(), " tokens; the model's context is ", cfg.model.positions()));
   }
-  // One micro-batch of one sequence per data-parallel replica for the model; the generator has
-  // its own batch.
+  // Micro-batches of one sequence for the model, pp per data-parallel replica (the fewest a
+  // pipeline schedule validates; the generator runs none and has its own batch).
   cfg.train.micro_batch_size = 1;
   cfg.train.global_batch_size = world / std::max(1, cfg.parallel.tp);
   validate_run_config(cfg, world);
@@ -239,7 +239,8 @@ int cmd_generate(const Args& args) {
     log_info((tmpl ? tok->decode(prompts[0]) : o.prompt) + completion_text(done[0]));
   } else {
     std::string lines;
-    if (rt.groups.coord.tp == 0)
+    const bool writes = rt.groups.coord.tp == 0 && rt.groups.first_stage();   // once per replica
+    if (writes)
       for (size_t i = 0; i < done.size(); ++i)
         lines += nlohmann::ordered_json{{"prompt", texts[first + i]},
                                 {"completion", completion_text(done[i])},
@@ -250,12 +251,13 @@ int cmd_generate(const Args& args) {
     lines = gather_text_at_0(lines, MPI_COMM_WORLD);
     if (comm_rank(MPI_COMM_WORLD) == 0) std::fwrite(lines.data(), 1, lines.size(), stdout);
     // Every replica's tokens over the slowest replica's time.
-    generated = all_reduce(rt.groups.coord.tp == 0 ? generated : uint64_t{0}, HostReduce::Sum, MPI_COMM_WORLD);
+    generated = all_reduce(writes ? generated : uint64_t{0}, HostReduce::Sum, MPI_COMM_WORLD);
     s = all_reduce(s, HostReduce::Max, MPI_COMM_WORLD);
   }
   log_info(str("\n[", generated, " tokens of ", o.prompts_file.empty() ? 1 : prompts.size(), " prompt(s) in ", s,
                " s: ", generated / s, " tokens/s; batch ", gen.slots(), ", checkpoint step ", info.step, ", backend ",
-               rt.backend->name(), ", tp ", cfg.parallel.tp, ", dp ", dp, "]"));
+               rt.backend->name(), ", tp ", cfg.parallel.tp, ", pp ",
+               cfg.parallel.pp, ", dp ", dp, "]"));
   return 0;
 }
 

@@ -186,7 +186,8 @@ void generation_bench(RunConfig cfg, const GenerationBenchOptions& o) {
   if (o.temperature < 0)
     throw InputError(str("bench.gen_temperature = ", o.temperature, ": must be >= 0 (0 = greedy)"));
   if (cfg.parallel.pp != 1)
-    throw InputError("parallel.pp: --bench.generate runs on one pipeline stage (as generation does); use parallel.tp");
+    throw InputError("parallel.pp: --bench.generate times a single pipeline stage (its forward comparison needs the "
+                     "whole model on each rank); use parallel.tp");
   if (cfg.task == "reward")
     throw InputError(
         "task reward: a reward model has no LM head to generate with; bench generation with task pretrain");

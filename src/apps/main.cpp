@@ -32,7 +32,7 @@ const std::map<std::string, Command>& commands() {
       {"inspect", {trident::cmd_inspect, "summarise a checkpoint: step, config, layout, tensors"}},
       {"bench", {trident::cmd_bench, "throughput table on random tokens, or --bench.kernels"}},
       {"eval", {trident::cmd_eval, "validation loss and perplexity of a checkpoint"}},
-      {"generate", {trident::cmd_generate, "sample text from a checkpoint (KV cache; tp >= 1, pp = 1)"}},
+      {"generate", {trident::cmd_generate, "sample text from a checkpoint (KV cache; any tp and pp)"}},
       {"doctor", {trident::cmd_doctor, "check ranks, GPUs, communicators and checkpoint I/O (run under mpirun)"}},
       {"convert", {trident::cmd_convert, "Hugging Face models to trident checkpoints and back (--from-hf, --to-hf)"}},
       {"plan", {trident::cmd_plan, "estimate memory and speed of every layout for a GPU count"}},

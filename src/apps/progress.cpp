@@ -116,11 +116,12 @@ std::string Progress::line(const StepStats& s) const {
                   s.margin, s.chosen_reward, s.rejected_reward);
   else if (std::isfinite(s.accuracy))
     std::snprintf(pairs, sizeof pairs, " | accuracy %.3f | margin %.4f", s.accuracy, s.margin);
-  else if (std::isfinite(s.reward)) {   // online RL: the answers' reward, KL, clipping, length, generation time
+  else if (std::isfinite(s.reward)) {   // online RL: the answers' reward, KL, clipping, entropy, length, generation time
     char kl[24] = "-";   // no reference model: no KL
     if (std::isfinite(s.kl)) std::snprintf(kl, sizeof kl, "%.3g", s.kl);
-    std::snprintf(pairs, sizeof pairs, " | reward %.3f (sd %.3f) | kl %s | clip %.3f | answer %.1f tok | gen %.1f s",
-                  s.reward, s.reward_std, kl, s.clip_fraction, s.answer_tokens, s.generation_s);
+    std::snprintf(pairs, sizeof pairs,
+                  " | reward %.3f (sd %.3f) | kl %s | clip %.3f | entropy %.3f | answer %.1f tok | gen %.1f s",
+                  s.reward, s.reward_std, kl, s.clip_fraction, s.entropy, s.answer_tokens, s.generation_s);
     if (std::isfinite(s.value_loss)) {   // ppo: the value model and the KL coefficient
       const size_t used = std::strlen(pairs);
       std::snprintf(pairs + used, sizeof pairs - used, " | value loss %.4f (clip %.3f, ev %.3f) | kl coef %.3g",

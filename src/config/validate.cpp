@@ -240,9 +240,9 @@ void validate_rl(const RunConfig& cfg) {
           ppo ? "adapts rl.kl_beta, which is 0: give rl.kl_beta > 0 as the starting coefficient"
               : "is task ppo's adaptive KL control; task grpo's rl.kl_beta is fixed");
   require(ppo || r.value_from.empty(), "rl.value_from", r.value_from, "is task ppo's value model; leave it empty");
-  require(cfg.parallel.pp == 1, "parallel.pp", cfg.parallel.pp,
-          str("must be 1 for task ", cfg.task, ": the answers are generated on the training layout, which needs the "
-              "whole model on each rank of a tensor-parallel group (use tp and dp)"));
+  require(cfg.parallel.pp == 1 || r.reward != "model", "parallel.pp", cfg.parallel.pp,
+          "must be 1 with rl.reward = model: the reward model scores the answers on one pipeline stage "
+          "(use tp and dp, or rl.reward = exact_match)");
   const int64_t per_rank = cfg.train.global_batch_size / cfg.parallel.dp;
   require(per_rank % r.group == 0, "rl.group", r.group,
           str("must divide the ", per_rank, " sequences of each data-parallel rank (train.global_batch_size / dp): "

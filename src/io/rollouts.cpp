@@ -206,11 +206,11 @@ void PromptRollouts::generate(int64_t step_first) {
   }
 
   // Rewards, and the sums the statistics and the loss's normalisation need over the world (each
-  // DP replica counted once: by its TP rank 0).
+  // DP replica counted once: by its TP rank 0 of the first stage; every stage has the answers).
   const std::vector<float> scores = reward_model_ ? score_rows() : std::vector<float>();
   std::vector<float> rewards(rows);
   texts_.assign(rows, "");
-  double sums[6] = {0, 0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, sampled -log p, stopped
+  double sums[5] = {0, 0, 0, 0, 0};   // rewards, their squares, answers, answer tokens, stopped
   for (int i = 0; i < rows; ++i) {
     const Completion& c = answers[i];
     std::vector<int32_t> text_ids = c.tokens;
@@ -223,11 +223,10 @@ void PromptRollouts::generate(int64_t step_first) {
     sums[1] += static_cast<double>(rewards[i]) * rewards[i];
     sums[2] += 1;
     sums[3] += static_cast<double>(c.tokens.size());
-    for (float lp : c.logprobs) sums[4] -= lp;
-    sums[5] += c.stopped;
+    sums[4] += c.stopped;
   }
-  std::vector<double> total(sums, sums + 6);
-  if (g_.coord.tp != 0) std::fill(total.begin(), total.end(), 0.0);
+  std::vector<double> total(sums, sums + 5);
+  if (g_.coord.tp != 0 || !g_.first_stage()) std::fill(total.begin(), total.end(), 0.0);
   all_reduce(total, HostReduce::Sum, g_);
   // Task ppo's advantages come per token from set_values, once the value model has run.
   const std::vector<float> advantages = cfg_.task == "grpo"
@@ -258,8 +257,7 @@ void PromptRollouts::generate(int64_t step_first) {
   stats_.reward_mean = total[0] / n;
   stats_.reward_std = std::sqrt(std::max(total[1] / n - stats_.reward_mean * stats_.reward_mean, 0.0));
   stats_.answer_tokens = total[3] / n;
-  stats_.sampled_nll = total[4] / std::max(total[3], 1.0);
-  stats_.stopped = total[5] / n;
+  stats_.stopped = total[4] / n;
   std::vector<double> seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
   all_reduce(seconds, HostReduce::Max, g_);
   stats_.seconds = seconds[0];
@@ -283,8 +281,9 @@ void PromptRollouts::set_values(const std::vector<float>& values, const std::vec
     }
   const rl::PpoRollout est = rl::ppo_rollout(old_logp, ref_logp, rewards_, token_values, answers, kl_coef,
                                              static_cast<float>(cfg_.rl.gamma), static_cast<float>(cfg_.rl.lambda));
-  // Sums over the world's answer tokens (each DP replica once: its TP rank 0): tokens, advantages
-  // and their squares, k1, values, returns and their squares, R - V and its squares, answers.
+  // Sums over the world's answer tokens (each DP replica once: its TP rank 0 of the last stage,
+  // which alone has the values and the reference's log-probabilities): tokens, advantages and their
+  // squares, k1, values, returns and their squares, R - V and its squares, answers.
   double sums[10] = {static_cast<double>(answers.tokens()), 0, 0, est.k1_sum, 0, 0, 0, 0, 0,
                      static_cast<double>(rows)};
   for (size_t k = 0; k < est.advantages.size(); ++k) {
@@ -298,7 +297,7 @@ void PromptRollouts::set_values(const std::vector<float>& values, const std::vec
     sums[8] += (R - v) * (R - v);
   }
   std::vector<double> total(sums, sums + 10);
-  if (g_.coord.tp != 0) std::fill(total.begin(), total.end(), 0.0);
+  if (g_.coord.tp != 0 || !g_.last_stage()) std::fill(total.begin(), total.end(), 0.0);
   all_reduce(total, HostReduce::Sum, g_);
   const double n = std::max(total[0], 1.0);
   auto variance = [&](double sum, double sum_sq) { return std::max(sum_sq / n - (sum / n) * (sum / n), 0.0); };

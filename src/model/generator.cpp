@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "trident/core/arena.hpp"
@@ -99,39 +100,43 @@ int padded_rows(int rows) {
   return p;
 }
 
-// The device buffers of a generator: the KV cache in `cache`, the rows of a feed and the head in
-// `a`, bound to v's views (the constructor) or only sized (device_bytes).
-void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, int tp, size_t vocab_local,
-                     DType act, int slots, int max_len, int rows_cap) {
+// The device buffers of a generator on pipeline stage st: the KV cache of the stage's blocks in
+// `cache`, the rows of a feed (and on the last stage the head) in `a`, bound to v's views (the
+// constructor) or only sized (device_bytes).
+void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, const StageInfo& st, int tp,
+                     size_t vocab_local, DType act, int slots, int max_len, int rows_cap) {
   const BlockDims d = block_dims(m, tp);
   // The row buffers hold padded_rows of the most rows a feed or a head takes.
   const size_t S = slots, C = m.n_embd, NKVl = d.NKVl, HS = d.HS, T = max_len;
   const size_t Np = padded_rows(rows_cap), Sp = padded_rows(slots), Vl = vocab_local;
   // The cache holds this rank's key/value heads only (n_kv_head / tp of them, grouped-query).
-  v.k_cache.resize(m.n_layer);
-  v.v_cache.resize(m.n_layer);
-  for (int l = 0; l < m.n_layer; ++l) {
+  v.k_cache.resize(st.n_layers());
+  v.v_cache.resize(st.n_layers());
+  for (int l = 0; l < st.n_layers(); ++l) {
     cache.want(&v.k_cache[l], act, S * NKVl * T * HS);
     cache.want(&v.v_cache[l], act, S * NKVl * T * HS);
   }
   a.want(&v.x, act, Np * C);
-  a.want(&v.pe, act, Np * C);
+  if (st.first()) a.want(&v.pe, act, Np * C);
   a.want(&v.index, DType::I32, 4 * Np + 2 * Sp);   // tokens, positions, (slot, position) rows; sampling keys
   if (d.llama) a.want(&v.rope_rows, DType::F32, Np * HS);
-  a.want(&v.last, act, Sp * C);
-  a.want(&v.lnf, act, Sp * C);
-  a.want(&v.lnf_mean, DType::F32, Sp);
-  a.want(&v.lnf_rstd, DType::F32, Sp);
-  a.want(&v.logits, act, Sp * Vl);
-  a.want(&v.stats, DType::F32, static_cast<size_t>(tp) * Sp * kSampleStats);
+  if (st.n_stages > 1) a.want(&v.drawn, DType::I32, 2 * S);
+  if (st.last()) {
+    a.want(&v.last, act, Sp * C);
+    a.want(&v.lnf, act, Sp * C);
+    a.want(&v.lnf_mean, DType::F32, Sp);
+    a.want(&v.lnf_rstd, DType::F32, Sp);
+    a.want(&v.logits, act, Sp * Vl);
+    a.want(&v.stats, DType::F32, static_cast<size_t>(tp) * Sp * kSampleStats);
+  }
   plan_block_acts(a, v.acts, act, Np, d, BlockActsPlan{0, false});
 }
 
-size_t Generator::device_bytes(const ModelConfig& m, int tp, size_t vocab_local, DType act, int slots, int max_len,
-                               int max_rows) {
+size_t Generator::device_bytes(const ModelConfig& m, const StageInfo& st, int tp, size_t vocab_local, DType act,
+                               int slots, int max_len, int max_rows) {
   ArenaLayout cache, a;
   Views v;
-  plan(cache, a, v, m, tp, vocab_local, act, slots, max_len, std::max(max_rows, slots + max_len));
+  plan(cache, a, v, m, st, tp, vocab_local, act, slots, max_len, std::max(max_rows, slots + max_len));
   return cache.bytes() + a.bytes();
 }
 
@@ -140,18 +145,18 @@ Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
       length_(slots, 0) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();
-  TRIDENT_CHECK(model.stage().first() && model.stage().last(), "generation needs a single pipeline stage (pp = 1)");
   TRIDENT_CHECK(max_len >= 1 && max_len <= m.positions(), str("generation length ", max_len, " outside [1, ",
                                                               m.positions(), "]"));
   TRIDENT_CHECK(slots >= 1, str("generation batch ", slots, ": must be at least 1"));
   Backend& be = model.backend();
   ArenaLayout cache, a;
-  plan(cache, a, v_, m, g.topo.tp(), model.layout().vocab_local(), be.compute_dtype(), slots, max_len, rows_cap_);
+  plan(cache, a, v_, m, model.stage(), g.topo.tp(), model.layout().vocab_local(), be.compute_dtype(), slots, max_len,
+       rows_cap_);
   cache_buf_ = Buffer(be, cache.bytes());
   cache.bind(cache_buf_.get());
   act_buf_ = Buffer(be, a.bytes());
   a.bind(act_buf_.get());
-  be.zero(v_.last);   // its padding rows go through the head: defined values
+  if (model.stage().last()) be.zero(v_.last);   // its padding rows go through the head: defined values
   v_.acts.x3 = v_.x;   // each block writes its output over its input (see block_forward)
   if (block_dims(m, g.topo.tp()).llama) {
     const int HS = block_dims(m, g.topo.tp()).HS;
@@ -231,18 +236,25 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const TensorView padded = v_.x.slice(0, static_cast<size_t>(np) * C), x = padded.slice(0, static_cast<size_t>(n) * C);
   const size_t qkv_n = static_cast<size_t>(n) * (d.NHl + 2 * d.NKVl) * d.HS;   // the fed rows of qkv and atty
   const size_t atty_n = static_cast<size_t>(n) * d.NHl * d.HS;
+  const StageInfo& st = model_.stage();
+  Comm& pp = *g.pp;
+  // Under pipeline parallelism a stage's rows come from the previous stage before its ops (the
+  // same on each TP rank) and go to the next after them: the transfers are not replayed.
+  if (!st.first()) pp.exchange({P2POp{P2POp::Recv, x.data, x.numel, x.dtype, pp.rank() - 1}}, be.stream());
   auto queue_ops = [&] {
     if (np > n) be.zero(padded.slice(static_cast<size_t>(n) * C, static_cast<size_t>(np - n) * C));
-    be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
-    // Each row's own position: the position table (gpt2) gathered as an embedding of the positions
-    // on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
-    if (g.coord.tp == 0 && !w.wpe.empty()) {
-      TensorView pe = v_.pe.slice(0, static_cast<size_t>(n) * C);
-      be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
-      be.add(x, x, pe);
+    if (st.first()) {
+      be.encoder_fwd(x, tok, w.wte, TensorView{}, 1, n, C, layout.vocab_start(), layout.vocab_local(), nullptr);
+      // Each row's own position: the position table (gpt2) gathered as an embedding of the
+      // positions on one TP rank (before the sum over TP), the RoPE table (llama) gathered on the host.
+      if (g.coord.tp == 0 && !w.wpe.empty()) {
+        TensorView pe = v_.pe.slice(0, static_cast<size_t>(n) * C);
+        be.encoder_fwd(pe, pos, w.wpe, TensorView{}, 1, n, C, 0, m.positions(), nullptr);
+        be.add(x, x, pe);
+      }
+      reduce_from_tp_region_fwd(*g.tp, x, be.stream());
     }
-    reduce_from_tp_region_fwd(*g.tp, x, be.stream());
-    for (int l = 0; l < m.n_layer; ++l) {
+    for (int l = 0; l < st.n_layers(); ++l) {
       auto attention = [&](const BlockActs& a) {
         const TensorView qkv = a.qkv.slice(0, qkv_n);
         if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
@@ -251,6 +263,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
       };
       block_forward(be, *g.tp, w.blocks[l], acts, padded, TpSum{}, shape, attention);
     }
+    if (!st.last()) return;
     // The last row of each fed sequence, in feed order, one copy per run of consecutive rows: a
     // decode step's rows are its sequences' last rows, padding included (one copy).
     if (step_) {
@@ -268,9 +281,11 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     replay(block_replays_[np]).run(queue_ops);
   else
     queue_ops();
+  if (!st.last()) pp.exchange({P2POp{P2POp::Send, x.data, x.numel, x.dtype, pp.rank() + 1}}, be.stream());
 }
 
 std::vector<float> Generator::logits() {
+  TRIDENT_CHECK(model_.stage().last(), "Generator::logits: the logits are on the last pipeline stage");
   const int R = static_cast<int>(fed_slots_.size()), V = model_.config().vocab_size;
   // head_logits takes at most a micro-batch of rows at a time.
   const int chunk = model_.micro_batch() * model_.config().seq_len;
@@ -290,6 +305,38 @@ std::vector<SampledToken> Generator::sample(const SamplingParams& p, uint64_t se
                                             const std::vector<uint64_t>& sequences) {
   const int R = static_cast<int>(fed_slots_.size());
   TRIDENT_CHECK(sequences.size() == fed_slots_.size(), str(sequences.size(), " sequence ids for ", R, " sequences"));
+  std::vector<SampledToken> out(R);
+  if (model_.stage().last()) out = draw(p, seed, sequences);
+  if (model_.stage().n_stages > 1) share_drawn(out);
+  return out;
+}
+
+// The last stage's draws to every stage of the pipeline (each TP rank's from its peer on the last
+// stage, which drew the same): the tokens the next step feeds and the log-probabilities, as int32
+// pairs (a log-probability's bits unchanged).
+void Generator::share_drawn(std::vector<SampledToken>& out) {
+  Backend& be = model_.backend();
+  Comm& pp = *model_.groups().pp;
+  std::vector<int32_t>& host = drawn_host_;
+  host.resize(2 * out.size());
+  if (model_.stage().last())
+    for (size_t i = 0; i < out.size(); ++i) {
+      host[2 * i] = out[i].token;
+      std::memcpy(&host[2 * i + 1], &out[i].logprob, sizeof(float));
+    }
+  TensorView drawn = v_.drawn.slice(0, host.size());
+  if (model_.stage().last()) be.copy_from_host(drawn, host.data());
+  pp.broadcast(drawn.data, drawn.numel, DType::I32, pp.size() - 1, be.stream());
+  be.copy_to_host(host.data(), drawn);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].token = host[2 * i];
+    std::memcpy(&out[i].logprob, &host[2 * i + 1], sizeof(float));
+  }
+}
+
+std::vector<SampledToken> Generator::draw(const SamplingParams& p, uint64_t seed,
+                                          const std::vector<uint64_t>& sequences) {
+  const int R = static_cast<int>(fed_slots_.size());
   std::vector<SampledToken> out(R);
   if (!p.on_device()) {
     const std::vector<float> all = logits();

@@ -53,6 +53,7 @@ struct GptStage::Scratch {
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
   TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
+  TensorView entropy_sums;                     // online RL: (N,2) f32, xent_entropy_sums of every position
   TensorView scores, dscores;                  // (B) (B) f32; score head (reward model)
   TensorView values, dvalues;                  // (N) (N) f32; the score head at every position (value model)
   TensorView loss_acc;                         // (kLossSums) f32 LossSums
@@ -150,6 +151,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
       a.want(&sc.losses, DType::F32, N);
       a.want(&sc.seq_nll, DType::F32, d.B);
       a.want(&sc.row_weights, DType::F32, N);
+      a.want(&sc.entropy_sums, DType::F32, 2 * N);
     }
     a.want(&sc.loss_acc, DType::F32, kLossSums);
   }
@@ -951,11 +953,11 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
     // The weights depend on each token's log-probability under the current parameters: first the
     // token losses (no gradient), then the per-token loss and weights, then the weighted gradient.
     TRIDENT_CHECK(!s.coef.empty(), "policy head: no answer tokens set for this micro-batch (set_policy_inputs)");
-    head_chunks(s, false, 0.0f, TensorView{});
+    head_chunks(s, false, 0.0f, TensorView{}, sc.entropy_sums);
     PolicyArgs a = policy_args_;
     a.scale = dloss;
     be_.policy_loss(sc.loss_acc, with_grad ? sc.row_weights : TensorView{}, sc.losses, s.old_logp, s.coef,
-                    s.coef_adv, s.ref_token_nll, B_ * T_, a);
+                    s.coef_adv, s.ref_token_nll, sc.entropy_sums, B_ * T_, a);
     if (with_grad) head_chunks(s, true, 1.0f, sc.row_weights);
   } else if (dpo_) {
     // A sequence's loss couples all its tokens: first every token's loss (no gradient), then the
@@ -981,8 +983,10 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
 // Logits of sc.lnf and vocab-parallel cross-entropy in row chunks, so the (rows, V/tp) logits
 // never exceed kLogitsChunkBytes; full-vocabulary logits are never gathered. Token losses go to
 // sc.losses; with gradients each chunk's logit gradient (scaled by row_weights where given) is
-// multiplied back into sc.dlnf and the head's weight gradient.
-void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights) {
+// multiplied back into sc.dlnf and the head's weight gradient. With entropy_sums (N,2) given, each
+// row's xent_entropy_sums go there first (summed over TP), from the logits the cross-entropy then
+// overwrites.
+void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights, TensorView entropy_sums) {
   Scratch& sc = *scratch_;
   const int N = B_ * T_, C = C_, Vl = layout_.vocab_local(), Vv = layout_.vocab_valid(), v0 = layout_.vocab_start();
   Stream st = be_.stream();
@@ -995,6 +999,13 @@ void GptStage::head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_
     const int32_t* targets = s.targets.as<int32_t>() + r0;
 
     be_.matmul_fwd(logits, lnf, p_.lm_head, TensorView{}, R, C, Vl);
+    if (!entropy_sums.empty()) {
+      const TensorView sums = entropy_sums.slice(2 * static_cast<size_t>(r0), 2 * static_cast<size_t>(R));
+      be_.xent_max(rowmax, logits, R, Vl, Vv);
+      if (tp.size() > 1) tp.all_reduce(rowmax.data, R, DType::F32, ReduceOp::Max, st);
+      be_.xent_entropy_sums(sums, logits, rowmax, R, Vl, Vv);
+      if (tp.size() > 1) tp.all_reduce(sums.data, sums.numel, DType::F32, ReduceOp::Sum, st);
+    }
     if (tp.size() == 1) {
       be_.xent_fused(sc.losses.slice(r0, R), logits, rowmax, stats, targets, R, Vl, Vv, dloss);
     } else {

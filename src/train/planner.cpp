@@ -109,7 +109,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   // of every micro-batch, and the generator the rollouts run on the policy.
   if (cfg.online_rl()) {
     e.trainer += 3.0 * cfg.micro_batches_per_step() * B * m.seq_len * sizeof(float);
-    e.generation = static_cast<double>(Generator::device_bytes(m, p.tp, layout.vocab_local(), act,
+    e.generation = static_cast<double>(Generator::device_bytes(m, st, p.tp, layout.vocab_local(), act,
                                                                rollout_generation_slots(cfg), m.seq_len,
                                                                rollout_feed_rows(cfg)));
   }

@@ -245,12 +245,12 @@ std::vector<float> Trainer::token_values(int64_t step_first_sample) {
   return out;
 }
 
+// The values and the reference's log-probabilities are on the last stage (zeros and none on the
+// others), whose advantages alone the policy's head reads and whose sums alone set_values counts.
 void Trainer::score_rollouts(int64_t step_first_sample) {
-  TRIDENT_CHECK(model_->stage().last() && value_->model_->stage().last(),
-                "task ppo: the rollouts are scored on the last stage (parallel.pp = 1)");
   const std::vector<float> values = value_->token_values(step_first_sample);
   std::vector<float> ref_nll;
-  if (reference_) {
+  if (reference_ && model_->stage().last()) {
     ref_nll.resize(values.size());
     be_.copy_to_host(ref_nll.data(), reference_->token_nll());
   }
@@ -429,6 +429,7 @@ void Trainer::queue_step(int step) {
       q.loss_sum += q.stats[0];
       q.clipped_sum += q.stats[1];
       q.kl_sum += q.stats[2];
+      q.entropy_sum += q.stats[3];
       if (value_) update_value(q, step * q.updates + u + 1);
     }
     // Adaptive KL control (Ziegler et al., as TRL's AdaptiveKLController): the coefficient of the
@@ -534,7 +535,7 @@ StepStats Trainer::finish_step() {
     if (reference_) s.kl = q.kl_sum / answer_tokens;
     s.reward = r.reward_mean;
     s.reward_std = r.reward_std;
-    s.entropy = r.sampled_nll;
+    s.entropy = q.entropy_sum / answer_tokens;
     s.answer_tokens = r.answer_tokens;
     s.answers_stopped = r.stopped;
     s.generation_s = r.seconds;

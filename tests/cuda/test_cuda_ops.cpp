@@ -895,6 +895,12 @@ TEST_F(CudaOps, CrossEntropy) {
                      k.v_valid, k.vocab_start);
     expect_close(stats, kFp32Order, "xent_stats stats");  // fp32 vs double sums of exp
 
+    // The entropy's sums of this shard (online RL's metric), before xent_bwd overwrites the logits.
+    Both entropy_sums = f32(Vec(2 * static_cast<size_t>(k.N)));
+    cpu().xent_entropy_sums(entropy_sums.cpu.view(), logits.cpu.view(), rowmax.cpu.view(), k.N, k.v_local, k.v_valid);
+    gpu().xent_entropy_sums(entropy_sums.gpu.view(), logits.gpu.view(), rowmax.gpu.view(), k.N, k.v_local, k.v_valid);
+    expect_close(entropy_sums, kFp32Order, "xent_entropy_sums sums");
+
     // As after the TP all-reduce: other shards add to the sum of exponentials.
     Vec reduced = download(cpu(), stats.cpu.view());
     for (int n = 0; n < k.N; ++n) reduced[2 * n] += 0.5f;
@@ -989,7 +995,8 @@ TEST_F(CudaOps, PreferenceLossOps) {
 
 // Online RL's per-token policy loss over more positions than the block's threads: tokens outside
 // the answers (coef 0), ratios clipped on both sides and for both signs of the advantage, with the
-// KL penalty; the sums accumulate onto earlier values.
+// KL penalty and the entropies of the answer tokens' entropy sums; the sums accumulate onto
+// earlier values.
 TEST_F(CudaOps, PolicyLossOp) {
   const int N = 2500;
   Vec nll = random_vector(N, 161, 2.0f), old(N), coef(N), coef_adv(N), ref = random_vector(N, 162, 2.0f);
@@ -1001,13 +1008,19 @@ TEST_F(CudaOps, PolicyLossOp) {
     coef[t] = t % 7 == 3 ? 0.0f : 1.0f / (1 + t % 13);
     coef_adv[t] = coef[t] * adv[t];
   }
-  Both acc = f32({0.25f, 2.0f, -1.0f, 0.0f, 0.0f}), weights = f32(Vec(N));
-  Both x = f32(nll), o = f32(old), c = f32(coef), ca = f32(coef_adv), r = f32(ref);
+  // Sums of a softmax's row relative to its maximum: s0 >= 1 (the maximum's term), s1 <= 0.
+  Vec sums = random_vector(2 * static_cast<size_t>(N), 165, 1.0f);
+  for (int t = 0; t < N; ++t) {
+    sums[2 * t] = 1.0f + 40.0f * std::abs(sums[2 * t]);
+    sums[2 * t + 1] = -3.0f * sums[2 * t] * std::abs(sums[2 * t + 1]);
+  }
+  Both acc = f32({0.25f, 2.0f, -1.0f, 3.0f, 0.0f}), weights = f32(Vec(N));
+  Both x = f32(nll), o = f32(old), c = f32(coef), ca = f32(coef_adv), r = f32(ref), es = f32(sums);
   const PolicyArgs a{0.2f, 0.04f, 0.5f};
   for (auto* be : {&cpu(), &gpu()}) {
     const bool g = be == &gpu();
     auto vw = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-    be->policy_loss(vw(acc), vw(weights), vw(x), vw(o), vw(c), vw(ca), vw(r), N, a);
+    be->policy_loss(vw(acc), vw(weights), vw(x), vw(o), vw(c), vw(ca), vw(r), vw(es), N, a);
   }
   expect_close(acc, kFp32Order, "policy_loss sums");
   expect_close(weights, kFp32Order, "policy_loss weights");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # e2e: a checkpoint of a briefly trained tiny model is evaluated (`trident eval`: the training
 # run's validation loss again, also with the checkpoint alone) and sampled (`trident generate`): greedy output is identical across
-# runs and across tp 1 / tp 2; a file of prompts generates the same JSON lines in batches of 2 on
-# one rank, split over dp 2, and on tp 2, and --stop ends completions at a token. MODEL (environment) names the preset: tiny (GPT-2, the default) or
+# runs and across tp 1 / tp 2 / pp 2; a file of prompts generates the same JSON lines in batches of
+# 2 on one rank, split over dp 2, on tp 2 and on pp 2, and --stop ends completions at a token. MODEL (environment) names the preset: tiny (GPT-2, the default) or
 # llama-tiny.
 #   generate_eval.sh TRIDENT REPO_ROOT MPIRUN ARGS...
 set -uo pipefail
@@ -45,11 +45,13 @@ gen() {   # ranks, generate options...
 gen 1 --temperature 0 >"$work/g1.txt"
 gen 1 --temperature 0 >"$work/g2.txt"
 gen 2 --temperature 0 --parallel.tp 2 >"$work/g3.txt"
+gen 2 --temperature 0 --parallel.pp 2 >"$work/g5.txt"
 gen 1 --temperature 0.9 --top-k 20 --seed 5 >"$work/g4.txt"
 cat "$work/g1.txt" "$work/g4.txt"
 [[ -s $work/g1.txt ]] || fail "greedy generation printed nothing"
 cmp -s "$work/g1.txt" "$work/g2.txt" || fail "greedy generation differs between runs"
 cmp -s "$work/g1.txt" "$work/g3.txt" || fail "greedy generation differs between tp 1 and tp 2"
+cmp -s "$work/g1.txt" "$work/g5.txt" || fail "greedy generation differs between pp 1 and pp 2"
 grep -q "^The " "$work/g4.txt" || fail "sampled generation lost the prompt"
 printf 'The \n"A fortune"\n\n{"prompt": "You will"}\nNo\nEvery\n' >"$work/prompts.txt"
 gen_file() {   # ranks, output, generate options...
@@ -62,6 +64,7 @@ gen_file() {   # ranks, output, generate options...
 gen_file 1 "$work/p1.jsonl" --batch 2
 gen_file 2 "$work/p2.jsonl" --batch 3
 gen_file 2 "$work/p3.jsonl" --parallel.tp 2
+gen_file 2 "$work/p5.jsonl" --parallel.pp 2
 gen_file 1 "$work/p4.jsonl" --stop " "
 cat "$work/p1.jsonl" "$work/p4.jsonl"
 [[ $(grep -c '^{"prompt":' "$work/p1.jsonl") == 5 ]] || fail "generate --prompts: expected 5 JSON lines"
@@ -69,6 +72,7 @@ grep -q '^{"prompt":"You will","completion":' "$work/p1.jsonl" || fail "generate
 grep -q "tokens/s; batch 2" "$work/p1.jsonl" || { cat "$work/p1.jsonl.err"; fail "generate --prompts: no tokens/s"; }
 cmp -s <(grep '^{' "$work/p1.jsonl") <(grep '^{' "$work/p2.jsonl") || fail "generate --prompts differs between 1 rank and dp 2"
 cmp -s <(grep '^{' "$work/p1.jsonl") <(grep '^{' "$work/p3.jsonl") || fail "generate --prompts differs between 1 rank and tp 2"
+cmp -s <(grep '^{' "$work/p1.jsonl") <(grep '^{' "$work/p5.jsonl") || fail "generate --prompts differs between 1 rank and pp 2"
 grep -q '"completion":"[^ "]*","tokens":[0-9]*,"stopped":true' "$work/p4.jsonl" || fail "--stop ' ' stopped nothing"
 ! grep -q '"completion":"[^"]* ' "$work/p4.jsonl" || fail "--stop ' ': a completion goes past a space"
 "${mpirun[@]}" -np 1 "$trident" generate --checkpoint "$work/ck/step_60.h5" --prompts "$work/none.txt" --backend cpu \

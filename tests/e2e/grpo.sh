@@ -6,6 +6,9 @@
 #   rank generates its share of the prompts);
 # - step 1 (the same weights, sampling keyed on the sample, not the rank or the generation batch)
 #   gives the same rewards on both layouts;
+# - on pp 2 (each stage its layer and KV cache, the last sampling) steps 1-3 are those of one rank:
+#   the same answers and rewards, step 1's loss, KL and entropy bit for bit; the gradient norm,
+#   summed over the stages in another order, and after it the later steps' within 1e-5;
 # - a run resumed from its step-15 checkpoint repeats steps 16-30 exactly (policy, optimizer state,
 #   frozen reference from init.from, sampling position);
 # - rl.reward = model: a reward model trained on right-against-near-miss answers scores them
@@ -31,6 +34,9 @@ echo "grpo on one rank took $((SECONDS - start)) s"
 "$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 30 --log.metrics "$out/dp2.jsonl" \
   --rl.generation_batch 5 --rl.prefill_tokens 40 > "$out/dp2.log" || { cat "$out/dp2.log"; exit 1; }
 grep -q "layout dp=2" "$out/dp2.log" || { echo "the second run is not dp 2"; exit 1; }
+"$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 3 --parallel.pp 2 \
+  --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" || { cat "$out/pp2.log"; exit 1; }
+grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is not pp 2"; exit 1; }
 
 # Resumed from step 15 of the first run: a directory holding only that checkpoint.
 mkdir "$out/resume"
@@ -39,9 +45,9 @@ cp "$out/ckpt/step_15.h5" "$out/resume/"
   > "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
 grep -q "resumed from .*step_15.h5 at step 15" "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
 
-/usr/bin/python3 - "$out/one.jsonl" "$out/dp2.jsonl" "$out/resumed.jsonl" <<'PY'
+/usr/bin/python3 - "$out/one.jsonl" "$out/dp2.jsonl" "$out/resumed.jsonl" "$out/pp2.jsonl" <<'PY'
 import json, sys
-one, dp2, resumed = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+one, dp2, resumed, pp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
 assert len(one) == len(dp2) == 30 and len(resumed) == 15, (len(one), len(dp2), len(resumed))
 for name, rows in (("one rank", one), ("dp 2", dp2)):
     r = [row["reward"] for row in rows]
@@ -59,6 +65,13 @@ keys = ("loss", "reward", "kl", "clip_fraction", "grad_norm", "entropy")
 for a, b in zip(one[15:], resumed):
     assert a["step"] == b["step"] and all(a[k] == b[k] for k in keys), f"resumed step {b['step']} differs: {a} {b}"
 print("step 1 identical on both layouts; steps 16-30 of the resumed run identical to the uninterrupted run")
+assert len(pp2) == 3, len(pp2)
+for a, b in zip(one, pp2):
+    near = lambda k: abs(a[k] - b[k]) <= 1e-5 * max(abs(a[k]), 1e-2)
+    assert all(a[k] == b[k] for k in ("reward", "reward_std", "answer_tokens")) and all(near(k) for k in keys), \
+        f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
+assert all(one[0][k] == pp2[0][k] for k in keys if k != "grad_norm"), (one[0], pp2[0])
+print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
 PY
 
 # rl.reward = model: a reward model trained from the SFT weights on right-against-near-miss answers

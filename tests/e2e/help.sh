@@ -19,8 +19,8 @@ check train "--config --train.lr --train.steps --data.train --checkpoint.dir --l
              --cuda.attention_kernels --cuda.sync_launches" ""
 check eval "--checkpoint --config --data.val --data.split --train.eval_steps --train.global_batch_size --parallel.tp
             --cuda.attention_kernels" "--train.lr --train.steps --train.warmup_steps --checkpoint.dir --log.metrics --model."
-check generate "--checkpoint --prompt --top-k --chat-template --parallel.tp --cuda.attention_kernels" \
-      "--train. --data. --model. --checkpoint. --log. --parallel.pp --parallel.zero"
+check generate "--checkpoint --prompt --top-k --chat-template --parallel.tp --parallel.pp --cuda.attention_kernels" \
+      "--train. --data. --model. --checkpoint. --log. --parallel.zero"
 check plan "--gpus --gpu-memory-gib --model.n_layer --train.global_batch_size" \
       "--train.lr --train.steps --data. --checkpoint. --log. --cuda. --parallel.timeout_s"
 check doctor "--allreduce-mib --io-mib --parallel.tp --checkpoint.dir --checkpoint.keep --cuda.sync_launches" \

@@ -6,6 +6,9 @@
 # transformer. Checked:
 # - the mean reward of steps 9-12 is above that of steps 1-4 by 0.2, on one rank and on tp 2 (the
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
+# - on pp 2 (the policy, value model and reference each split in two stages) steps 1-3 are those
+#   of one rank: the same answers and rewards, step 1's losses bit for bit; the gradient norm, summed
+#   over the stages in another order, and after it the later steps' losses within 1e-5;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
 #   both optimizer states, the adaptive KL coefficient), which inspect lists; resumed on dp 2 it
 #   gives step 7 the same reward and KL coefficient, and values within 1e-4;
@@ -31,6 +34,22 @@ echo "ppo on one rank took $((SECONDS - start)) s"
 "$@" "$trident" train "${ppo[@]}" --parallel.tp 2 --log.metrics "$out/tp2.jsonl" > "$out/tp2.log" ||
   { cat "$out/tp2.log"; exit 1; }
 grep -q "layout dp=1 tp=2" "$out/tp2.log" || { echo "the second run is not tp 2"; exit 1; }
+"$@" "$trident" train "${rl[@]}" --task ppo --rl.kl_target 0.5 --rl.kl_horizon 2000 --train.steps 3 --parallel.pp 2 \
+  --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" || { cat "$out/pp2.log"; exit 1; }
+grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is not pp 2"; exit 1; }
+/usr/bin/python3 - "$out/one.jsonl" "$out/pp2.jsonl" <<'PY'
+import json, sys
+one, pp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+assert len(pp2) == 3, len(pp2)
+exact = ("reward", "reward_std", "answer_tokens", "clip_fraction", "value_clip_fraction")
+close = ("loss", "kl", "entropy", "value_loss", "explained_variance", "kl_coef", "grad_norm")
+for a, b in zip(one, pp2):
+    near = lambda k: abs(a[k] - b[k]) <= 1e-5 * max(abs(a[k]), 1e-2)
+    assert all(a[k] == b[k] for k in exact) and all(near(k) for k in close), \
+        f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
+assert all(one[0][k] == pp2[0][k] for k in close if k != "grad_norm"), (one[0], pp2[0])
+print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
+PY
 "$trident" inspect "$out/ckpt/step_6.h5" > "$out/inspect.log"
 grep -q "task ppo: KL coefficient" "$out/inspect.log" && grep -q "^  /value/model/score.weight  *1 x 64 " "$out/inspect.log" &&
   grep -q "^  /value/optim/exp_avg_sq: " "$out/inspect.log" || { echo "inspect shows no value model"; cat "$out/inspect.log"; exit 1; }

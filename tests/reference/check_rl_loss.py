@@ -1,5 +1,5 @@
 """GRPO and PPO losses of trident's rl_loss (dump_rl_loss) against an independent PyTorch version:
-losses and gradients with respect to the logits (and the values) within 1e-5.
+losses, the policy's entropy and gradients with respect to the logits (and the values) within 1e-5.
 
     check_rl_loss.py DUMP_RL_LOSS
 """
@@ -41,7 +41,7 @@ def policy_loss(d, case, advantages):
     kl_sum = 0.0
     if case["kl_beta"]:
         kl_sum = (torch.exp(diff) - diff - 1).sum().item()
-    policy_loss.last_counts = (clipped, kl_sum)
+    policy_loss.last_counts = (clipped, kl_sum, entropy.detach())
     return loss.item(), logits.grad.flatten()
 
 
@@ -76,18 +76,20 @@ def main():
         loss, grad = policy_loss(d, case, adv)
         ok &= close(f"grpo {case['norm']} loss", case["loss"], loss)
         ok &= close(f"grpo {case['norm']} dlogits", case["dlogits"], grad)
+        ok &= close(f"grpo {case['norm']} entropy", case["entropy_mean"], policy_loss.last_counts[2].mean())
         if not 0 < case["clip_fraction"] < 1:
             print("FAIL: the case clips no ratio or every ratio", case["clip_fraction"])
             ok = False
 
-    # The CPU backend's op, as the grpo head runs it (no entropy term).
+    # The CPU backend's op, as the grpo head runs it (the entropy a metric, no loss term).
     for case in d["grpo_backend"]:
         loss, grad = policy_loss(d, case, adv)
-        clipped, kl_sum = policy_loss.last_counts
+        clipped, kl_sum, entropy = policy_loss.last_counts
         ok &= close(f"backend grpo {case['norm']} loss", case["loss"], loss)
         ok &= close(f"backend grpo {case['norm']} dlogits", case["dlogits"], grad)
         ok &= close(f"backend grpo {case['norm']} clipped", case["clipped"], clipped)
         ok &= close(f"backend grpo {case['norm']} kl sum", case["kl_sum"], kl_sum)
+        ok &= close(f"backend grpo {case['norm']} entropy sum", case["entropy_sum"], entropy.sum())
         if not 0 < clipped < len(d["tokens"]):
             print("FAIL: the backend case clips no ratio or every ratio", clipped)
             ok = False

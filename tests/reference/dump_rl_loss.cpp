@@ -1,7 +1,8 @@
 // Dumps GRPO and PPO losses and their gradients (with respect to logits and values) computed by
 // trident's rl_loss on random inputs, and the CPU backend's policy_loss (the op task grpo's head
-// runs) and value_fwd / value_bwd (task ppo's value head) on the same inputs, as JSON for
-// check_rl_loss.py to recompute in PyTorch.
+// runs, with the exact entropy from xent_entropy_sums of a vocabulary in two shards) and
+// value_fwd / value_bwd (task ppo's value head) on the same inputs, as JSON for check_rl_loss.py
+// to recompute in PyTorch.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -34,12 +35,47 @@ json policy_case(const std::vector<float>& logits, const std::vector<int>& token
     rl::logits_gradient(&dlogits[t * V], &logits[t * V], V, tokens[t], l.dlogp[t], l.dentropy[t]);
   return {{"clip_eps", args.clip_eps}, {"kl_beta", args.kl_beta}, {"entropy_coef", args.entropy_coef},
           {"norm", args.norm == rl::LossNorm::Sequence ? "sequence" : "token"}, {"loss", l.loss},
-          {"dlogits", dlogits}, {"clip_fraction", l.clip_fraction}, {"advantages", advantages}};
+          {"dlogits", dlogits}, {"clip_fraction", l.clip_fraction}, {"advantages", advantages},
+          {"entropy_mean", l.entropy}};
+}
+
+// Each token's xent_entropy_sums as the head computes them under tp = 2: the vocabulary in two
+// shards of ceil(V / 2) columns (the second with a padding column of a large logit, which must
+// count nowhere), the row maximum over both, each shard's sums added.
+std::vector<float> entropy_sums(Backend& be, const std::vector<float>& logits, size_t n, int V) {
+  const int v_local = (V + 1) / 2;
+  std::vector<float> shard[2], rowmax(n, -INFINITY), sums(2 * n, 0.0f);
+  for (int k = 0; k < 2; ++k) {
+    shard[k].assign(n * v_local, 50.0f);
+    const int valid = std::min(v_local, V - k * v_local);
+    for (size_t t = 0; t < n; ++t)
+      std::copy_n(&logits[t * V + k * v_local], valid, &shard[k][t * v_local]);
+  }
+  Buffer buf(be, (n * v_local + 3 * n) * sizeof(float));
+  TensorView all = buf.view(DType::F32), z = all.slice(0, n * v_local), mx = all.slice(n * v_local, n),
+             es = all.slice(n * v_local + n, 2 * n);
+  std::vector<float> part(2 * n);
+  for (int pass = 0; pass < 2; ++pass)   // the maxima reduced first (as over TP), then the sums
+    for (int k = 0; k < 2; ++k) {
+      const int valid = std::min(v_local, V - k * v_local);
+      be.copy_from_host(z, shard[k].data());
+      if (pass == 0) {
+        be.xent_max(mx, z, static_cast<int>(n), v_local, valid);
+        be.copy_to_host(part.data(), mx);
+        for (size_t t = 0; t < n; ++t) rowmax[t] = std::max(rowmax[t], part[t]);
+      } else {
+        be.copy_from_host(mx, rowmax.data());
+        be.xent_entropy_sums(es, z, mx, static_cast<int>(n), v_local, valid);
+        be.copy_to_host(part.data(), es);
+        for (size_t i = 0; i < 2 * n; ++i) sums[i] += part[i];
+      }
+    }
+  return sums;
 }
 
 // The same loss through Backend::policy_loss as the model's head uses it: token losses (-logp) in,
-// per-token weights out, which scale the cross-entropy gradient (p - onehot) of each logits row.
-// No entropy term (the head has none).
+// per-token weights out, which scale the cross-entropy gradient (p - onehot) of each logits row;
+// the sum of the tokens' exact entropies from their xent_entropy_sums (a metric: no loss term).
 json backend_case(Backend& be, const std::vector<float>& logits, const std::vector<int>& tokens,
                   const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
                   const std::vector<float>& advantages, const rl::Responses& r, const PolicyArgs& args,
@@ -56,7 +92,7 @@ json backend_case(Backend& be, const std::vector<float>& logits, const std::vect
                                                                   : 1.0 / n);
       coef_adv[t] = coef[t] * advantages[t];
     }
-  Buffer buf(be, 8 * n * sizeof(float));
+  Buffer buf(be, 9 * n * sizeof(float));
   TensorView all = buf.view(DType::F32);
   auto put = [&](int k, const std::vector<float>& v) {
     TensorView x = all.slice(k * n, v.size());
@@ -69,7 +105,7 @@ json backend_case(Backend& be, const std::vector<float>& logits, const std::vect
                    for (size_t i = 0; i < n; ++i) ref_nll[i] = -ref_logp[i];
                    return ref_nll;
                  }()),
-                 static_cast<int>(n), args);
+                 put(7, entropy_sums(be, logits, n, V)), static_cast<int>(n), args);
   be.copy_to_host(acc.data(), a);
   be.copy_to_host(weights.data(), w);
   std::vector<double> dlogits(n * V);
@@ -82,7 +118,7 @@ json backend_case(Backend& be, const std::vector<float>& logits, const std::vect
   }
   return {{"clip_eps", args.clip_eps}, {"kl_beta", args.kl_beta}, {"entropy_coef", 0.0},
           {"norm", norm == rl::LossNorm::Sequence ? "sequence" : "token"}, {"loss", acc[0]}, {"clipped", acc[1]},
-          {"kl_sum", acc[2]}, {"dlogits", dlogits}};
+          {"kl_sum", acc[2]}, {"entropy_sum", acc[3]}, {"dlogits", dlogits}};
 }
 
 // PPO's value loss through Backend::value_fwd and value_bwd as the value model's head runs them:

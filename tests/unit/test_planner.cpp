@@ -66,9 +66,9 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   // 12,288 B; fch, fcg 16,384 B; ln means/rstds and lse 256 B each (five of them): 66,816 B.
   const double slot = 2 * 4096 + 3 * 256 + 2 * 66816;
   // Scratch: dln 4,096 + dqkv 12,288 + datty 4,096 + dfch 16,384; head: lnf, dlnf 4,096 each,
-  // logits 32*128*2 = 8,192, and eight 256-byte f32 vectors (DPO's sequence NLLs and row weights
-  // among them).
-  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 8 * 256;
+  // logits 32*128*2 = 8,192, and nine 256-byte f32 vectors (DPO's sequence NLLs and row weights
+  // among them, and online RL's entropy sums, 32 x 2 f32).
+  const double scratch = 4096 + 12288 + 4096 + 16384 + 2 * 4096 + 8192 + 9 * 256;
 
   MemoryEstimate plain = estimate_memory(small_config(0), hw);
   EXPECT_DOUBLE_EQ(plain.params, 2 * P);
@@ -82,13 +82,13 @@ TEST(Planner, MemoryOfAHandComputedLayout) {
   // to update (one per tensor) and 18 for the norm (the tensors meeting a DP rank's half of the
   // single bucket; the planner takes the larger rank).
   EXPECT_DOUBLE_EQ(plain.trainer, 768 + 24 + (28 + 18) * 32);
-  EXPECT_DOUBLE_EQ(plain.total(), 2167768);   // 18 P + slot + scratch + trainer
+  EXPECT_DOUBLE_EQ(plain.total(), 2168024);   // 18 P + slot + scratch + trainer
 
   MemoryEstimate zero = estimate_memory(small_config(1), hw);
   EXPECT_DOUBLE_EQ(zero.optimizer, 12 * P / 2);   // master, m and v sharded over dp = 2
   EXPECT_DOUBLE_EQ(zero.trainer, 768 + 24 + (18 + 18) * 32);   // it updates only its shard's tensors
   EXPECT_DOUBLE_EQ((plain.total() - plain.trainer) - (zero.total() - zero.trainer), 6 * P);
-  EXPECT_DOUBLE_EQ(zero.total(), 1511576);
+  EXPECT_DOUBLE_EQ(zero.total(), 1511832);
 
   // Task dpo adds the frozen reference: its parameters, one forward slot, its scratch and the
   // sequence NLLs of 2 micro-batches of 2 (16 B).
@@ -296,12 +296,23 @@ TEST(Planner, GrpoCountsGenerationAndItsReference) {
   c.task = "grpo";
   c.rl.kl_beta = 0;
   const MemoryEstimate no_kl = estimate_memory(c, hw);
-  const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), c.parallel.tp, 0, c.parallel.dp,
-                           bucket_elements(c.parallel));
-  EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, c.parallel.tp, layout.vocab_local(), DType::BF16,
+  const StageInfo st = StageInfo::of(c.model, 0, 1);
+  const ParamLayout layout(c.model, st, c.parallel.tp, 0, c.parallel.dp, bucket_elements(c.parallel));
+  EXPECT_DOUBLE_EQ(no_kl.generation, Generator::device_bytes(c.model, st, c.parallel.tp, layout.vocab_local(), DType::BF16,
                                                              rollout_generation_slots(c), c.model.seq_len,
                                                              rollout_feed_rows(c)));
   EXPECT_GT(no_kl.generation, 0);
+  // On pp 2 each stage's generator holds the KV cache of its own layers, and only the last stage
+  // the head's buffers: less than one stage's whole model.
+  RunConfig pp2 = c;
+  pp2.parallel.pp = 2;
+  pp2.parallel.dp = 1;
+  const MemoryEstimate piped = estimate_memory(pp2, hw);
+  EXPECT_DOUBLE_EQ(piped.generation,
+                   Generator::device_bytes(c.model, StageInfo::of(c.model, piped.stage, 2), c.parallel.tp,
+                                           layout.vocab_local(), DType::BF16, rollout_generation_slots(pp2),
+                                           c.model.seq_len, rollout_feed_rows(pp2)));
+  EXPECT_LT(piped.generation, no_kl.generation);
   EXPECT_DOUBLE_EQ(no_kl.reference, 0);
   const double tokens = static_cast<double>(c.micro_batches_per_step()) * c.train.micro_batch_size * c.model.seq_len;
   EXPECT_DOUBLE_EQ(no_kl.trainer - pretrain.trainer, 3 * tokens * sizeof(float));

@@ -323,6 +323,13 @@ class Backend {
                         const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                         float dloss) = 0;
 
+  // The softmax's entropy -sum_j p_j log p_j (online RL's metric), vocab-parallel: entropy_sums
+  // (N,2) f32 = [sum_j exp(z_j - rowmax), sum_j exp(z_j - rowmax) (z_j - rowmax)] over the valid
+  // local columns, rowmax the whole vocabulary's (reduced over TP first); summed over TP, a row's
+  // entropy is log(s0) - s1 / s0. The logits are left as they are.
+  virtual void xent_entropy_sums(TensorView entropy_sums, TensorView logits, TensorView rowmax, int N, int v_local,
+                                 int v_valid) = 0;
+
   // The three calls above in one for an unsharded vocabulary (tp = 1, vocab_start 0): rowmax and
   // stats are scratch of the composition. Backends may fuse; the default composes.
   virtual void xent_fused(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
@@ -357,11 +364,14 @@ class Backend {
   // given (a.kl_beta > 0), the frozen reference's token losses. With rho = exp(-nll - old_logp) and
   // d = nll - ref_nll (log ref - log pi), an answer token's loss is
   //   coef * (-min(rho A, clip(rho, 1 - eps, 1 + eps) A) + beta (exp(d) - d - 1)).
+  // entropy_sums (N,2) f32, when given, are each position's xent_entropy_sums (summed over TP).
   // acc (5) f32 += [sum of token losses, answer tokens whose minimum took the clipped branch, sum of
-  // k3 = exp(d) - d - 1 over answer tokens, 0, 0]; weights (N) f32, if given, = a.scale * d(loss)/d(nll):
-  // the weight of each position's cross-entropy gradient.
+  // k3 = exp(d) - d - 1 over answer tokens, sum of the policy's entropies log(s0) - s1 / s0 over
+  // answer tokens (0 without entropy_sums), 0]; weights (N) f32, if given, = a.scale * d(loss)/d(nll):
+  // the weight of each position's cross-entropy gradient (the entropy is a metric, not in the loss).
   virtual void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
-                           TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) = 0;
+                           TensorView coef_adv, TensorView ref_nll, TensorView entropy_sums, int N,
+                           const PolicyArgs& a) = 0;
 
   // ---- reward head (task reward): B sequences of T positions in pairs, sequence 2i the chosen
   // and 2i+1 the rejected answer of pair i. Sequence b is scored at its last token: position

@@ -1,7 +1,9 @@
-// Generator: batched autoregressive decoding with a KV cache on the training layout's single stage
-// (pp = 1, any tp; each DP rank generates its own prompts), reusing the model's weights and block
-// forward; only attention reads the cache. Sampling is keyed on (seed, sequence, position), so a
-// sequence's tokens do not depend on the batch it runs in or on the layout.
+// Generator: batched autoregressive decoding with a KV cache on the training layout (any tp and pp;
+// each DP rank generates its own prompts), reusing the model's weights and block forward; only
+// attention reads the cache. Under pipeline parallelism each stage runs its blocks with its own
+// cache and sends the rows on, the last samples, and every stage receives the sampled tokens.
+// Sampling is keyed on (seed, sequence, position), so a sequence's tokens do not depend on the
+// batch it runs in or on the layout.
 #pragma once
 
 #include <cstdint>
@@ -77,22 +79,25 @@ class Generator {
   // one feed takes at most max(max_rows, slots + max_len) tokens (0: slots + max_len), which
   // bounds how many prompts a step of generate() prefills (the activations are that many rows).
   Generator(GptStage& model, int slots, int max_len, int max_rows = 0);
-  // The device memory such a generator allocates on a rank of a tp-way split model whose LM head
-  // has vocab_local columns there (the planner's count).
-  static size_t device_bytes(const ModelConfig& m, int tp, size_t vocab_local, DType act, int slots, int max_len,
-                             int max_rows = 0);
+  // The device memory such a generator allocates on a rank of pipeline stage st of a tp-way split
+  // model whose LM head has vocab_local columns there (the planner's count).
+  static size_t device_bytes(const ModelConfig& m, const StageInfo& st, int tp, size_t vocab_local, DType act,
+                             int slots, int max_len, int max_rows = 0);
   ~Generator();
 
   // Continuations of prompts (each non-empty, shorter than max_len); prompts[i] is sequence
   // first_sequence + i of the sampling keys. Runs `slots` sequences at a time; a finished one
-  // leaves the batch and the next prompt takes its slot. Collective over the TP group.
+  // leaves the batch and the next prompt takes its slot. Collective over the TP and pipeline
+  // groups (every stage gives the same prompts and gets the same completions). The stages run one
+  // after the other on a step's whole batch: with pp stages each is busy 1/pp of the time.
   std::vector<Completion> generate(const std::vector<std::vector<int32_t>>& prompts, const GenerationParams& p,
                                    uint64_t first_sequence = 0);
 
   // The steps generate() is made of. feed() appends tokens[i] to the sequence in cache slot
-  // slots[i] at its current length (0 after reset(slot)); then logits() gives the full-vocabulary
-  // logits (rows, V) of each fed sequence's last token, identical on every TP rank, and sample()
-  // draws from them (sequences[i] and lengths-after-feed as the keys).
+  // slots[i] at its current length (0 after reset(slot)), on every stage; then logits() gives the
+  // full-vocabulary logits (rows, V) of each fed sequence's last token on the last stage, identical
+  // on every TP rank, and sample() draws from them (sequences[i] and lengths-after-feed as the
+  // keys) and returns the draws on every stage.
   void feed(const std::vector<int>& slots, const std::vector<std::vector<int32_t>>& tokens);
   std::vector<float> logits();
   std::vector<SampledToken> sample(const SamplingParams& p, uint64_t seed, const std::vector<uint64_t>& sequences);
@@ -111,7 +116,7 @@ class Generator {
   // Host tables of a step, kept between steps so that decoding allocates nothing per step: feed's
   // index tables, the last row of each fed sequence, the gathered RoPE rows, sample's keys and the
   // sampling stats read back.
-  std::vector<int32_t> index_host_, keys_host_;
+  std::vector<int32_t> index_host_, keys_host_, drawn_host_;
   std::vector<int> last_rows_;
   std::vector<float> rope_rows_host_, stats_host_;
   // A decode step (every fed sequence one token) runs on padded_rows(n) rows, the padding rows at
@@ -130,11 +135,16 @@ class Generator {
     BlockActs acts;                             // (Rp rows), shared by the layers
     // (Rp, C), (rows_cap, C); (Rp, 4) int32 and the keys (Sp, 2); (Rp, HS) f32
     TensorView x, pe, index, rope_rows;
-    // The fed sequences' last rows and the head: (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats (tp, Sp, kSampleStats)
+    // The fed sequences' last rows and the head (last stage): (Sp, C) x2, (Sp) x2, (Sp, V/tp); stats
+    // (tp, Sp, kSampleStats)
     TensorView last, lnf, lnf_mean, lnf_rstd, logits, stats;
+    TensorView drawn;   // pp > 1: the draws sent to every stage, (slots, 2) int32
   };
-  static void plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, int tp, size_t vocab_local,
-                   DType act, int slots, int max_len, int rows_cap);
+  static void plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelConfig& m, const StageInfo& st, int tp,
+                   size_t vocab_local, DType act, int slots, int max_len, int rows_cap);
+  // sample()'s draws on the last stage, and their broadcast from there to the other stages.
+  std::vector<SampledToken> draw(const SamplingParams& p, uint64_t seed, const std::vector<uint64_t>& sequences);
+  void share_drawn(std::vector<SampledToken>& out);
   Views v_;
 };
 

@@ -195,8 +195,9 @@ class GptStage {
   // Task grpo: the head's loss is the clipped policy-ratio objective (Backend::policy_loss, clip
   // and KL weight from a) over the answer tokens that set_policy_inputs gives for each slot:
   // (B*T) f32 each, in backend memory, `ref_token_nll` empty without a KL penalty. forward()'s
-  // dloss scales the weights; the LossSums are [loss, clipped tokens, sum of k3, 0, 0]. The head
-  // computes its logits twice (see head_forward).
+  // dloss scales the weights; the LossSums are [loss, clipped tokens, sum of k3, sum of the
+  // policy's exact entropies, 0] over the answer tokens. The head computes its logits twice (see
+  // head_forward).
   void set_policy_loss(const PolicyArgs& a);
   void set_policy_inputs(int slot, TensorView old_logp, TensorView coef, TensorView coef_adv, TensorView ref_token_nll);
   // Task ppo's value model (a score head, model.score_head): the head gives a value at every
@@ -312,7 +313,7 @@ class GptStage {
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                       const std::function<void()>& before_attention);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
-  void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights);
+  void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights, TensorView entropy_sums = {});
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void value_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum);

@@ -56,7 +56,6 @@ struct SampleOrder {
 struct RolloutStats {
   double reward_mean = std::nan(""), reward_std = std::nan("");   // std over all answers (divisor n)
   double answer_tokens = 0;     // mean answer length in tokens
-  double sampled_nll = 0;       // mean -log p of the sampled answer tokens (temperature 1): an entropy estimate
   double stopped = 0;           // share of answers that ended at the end-of-turn token
   double answers = 0;           // answers of the global batch
   double total_answer_tokens = 0;
@@ -91,7 +90,8 @@ class RolloutSource : public BatchSource {
   // (rows x T each, rows in sample order: the trainer's micro-batches one after the other; 0
   // outside the answers, ref_nll empty without a reference) turn into the KL-shaped rewards,
   // GAE's advantages (whitened over the global batch) in policy_inputs' coef_adv, and the value
-  // model's inputs. Collective over the world.
+  // model's inputs. Collective over the world; only the last pipeline stage's inputs count (the
+  // other stages' results are not read).
   virtual void set_values(const std::vector<float>& values, const std::vector<float>& ref_nll, double kl_coef) = 0;
   // For the same samples as samples(), (count, T) f32 each, after set_values: the rollout-time
   // values, the returns (advantages + values, before whitening), and each answer token's weight in

@@ -42,9 +42,9 @@ struct StepStats {
   double chosen_reward = std::nan(""), rejected_reward = std::nan("");
   // Task grpo (NaN otherwise), over the step's generated answers: the verifier's mean reward and
   // its spread, the mean k3 KL estimate to the reference and the share of tokens whose ratio was
-  // clipped (means over the rl.ppo_epochs updates), the entropy estimated by the sampled tokens'
-  // mean -log p, the mean answer length, the share ended by the end-of-turn token, and the
-  // generation's share of the step's time.
+  // clipped and the policy's entropy -sum_v p_v log p_v per answer token (exact, over the whole
+  // vocabulary at temperature 1; means over the rl.ppo_epochs updates), the mean answer length, the
+  // share ended by the end-of-turn token, and the generation's share of the step's time.
   double reward = std::nan(""), reward_std = std::nan(""), kl = std::nan(""), clip_fraction = std::nan("");
   double entropy = std::nan(""), answer_tokens = std::nan(""), answers_stopped = std::nan("");
   double generation_s = std::nan("");
@@ -216,7 +216,7 @@ class Trainer {
     // Task grpo: the generation's statistics, and the sums over its rl.ppo_epochs updates of the
     // LossSums and squared gradient norms (stats then holds the last update's).
     RolloutStats rollout;
-    double loss_sum = 0, clipped_sum = 0, kl_sum = 0;
+    double loss_sum = 0, clipped_sum = 0, kl_sum = 0, entropy_sum = 0;
     int updates = 1;
     // Task ppo: the value model's loss and clipped positions summed over the updates, and the
     // KL coefficient of the rewards.

@@ -85,13 +85,16 @@ class CpuBackend final : public Backend, public PeerOps {
   void xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
                 const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                 float dloss) override;
+  void xent_entropy_sums(TensorView entropy_sums, TensorView logits, TensorView rowmax, int N, int v_local,
+                         int v_valid) override;
 
   void segment_sum(TensorView out, TensorView in, int S, int len) override;
   void scale_rows(TensorView x, TensorView w, int rows, int cols) override;
   void dpo_loss(TensorView acc, TensorView row_weights, TensorView policy_nll, TensorView ref_nll,
                 const int32_t* targets, int pairs, int T, const DpoArgs& a) override;
   void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
-                   TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) override;
+                   TensorView coef_adv, TensorView ref_nll, TensorView entropy_sums, int N,
+                   const PolicyArgs& a) override;
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,
                   const int32_t* targets, int B, int T, int C, float dloss) override;
   void reward_bwd(TensorView dlnf, TensorView dw, TensorView dscores, TensorView lnf, TensorView w,

@@ -59,6 +59,27 @@ void CpuBackend::xent_stats(TensorView stats, TensorView logits, TensorView rowm
   }
 }
 
+void CpuBackend::xent_entropy_sums(TensorView entropy_sums, TensorView logits, TensorView rowmax, int N, int v_local,
+                                   int v_valid) {
+  check_columns(v_local, v_valid, "xent_entropy_sums");
+  const size_t NV = static_cast<size_t>(N) * v_local;
+  float* es = f32_data(entropy_sums, static_cast<size_t>(N) * 2, "xent_entropy_sums: entropy_sums");  // (N, 2)
+  const float* z = f32_data(logits, NV, "xent_entropy_sums: logits");                                  // (N, v_local)
+  const float* mx = f32_data(rowmax, N, "xent_entropy_sums: rowmax");                                  // (N)
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(NV))
+  for (int n = 0; n < N; ++n) {
+    const float* row = z + static_cast<size_t>(n) * v_local;
+    double s0 = 0, s1 = 0;
+    for (int j = 0; j < v_valid; ++j) {
+      const double d = static_cast<double>(row[j]) - mx[n], e = std::exp(d);
+      s0 += e;
+      s1 += e * d;
+    }
+    es[2 * n] = static_cast<float>(s0);
+    es[2 * n + 1] = static_cast<float>(s1);
+  }
+}
+
 void CpuBackend::xent_bwd(TensorView losses, TensorView logits, TensorView rowmax, TensorView stats,
                           const int32_t* targets, int N, int v_local, int v_valid, int vocab_start,
                           float dloss) {

@@ -12,7 +12,8 @@ using cpu::f32_data;
 using cpu::f32_optional;
 
 void CpuBackend::policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
-                             TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) {
+                             TensorView coef_adv, TensorView ref_nll, TensorView entropy_sums, int N,
+                             const PolicyArgs& a) {
   const size_t n = static_cast<size_t>(N);
   float* out = f32_data(acc, 5, "policy_loss: acc");
   float* w = f32_optional(weights, n, "policy_loss: weights");
@@ -21,7 +22,8 @@ void CpuBackend::policy_loss(TensorView acc, TensorView weights, TensorView nll,
   const float* c = f32_data(coef, n, "policy_loss: coef");
   const float* ca = f32_data(coef_adv, n, "policy_loss: coef_adv");
   const float* ref = a.kl_beta != 0 ? f32_data(ref_nll, n, "policy_loss: ref_nll") : nullptr;
-  double sums[3] = {0, 0, 0};
+  const float* es = f32_optional(entropy_sums, 2 * n, "policy_loss: entropy_sums");
+  double sums[4] = {0, 0, 0, 0};
   for (size_t t = 0; t < n; ++t) {
     if (c[t] == 0) {
       if (w) w[t] = 0;
@@ -40,9 +42,10 @@ void CpuBackend::policy_loss(TensorView acc, TensorView weights, TensorView nll,
     }
     sums[0] += loss;
     sums[1] += is_clipped;
+    if (es) sums[3] += std::log(static_cast<double>(es[2 * t])) - static_cast<double>(es[2 * t + 1]) / es[2 * t];
     if (w) w[t] = static_cast<float>(a.scale * dnll);
   }
-  for (int k = 0; k < 3; ++k) out[k] += static_cast<float>(sums[k]);
+  for (int k = 0; k < 4; ++k) out[k] += static_cast<float>(sums[k]);
 }
 
 }  // namespace trident

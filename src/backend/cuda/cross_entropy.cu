@@ -53,6 +53,34 @@ __global__ void xent_stats_kernel(float* stats, const bf16* logits, const float*
   }
 }
 
+// A row's sum of e = exp(x - m) and of e (x - m) over valid columns, m the reduced rowmax.
+__global__ void xent_entropy_sums_kernel(float* sums, const bf16* logits, const float* rowmax, int v_local,
+                                         int v_valid, int n_vec) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  const bf16* x = logits + static_cast<size_t>(row) * v_local;
+  const float m = rowmax[row];
+  float s0 = 0.0f, s1 = 0.0f;
+  auto add = [&](float v) {
+    const float d = v - m, e = fast_exp2(d * kLog2e);
+    s0 += e;
+    s1 += e * d;
+  };
+  for (int j = threadIdx.x * kVec; j < n_vec; j += blockDim.x * kVec) {
+    float v[kVec];
+    load_vec(v, x + j);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) add(v[k]);
+  }
+  for (int j = n_vec + threadIdx.x; j < v_valid; j += blockDim.x) add(to_float(x[j]));
+  s0 = block_sum(s0, shared);
+  s1 = block_sum(s1, shared);
+  if (threadIdx.x == 0) {
+    sums[2 * row] = s0;
+    sums[2 * row + 1] = s1;
+  }
+}
+
 // Calls fn(v, j) on this thread's 16-byte pieces of a row, in column order: columns
 // j = threadIdx.x kVec, + blockDim.x kVec, ... below n, two loads in flight at a time (with one,
 // the 2 x 1024 threads of a multiprocessor keep too few bytes in flight to cover the memory
@@ -193,6 +221,14 @@ void xent_stats(float* stats, const bf16* logits, const float* rowmax, const int
   xent_stats_kernel<<<N, kThreads, 0, stream>>>(stats, logits, rowmax, targets, v_local, v_valid,
                                                 vector_columns(logits, v_local, v_valid), vocab_start);
   CUDA_CHECK_LAUNCH("xent_stats_kernel");
+}
+
+void xent_entropy_sums(float* sums, const bf16* logits, const float* rowmax, int N, int v_local, int v_valid,
+                       cudaStream_t stream) {
+  if (N == 0) return;
+  xent_entropy_sums_kernel<<<N, kThreads, 0, stream>>>(sums, logits, rowmax, v_local, v_valid,
+                                                        vector_columns(logits, v_local, v_valid));
+  CUDA_CHECK_LAUNCH("xent_entropy_sums_kernel");
 }
 
 void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* stats, const int32_t* targets, int N,

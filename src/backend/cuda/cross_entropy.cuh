@@ -13,6 +13,10 @@ void xent_max(float* rowmax, const bf16* logits, int N, int v_local, int v_valid
 void xent_stats(float* stats, const bf16* logits, const float* rowmax, const int32_t* targets, int N, int v_local,
                 int v_valid, int vocab_start, cudaStream_t stream);
 
+// sums (N,2) = [sum exp(logit - rowmax), sum exp(logit - rowmax) (logit - rowmax)] over valid columns.
+void xent_entropy_sums(float* sums, const bf16* logits, const float* rowmax, int N, int v_local, int v_valid,
+                       cudaStream_t stream);
+
 // losses (N) = log(stats0) + rowmax - stats1 (when not null); logits are overwritten with
 // dloss * (softmax - onehot(target)), 0 in padding columns.
 void xent_bwd(float* losses, bf16* logits, const float* rowmax, const float* stats, const int32_t* targets, int N,

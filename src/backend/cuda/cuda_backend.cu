@@ -612,6 +612,15 @@ class CudaBackend final : public Backend, public PeerOps {
                   v_local, v_valid, vocab_start, dloss, stream_);
   }
 
+  void xent_entropy_sums(TensorView entropy_sums, TensorView logits, TensorView rowmax, int N, int v_local,
+                         int v_valid) override {
+    gpu::ProfileScope prof(stream_, "xent_entropy_sums", N, v_local);
+    check_vocab(v_local, v_valid, "xent_entropy_sums");
+    gpu::xent_entropy_sums(f32(entropy_sums, rows_x_cols(N, 2), "xent_entropy_sums: entropy_sums"),
+                           act(logits, rows_x_cols(N, v_local), "xent_entropy_sums: logits"),
+                           f32(rowmax, N, "xent_entropy_sums: rowmax"), N, v_local, v_valid, stream_);
+  }
+
   void xent_fused(TensorView losses, TensorView logits, TensorView /*rowmax*/, TensorView /*stats*/,
                   const int32_t* targets, int N, int v_local, int v_valid, float dloss) override {
     gpu::ProfileScope prof(stream_, "xent_fused", N, v_local);
@@ -645,12 +654,14 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   void policy_loss(TensorView acc, TensorView weights, TensorView nll, TensorView old_logp, TensorView coef,
-                   TensorView coef_adv, TensorView ref_nll, int N, const PolicyArgs& a) override {
+                   TensorView coef_adv, TensorView ref_nll, TensorView entropy_sums, int N,
+                   const PolicyArgs& a) override {
     gpu::ProfileScope prof(stream_, "policy_loss", N, 1);
     gpu::policy_loss(f32(acc, 5, "policy_loss: acc"), f32_optional(weights, N, "policy_loss: weights"),
                      f32(nll, N, "policy_loss: nll"), f32(old_logp, N, "policy_loss: old_logp"),
                      f32(coef, N, "policy_loss: coef"), f32(coef_adv, N, "policy_loss: coef_adv"),
-                     a.kl_beta != 0 ? f32(ref_nll, N, "policy_loss: ref_nll") : nullptr, N, a, stream_);
+                     a.kl_beta != 0 ? f32(ref_nll, N, "policy_loss: ref_nll") : nullptr,
+                     f32_optional(entropy_sums, rows_x_cols(N, 2), "policy_loss: entropy_sums"), N, a, stream_);
   }
 
   void reward_fwd(TensorView scores, TensorView dscores, TensorView stats, TensorView lnf, TensorView w,

@@ -8,10 +8,10 @@ namespace {
 constexpr int kThreads = 1024;
 
 __global__ void policy_loss_kernel(float* acc, float* weights, const float* nll, const float* old_logp,
-                                   const float* coef, const float* coef_adv, const float* ref_nll, int N,
-                                   PolicyArgs a) {
+                                   const float* coef, const float* coef_adv, const float* ref_nll,
+                                   const float* entropy_sums, int N, PolicyArgs a) {
   __shared__ float shared[32];
-  float sums[3] = {0.0f, 0.0f, 0.0f};
+  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int t = threadIdx.x; t < N; t += blockDim.x) {
     const float c = coef[t];
     if (c == 0.0f) {
@@ -32,9 +32,10 @@ __global__ void policy_loss_kernel(float* acc, float* weights, const float* nll,
     }
     sums[0] += loss;
     sums[1] += is_clipped ? 1.0f : 0.0f;
+    if (entropy_sums) sums[3] += logf(entropy_sums[2 * t]) - entropy_sums[2 * t + 1] / entropy_sums[2 * t];
     if (weights) weights[t] = a.scale * dnll;
   }
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     const float total = block_sum(sums[k], shared);
     if (threadIdx.x == 0) acc[k] += total;
   }
@@ -43,8 +44,10 @@ __global__ void policy_loss_kernel(float* acc, float* weights, const float* nll,
 }  // namespace
 
 void policy_loss(float* acc, float* weights, const float* nll, const float* old_logp, const float* coef,
-                 const float* coef_adv, const float* ref_nll, int N, const PolicyArgs& a, cudaStream_t stream) {
-  policy_loss_kernel<<<1, kThreads, 0, stream>>>(acc, weights, nll, old_logp, coef, coef_adv, ref_nll, N, a);
+                 const float* coef_adv, const float* ref_nll, const float* entropy_sums, int N, const PolicyArgs& a,
+                 cudaStream_t stream) {
+  policy_loss_kernel<<<1, kThreads, 0, stream>>>(acc, weights, nll, old_logp, coef, coef_adv, ref_nll, entropy_sums,
+                                                 N, a);
   CUDA_CHECK_LAUNCH("policy_loss_kernel");
 }
 

@@ -1,5 +1,6 @@
-// Every (dp, tp, pp) layout of the world size, each schedule and ZeRO stage (with tp > 1 also
-// with sequence parallelism), trains five steps
+// Every (dp, tp, pp) layout of the world size, each schedule (interleaved with two model chunks
+// per rank where the layers and micro-batches divide) and ZeRO stage (with tp > 1 also with
+// sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
 // and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
@@ -108,21 +109,25 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
     for (int pp = 1; tp * pp <= world; ++pp) {
       if (world % (tp * pp)) continue;
       const int dp = world / (tp * pp);
-      for (const char* schedule : {"1f1b", "gpipe"}) {
-        if (pp == 1 && std::string(schedule) == "gpipe") continue;   // identical without a pipeline
+      for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+        const bool interleaved = std::string(schedule) == "interleaved";
+        if (pp == 1 && std::string(schedule) != "1f1b") continue;   // identical, or no pipeline to interleave
+        const int micro_per_rank = base.train.global_batch_size / (base.train.micro_batch_size * dp);
+        if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
         // ZeRO-2 on up to four ranks (its staging is the same code at any dp).
         for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? 2 : 1); ++zero)
         for (const bool sp : {false, true}) {
-          // Sequence parallelism with tp > 1, under 1F1B.
-          if (sp && (tp == 1 || std::string(schedule) != "1f1b")) continue;
+          // Sequence parallelism with tp > 1, under 1F1B and interleaved.
+          if (sp && (tp == 1 || std::string(schedule) == "gpipe")) continue;
           RunConfig cfg = base;
           cfg.parallel.tp = tp;
           cfg.parallel.pp = pp;
           cfg.parallel.schedule = schedule;
+          cfg.parallel.virtual_stages = interleaved ? 2 : 1;
           cfg.parallel.zero = zero;
           cfg.parallel.sequence_parallel = sp;
-          std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero,
-                                 sp ? " sp" : "");
+          std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule,
+                                 interleaved ? " v2" : "", " zero", zero, sp ? " sp" : "");
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
           ++sweep.runs;

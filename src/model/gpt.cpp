@@ -418,7 +418,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
       attend(a, B_);
     };
     const BlockActs a = work_acts(s, i);
-    x_sum = block_forward(be_, *g_.tp, p_.blocks[block0_ + i], a, x, std::move(x_sum), shape, attention, pending, last);
+    x_sum = block_forward(be_, *g_.tp, block_w(i), a, x, std::move(x_sum), shape, attention, pending, last);
     x = a.x3;
     // A recomputed block's x2 is in the shared activations: the next block reads it first thing.
     pending = last ? TensorView{} : a.x2;
@@ -452,8 +452,8 @@ BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
   }
   const BlockShape shape = block_shape(B_ * T_);
   TpSum x_sum;
-  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p_.blocks[block0_ + i], a, x, x_sum, shape, attention, TensorView{});
-  block_mlp_in_fwd(be_, p_.blocks[block0_ + i], a, x, x2_sum, shape);
+  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, block_w(i), a, x, x_sum, shape, attention, TensorView{});
+  block_mlp_in_fwd(be_, block_w(i), a, x, x2_sum, shape);
   return a;
 }
 
@@ -465,7 +465,7 @@ BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
   if (i < recompute_.full) return recompute_block(s, i, x);
   const BlockActs a = work_acts(s, i);
   const BlockActs& kept = s.layers[i];
-  const BlockTensors& p = p_.blocks[block0_ + i];
+  const BlockTensors& p = block_w(i);
   const BlockShape shape = block_shape(B_ * T_);
   const int rows = own_row_count();
   be_.side_join();   // the previous block's side work may still read the shared activations
@@ -521,9 +521,9 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
         prefetch_after_block(i);
         attend(part, half_b, h * rows);
       };
-      attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[block0_ + i], a[h], x[h], mlp_sum[h], shape, attention, pending);
+      attn_sum[h] = block_attention_fwd(be_, *g_.tp, block_w(i), a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
-    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[block0_ + i], a[h], x[h], attn_sum[h], shape);
+    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, block_w(i), a[h], x[h], attn_sum[h], shape);
   }
   // The last block completes its own output (the others' is added by the next block's LN1).
   const BlockActs& out = s.layers.back();
@@ -555,7 +555,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
     mlp_in_fwd_sequence(i, a, x);
     if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
-    be_.matmul_fwd(scratch_->partial, a.fcg, p_.blocks[block0_ + i].fcproj_w, bias_here ? p_.blocks[block0_ + i].fcproj_b : TensorView{},
+    be_.matmul_fwd(scratch_->partial, a.fcg, block_w(i).fcproj_w, bias_here ? block_w(i).fcproj_b : TensorView{},
                    N, static_cast<int>(bd_.fc_act), C_);
     sum_over_tp(scratch_->partial)->wait(st);
     // Each block's output add is fused into the next block's first norm (the last block of the
@@ -569,7 +569,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
 
 void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
                                       const AttentionStep& attention) {
-  const BlockTensors& p = p_.blocks[block0_ + i];
+  const BlockTensors& p = block_w(i);
   const int N = B_ * T_, rows = own_row_count();
   const BlockShape shape = block_shape(N);
   const TensorView partial = scratch_->partial;
@@ -587,7 +587,7 @@ void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, T
 }
 
 void GptStage::mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x) {
-  const BlockTensors& p = p_.blocks[block0_ + i];
+  const BlockTensors& p = block_w(i);
   const int N = B_ * T_;
   const BlockShape shape = block_shape(N);
   add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(scratch_->partial, C_),
@@ -642,7 +642,7 @@ void GptStage::sum_replicated_grads_over_tp(int block) {
   if (block < 0) {
     views = {gr_.lnf_w, gr_.lnf_b};
   } else {
-    const BlockTensors& g = gr_.blocks[block0_ + block];
+    const BlockTensors& g = block_g(block);
     views = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b};
   }
   for (const TensorView& v : views)
@@ -818,8 +818,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                               const std::function<void()>& before_attention) {
-  const BlockTensors& p = p_.blocks[block0_ + i];
-  const BlockTensors& g = gr_.blocks[block0_ + i];
+  const BlockTensors& p = block_w(i);
+  const BlockTensors& g = block_g(i);
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
@@ -932,7 +932,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[block0_ + i - 1].fcproj_b : TensorView{},
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? block_g(i - 1).fcproj_b : TensorView{},
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
                     saved_rows(a.ln1_rstd, 1), ln_rows, release);
       });
@@ -1061,7 +1061,7 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
   Stream st = be_.stream();
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
-  const TensorView fcproj_bias = chunk_.n_layers() > 0 ? gr_.blocks[block0_ + chunk_.n_layers() - 1].fcproj_b : TensorView{};
+  const TensorView fcproj_bias = chunk_.n_layers() > 0 ? block_g(chunk_.n_layers() - 1).fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
   norm_bwd_tp(be_, block_shape(B_ * T_), bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C),
               dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),

@@ -50,7 +50,8 @@ PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action
   }
   int n_slots = 0;
   slot_ = assign_slots(plan_, &n_slots);
-  TRIDENT_CHECK(n_slots <= model.n_slots(), str("plan needs ", n_slots, " activation slots, model has ", model.n_slots()));
+  TRIDENT_CHECK(n_slots <= model.n_slots(),
+                str("plan needs ", n_slots, " activation slots, model has ", model.n_slots()));
 }
 
 // The peer holds the neighbouring virtual stage: chunk c of rank r sends its activations to chunk c

@@ -124,6 +124,9 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
           cfg.parallel.pp = pp;
           cfg.parallel.schedule = schedule;
           cfg.parallel.virtual_stages = interleaved ? 2 : 1;
+          // Interleaved ZeRO-2 with buckets of several blocks, which close where a chunk ends
+          // (ParamLayout): a staged bucket finishes within one chunk's backward.
+          if (interleaved && zero == 2) cfg.parallel.bucket_mb = 1.0;
           cfg.parallel.zero = zero;
           cfg.parallel.sequence_parallel = sp;
           std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule,
@@ -293,6 +296,7 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
 void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
                                      const std::vector<std::pair<const char*, int>>& modes) {
   const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp,
+                                cfg.parallel.virtual_stages > 1 ? " interleaved v2" : "",
                                 cfg.parallel.sequence_parallel ? " sp" : "");
   const RunResult plain = train(cfg, comm);
   for (const auto& [mode, layers] : modes) {
@@ -311,7 +315,8 @@ void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
 // the norm outputs and MLP activation from the saved norm inputs and pre-activation (selective),
 // the same ops on the same values, so losses and weights are those without recompute bit for bit:
 // full for all blocks, selective alone and with the first block of each stage full, GPT-2 and
-// Llama, on every layout of tp and pp of the world.
+// Llama, on every layout of tp and pp of the world, and pp 2 interleaved (the first block of each
+// model chunk full).
 TEST(Equivalence, RecomputeChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -330,6 +335,11 @@ TEST(Equivalence, RecomputeChangesNoBit) {
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 0}, {"selective", 1}});
       else
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+      if (pp == 2) {
+        cfg.parallel.schedule = "interleaved";
+        cfg.parallel.virtual_stages = 2;
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+      }
     }
 }
 

@@ -233,8 +233,11 @@ class GptStage {
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   // The chunk that forward and backward run: chunk_ is it as a stage of its own (embedding on
-  // the first virtual stage, head on the last), its blocks p_.blocks[block0_ + i] (chunk block i).
+  // the first virtual stage, head on the last); block i of the chunk is the stage's block0_ + i,
+  // with parameters block_w(i) and gradients block_g(i).
   void select_chunk(int chunk);
+  const BlockTensors& block_w(int i) const { return p_.blocks[block0_ + i]; }
+  const BlockTensors& block_g(int i) const { return gr_.blocks[block0_ + i]; }
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism

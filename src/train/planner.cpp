@@ -88,14 +88,13 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     e.reference = st.last() ? static_cast<double>(cfg.micro_batches_per_step()) * B * sizeof(float) : 0.0;
   } else if (cfg.has_reference()) {
     const int n_micro = cfg.micro_batches_per_step();
-    const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
+    const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro, p.virtual_stages)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
-    const StageInfo ref_st = StageInfo::of(m, stage, p.pp);   // one model chunk per rank
     const int per_sequence_nlls = cfg.online_rl() ? m.seq_len : 1;   // dpo: one per sequence; online RL: per token
     // Its parameters whole (no ZeRO-2 shard beside them, unlike the policy's e.params).
     e.reference = static_cast<double>(layout.total()) * dtype_size(act) +
-                  static_cast<double>(ref_slots) * GptStage::slot_bytes(m, ref_st, p.tp, B, act, ref_acts) +
-                  static_cast<double>(GptStage::scratch_bytes(m, ref_st, p.tp, B, act, ref_acts)) +
+                  static_cast<double>(ref_slots) * GptStage::slot_bytes(m, st, p.tp, B, act, ref_acts) +
+                  static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, ref_acts)) +
                   (st.last() ? static_cast<double>(n_micro) * B * per_sequence_nlls * sizeof(float) : 0.0);
   }
   // Online RL: the answer tokens' loss inputs (old log-probabilities, weights, weighted advantages)

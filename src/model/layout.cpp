@@ -20,6 +20,11 @@ StageInfo StageInfo::of(const ModelConfig& m, int stage, int n_stages, int virtu
   return s;
 }
 
+int StageInfo::layer(int i) const {
+  const int per = chunk_layers();
+  return per == 0 ? layer_begin : layer_begin + (i / per) * n_stages * per + i % per;
+}
+
 StageInfo StageInfo::chunk(int c) const {
   StageInfo s;
   s.stage = c * n_stages + stage;

@@ -24,7 +24,7 @@ struct StageInfo {
   bool last() const { return stage == n_stages - 1; }
   int chunk_layers() const { return layer_end - layer_begin; }
   int n_layers() const { return chunk_layers() * n_chunks; }   // of all the rank's chunks
-  int layer(int i) const { return layer_begin + (i / chunk_layers()) * n_stages * chunk_layers() + i % chunk_layers(); }
+  int layer(int i) const;   // global layer of local block i
   // Chunk c as a stage of its own among n_stages * n_chunks virtual stages (itself when n_chunks = 1).
   StageInfo chunk(int c) const;
   static StageInfo of(const ModelConfig& m, int stage, int n_stages, int virtual_stages = 1);

@@ -74,9 +74,10 @@ void RunSummary::finish(double data_s, double device_peak_bytes) {
   const double median_tok_s = median(tokens_per_s_);
   const double mfu = be_.is_device() ? model_flops_utilisation(cfg_.model, mean_tok_s, world) : std::nan("");
   // Exposed communication: the mean share of the timed steps applied to all; the bubble: the
-  // schedule's idle share of a step, (pp - 1) / (micro-batches + pp - 1), an estimate.
+  // schedule's idle share of a step, (pp - 1) / (micro-batches + pp - 1) (pipeline_bubble), an estimate.
   const double comm_s = wait_samples_ ? steps_s * wait_share_sum_ / wait_samples_ : std::nan("");
-  const double bubble_s = steps_s * pipeline_bubble(cfg_.parallel.pp, cfg_.micro_batches_per_step());
+  const double bubble_s =
+      steps_s * pipeline_bubble(cfg_.parallel.pp, cfg_.micro_batches_per_step(), cfg_.parallel.virtual_stages);
   const double compute_s = steps_s - bubble_s - (std::isfinite(comm_s) ? comm_s : 0);
   const double other_s = std::max(0.0, wall_s - steps_s - save_s_ - eval_s_);
   const double save_gbs = save_s_ > 0 ? save_bytes_ / 1e9 / save_s_ : std::nan("");

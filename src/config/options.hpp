@@ -40,8 +40,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.pp", c.parallel.pp, "pipeline-parallel stages; must divide model.n_layer");
   v("parallel.dp", c.parallel.dp, "data-parallel size; 0 = world size / (tp*pp)");
   v("parallel.schedule", c.parallel.schedule,
-    "pipeline schedule: gpipe, 1f1b, interleaved (Megatron's interleaved 1F1B over parallel.virtual_stages) or "
-    "zero_bubble (ZB-H1); interleaved and zero_bubble are plans only so far: train refuses them");
+    "pipeline schedule: gpipe, 1f1b, interleaved (Megatron's interleaved 1F1B over parallel.virtual_stages model "
+    "chunks per rank: bubble (pp-1)/(virtual_stages*micro-batches), micro-batches per DP rank a multiple of pp) or "
+    "zero_bubble (ZB-H1; a plan only so far: train and bench refuse it)");
   v("parallel.virtual_stages", c.parallel.virtual_stages,
     "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
     "model.n_layer); 1 otherwise");
@@ -71,7 +72,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "inputs and gate|up output: elementwise passes, no GEMM); or full (the backward recomputes a block's activations from its "
     "input, which is all a recomputed block keeps from the forward)");
   v("parallel.recompute_layers", c.parallel.recompute_layers,
-    "with recompute = full, the first N blocks of each pipeline stage are recomputed fully (0: all of them); with "
+    "with recompute = full, the first N blocks of each pipeline stage (of each model chunk when interleaved) are "
+    "recomputed fully (0: all of them); with "
     "recompute = selective, the first N blocks fully and the others selectively (0: all selectively)");
   v("parallel.tp_sm_margin", c.parallel.tp_sm_margin,
     "with tp > 1, streaming multiprocessors that the GEMMs running beside a TP all-reduce leave to it (the "

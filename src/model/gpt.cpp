@@ -72,7 +72,7 @@ struct GptStage::Dims {
   BlockDims bd;
   size_t N, C, B, T, Vl, logits_rows;
   size_t rows;   // of the residual stream a slot keeps: N, or this rank's N/tp under sequence parallelism
-  int n_layers;
+  int n_layers;  // of a slot: one model chunk's
   RecomputePlan rc;
   bool sp, has_blocks, last, score_head;
   Dims(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType a, const ActivationOptions& o)
@@ -84,10 +84,10 @@ struct GptStage::Dims {
         T(m.seq_len),
         Vl(m.padded_vocab(tp) / tp),
         logits_rows(logits_chunk_rows(N, Vl * dtype_size(a))),
-        n_layers(st.n_layers()),
-        rc{std::min(o.recompute.full, st.n_layers()), o.recompute.selective},
+        n_layers(st.chunk_layers()),
+        rc{std::min(o.recompute.full, st.chunk_layers()), o.recompute.selective},
         sp(o.sequence_parallel && tp > 1),
-        has_blocks(st.n_layers() > 0),
+        has_blocks(st.chunk_layers() > 0),
         last(st.last()),
         score_head(m.score_head) {
     rows = sp ? N / tp : N;
@@ -174,11 +174,13 @@ size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp
 }
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
-                   size_t bucket_elems, bool with_grads, const ActivationOptions& acts, GradStaging* staging)
+                   size_t bucket_elems, bool with_grads, const ActivationOptions& acts, GradStaging* staging,
+                   int virtual_stages)
     : m_(m),
       g_(groups),
       be_(be),
-      stage_(StageInfo::of(m, groups.coord.pp, groups.topo.pp())),
+      stage_(StageInfo::of(m, groups.coord.pp, groups.topo.pp(), virtual_stages)),
+      chunk_(stage_.chunk(0)),
       layout_(m, stage_, groups.topo.tp(), groups.coord.tp, groups.topo.dp(), bucket_elems),
       B_(micro_batch),
       T_(m.seq_len),
@@ -261,8 +263,8 @@ StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_
     else
       t.lm_head = tied ? t.wte : v("lm_head");
   }
-  for (int l = stage_.layer_begin; l < stage_.layer_end; ++l) {
-    std::string b = str("blocks.", l, ".");
+  for (int i = 0; i < stage_.n_layers(); ++i) {
+    std::string b = str("blocks.", stage_.layer(i), ".");
     if (m_.llama()) {
       BlockTensors bt;
       bt.ln1_w = v(b + "ln1.weight");
@@ -343,7 +345,7 @@ TensorView GptStage::grad_at(size_t offset, size_t n) const {
 
 TensorView GptStage::slot_input(int slot) const { return block_input(slots_[slot], 0); }
 TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
-TensorView GptStage::slot_output(int slot) const { return block_input(slots_[slot], stage_.n_layers()); }
+TensorView GptStage::slot_output(int slot) const { return block_input(slots_[slot], stage_.chunk_layers()); }
 
 TensorView GptStage::block_input(const Slot& s, int i) const {
   return i > 0 ? s.layers[i - 1].x3 : own_rows(s.input, C_);
@@ -367,11 +369,18 @@ void GptStage::set_doc_starts(int slot, TensorView doc_start) {
   if (s.packed) be_.copy(s.doc_start, doc_start);
 }
 
-void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done) {
+void GptStage::select_chunk(int chunk) {
+  TRIDENT_CHECK(chunk >= 0 && chunk < stage_.n_chunks, str("model chunk ", chunk, " of ", stage_.n_chunks));
+  chunk_ = stage_.chunk(chunk);
+  block0_ = chunk * stage_.chunk_layers();
+}
+
+void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done, int chunk) {
   if (with_grad) require_grads("forward with gradients");
+  select_chunk(chunk);
   Slot& s = slots_[slot];
   TensorView x = forward_blocks(s);
-  if (stage_.last()) {
+  if (chunk_.last()) {
     head_forward(s, x, with_grad, dloss);
     if (with_grad && unit_done) {
       if (bwd_split()) sum_replicated_grads_over_tp(-1);
@@ -384,7 +393,7 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
 
 TensorView GptStage::forward_blocks(Slot& s) {
   docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
-  if (stage_.first()) {
+  if (chunk_.first()) {
     need(layout_.tied_unit());
     need(layout_.embedding_unit());
     // Vocab-parallel embedding: each TP rank looks up its rows (zeros elsewhere), rank 0 adds
@@ -401,17 +410,17 @@ TensorView GptStage::forward_blocks(Slot& s) {
   TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
   BlockShape shape = block_shape(B_ * T_);
   shape.fused_sum = fused_sum_;
-  for (int i = 0; i < stage_.n_layers(); ++i) {
+  for (int i = 0; i < chunk_.n_layers(); ++i) {
     // Each block's output add is fused into the next block's first LayerNorm (the last block
     // of the stage completes its own).
-    const bool last = i + 1 == stage_.n_layers();
-    need(layout_.block_unit(stage_.layer_begin + i));
+    const bool last = i + 1 == chunk_.n_layers();
+    need(layout_.block_unit(chunk_.layer_begin + i));
     auto attention = [&](const BlockActs& a) {
       prefetch_after_block(i);
       attend(a, B_);
     };
     const BlockActs a = work_acts(s, i);
-    x_sum = block_forward(be_, *g_.tp, p_.blocks[i], a, x, std::move(x_sum), shape, attention, pending, last);
+    x_sum = block_forward(be_, *g_.tp, block_w(i), a, x, std::move(x_sum), shape, attention, pending, last);
     x = a.x3;
     // A recomputed block's x2 is in the shared activations: the next block reads it first thing.
     pending = last ? TensorView{} : a.x2;
@@ -445,8 +454,8 @@ BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
   }
   const BlockShape shape = block_shape(B_ * T_);
   TpSum x_sum;
-  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a, x, x_sum, shape, attention, TensorView{});
-  block_mlp_in_fwd(be_, p_.blocks[i], a, x, x2_sum, shape);
+  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, block_w(i), a, x, x_sum, shape, attention, TensorView{});
+  block_mlp_in_fwd(be_, block_w(i), a, x, x2_sum, shape);
   return a;
 }
 
@@ -458,7 +467,7 @@ BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
   if (i < recompute_.full) return recompute_block(s, i, x);
   const BlockActs a = work_acts(s, i);
   const BlockActs& kept = s.layers[i];
-  const BlockTensors& p = p_.blocks[i];
+  const BlockTensors& p = block_w(i);
   const BlockShape shape = block_shape(B_ * T_);
   const int rows = own_row_count();
   be_.side_join();   // the previous block's side work may still read the shared activations
@@ -498,8 +507,8 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
   // margin leaves SMs to, or with fused sums a copy-engine transfer, which needs none.
   be_.set_gemm_sm_margin(fused_sum_ ? 0 : tp_sm_margin_);
   TpSum mlp_sum[2];
-  for (int i = 0; i < stage_.n_layers(); ++i) {
-    need(layout_.block_unit(stage_.layer_begin + i));
+  for (int i = 0; i < chunk_.n_layers(); ++i) {
+    need(layout_.block_unit(chunk_.layer_begin + i));
     // Each half's activations and block input (rows [h * rows, (h + 1) * rows)).
     BlockActs a[2];
     TensorView x[2];
@@ -514,9 +523,9 @@ TensorView GptStage::forward_blocks_halves(Slot& s) {
         prefetch_after_block(i);
         attend(part, half_b, h * rows);
       };
-      attn_sum[h] = block_attention_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], mlp_sum[h], shape, attention, pending);
+      attn_sum[h] = block_attention_fwd(be_, *g_.tp, block_w(i), a[h], x[h], mlp_sum[h], shape, attention, pending);
     }
-    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, p_.blocks[i], a[h], x[h], attn_sum[h], shape);
+    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, block_w(i), a[h], x[h], attn_sum[h], shape);
   }
   // The last block completes its own output (the others' is added by the next block's LN1).
   const BlockActs& out = s.layers.back();
@@ -535,11 +544,11 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
   const bool bias_here = block_shape(N).bias_here;   // the row-parallel biases, once before the reduce-scatter
   Stream st = be_.stream();
   TensorView x = block_input(s, 0), pending;
-  for (int i = 0; i < stage_.n_layers(); ++i) {
-    const bool last = i + 1 == stage_.n_layers();
+  for (int i = 0; i < chunk_.n_layers(); ++i) {
+    const bool last = i + 1 == chunk_.n_layers();
     const BlockActs a = work_acts(s, i);
     const BlockActs& kept = s.layers[i];
-    need(layout_.block_unit(stage_.layer_begin + i));
+    need(layout_.block_unit(chunk_.layer_begin + i));
     auto attention = [&](const BlockActs& acts) {
       prefetch_after_block(i);
       attend(acts, B_);
@@ -548,7 +557,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
     if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
     mlp_in_fwd_sequence(i, a, x);
     if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
-    be_.matmul_fwd(scratch_->partial, a.fcg, p_.blocks[i].fcproj_w, bias_here ? p_.blocks[i].fcproj_b : TensorView{},
+    be_.matmul_fwd(scratch_->partial, a.fcg, block_w(i).fcproj_w, bias_here ? block_w(i).fcproj_b : TensorView{},
                    N, static_cast<int>(bd_.fc_act), C_);
     sum_over_tp(scratch_->partial)->wait(st);
     // Each block's output add is fused into the next block's first norm (the last block of the
@@ -562,7 +571,7 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
 
 void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
                                       const AttentionStep& attention) {
-  const BlockTensors& p = p_.blocks[i];
+  const BlockTensors& p = block_w(i);
   const int N = B_ * T_, rows = own_row_count();
   const BlockShape shape = block_shape(N);
   const TensorView partial = scratch_->partial;
@@ -580,7 +589,7 @@ void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, T
 }
 
 void GptStage::mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x) {
-  const BlockTensors& p = p_.blocks[i];
+  const BlockTensors& p = block_w(i);
   const int N = B_ * T_;
   const BlockShape shape = block_shape(N);
   add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(scratch_->partial, C_),
@@ -635,7 +644,7 @@ void GptStage::sum_replicated_grads_over_tp(int block) {
   if (block < 0) {
     views = {gr_.lnf_w, gr_.lnf_b};
   } else {
-    const BlockTensors& g = gr_.blocks[block];
+    const BlockTensors& g = block_g(block);
     views = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b};
   }
   for (const TensorView& v : views)
@@ -671,11 +680,11 @@ void GptStage::set_tp_overlap(bool on) {
 // attention kernels, whose short CTAs work around it (see backward() for why not beside the
 // GEMMs).
 void GptStage::prefetch_after_block(int i) {
-  if (i + 1 == stage_.n_layers()) {
+  if (i + 1 == chunk_.n_layers()) {
     prefetch(layout_.head_unit());
     prefetch(layout_.tied_unit());
   } else {
-    prefetch(layout_.block_unit(stage_.layer_begin + i + 1));
+    prefetch(layout_.block_unit(chunk_.layer_begin + i + 1));
   }
 }
 
@@ -695,7 +704,7 @@ void GptStage::attend(const BlockActs& a, int batch, size_t row0) {
 void GptStage::sum_kv_replicas(int block) {
   if (layout_.kv_replicas() == 1) return;
   const int head = g_.coord.tp / layout_.kv_replicas(), n_kv = m_.kv_heads();
-  const std::string b = str("blocks.", stage_.layer_begin + block, ".attn.");
+  const std::string b = str("blocks.", chunk_.layer_begin + block, ".attn.");
   for (const char* name : {"k.weight", "v.weight", "k.bias", "v.bias"}) {
     const ParamInfo* p = layout_.find(b + name);
     if (!p) continue;
@@ -758,8 +767,9 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // per SM, wait for every SM that a collective's CTAs hold and take that much longer (dp2 on H200:
 // the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
 // around a collective instead.
-void GptStage::backward(int slot, const UnitDone& unit_done) {
+void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
   require_grads("backward");
+  select_chunk(chunk);
   Slot& s = slots_[slot];
   docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   int held = -1;   // a unit done but not yet announced
@@ -777,12 +787,12 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
     if (staged >= 0) staging_->end_unit(staged);
     held = staged = -1;
   };
-  for (int i = stage_.n_layers() - 1; i >= 0; --i) {
+  for (int i = chunk_.n_layers() - 1; i >= 0; --i) {
     const TensorView x = block_input(s, i);
-    const int unit = layout_.block_unit(stage_.layer_begin + i);
+    const int unit = layout_.block_unit(chunk_.layer_begin + i);
     // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward).
     if (staging_) staging_->begin_unit(unit);
-    if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(stage_.layer_begin + i - 1));
+    if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
     block_backward(i, s, backward_acts(s, i, x), x, s.grad, announce);
     // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
@@ -796,7 +806,7 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
   finish_grad_gather(s);   // s.grad whole before it leaves the stage or meets the embedding
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
-  if (stage_.first()) {
+  if (chunk_.first()) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity; with
     // sequence parallelism once its rows are gathered), so every TP rank computes the same
     // position gradient and its own vocabulary rows.
@@ -810,8 +820,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done) {
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                               const std::function<void()>& before_attention) {
-  const BlockTensors& p = p_.blocks[i];
-  const BlockTensors& g = gr_.blocks[i];
+  const BlockTensors& p = block_w(i);
+  const BlockTensors& g = block_g(i);
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
@@ -852,7 +862,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
   // dres from elsewhere and sums it in its matmul backward (over own rows with sequence
   // parallelism, like the LayerNorms' sums).
-  const bool fcproj_bias_done = i + 1 < stage_.n_layers() || stage_.last();
+  const bool fcproj_bias_done = i + 1 < chunk_.n_layers() || chunk_.last();
   // The input gradients first: the TP all-reduce of each LayerNorm's input gradient runs beside
   // weight-gradient GEMMs. With tp > 1 those are both of the part's (fcproj's and fc's, proj's
   // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
@@ -924,7 +934,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? gr_.blocks[i - 1].fcproj_b : TensorView{},
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? block_g(i - 1).fcproj_b : TensorView{},
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
                     saved_rows(a.ln1_rstd, 1), ln_rows, release);
       });
@@ -1062,7 +1072,7 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
   Stream st = be_.stream();
   be_.zero(s.grad);
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
-  const TensorView fcproj_bias = stage_.n_layers() > 0 ? gr_.blocks[stage_.n_layers() - 1].fcproj_b : TensorView{};
+  const TensorView fcproj_bias = chunk_.n_layers() > 0 ? block_g(chunk_.n_layers() - 1).fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
   norm_bwd_tp(be_, block_shape(B_ * T_), bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C),
               dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),

@@ -9,13 +9,28 @@
 
 namespace trident {
 
-StageInfo StageInfo::of(const ModelConfig& m, int stage, int n_stages) {
+StageInfo StageInfo::of(const ModelConfig& m, int stage, int n_stages, int virtual_stages) {
   StageInfo s;
   s.stage = stage;
   s.n_stages = n_stages;
-  int per = m.n_layer / n_stages;
+  s.n_chunks = virtual_stages;
+  int per = m.n_layer / (n_stages * virtual_stages);
   s.layer_begin = stage * per;
   s.layer_end = s.layer_begin + per;
+  return s;
+}
+
+int StageInfo::layer(int i) const {
+  const int per = chunk_layers();
+  return per == 0 ? layer_begin : layer_begin + (i / per) * n_stages * per + i % per;
+}
+
+StageInfo StageInfo::chunk(int c) const {
+  StageInfo s;
+  s.stage = c * n_stages + stage;
+  s.n_stages = n_stages * n_chunks;
+  s.layer_begin = layer(c * chunk_layers());
+  s.layer_end = s.layer_begin + chunk_layers();
   return s;
 }
 
@@ -124,7 +139,8 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
     else if (!tied) split("lm_head", {m.vocab_size, C}, 0, vocab_local_, head_unit_, true, m.init_std);
   }
   first_block_unit_ = unit;
-  for (int l = stage.layer_end - 1; l >= stage.layer_begin; --l) {
+  for (int i = stage.n_layers() - 1; i >= 0; --i) {
+    const int l = stage.layer(i);
     int u = unit++;
     std::string b = str("blocks.", l, ".");
     if (llama) {
@@ -184,6 +200,12 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
     cur.offset = off;
     cur.unit_begin = unit_end;
   };
+  // The unit of each chunk's first block, where a bucket must close (the head's bucket may hold
+  // the last chunk's top blocks: they are the first to finish backward).
+  auto chunk_starts_after = [&](int u) {
+    const int i = stage.n_layers() - 1 - (u - first_block_unit_);   // local block of unit u
+    return stage.n_chunks > 1 && u >= first_block_unit_ && i >= 0 && i % stage.chunk_layers() == 0;
+  };
   size_t pi = 0;
   for (int u = 0; u < n_units_; ++u) {
     if (u == tied_unit_ && off > cur.offset) close_bucket(u);
@@ -192,15 +214,19 @@ ParamLayout::ParamLayout(const ModelConfig& m, const StageInfo& stage, int tp, i
       params_[pi].offset = off;
       off = round_up(off + params_[pi].numel, kAlign);
     }
-    if (off - cur.offset >= bucket_elems || u == n_units_ - 1) close_bucket(u + 1);
+    if (off - cur.offset >= bucket_elems || u == n_units_ - 1 || chunk_starts_after(u)) close_bucket(u + 1);
   }
   total_ = off;
 }
 
 int ParamLayout::block_unit(int global_layer) const {
-  TRIDENT_CHECK(global_layer >= stage_.layer_begin && global_layer < stage_.layer_end,
+  const int per = stage_.chunk_layers(), virtual_stage = per > 0 ? global_layer / per : -1;
+  const int chunk = virtual_stage / stage_.n_stages;
+  TRIDENT_CHECK(global_layer >= 0 && per > 0 && virtual_stage % stage_.n_stages == stage_.stage &&
+                    chunk < stage_.n_chunks,
                 str("layer ", global_layer, " not on stage ", stage_.stage));
-  return first_block_unit_ + (stage_.layer_end - 1 - global_layer);
+  const int i = chunk * per + global_layer % per;   // local block
+  return first_block_unit_ + (stage_.n_layers() - 1 - i);
 }
 
 int ParamLayout::first_forward_unit() const {

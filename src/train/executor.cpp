@@ -3,34 +3,69 @@
 #include "trident/train/executor.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "trident/core/trace.hpp"
 
 namespace trident {
 
+std::vector<int> PipelineExecutor::assign_slots(const std::vector<Action>& plan, int* n_slots) {
+  // A (micro-batch, chunk) takes the lowest free slot at its first action (the receive of its
+  // input, or its forward) and frees it with its backward, or its forward in a plan without
+  // backwards. The exchange that follows (the input gradient's or the output's send) still reads
+  // the slot: its gradient or output buffer, which the next holder's receive of its input leaves alone.
+  const bool backwards = std::any_of(plan.begin(), plan.end(), [](const Action& a) { return a.kind == Action::Bwd; });
+  std::map<std::pair<int, int>, int> slot_of;
+  std::vector<char> busy;
+  std::vector<int> slots;
+  for (const Action& a : plan) {
+    auto [it, first] = slot_of.emplace(std::make_pair(a.micro, a.chunk), 0);
+    if (first) {
+      it->second = static_cast<int>(std::find(busy.begin(), busy.end(), 0) - busy.begin());
+      if (it->second == static_cast<int>(busy.size())) busy.push_back(0);
+      busy[it->second] = 1;
+    }
+    slots.push_back(it->second);
+    if (a.kind == Action::Bwd || (a.kind == Action::Fwd && !backwards)) busy[it->second] = 0;
+  }
+  if (n_slots) *n_slots = std::max<int>(1, static_cast<int>(busy.size()));
+  return slots;
+}
+
+int PipelineExecutor::slots_needed(const std::vector<Action>& plan) {
+  int n = 0;
+  assign_slots(plan, &n);
+  return n;
+}
+
 PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan)
     : model_(model), pp_(pp), plan_(std::move(plan)) {
   for (const Action& a : plan_) {
     n_micro_ = std::max(n_micro_, a.micro + 1);
-    // GptStage holds one model chunk and runs its backward whole (require_runnable_schedule).
-    TRIDENT_CHECK(a.chunk == 0 && a.kind != Action::BwdInput && a.kind != Action::BwdWeight,
-                  str("the executor cannot run ", to_string(a), " (interleaved and zero_bubble are plans only)"));
+    // GptStage runs its backward whole (require_runnable_schedule).
+    TRIDENT_CHECK(a.kind != Action::BwdInput && a.kind != Action::BwdWeight,
+                  str("the executor cannot run ", to_string(a), " (zero_bubble is a plan only)"));
+    TRIDENT_CHECK(a.chunk < model.stage().n_chunks,
+                  str("plan action ", to_string(a), " for a stage of ", model.stage().n_chunks, " model chunks"));
   }
-  TRIDENT_CHECK(slots_needed(plan_) <= model.n_slots(),
-                str("plan needs ", slots_needed(plan_), " activation slots, model has ", model.n_slots()));
+  int n_slots = 0;
+  slot_ = assign_slots(plan_, &n_slots);
+  TRIDENT_CHECK(n_slots <= model.n_slots(),
+                str("plan needs ", n_slots, " activation slots, model has ", model.n_slots()));
 }
 
-P2POp PipelineExecutor::p2p(const Action& a) const {
-  const int slot = a.micro % model_.n_slots();
-  const int me = pp_.rank();
+// The peer holds the neighbouring virtual stage: chunk c of rank r sends its activations to chunk c
+// of rank r + 1, and the last rank's to chunk c + 1 of rank 0 (gradients the other way round).
+P2POp PipelineExecutor::p2p(const Action& a, int slot) const {
+  const int me = pp_.rank(), n = pp_.size();
   TensorView buf;
   P2POp::Kind kind = P2POp::Send;
   int peer = me;
   switch (a.kind) {
-    case Action::SendAct: buf = model_.slot_output(slot); peer = me + 1; break;
-    case Action::RecvAct: buf = model_.slot_input(slot); peer = me - 1; kind = P2POp::Recv; break;
-    case Action::SendGrad: buf = model_.slot_grad(slot); peer = me - 1; break;
-    case Action::RecvGrad: buf = model_.slot_grad(slot); peer = me + 1; kind = P2POp::Recv; break;
+    case Action::SendAct: buf = model_.slot_output(slot); peer = (me + 1) % n; break;
+    case Action::RecvAct: buf = model_.slot_input(slot); peer = (me + n - 1) % n; kind = P2POp::Recv; break;
+    case Action::SendGrad: buf = model_.slot_grad(slot); peer = (me + n - 1) % n; break;
+    case Action::RecvGrad: buf = model_.slot_grad(slot); peer = (me + 1) % n; kind = P2POp::Recv; break;
     default: TRIDENT_FATAL(str("not a communication action: ", to_string(a)));
   }
   return P2POp{kind, buf.data, buf.numel, buf.dtype, peer};
@@ -39,11 +74,13 @@ P2POp PipelineExecutor::p2p(const Action& a) const {
 void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, const UnitDone& unit_done) {
   static const UnitDone kNone;
   std::vector<P2POp> group;
-  for (const Action& a : plan_) {
-    const int slot = a.micro % model_.n_slots();
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    const Action& a = plan_[i];
+    const int slot = slot_[i];
+    // A chunk's parameter gradients are final with its last micro-batch.
     const bool last_micro = a.micro == n_micro_ - 1;
     if (a.is_comm()) {
-      group.push_back(p2p(a));
+      group.push_back(p2p(a, slot));
       if (!a.grouped) {
         pp_.exchange(group, model_.backend().stream());
         group.clear();
@@ -51,10 +88,10 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
     } else if (a.kind == Action::Fwd) {
       TraceRange range("forward");
       load(a.micro, slot);
-      model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone);
+      model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone, a.chunk);
     } else {   // Bwd: the constructor refused the split backward passes
       TraceRange range("backward");
-      model_.backward(slot, last_micro ? unit_done : kNone);
+      model_.backward(slot, last_micro ? unit_done : kNone, a.chunk);
     }
   }
   TRIDENT_CHECK(group.empty(), "plan ends inside a communication group");

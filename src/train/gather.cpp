@@ -31,7 +31,7 @@ GatheredParams gather_like_params(const GptStage& model, TensorView flat, const 
   std::map<std::string, std::vector<char>> placed;
   for (int r = 0; r < g.topo.world(); ++r) {
     Coord c = g.topo.coord_of(r);
-    ParamLayout layout(m, StageInfo::of(m, c.pp, g.topo.pp()), g.topo.tp(), c.tp, g.topo.dp(),
+    ParamLayout layout(m, StageInfo::of(m, c.pp, g.topo.pp(), model.stage().n_chunks), g.topo.tp(), c.tp, g.topo.dp(),
                        mine.bucket_elems());
     std::vector<float> data;
     if (r == 0) {

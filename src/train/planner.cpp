@@ -46,7 +46,7 @@ size_t updated_elements(const ParamLayout& layout, const ParallelConfig& p) {
 MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage) {
   const ModelConfig& m = cfg.model;
   const ParallelConfig& p = cfg.parallel;
-  const StageInfo st = StageInfo::of(m, stage, p.pp);
+  const StageInfo st = StageInfo::of(m, stage, p.pp, p.virtual_stages);
   const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
   const DType act = act_dtype(hw);
   const int B = cfg.train.micro_batch_size;
@@ -73,9 +73,8 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
   e.in_flight = std::max(1, peak_in_flight(plan));
   const ActivationOptions acts = activation_options(cfg);
-  // An interleaved plan counts model chunks, each 1/virtual_stages of the stage's layers.
-  e.activations =
-      static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts) / p.virtual_stages;
+  // An interleaved plan counts model chunks; a slot holds one chunk's activations.
+  e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
@@ -96,7 +95,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     e.reference = st.last() ? static_cast<double>(cfg.micro_batches_per_step()) * B * sizeof(float) : 0.0;
   } else if (cfg.has_reference()) {
     const int n_micro = cfg.micro_batches_per_step();
-    const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro)));
+    const int ref_slots = std::max(1, peak_in_flight(make_forward_plan(p.pp, stage, n_micro, p.virtual_stages)));
     const ActivationOptions ref_acts{RecomputePlan{}, acts.sequence_parallel};
     const int per_sequence_nlls = cfg.online_rl() ? m.seq_len : 1;   // dpo: one per sequence; online RL: per token
     // Its parameters whole (no ZeRO-2 shard beside them, unlike the policy's e.params).
@@ -228,7 +227,10 @@ double offload_seconds(double state, double micro_compute_s, const Hardware& hw)
   return gradients_down + std::max(update, parameters_up);
 }
 
-double pipeline_bubble(int pp, int n_micro) { return double(pp - 1) / (n_micro + pp - 1); }
+double pipeline_bubble(int pp, int n_micro, int virtual_stages) {
+  const double fill = double(pp - 1) / virtual_stages;
+  return fill / (n_micro + fill);
+}
 
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw) {
   MemoryEstimate worst;
@@ -329,13 +331,14 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   const double embed_s =
       p.pp > 1 ? double(m.padded_vocab(p.tp)) / p.tp * m.n_embd * sizeof(float) * ring_factor(2) / bw_pp : 0;
 
-  // The slowest stage sets the pace: n_micro micro-batch slots plus pp-1 slots of fill and drain.
-  t.bubble = pipeline_bubble(p.pp, n_micro);
+  // The slowest stage sets the pace: n_micro micro-batch slots plus pp-1 slots of fill and drain
+  // (of one model chunk each, 1/virtual_stages of a micro-batch's, when interleaved).
+  t.bubble = pipeline_bubble(p.pp, n_micro, p.virtual_stages);
   t.compute_s = micro_compute * n_micro;
   t.tp_s = micro_tp * n_micro;
   t.pp_s = micro_pp * n_micro + embed_s;
   t.dp_s = dp_s;
-  t.bubble_s = micro_s * (p.pp - 1);
+  t.bubble_s = micro_s * (p.pp - 1) / p.virtual_stages;
   t.offload_s = offload_s;
   t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s + t.offload_s;
   t.tokens_per_s = double(cfg.train.global_batch_size) * m.seq_len / t.step_s;

@@ -10,10 +10,13 @@ namespace trident {
 
 ReferenceModel::ReferenceModel(const RunConfig& cfg, const ParallelGroups& g, Backend& be, int n_micro, Output output)
     : be_(be), B_(cfg.train.micro_batch_size), T_(cfg.model.seq_len), output_(output) {
-  std::vector<Action> plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro);
+  // The policy's model chunks, so that its parameters are the policy's layout (set_weights).
+  const int chunks = cfg.parallel.virtual_stages;
+  std::vector<Action> plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro, chunks);
   // Forward only: the stage drops the recompute, and keeps the run's sequence parallelism.
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B_, PipelineExecutor::slots_needed(plan),
-                                      bucket_elements(cfg.parallel), false, activation_options(cfg));
+                                      bucket_elements(cfg.parallel), false, activation_options(cfg), nullptr,
+                                      chunks);
   executor_ = std::make_unique<PipelineExecutor>(*model_, *g.pp, std::move(plan));
   const size_t per_micro = output == Output::TokenNll ? static_cast<size_t>(B_) * T_ : B_;
   if (model_->stage().last()) nll_ = Buffer(be, n_micro * per_micro * sizeof(float));

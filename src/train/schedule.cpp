@@ -17,13 +17,13 @@ ScheduleKind parse_schedule(const std::string& name) {
   throw InputError(str("parallel.schedule = ", name, ": must be gpipe, 1f1b, interleaved or zero_bubble"));
 }
 
-bool schedule_runs(ScheduleKind kind) { return kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB; }
+bool schedule_runs(ScheduleKind kind) { return kind != ScheduleKind::ZeroBubble; }
 
 void require_runnable_schedule(const std::string& name) {
   if (schedule_runs(parse_schedule(name))) return;
-  throw InputError(str("parallel.schedule = ", name, " is a plan only: the model cannot run it yet (",
-                       name == "interleaved" ? "a rank holds one model chunk" : "the backward is not split",
-                       "); use parallel.schedule = 1f1b or gpipe"));
+  throw InputError(str("parallel.schedule = ", name,
+                       " is a plan only: the model cannot run it yet (the backward is not split); use "
+                       "parallel.schedule = 1f1b, interleaved or gpipe"));
 }
 
 namespace {
@@ -66,12 +66,15 @@ class PlanBuilder {
   std::vector<Action> plan_;
 };
 
-void forwards(PlanBuilder& b, int n_micro) {
-  for (int m = 0; m < n_micro; ++m) {
-    b.recv_act(m);
-    b.fwd(m);
-    b.send_act(m);
-  }
+// Each micro-batch through every chunk in turn, one exchange at a time: the ranks' actions follow
+// one order (micro-batch, virtual stage), so no two wait for each other.
+void forwards(PlanBuilder& b, int n_micro, int virtual_stages = 1) {
+  for (int m = 0; m < n_micro; ++m)
+    for (int c = 0; c < virtual_stages; ++c) {
+      b.recv_act(m, c);
+      b.compute({Action::Fwd, m, false, c});
+      b.send_act(m, c);
+    }
 }
 
 std::vector<Action> gpipe(int pp_size, int pp_rank, int n_micro) {
@@ -218,9 +221,9 @@ std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n
   TRIDENT_FATAL("unknown schedule kind");
 }
 
-std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro) {
-  PlanBuilder b(pp_size, pp_rank);
-  forwards(b, n_micro);
+std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro, int virtual_stages) {
+  PlanBuilder b(pp_size, pp_rank, virtual_stages);
+  forwards(b, n_micro, virtual_stages);
   return b.take();
 }
 

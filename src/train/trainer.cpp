@@ -45,22 +45,23 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   const int B = cfg.train.micro_batch_size, T = cfg.model.seq_len;
   const bool train = mode != Mode::Evaluate;
   mode_ = mode;
-  std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_), plan;
+  const int chunks = cfg.parallel.virtual_stages;
+  std::vector<Action> eval_plan = make_forward_plan(g.topo.pp(), g.coord.pp, n_micro_, chunks), plan;
   int slots = PipelineExecutor::slots_needed(eval_plan);
   if (train) {
-    plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_,
-                     cfg.parallel.virtual_stages);
+    plan = make_plan(parse_schedule(cfg.parallel.schedule), g.topo.pp(), g.coord.pp, n_micro_, chunks);
     slots = std::max(slots, PipelineExecutor::slots_needed(plan));
   }
   if (train) {
     // ZeRO-2's staging buffers hold the model's gradients, so they come first, on a layout of
     // their own (the model's, built from the same arguments).
-    shard_layout_ = std::make_unique<ParamLayout>(cfg.model, StageInfo::of(cfg.model, g.coord.pp, g.topo.pp()),
+    shard_layout_ = std::make_unique<ParamLayout>(cfg.model, StageInfo::of(cfg.model, g.coord.pp, g.topo.pp(), chunks),
                                                   g.topo.tp(), g.coord.tp, g.topo.dp(), bucket_elements(cfg.parallel));
     shards_ = std::make_unique<ZeroShards>(*shard_layout_, g, be, cfg.parallel.zero, cfg.parallel.dp_copy_engine);
   }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr);
+                                      activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr,
+                                      chunks);
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);

@@ -172,6 +172,53 @@ TEST_F(Checkpoint, LlamaReshardsIntoOtherLayouts) {
   }
 }
 
+RunConfig interleaved(int dp, int tp, int pp, int zero) {
+  RunConfig c = config(dp, tp, pp, zero);
+  c.parallel.schedule = "interleaved";
+  c.parallel.virtual_stages = 2;
+  return c;
+}
+
+// Checkpoints are keyed by global layer, whatever chunks hold the layers: interleaved runs (two
+// model chunks per rank) resume the 1F1B run's checkpoint, and an interleaved run's checkpoint
+// resumes under 1F1B and on one rank; every continuation is the uninterrupted run's within 1e-5.
+TEST_F(Checkpoint, InterleavedAndOtherSchedulesLoadEachOthersCheckpoints) {
+  struct L { int dp, tp, pp, zero; };
+  for (L l : {L{2, 2, 2, 1}, L{1, 2, 4, 0}}) {
+    SCOPED_TRACE(str("interleaved dp", l.dp, " tp", l.tp, " pp", l.pp, " zero", l.zero));
+    TrainRun r(interleaved(l.dp, l.tp, l.pp, l.zero), MPI_COMM_WORLD);
+    r.load(file_);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference_, false);
+  }
+  const std::string dir = dir_ + "/interleaved";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) fs::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    TrainRun first(interleaved(1, 2, 4, 1), MPI_COMM_WORLD);
+    first.steps(0, kSaveAt);
+    first.save(dir, kSaveAt);
+  }
+  const std::string file = dir + "/step_" + std::to_string(kSaveAt) + ".h5";
+  {
+    SCOPED_TRACE("1f1b dp2 tp1 pp4 from interleaved dp1 tp2 pp4");
+    TrainRun r(config(2, 1, 4, 1), MPI_COMM_WORLD);
+    r.load(file);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference_, false);
+  }
+  MPI_Comm one;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, 0, &one);
+  if (rank == 0) {
+    SCOPED_TRACE("one rank from interleaved dp1 tp2 pp4");
+    TrainRun r(config(1, 1, 1, 0), one);
+    r.load(file);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference_, false);
+    MPI_Comm_free(&one);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_F(Checkpoint, ResumesOnOneRank) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,5 +1,6 @@
-// Every (dp, tp, pp) layout of the world size, each schedule and ZeRO stage (with tp > 1 also
-// with sequence parallelism), trains five steps
+// Every (dp, tp, pp) layout of the world size, each schedule (interleaved with two model chunks
+// per rank where the layers and micro-batches divide) and ZeRO stage (with tp > 1 also with
+// sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
 // and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
@@ -108,21 +109,28 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
     for (int pp = 1; tp * pp <= world; ++pp) {
       if (world % (tp * pp)) continue;
       const int dp = world / (tp * pp);
-      for (const char* schedule : {"1f1b", "gpipe"}) {
-        if (pp == 1 && std::string(schedule) == "gpipe") continue;   // identical without a pipeline
+      for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+        const bool interleaved = std::string(schedule) == "interleaved";
+        if (pp == 1 && std::string(schedule) != "1f1b") continue;   // identical, or no pipeline to interleave
+        const int micro_per_rank = base.train.global_batch_size / (base.train.micro_batch_size * dp);
+        if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
         // ZeRO-2 on up to four ranks (its staging is the same code at any dp).
         for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? 2 : 1); ++zero)
         for (const bool sp : {false, true}) {
-          // Sequence parallelism with tp > 1, under 1F1B.
-          if (sp && (tp == 1 || std::string(schedule) != "1f1b")) continue;
+          // Sequence parallelism with tp > 1, under 1F1B and interleaved.
+          if (sp && (tp == 1 || std::string(schedule) == "gpipe")) continue;
           RunConfig cfg = base;
           cfg.parallel.tp = tp;
           cfg.parallel.pp = pp;
           cfg.parallel.schedule = schedule;
+          cfg.parallel.virtual_stages = interleaved ? 2 : 1;
+          // Interleaved ZeRO-2 with buckets of several blocks, which close where a chunk ends
+          // (ParamLayout): a staged bucket finishes within one chunk's backward.
+          if (interleaved && zero == 2) cfg.parallel.bucket_mb = 1.0;
           cfg.parallel.zero = zero;
           cfg.parallel.sequence_parallel = sp;
-          std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule, " zero", zero,
-                                 sp ? " sp" : "");
+          std::string name = str(base.model.arch, " dp", dp, " tp", tp, " pp", pp, " ", schedule,
+                                 interleaved ? " v2" : "", " zero", zero, sp ? " sp" : "");
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
           ++sweep.runs;
@@ -288,6 +296,7 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
 void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
                                      const std::vector<std::pair<const char*, int>>& modes) {
   const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp,
+                                cfg.parallel.virtual_stages > 1 ? " interleaved v2" : "",
                                 cfg.parallel.sequence_parallel ? " sp" : "");
   const RunResult plain = train(cfg, comm);
   for (const auto& [mode, layers] : modes) {
@@ -306,7 +315,8 @@ void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
 // the norm outputs and MLP activation from the saved norm inputs and pre-activation (selective),
 // the same ops on the same values, so losses and weights are those without recompute bit for bit:
 // full for all blocks, selective alone and with the first block of each stage full, GPT-2 and
-// Llama, on every layout of tp and pp of the world.
+// Llama, on every layout of tp and pp of the world, and pp 2 interleaved (the first block of each
+// model chunk full).
 TEST(Equivalence, RecomputeChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -325,6 +335,11 @@ TEST(Equivalence, RecomputeChangesNoBit) {
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 0}, {"selective", 1}});
       else
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+      if (pp == 2) {
+        cfg.parallel.schedule = "interleaved";
+        cfg.parallel.virtual_stages = 2;
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+      }
     }
 }
 

@@ -98,6 +98,42 @@ TEST(ParamLayout, ShardsOfTensorAndPipelineParallelism) {
   for (const Bucket& bk : a.buckets()) EXPECT_EQ(bk.size % (2 * ParamLayout::kAlign), 0u);   // dp 2 shards
 }
 
+// Interleaved, pp 2 with two chunks of two layers: rank 1 holds layers 2, 3 (virtual stage 1) and
+// 6, 7 (virtual stage 3, with the head); its blocks complete from layer 7 down to 2, and a bucket
+// closes where a chunk ends even when it could hold more, so that ZeRO-2 finishes every bucket
+// within one chunk's backward.
+TEST(ParamLayout, ChunksOfAnInterleavedStage) {
+  ModelConfig m = test::tiny_config().model;
+  m.n_layer = 8;
+  const StageInfo first = StageInfo::of(m, 0, 2, 2), last = StageInfo::of(m, 1, 2, 2);
+  EXPECT_EQ(first.n_layers(), 4);
+  EXPECT_EQ(first.layer(2), 4);
+  EXPECT_EQ(last.layer(0), 2);
+  EXPECT_EQ(last.layer(3), 7);
+  const StageInfo c1 = first.chunk(1), top = last.chunk(1);
+  EXPECT_EQ(c1.stage, 2);
+  EXPECT_EQ(c1.n_stages, 4);
+  EXPECT_EQ(c1.layer_begin, 4);
+  EXPECT_EQ(c1.layer_end, 6);
+  EXPECT_TRUE(first.chunk(0).first());
+  EXPECT_FALSE(c1.first() || c1.last());
+  EXPECT_FALSE(last.chunk(0).last());
+  EXPECT_TRUE(top.last());
+  const ParamLayout a(m, first, 1, 0, 1, size_t{1} << 30), b(m, last, 1, 0, 1, size_t{1} << 30);
+  EXPECT_NE(a.find("blocks.5.ln1.weight"), nullptr);
+  EXPECT_EQ(a.find("blocks.2.ln1.weight"), nullptr);
+  EXPECT_EQ(b.block_unit(7), b.head_unit() + 1);
+  EXPECT_EQ(b.block_unit(6), b.head_unit() + 2);
+  EXPECT_EQ(b.block_unit(3), b.head_unit() + 3);
+  EXPECT_EQ(b.block_unit(2), b.head_unit() + 4);
+  EXPECT_EQ(b.first_forward_unit(), b.block_unit(2));
+  EXPECT_EQ(a.first_forward_unit(), a.tied_unit());
+  EXPECT_EQ(b.bucket_of_unit(b.block_unit(7)), b.bucket_of_unit(b.head_unit()));
+  EXPECT_EQ(b.bucket_of_unit(b.block_unit(3)), b.bucket_of_unit(b.block_unit(2)));
+  EXPECT_NE(b.bucket_of_unit(b.block_unit(6)), b.bucket_of_unit(b.block_unit(3)));
+  EXPECT_NE(a.bucket_of_unit(a.block_unit(4)), a.bucket_of_unit(a.block_unit(1)));
+}
+
 // ---------------------------------------------------------------- GradSync
 
 // Every DP rank's gradient element i is (rank + 1) * (i % 97 + 1); after finish() the reduced

@@ -50,9 +50,10 @@ TEST(PlannerMemory, EstimateMatchesPeakBytesOfOneStep) {
       {world, 1, 1, 0, 2, "1f1b"}, {world, 1, 1, 1, 1, "1f1b"}, {world / 2, 2, 1, 1, 2, "1f1b"},
       {world / 2, 1, 2, 0, 1, "1f1b"}, {world / 2, 1, 2, 1, 2, "gpipe"}, {1, 2, world / 2, 0, 2, "1f1b"},
   };
-  for (const Layout& l : layouts) {
+  auto check = [&](const Layout& l, int virtual_stages) {
     RunConfig cfg = planned_config();
     apply_layout(cfg, l);
+    cfg.parallel.virtual_stages = virtual_stages;
     const double peak = peak_over_ranks(cfg);
     validate_run_config(cfg, world);
     const double planned = estimate_memory(cfg, cpu).total();
@@ -61,7 +62,10 @@ TEST(PlannerMemory, EstimateMatchesPeakBytesOfOneStep) {
     EXPECT_NEAR(peak, planned, 0.5)
         << "dp=" << l.dp << " tp=" << l.tp << " pp=" << l.pp << " zero=" << l.zero << " " << l.schedule
         << " B=" << l.micro_batch_size;
-  }
+  };
+  for (const Layout& l : layouts) check(l, 1);
+  // Interleaved, two model chunks of one layer per rank: slots of one chunk each.
+  check({world / 2, 1, 2, 0, 2, "interleaved"}, 2);
 }
 
 }  // namespace

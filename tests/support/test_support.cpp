@@ -87,7 +87,8 @@ ParallelGroups mpi_groups(RunConfig& cfg, MPI_Comm comm) {
 }
 
 std::vector<float> initial_params(const RunConfig& cfg, const ParallelGroups& g, Backend& be, uint64_t seed) {
-  GptStage m(cfg.model, g, be, cfg.train.micro_batch_size, 1, bucket_elements(cfg.parallel), false);
+  GptStage m(cfg.model, g, be, cfg.train.micro_batch_size, 1, bucket_elements(cfg.parallel), false, {}, nullptr,
+             cfg.parallel.virtual_stages);
   m.init_params(seed);
   TRIDENT_CHECK(m.params().dtype == DType::F32, "initial_params: the backend's parameters are not fp32");
   std::vector<float> out(m.params().numel);

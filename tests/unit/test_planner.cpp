@@ -37,6 +37,8 @@ TEST(Planner, BubbleFormula) {
   EXPECT_DOUBLE_EQ(pipeline_bubble(1, 8), 0.0);
   EXPECT_DOUBLE_EQ(pipeline_bubble(4, 4), 3.0 / 7.0);
   EXPECT_DOUBLE_EQ(pipeline_bubble(2, 15), 1.0 / 16.0);
+  // Interleaved: pp=4, m=8, v=2 fills and drains in 3/2 micro-batch slots.
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 8, 2), 1.5 / 9.5);
 }
 
 // L 2, NH 2, C 64, V 128, T 16; micro-batch 2, global batch 8, dp 2: every tensor is a multiple
@@ -362,15 +364,15 @@ TEST(Planner, InFlightMicroBatchesFollowTheSchedule) {
   c.parallel.schedule = "gpipe";
   EXPECT_EQ(estimate_memory(c, hw).in_flight, 4);   // GPipe: every micro-batch
   // Interleaved, two chunks of one layer per rank: Megatron's 2*(pp-1) + (v-1)*pp warm-up forwards
-  // plus one, each of half a stage's layers.
+  // plus one, each in a slot of one chunk's activations (the trainer's slots).
   c.model.n_layer = 4;
-  c.parallel.schedule = "1f1b";
-  const double one_f_one_b = estimate_memory(c, hw).activations;
   c.parallel.schedule = "interleaved";
   c.parallel.virtual_stages = 2;
   validate_run_config(c, 2);
   EXPECT_EQ(estimate_memory(c, hw).in_flight, 5);
-  EXPECT_DOUBLE_EQ(estimate_memory(c, hw).activations, one_f_one_b * 5 / 2 / 2);
+  const size_t chunk_slot = GptStage::slot_bytes(c.model, StageInfo::of(c.model, 0, 2, 2), 1, c.train.micro_batch_size,
+                                                 DType::BF16, activation_options(c));
+  EXPECT_DOUBLE_EQ(estimate_memory(c, hw).activations, 5.0 * chunk_slot);
 }
 
 RunConfig preset(int n_layer, int n_head, int n_embd, int global_batch) {

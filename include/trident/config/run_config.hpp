@@ -53,7 +53,7 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 0;                       // 0: world / (tp*pp)
-  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | zero_bubble (the last two: plans only)
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | zero_bubble (a plan only)
   int virtual_stages = 1;           // interleaved: model chunks per rank (virtual stage c*pp + rank)
   int zero = 0;                     // 0 | 1 | 2 (ZeRO stage)
   double bucket_mb = 25.0;          // DP gradient bucket size

@@ -91,9 +91,12 @@ class GptStage {
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
   // evaluation and generation, which save its fp32 copy of every parameter (and recompute
   // nothing). With `staging` (and with_grads) the gradients live where it says and grads() is empty.
+  // With virtual_stages > 1 (parallel.schedule = interleaved) the stage holds that many model
+  // chunks (StageInfo); a slot holds one chunk's activations, and forward and backward name the
+  // chunk they run.
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
            size_t bucket_elems, bool with_grads = true, const ActivationOptions& acts = {},
-           GradStaging* staging = nullptr);
+           GradStaging* staging = nullptr, int virtual_stages = 1);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -107,8 +110,8 @@ class GptStage {
   TensorView params() const { return params_; }   // compute dtype, layout().total()
   TensorView grads() const { return grads_; }     // fp32, layout().total(); empty without with_grads or with staging
 
-  // Bytes of one activation slot and of the scratch of a stage: the plans the constructor
-  // allocates, so memory estimates (trident plan) are exact.
+  // Bytes of one activation slot (one model chunk's) and of the scratch of a stage: the plans the
+  // constructor allocates, so memory estimates (trident plan) are exact.
   static size_t slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                            const ActivationOptions& acts = {});
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
@@ -151,8 +154,8 @@ class GptStage {
   void set_params(const std::vector<float>& params);
   void zero_grads();
 
-  // Stage boundary buffers of a slot, (B, T, C) in the compute dtype; input and output under
-  // sequence parallelism this rank's rows only, (B*T/tp, C).
+  // Stage boundary buffers of a slot (of the chunk it runs), (B, T, C) in the compute dtype; input
+  // and output under sequence parallelism this rank's rows only, (B*T/tp, C).
   TensorView slot_input(int slot) const;    // received activation (or the embedding output on stage 0)
   TensorView slot_output(int slot) const;   // the last block's output, sent to the next stage
   TensorView slot_grad(int slot) const;     // gradient w.r.t. the output on entry to backward, w.r.t. the input on exit
@@ -166,12 +169,12 @@ class GptStage {
   // An empty view makes the slot's sequences unpacked again (one document each).
   void set_doc_starts(int slot, TensorView doc_start);
 
-  // Forward of one micro-batch. On the last stage it also computes the loss and, with `with_grad`,
-  // the backward of the head (dloss = d(total loss)/d(token loss), or of a pair's loss for a
-  // reward model), leaving slot_grad ready.
-  void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done);
-  // Backward of one micro-batch from slot_grad; parameter gradients accumulate (+=).
-  void backward(int slot, const UnitDone& unit_done);
+  // Forward of one micro-batch through model chunk `chunk`. On the last stage's last chunk it also
+  // computes the loss and, with `with_grad`, the backward of the head (dloss = d(total loss)/d(token
+  // loss), or of a pair's loss for a reward model), leaving slot_grad ready.
+  void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done, int chunk = 0);
+  // Backward of one micro-batch through the chunk from slot_grad; parameter gradients accumulate (+=).
+  void backward(int slot, const UnitDone& unit_done, int chunk = 0);
 
   // The LossSums computed since the last call (zeros on stages without the head).
   LossSums take_loss_sums();
@@ -230,6 +233,12 @@ class GptStage {
   struct Dims;
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
+  // The chunk that forward and backward run: chunk_ is it as a stage of its own (embedding on
+  // the first virtual stage, head on the last); block i of the chunk is the stage's block0_ + i,
+  // with parameters block_w(i) and gradients block_g(i).
+  void select_chunk(int chunk);
+  const BlockTensors& block_w(int i) const { return p_.blocks[block0_ + i]; }
+  const BlockTensors& block_g(int i) const { return gr_.blocks[block0_ + i]; }
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
@@ -327,6 +336,8 @@ class GptStage {
   const ParallelGroups& g_;
   Backend& be_;
   StageInfo stage_;
+  StageInfo chunk_;
+  int block0_ = 0;
   ParamLayout layout_;
   int B_, T_, C_, n_slots_, logits_rows_;
   RecomputePlan recompute_;

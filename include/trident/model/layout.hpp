@@ -12,14 +12,22 @@
 
 namespace trident {
 
-// The contiguous block of layers a pipeline stage owns.
+// The layers a pipeline rank owns: with n_chunks model chunks (parallel.virtual_stages), chunk c
+// is virtual stage c*n_stages + stage, the contiguous layers [layer_begin, layer_end) shifted by
+// c*n_stages chunks; the first rank's chunk 0 holds the embedding, the last rank's last chunk the
+// head. The rank's local blocks are its chunks' in order (local block i: layer(i)).
 struct StageInfo {
   int stage = 0, n_stages = 1;
-  int layer_begin = 0, layer_end = 0;   // global layer indices [begin, end)
+  int layer_begin = 0, layer_end = 0;   // chunk 0's global layer indices [begin, end)
+  int n_chunks = 1;
   bool first() const { return stage == 0; }
   bool last() const { return stage == n_stages - 1; }
-  int n_layers() const { return layer_end - layer_begin; }
-  static StageInfo of(const ModelConfig& m, int stage, int n_stages);
+  int chunk_layers() const { return layer_end - layer_begin; }
+  int n_layers() const { return chunk_layers() * n_chunks; }   // of all the rank's chunks
+  int layer(int i) const;   // global layer of local block i
+  // Chunk c as a stage of its own among n_stages * n_chunks virtual stages (itself when n_chunks = 1).
+  StageInfo chunk(int c) const;
+  static StageInfo of(const ModelConfig& m, int stage, int n_stages, int virtual_stages = 1);
 };
 
 struct ParamInfo {
@@ -56,6 +64,10 @@ struct Bucket {
 //   wpe, or an untied wte; first stage) -> tied (wte).
 // The tied embedding is last and alone in its bucket: it is summed over the first+last stage
 // group after the schedule, before its DP reduction. Units that would be empty do not exist (-1).
+// With model chunks the blocks go from the last chunk's last to the first chunk's first (the
+// interleaved schedule's last backwards run the chunks in that order), and no bucket spans two
+// chunks, so that every bucket's units finish in one chunk's backward (ZeRO-2 stages a bucket per
+// micro-batch's backward, and a chunk's backwards of several micro-batches come between).
 class ParamLayout {
  public:
   static constexpr size_t kAlign = 64;  // elements

@@ -20,13 +20,17 @@ class PipelineExecutor {
   void run(const Loader& load, bool with_grad, float dloss, const UnitDone& unit_done);
 
   const std::vector<Action>& plan() const { return plan_; }
-  static int slots_needed(const std::vector<Action>& plan) { return std::max(1, peak_in_flight(plan)); }
+  // The activation slot of each action of the plan (each micro-batch's forward of a chunk holds
+  // one until its backward), and in n_slots how many there are: peak_in_flight(plan), at least 1.
+  static std::vector<int> assign_slots(const std::vector<Action>& plan, int* n_slots);
+  static int slots_needed(const std::vector<Action>& plan);
 
  private:
-  P2POp p2p(const Action& a) const;
+  P2POp p2p(const Action& a, int slot) const;
   GptStage& model_;
   Comm& pp_;
   std::vector<Action> plan_;
+  std::vector<int> slot_;   // per action of plan_
   int n_micro_ = 0;
 };
 

@@ -111,7 +111,9 @@ int64_t stored_param_count(const ModelConfig& m, int tp);
 // Training FLOPs per token: 6N + 12*L*C*T, N the parameters that take part in GEMMs.
 double flops_per_token(const ModelConfig& m);
 
-double pipeline_bubble(int pp, int n_micro);
+// The idle share of a step under 1F1B or GPipe, (pp - 1) / (n_micro + pp - 1); with v virtual
+// stages (interleaved) the fill and drain take (pp - 1) chunk slots, 1/v of a micro-batch's each.
+double pipeline_bubble(int pp, int n_micro, int virtual_stages = 1);
 
 // Bytes of activations one block keeps for the backward per micro-batch of B sequences on one TP
 // rank (act_bytes per element; `full`: a fully recomputed block), what GptStage's slots hold. In

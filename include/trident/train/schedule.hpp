@@ -7,8 +7,8 @@
 
 namespace trident {
 
-// GPipe and 1F1B run; Interleaved (Megatron's interleaved 1F1B over virtual stages) and ZeroBubble
-// (ZB-H1 of Qi et al. 2023) are plans the executor does not run yet (schedule_runs).
+// GPipe, 1F1B and Interleaved (Megatron's interleaved 1F1B over virtual stages) run; ZeroBubble
+// (ZB-H1 of Qi et al. 2023) is a plan the executor does not run yet (schedule_runs).
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
 ScheduleKind parse_schedule(const std::string& name);   // "gpipe" | "1f1b" | "interleaved" | "zero_bubble"
@@ -39,8 +39,9 @@ struct Action {
 
 // virtual_stages > 1 only for Interleaved, which needs n_micro % pp_size == 0.
 std::vector<Action> make_plan(ScheduleKind kind, int pp_size, int pp_rank, int n_micro, int virtual_stages = 1);
-// Forwards only (evaluation): receive, forward, send, micro-batch after micro-batch.
-std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro);
+// Forwards only (evaluation): receive, forward, send, micro-batch after micro-batch (and chunk
+// after chunk of each with virtual_stages model chunks per rank).
+std::vector<Action> make_forward_plan(int pp_size, int pp_rank, int n_micro, int virtual_stages = 1);
 
 // Activations held at once by this stage under the plan, from a forward until the backward that
 // produces the parameter gradients (Bwd or BwdWeight), counted per model chunk: the number of

@@ -9,19 +9,6 @@ namespace {
 
 constexpr int kRotatingBuffers = 2;   // the bucket computed with, and the next one coming
 
-// How many reused buffers a stage whose kept buckets are `kept` has, and their elements (the
-// largest other bucket).
-std::pair<int, size_t> rotating_buffers(const ParamLayout& layout, const std::vector<char>& kept) {
-  size_t largest = 0;
-  int rotating = 0;
-  for (size_t b = 0; b < kept.size(); ++b)
-    if (!kept[b]) {
-      ++rotating;
-      largest = std::max(largest, layout.buckets()[b].size);
-    }
-  return {std::min(rotating, kRotatingBuffers), largest};
-}
-
 }  // namespace
 
 std::vector<char> ShardedParams::kept_gathered(const ParamLayout& layout) {
@@ -32,44 +19,26 @@ std::vector<char> ShardedParams::kept_gathered(const ParamLayout& layout) {
 }
 
 size_t ShardedParams::gathered_elements(const ParamLayout& layout) {
-  const std::vector<char> kept = kept_gathered(layout);
-  const auto [rotating, largest] = rotating_buffers(layout, kept);
-  size_t total = rotating * largest;
-  for (size_t b = 0; b < kept.size(); ++b)
-    if (kept[b]) total += layout.buckets()[b].size;
-  return total;
+  return ZeroShards::plan_buffers(layout, kept_gathered(layout), kRotatingBuffers).total();
 }
 
 ShardedParams::ShardedParams(const ParamLayout& layout, const ParallelGroups& g, Backend& be, ZeroShards& shards)
     : layout_(layout), g_(g), be_(be), shards_(shards), dtype_(be.compute_dtype()) {
   TRIDENT_CHECK(shards.staged(), "ShardedParams: the gradients must be staged (ZeRO-2 or 3 with dp > 1)");
-  const std::vector<char> kept = kept_gathered(layout);
-  const auto [rotating, largest] = rotating_buffers(layout, kept);
-  n_rotating_ = rotating;
-  held_.resize(n_rotating_);
-  for (Gathered& h : held_) h.buf = Buffer(be, largest * dtype_size(dtype_));
-  int turn = 0;
-  for (size_t b = 0; b < kept.size(); ++b) {
-    if (!kept[b]) {
-      slot_of_.push_back(turn++ % n_rotating_);
-      continue;
+  const ZeroShards::BufferPlan plan = ZeroShards::plan_buffers(layout, kept_gathered(layout), kRotatingBuffers);
+  n_rotating_ = plan.reused;
+  slot_of_ = plan.buffer_of;
+  held_.resize(plan.elements.size());
+  for (size_t i = 0; i < held_.size(); ++i) held_[i].buf = Buffer(be, plan.elements[i] * dtype_size(dtype_));
+  // A kept bucket's buffer holds zeros, as the shards start: current.
+  for (size_t b = 0; b < slot_of_.size(); ++b)
+    if (slot_of_[b] >= n_rotating_) {
+      held_[slot_of_[b]].bucket = static_cast<int>(b);
+      held_[slot_of_[b]].current = true;
     }
-    // Zeros, as the shards start: current.
-    slot_of_.push_back(static_cast<int>(held_.size()));
-    held_.emplace_back();
-    held_.back().buf = Buffer(be, layout.buckets()[b].size * dtype_size(dtype_));
-    held_.back().bucket = static_cast<int>(b);
-    held_.back().current = true;
-  }
 }
 
 ShardedParams::~ShardedParams() { finish(); }
-
-size_t ShardedParams::gathered_bytes() const {
-  size_t total = 0;
-  for (const Gathered& h : held_) total += h.buf.bytes();
-  return total;
-}
 
 TensorView ShardedParams::bucket_view(int b) const {
   return held_[slot_of_[b]].buf.view(dtype_).slice(0, layout_.buckets()[b].size);

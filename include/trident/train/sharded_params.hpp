@@ -35,7 +35,6 @@ class ShardedParams : public ParamStore, public ParamFetch {
   static size_t gathered_elements(const ParamLayout& layout);
   // Per bucket: 1 where it keeps its own gather buffer (head, embedding, tied embedding).
   static std::vector<char> kept_gathered(const ParamLayout& layout);
-  size_t gathered_bytes() const;   // of the buffers allocated
 
   // ParamStore.
   TensorView param_view(size_t offset, size_t n) const override;

@@ -48,7 +48,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "model.n_layer); 1 otherwise");
   v("parallel.zero", c.parallel.zero,
     "1 shards fp32 master weights and Adam moments across DP (ZeRO-1); 2 also the fp32 gradients, reduce-scattered "
-    "bucket by bucket on every micro-batch (ZeRO-2)");
+    "bucket by bucket on every micro-batch (ZeRO-2); 3 also the parameters, each block's bucket all-gathered just "
+    "before the forward or backward uses it (ZeRO-3; gpipe and 1f1b schedules)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
   v("parallel.tp_overlap", c.parallel.tp_overlap,

@@ -116,8 +116,10 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(m.n_layer % (int64_t{p.pp} * p.virtual_stages) == 0, "parallel.virtual_stages", p.virtual_stages,
           str("times parallel.pp = ", p.pp, " must divide model.n_layer = ", m.n_layer,
               " (each rank holds virtual_stages chunks of n_layer/(pp*virtual_stages) blocks)"));
-  require(p.zero >= 0 && p.zero <= 2, "parallel.zero", p.zero,
-          "must be 0, 1 or 2 (ZeRO-3, parameters sharded as well, does not exist yet)");
+  require(p.zero >= 0 && p.zero <= 3, "parallel.zero", p.zero, "must be 0, 1, 2 or 3");
+  require(p.zero < 3 || p.dp == 1 || p.schedule == "gpipe" || p.schedule == "1f1b", "parallel.zero", p.zero,
+          str("(parameters gathered block by block) runs under the gpipe and 1f1b schedules, not ", p.schedule,
+              "; use parallel.zero = 2"));
   require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
   require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
   require(p.tp_sm_margin >= 0 && p.tp_sm_margin <= 64, "parallel.tp_sm_margin", p.tp_sm_margin,
@@ -276,6 +278,13 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);
   if (cfg.online_rl()) validate_rl(cfg);
+  // ZeRO-3's stage holds no whole parameters for generation or for a reference model to copy.
+  const bool zero3 = cfg.parallel.zero >= 3 && cfg.parallel.dp > 1;
+  require(!zero3 || !cfg.online_rl(), "parallel.zero", cfg.parallel.zero,
+          str("is not supported with task ", cfg.task, " (its generation reads whole parameters); use parallel.zero = 2"));
+  require(!zero3 || cfg.task != "dpo" || cfg.dpo.reference != "model", "parallel.zero", cfg.parallel.zero,
+          "is not supported with dpo.reference = model (the reference copies whole parameters); use "
+          "dpo.reference = precomputed or parallel.zero = 2");
   require(!cfg.preference_task() || cfg.train.micro_batch_size % 2 == 0, "train.micro_batch_size",
           cfg.train.micro_batch_size,
           str("must be even for task ", cfg.task, ": a micro-batch holds whole preference pairs (chosen, rejected)"));

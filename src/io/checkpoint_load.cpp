@@ -293,7 +293,7 @@ HostCheckpoint read_verified(const std::string& file, const CheckpointPlan& mode
 CheckpointInfo read_checkpoint_params(const std::string& file, const GptStage& model, const ParallelGroups& g,
                                       std::vector<float>& params, bool* score_unread) {
   const CheckpointPlan plan = make_checkpoint_plan(model, nullptr, g);
-  HostCheckpoint host = read_verified(file, plan, model.params().numel, false, 0, g, score_unread != nullptr);
+  HostCheckpoint host = read_verified(file, plan, model.layout().total(), false, 0, g, score_unread != nullptr);
   params = std::move(host.params);
   if (score_unread) *score_unread = host.score_unread;
   return host.info;
@@ -304,14 +304,14 @@ CheckpointInfo load_checkpoint(const std::string& file, GptStage& model, Optimiz
   CheckpointPlan plan = make_checkpoint_plan(model, opt, g);
   if (value_model) plan.root = str(kValueGroup, "/");
   HostCheckpoint host =
-      read_verified(file, plan, model.params().numel, opt != nullptr, opt ? opt->master().numel : 0, g);
+      read_verified(file, plan, model.layout().total(), opt != nullptr, opt ? opt->master().numel : 0, g);
   const std::vector<float>& params = host.params;
   // Everything verified: only now does the model change.
   Backend& be = model.backend();
   Buffer staging(be, params.size() * sizeof(float));
   TensorView f32 = staging.view(DType::F32).slice(0, params.size());
   be.copy_from_host(f32, params.data());
-  be.copy(model.params(), f32);
+  model.assign_params(f32);
   if (opt) {
     TensorView views[3] = {opt->master(), opt->exp_avg(), opt->exp_avg_sq()};
     for (int k = 0; k < 3; ++k) {

@@ -22,7 +22,7 @@ CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt,
 }
 
 CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& layout, const Optimizer* opt,
-                                    const ParallelGroups& g) {
+                                    const ParallelGroups& g, bool sharded_params) {
   CheckpointPlan plan;
   // Canonical order: the single-stage, single-shard layout lists every logical tensor once.
   ParamLayout all(m, StageInfo::of(m, 0, 1), 1, 0, 1, layout.bucket_elems());
@@ -34,7 +34,7 @@ CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& lay
   for (const ParamInfo& p : layout.params()) {
     HostRange whole{&p, 0, static_cast<int64_t>(p.numel), p.offset};
     plan.model_need[p.name] = whole;
-    if (g.coord.dp == 0 && owner_rules(p)) plan.model_own[p.name] = whole;
+    if (g.coord.dp == 0 && owner_rules(p) && !sharded_params) plan.model_own[p.name] = whole;
   }
   if (!opt) return plan;
   for (const Optimizer::ParamRange& s : opt->param_ranges()) {
@@ -44,6 +44,7 @@ CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& lay
       HostRange range{&p, lo, lo + static_cast<int64_t>(s.n), s.state};
       plan.optim_need[p.name] = range;
       if ((opt->zero() || g.coord.dp == 0) && owner_rules(p)) plan.optim_own[p.name] = range;
+      if (sharded_params && owner_rules(p)) plan.model_own[p.name] = range;
     }
   }
   return plan;

@@ -20,7 +20,8 @@ constexpr CkptKind kCkptKinds[] = {CkptKind::Model, CkptKind::Master, CkptKind::
 const char* ckpt_group(CkptKind k);   // "model", "optim/master", ...
 
 // Local elements [lo, hi) of a parameter; `host` is the offset of element lo in the host buffer
-// of its kind (flat parameters for the model, optimizer state for the others).
+// of its kind (flat parameters for the model, optimizer state for the others; under ZeRO-3 a save
+// writes the model from the parameter shards, laid out as the optimizer state).
 struct HostRange {
   const ParamInfo* param = nullptr;
   int64_t lo = 0, hi = 0;
@@ -43,9 +44,12 @@ struct CheckpointPlan {
 
 // Without an optimizer the plan covers the model only.
 CheckpointPlan make_checkpoint_plan(const GptStage& model, const Optimizer* opt, const ParallelGroups& g);
-// The same from a rank's parameter layout alone (conversions, which build no model).
+// The same from a rank's parameter layout alone (conversions, which build no model). With
+// sharded_params (ZeRO-3's save, with an optimizer) each DP rank owns the model's elements of its
+// update ranges, read from the parameter shards (Optimizer::updated_params); a load reads whole
+// parameters and checks them as ZeRO-0 does (the plan without it).
 CheckpointPlan make_checkpoint_plan(const ModelConfig& m, const ParamLayout& layout, const Optimizer* opt,
-                                    const ParallelGroups& g);
+                                    const ParallelGroups& g, bool sharded_params = false);
 
 // Order-independent checksum of the range's elements: the sum over elements of a hash of
 // (global index, fp32 bits), so ranks of any layout add their owned parts.

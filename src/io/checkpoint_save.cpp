@@ -34,10 +34,17 @@ struct HostState {
   const float* of(CkptKind k) const { return data[static_cast<int>(k)]; }
 };
 
+// The plan of a save: under ZeRO-3 (no whole parameters) the model written from the shards.
+CheckpointPlan save_plan(const GptStage& model, const Optimizer& opt, const ParallelGroups& g) {
+  return make_checkpoint_plan(model.config(), model.layout(), &opt, g, model.params().empty());
+}
+
 HostState host_state(const GptStage& model, const Optimizer& opt) {
   Backend& be = model.backend();
   HostState h;
-  const TensorView views[4] = {model.params(), opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
+  // Under ZeRO-3 the model's parameters are this rank's shards (see make_checkpoint_plan).
+  const TensorView params = model.params().empty() ? opt.updated_params() : model.params();
+  const TensorView views[4] = {params, opt.master(), opt.exp_avg(), opt.exp_avg_sq()};
   for (int k = 0; k < 4; ++k) {
     const TensorView& v = views[k];
     const bool on_host = k == 0 ? !be.is_device() : opt.state_on_host();
@@ -176,10 +183,10 @@ SaveResult save_checkpoint(const CheckpointConfig& c, const CheckpointInfo& info
   auto t0 = std::chrono::steady_clock::now();
   h5::silence_errors();
   std::vector<PlannedModel> models;
-  models.push_back({make_checkpoint_plan(model, &opt, g), host_state(model, opt)});
+  models.push_back({save_plan(model, opt, g), host_state(model, opt)});
   if (value.model) {
     TRIDENT_CHECK(value.opt != nullptr, "save_checkpoint: the value model's optimizer is not given");
-    models.push_back({make_checkpoint_plan(*value.model, value.opt, g), host_state(*value.model, *value.opt)});
+    models.push_back({save_plan(*value.model, *value.opt, g), host_state(*value.model, *value.opt)});
     models.back().plan.root = str(kValueGroup, "/");
   }
   SaveResult res;

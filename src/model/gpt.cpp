@@ -175,7 +175,7 @@ size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp
 
 GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
                    size_t bucket_elems, bool with_grads, const ActivationOptions& acts, GradStaging* staging,
-                   int virtual_stages)
+                   int virtual_stages, ParamStore* store)
     : m_(m),
       g_(groups),
       be_(be),
@@ -187,6 +187,7 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
       C_(m.n_embd),
       n_slots_(n_slots),
       staging_(with_grads ? staging : nullptr),
+      store_(store),
       with_grads_(with_grads),
       scratch_(std::make_unique<Scratch>()) {
   const DType act = be.compute_dtype();
@@ -211,9 +212,13 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   if (layout_.kv_replicas() > 1 && with_grads)
     kv_sum_buf_ = Buffer(be, static_cast<size_t>(m.kv_heads()) * bd_.HS * C_ * sizeof(float));
 
-  param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
-  params_ = param_buf_.view(act).slice(0, layout_.total());
-  p_ = view_tensors(params_);
+  if (store_) {
+    p_ = view_tensors([this](size_t offset, size_t n) { return store_->param_view(offset, n); });
+  } else {
+    param_buf_ = Buffer(be, layout_.total() * dtype_size(act));
+    params_ = param_buf_.view(act).slice(0, layout_.total());
+    p_ = view_tensors(params_);
+  }
   if (staging_) {
     gr_ = view_tensors([this](size_t offset, size_t n) { return staging_->grad_view(offset, n); });
   } else if (with_grads) {
@@ -298,12 +303,28 @@ void init_param_values(const ParamInfo& p, uint64_t seed, float* dst) {
 }
 
 void GptStage::set_params(const std::vector<float>& params) {
-  TRIDENT_CHECK(params.size() == params_.numel, "GptStage::set_params: not this rank's layout");
+  TRIDENT_CHECK(params.size() == layout_.total(), "GptStage::set_params: not this rank's layout");
   Buffer staging(be_, params.size() * sizeof(float));
   const TensorView f32 = staging.view(DType::F32).slice(0, params.size());
   be_.copy_from_host(f32, params.data());
-  be_.copy(params_, f32);
+  assign_params(f32);
   be_.synchronize();
+}
+
+void GptStage::assign_params(TensorView from, size_t offset) {
+  TRIDENT_CHECK(offset + from.numel <= layout_.total(), "assign_params: past the end of this rank's layout");
+  if (store_)
+    store_->assign(offset, from);
+  else
+    be_.copy(params_.slice(offset, from.numel), from);
+}
+
+void GptStage::copy_params(TensorView into) const {
+  TRIDENT_CHECK(into.numel == layout_.total(), "copy_params: not this rank's layout");
+  if (store_)
+    store_->copy_all(into);
+  else
+    be_.copy(into, params_);
 }
 
 void GptStage::init_params(uint64_t seed) {
@@ -314,7 +335,7 @@ void GptStage::init_params(uint64_t seed) {
   // the largest, so that no fp32 copy of the whole stage is ever allocated.
   if (grads_.numel) {
     be_.copy_from_host(grads_, host.data());
-    be_.copy(params_, grads_);
+    assign_params(grads_);
     be_.zero(grads_);
   } else {
     size_t largest = 0;
@@ -323,7 +344,7 @@ void GptStage::init_params(uint64_t seed) {
     for (const ParamInfo& p : layout_.params()) {
       TensorView f32 = staging.view(DType::F32).slice(0, p.numel);
       be_.copy_from_host(f32, host.data() + p.offset);
-      be_.copy(params_.slice(p.offset, p.numel), f32);
+      assign_params(f32, p.offset);
       be_.synchronize();   // before the next parameter overwrites the staging buffer
     }
   }
@@ -793,7 +814,13 @@ void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
     // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward).
     if (staging_) staging_->begin_unit(unit);
     if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
-    block_backward(i, s, backward_acts(s, i, x), x, s.grad, announce);
+    need(unit);   // the recompute and the input gradients read the block's weights
+    // The next block's parameters come beside the attention backward, as in the forward.
+    auto before_attention = [&] {
+      announce();
+      if (i > 0) prefetch(layout_.block_unit(chunk_.layer_begin + i - 1));
+    };
+    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention);
     // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
     // before the unit is announced to the DP sync.

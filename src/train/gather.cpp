@@ -9,7 +9,12 @@
 namespace trident {
 
 GatheredParams gather_params(const GptStage& model, const ParallelGroups& g) {
-  return gather_like_params(model, model.params(), g);
+  if (!model.params().empty()) return gather_like_params(model, model.params(), g);
+  // ZeRO-3: gathered from the DP shards first.
+  Buffer whole(model.backend(), model.layout().total() * dtype_size(model.backend().compute_dtype()));
+  const TensorView flat = whole.view(model.backend().compute_dtype()).slice(0, model.layout().total());
+  model.copy_params(flat);
+  return gather_like_params(model, flat, g);
 }
 
 GatheredParams gather_like_params(const GptStage& model, TensorView flat, const ParallelGroups& g) {

@@ -95,7 +95,8 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
   }
   update_table_ = piece_table(be, update_pieces);
   norm_table_ = piece_table(be, pieces_of(norm_, shards.staged()));
-  lazy_gather_ = zero_ && g.topo.dp() > 1;
+  // Under ZeRO-3 (no stage parameters: ShardedParams gathers them) the update ends at the shards.
+  lazy_gather_ = zero_ && g.topo.dp() > 1 && !params_.empty();
   if (lazy_gather_) {
     for (int u = 0; u < layout.n_units(); ++u) unit_bucket_.push_back(layout.bucket_of_unit(u));
     stale_.assign(layout.buckets().size(), 0);
@@ -135,21 +136,24 @@ size_t Optimizer::table_bytes(const ParamLayout& layout, int dp, int dp_rank, bo
 }
 
 void Optimizer::init_master(TensorView from) {
-  if (from.empty()) from = params_;
+  // Under ZeRO-3 the current parameters are the shards, laid out as the state.
+  const bool from_shards = from.empty() && params_.empty();
+  if (from.empty()) from = from_shards ? updated_ : params_;
+  auto at = [&](const ParamRange& s) { return from_shards ? s.state : s.flat; };
   if (!offload_) {
-    for (const ParamRange& s : update_) be_.copy(master_.slice(s.state, s.n), from.slice(s.flat, s.n));
+    for (const ParamRange& s : update_) be_.copy(master_.slice(s.state, s.n), from.slice(at(s), s.n));
     return;
   }
   std::vector<uint16_t> bf16;
   float* master = master_.as<float>();
   for (const ParamRange& s : update_) {
     if (from.dtype == DType::F32) {
-      be_.copy_to_host(master + s.state, from.slice(s.flat, s.n));
+      be_.copy_to_host(master + s.state, from.slice(at(s), s.n));
       continue;
     }
     TRIDENT_CHECK(from.dtype == DType::BF16, str("init_master: parameters of ", dtype_name(from.dtype)));
     bf16.resize(s.n);
-    be_.copy_to_host(bf16.data(), from.slice(s.flat, s.n));
+    be_.copy_to_host(bf16.data(), from.slice(at(s), s.n));
     for (size_t k = 0; k < s.n; ++k) master[s.state + k] = bf16_to_float(bf16[k]);
   }
 }
@@ -182,7 +186,7 @@ void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
     be_.join_transfers();
     return;
   }
-  if (!zero_ || g_.topo.dp() == 1) {
+  if (!lazy_gather_) {
     adamw_multi(table, a, norm_sq, static_cast<float>(clip));
     return;
   }

@@ -18,6 +18,7 @@
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/sharded_params.hpp"
 #include "trident/train/zero_shards.hpp"
 
 namespace trident {
@@ -63,6 +64,10 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
     e.grads = static_cast<double>(state + ZeroShards::staging_elements(layout)) * sizeof(float);
     e.params += static_cast<double>(state) * dtype_size(act);
   }
+  // ZeRO-3: the parameter shards and the buffers the buckets are gathered into (ShardedParams),
+  // no whole parameters.
+  if (p.zero >= 3 && p.dp > 1)
+    e.params = static_cast<double>(state + ShardedParams::gathered_elements(layout)) * dtype_size(act);
   // parallel.offload_optimizer: the state moves to host memory with a copy of the gradients it
   // reads and the parameters it writes (Optimizer's host buffers).
   if (p.offload_optimizer) {

@@ -58,10 +58,13 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     shard_layout_ = std::make_unique<ParamLayout>(cfg.model, StageInfo::of(cfg.model, g.coord.pp, g.topo.pp(), chunks),
                                                   g.topo.tp(), g.coord.tp, g.topo.dp(), bucket_elements(cfg.parallel));
     shards_ = std::make_unique<ZeroShards>(*shard_layout_, g, be, cfg.parallel.zero, cfg.parallel.dp_copy_engine);
+    // ZeRO-3: the parameters as well.
+    if (cfg.parallel.zero >= 3 && shards_->staged())
+      sharded_ = std::make_unique<ShardedParams>(*shard_layout_, g, be, *shards_);
   }
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
                                       activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr,
-                                      chunks);
+                                      chunks, sharded_.get());
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
   model_->set_tp_fused_sum(cfg.parallel.tp_fused_sum);
@@ -97,7 +100,10 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
                                              cfg.train, *shards_, cfg.parallel.offload_optimizer);
     if (optimizer_->offloaded())
       sync_->set_bucket_final([this](int bucket, CommWork* reduction) { optimizer_->gradients_final(bucket, reduction); });
-    model_->set_param_fetch(optimizer_.get());
+    if (sharded_)
+      model_->set_param_fetch(sharded_.get());
+    else
+      model_->set_param_fetch(optimizer_.get());
     model_->init_params(cfg.train.seed);
     optimizer_->init_master();
     // Until init.from's weights arrive (set_initial_weights), the reference is the policy's
@@ -127,11 +133,11 @@ Trainer::~Trainer() {
 
 void Trainer::set_initial_weights(const std::vector<float>& params) {
   TRIDENT_CHECK(queued_.empty() && optimizer_ != nullptr, "set_initial_weights: a training trainer before any step");
-  TRIDENT_CHECK(params.size() == model_->params().numel, "set_initial_weights: not this rank's layout");
+  TRIDENT_CHECK(params.size() == model_->layout().total(), "set_initial_weights: not this rank's layout");
   Buffer staging(be_, params.size() * sizeof(float));
   TensorView f32 = staging.view(DType::F32).slice(0, params.size());
   be_.copy_from_host(f32, params.data());
-  be_.copy(model_->params(), f32);
+  model_->assign_params(f32);
   optimizer_->init_master(f32);
   be_.synchronize();
   if (reference_) reference_->set_weights(params);
@@ -156,6 +162,7 @@ int64_t Trainer::consumed_samples(int64_t step) const {
 void Trainer::sync_parameters() {
   TRIDENT_CHECK(queued_.empty(), "sync_parameters: finish the queued steps first");
   if (optimizer_) optimizer_->gather_all();
+  if (sharded_) sharded_->finish();
   if (value_) value_->sync_parameters();
 }
 
@@ -485,6 +492,7 @@ void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   }
   TraceRange range("optimizer");
   optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, adam_step);
+  if (sharded_) sharded_->updated();
 }
 
 void Trainer::update_value(QueuedStep& q, int adam_step) {

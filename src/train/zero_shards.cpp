@@ -10,20 +10,35 @@ namespace {
 
 constexpr int kRotatingBuffers = 3;   // at block i: i+1's bucket being ended, i's, and i-1's begun
 
-// The reused staging buffers of a stage whose buckets are reduced once where `once` says: how
-// many, and their elements (the largest bucket reduced on every micro-batch).
-std::pair<int, size_t> rotating_buffers(const ParamLayout& layout, const std::vector<char>& once) {
+}  // namespace
+
+ZeroShards::BufferPlan ZeroShards::plan_buffers(const ParamLayout& layout, const std::vector<char>& own, int most) {
+  BufferPlan plan;
   size_t largest = 0;
-  int rotating = 0;
-  for (size_t b = 0; b < once.size(); ++b)
-    if (!once[b]) {
-      ++rotating;
+  for (size_t b = 0; b < own.size(); ++b)
+    if (!own[b]) {
+      ++plan.reused;
       largest = std::max(largest, layout.buckets()[b].size);
     }
-  return {std::min(rotating, kRotatingBuffers), largest};
+  plan.reused = std::min(plan.reused, most);
+  plan.elements.assign(plan.reused, largest);
+  int turn = 0;
+  for (size_t b = 0; b < own.size(); ++b) {
+    if (!own[b]) {
+      plan.buffer_of.push_back(turn++ % plan.reused);
+      continue;
+    }
+    plan.buffer_of.push_back(static_cast<int>(plan.elements.size()));
+    plan.elements.push_back(layout.buckets()[b].size);
+  }
+  return plan;
 }
 
-}  // namespace
+size_t ZeroShards::BufferPlan::total() const {
+  size_t n = 0;
+  for (size_t e : elements) n += e;
+  return n;
+}
 
 // Buckets that get gradients outside their blocks' backward (see zero_shards.hpp).
 std::vector<char> ZeroShards::reduced_once(const ParamLayout& layout) {
@@ -38,12 +53,7 @@ std::vector<char> ZeroShards::reduced_once(const ParamLayout& layout) {
 }
 
 size_t ZeroShards::staging_elements(const ParamLayout& layout) {
-  const std::vector<char> once = reduced_once(layout);
-  const auto [rotating, largest] = rotating_buffers(layout, once);
-  size_t total = rotating * largest;
-  for (size_t b = 0; b < once.size(); ++b)
-    if (once[b]) total += layout.buckets()[b].size;
-  return total;
+  return plan_buffers(layout, reduced_once(layout), kRotatingBuffers).total();
 }
 
 ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage, bool copy_engine)
@@ -60,22 +70,13 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     // AdamW writes the parameters' ranges only; the alignment gaps and bucket tails it skips are
     // all-gathered with them and must stay zero, as ZeRO-1 keeps them.
     be.zero(param_shard_.view(dtype_).slice(0, shard_total_));
-    const std::vector<char> once = reduced_once(layout);
-    const auto [rotating, largest] = rotating_buffers(layout, once);
-    n_rotating_ = rotating;
-    staging_.resize(n_rotating_);
-    for (Staging& s : staging_) s.buf = Buffer(be, largest * sizeof(float));
-    int turn = 0;
-    for (size_t b = 0; b < once.size(); ++b) {
-      if (!once[b]) {
-        slot_of_.push_back(turn++ % n_rotating_);
-        continue;
-      }
-      slot_of_.push_back(static_cast<int>(staging_.size()));
-      staging_.emplace_back();
-      staging_.back().buf = Buffer(be, layout.buckets()[b].size * sizeof(float));
-      staging_.back().bucket = static_cast<int>(b);
-    }
+    const BufferPlan plan = plan_buffers(layout, reduced_once(layout), kRotatingBuffers);
+    n_rotating_ = plan.reused;
+    slot_of_ = plan.buffer_of;
+    staging_.resize(plan.elements.size());
+    for (size_t i = 0; i < staging_.size(); ++i) staging_[i].buf = Buffer(be, plan.elements[i] * sizeof(float));
+    for (size_t b = 0; b < slot_of_.size(); ++b)
+      if (slot_of_[b] >= n_rotating_) staging_[slot_of_[b]].bucket = static_cast<int>(b);
   }
   if (!copy_engine || dp == 1) return;
   TRIDENT_CHECK(stage == 1 && dp == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");

@@ -45,6 +45,7 @@ struct RunResult {
   std::vector<double> losses;
   GatheredParams params;
   double ms_per_step = 0;
+  bool whole_params = true;   // the stage held all its parameters (not ZeRO-3's shards)
 };
 
 bool ends_with(const std::string& name, const std::string& suffix) {
@@ -84,6 +85,7 @@ RunResult train(RunConfig cfg, MPI_Comm comm, bool queued = false) {
   r.ms_per_step = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kSteps;
   trainer.sync_parameters();
   r.params = gather_params(trainer.model(), g);
+  r.whole_params = !trainer.model().params().empty();
   return r;
 }
 
@@ -114,8 +116,9 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
         if (pp == 1 && std::string(schedule) != "1f1b") continue;   // identical, or no pipeline to interleave
         const int micro_per_rank = base.train.global_batch_size / (base.train.micro_batch_size * dp);
         if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
-        // ZeRO-2 on up to four ranks (its staging is the same code at any dp).
-        for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? 2 : 1); ++zero)
+        // ZeRO-2 and 3 on up to four ranks (their staging and gathers are the same code at any dp);
+        // ZeRO-3 refuses the interleaved schedule.
+        for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? (interleaved ? 2 : 3) : 1); ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B and interleaved.
           if (sp && (tp == 1 || std::string(schedule) == "gpipe")) continue;
@@ -396,9 +399,64 @@ TEST(Equivalence, Zero2OneMicroBatchMatchesZero1Bitwise) {
     }
 }
 
+// parallel.zero = 3 computes ZeRO-2's gradients and update and only keeps the parameters as shards,
+// gathering each bucket again where the forward and the backward use it: losses and weights are
+// ZeRO-2's bit for bit, with gradient accumulation (several micro-batches per DP rank), on dp 2,
+// dp 2 x tp 2 (also with sequence parallelism and with full recompute, which reads the weights
+// again in the backward) and dp 2 x pp 2 (1F1B and GPipe), GPT-2 and Llama; and with one
+// micro-batch per step on dp 2 (where every ZeRO stage computes the same bits: each DP sum has two
+// terms) they are ZeRO-0's bit for bit.
+TEST(Equivalence, Zero3MatchesZero2AndZero0Bitwise) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world > 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
+  struct Case {
+    int tp, pp;
+    const char* schedule;
+    bool sp, recompute;
+  };
+  const Case cases[] = {{1, 1, "1f1b", false, false}, {2, 1, "1f1b", false, false}, {2, 1, "1f1b", true, true},
+                        {1, 2, "1f1b", false, false}, {1, 2, "gpipe", false, true}};
+  for (const RunConfig& model : {base_config(), llama_config()})
+    for (const Case& c : cases) {
+      if (world != 2 * c.tp * c.pp) continue;
+      RunConfig cfg = model;
+      cfg.parallel.tp = c.tp;
+      cfg.parallel.pp = c.pp;
+      cfg.parallel.schedule = c.schedule;
+      cfg.parallel.sequence_parallel = c.sp;
+      cfg.parallel.recompute = c.recompute ? "full" : "none";
+      const std::string name = str(model.model.arch, " dp2 tp", c.tp, " pp", c.pp, " ", c.schedule, c.sp ? " sp" : "",
+                                   c.recompute ? " recompute full" : "");
+      cfg.parallel.zero = 2;
+      const RunResult zero2 = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.zero = 3;
+      const RunResult zero3 = train(cfg, MPI_COMM_WORLD);
+      EXPECT_FALSE(zero3.whole_params) << name << ": ZeRO-3 kept whole parameters";
+      if (rank == 0) {
+        EXPECT_EQ(zero3.losses, zero2.losses) << name;
+        for (const auto& [tname, want] : zero2.params.tensors)
+          EXPECT_EQ(zero3.params.tensors.at(tname), want) << name << ": " << tname;
+        std::printf("  %s zero3: losses and weights bit-identical to zero2 (%.1f vs %.1f ms/step)\n", name.c_str(),
+                    zero3.ms_per_step, zero2.ms_per_step);
+      }
+      if (c.tp * c.pp != 1) continue;
+      cfg.train.global_batch_size = cfg.train.micro_batch_size * 2;
+      const RunResult one_micro3 = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.zero = 0;
+      const RunResult one_micro0 = train(cfg, MPI_COMM_WORLD);
+      if (rank != 0) continue;
+      EXPECT_EQ(one_micro3.losses, one_micro0.losses) << name << ", one micro-batch";
+      for (const auto& [tname, want] : one_micro0.params.tensors)
+        EXPECT_EQ(one_micro3.params.tensors.at(tname), want) << name << ", one micro-batch: " << tname;
+      std::printf("  %s zero3, one micro-batch per step: losses and weights bit-identical to zero0\n", name.c_str());
+    }
+}
+
 // parallel.offload_optimizer: the state in host memory and AdamW on the host (host_adamw, the CPU
 // op's arithmetic), each bucket's gradients copied as its reduction starts: the same losses and
-// weights as the update through the backend bit for bit, under ZeRO 0, 1 and 2, with TP (and
+// weights as the update through the backend bit for bit, under ZeRO 0 to 3, with TP (and
 // sequence parallelism) and with a pipeline, train_step and queued steps, GPT-2 and Llama.
 TEST(Equivalence, OffloadChangesNoBit) {
   int world = 0, rank = 0;
@@ -410,7 +468,7 @@ TEST(Equivalence, OffloadChangesNoBit) {
     bool sp, queued, llama;
   };
   const Case cases[] = {{1, 1, 0, false, false, false}, {1, 1, 1, false, true, false}, {1, 1, 2, false, false, true},
-                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}};
+                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}, {1, 1, 3, false, true, true}};
   for (const Case& c : cases) {
     const int dp = world / (c.tp * c.pp);
     RunConfig cfg = c.llama ? llama_config() : base_config();

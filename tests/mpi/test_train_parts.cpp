@@ -1,6 +1,7 @@
 // ParamLayout, GradSync and Optimizer on their own, on CPU ranks: the layout's sizes and offsets
 // against the model's formulas, the data-parallel gradient sums against the sums of the ranks'
-// known gradients, and one AdamW step against a hand computation.
+// known gradients, one AdamW step against a hand computation, and ZeRO-3's parameter memory by the
+// backend's allocation accounting.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -11,9 +12,13 @@
 
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
+#include "trident/io/random_tokens.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
+#include "trident/train/planner.hpp"
+#include "trident/train/sharded_params.hpp"
+#include "trident/train/trainer.hpp"
 #include "trident/train/zero_shards.hpp"
 
 namespace trident {
@@ -253,6 +258,48 @@ TEST(Optimizer, AdamWStepMatchesAHandComputation) {
   }
   for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << "element " << i;
   EXPECT_NE(got, w0);
+}
+
+// ---------------------------------------------------------------- ShardedParams
+
+// ZeRO-3 on dp 2, by the backend's own accounting (peak_bytes after construction and a step): a
+// rank allocates exactly ZeRO-2's memory less its whole compute-dtype parameters, plus only the
+// buffers its buckets are gathered into (two reused ones of a block's bucket, the head's bucket,
+// which also holds the last block, and the embeddings'), so that its parameters take its half (the
+// shards both stages keep) and those buffers: 0.70 of what a ZeRO-2 rank's whole parameters take
+// here (16 blocks), which would be 1.5 if they were not sharded. The planner counts the same bytes.
+TEST(ShardedParams, Zero3RankHoldsItsShardOfTheParameters) {
+  if (world_size() != 2) GTEST_SKIP() << "two ranks (dp 2)";
+  RunConfig cfg = test::tiny_config();
+  cfg.model.n_layer = 16;
+  cfg.parallel.bucket_mb = 0.01;   // a bucket per block
+  auto peak_after_a_step = [&](int zero) {
+    cfg.parallel.zero = zero;
+    ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+    std::unique_ptr<Backend> be = make_cpu_backend();
+    RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 5);
+    Trainer trainer(cfg, g, *be, data);
+    trainer.train_step(0);
+    return be->peak_bytes();
+  };
+  const size_t zero2 = peak_after_a_step(2), zero3 = peak_after_a_step(3);
+  const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, 0, 1), 1, 0, 2, bucket_elements(cfg.parallel));
+  const size_t elem = dtype_size(make_cpu_backend()->compute_dtype());
+  const size_t whole = layout.total() * elem, shard = whole / 2;
+  const size_t gathered = ShardedParams::gathered_elements(layout) * elem;
+  EXPECT_EQ(zero2 - zero3, whole - gathered) << "ZeRO-3 should allocate no whole parameters";
+  const double zero3_params = static_cast<double>(shard + gathered) / whole;
+  EXPECT_LT(zero3_params, 0.75);
+  std::printf("  dp2, 16 blocks: peak %zu B under ZeRO-2, %zu B under ZeRO-3; ZeRO-3's parameters (shard and gather "
+              "buffers) %.2f of the whole parameters\n",
+              zero2, zero3, zero3_params);
+  Hardware hw;
+  hw.act_bytes = static_cast<int>(elem);
+  cfg.parallel.dp = 2;
+  cfg.parallel.zero = 2;
+  const double planned2 = estimate_memory(cfg, hw).params;
+  cfg.parallel.zero = 3;
+  EXPECT_DOUBLE_EQ(planned2 - estimate_memory(cfg, hw).params, static_cast<double>(whole - gathered));
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // Checkpoints across ZeRO stages on two ranks: a run saved at step 5 under one of parallel.zero =
-// 0, 1, 2 and resumed under another continues exactly as the uninterrupted run (one micro-batch
-// per step and dp = 2, where every stage computes the same bits: each sum has two terms), and a
-// ZeRO-2 run with gradient accumulation resumes with identical bits in its own layout. A run with
-// the optimizer offloaded to the host (parallel.offload_optimizer) saves and loads the same state:
-// its checkpoint resumes without offload and the other way round, bit for bit.
+// 0, 1, 2, 3 and resumed under another continues exactly as the uninterrupted run (one micro-batch
+// per step and dp = 2, where every stage computes the same bits: each sum has two terms), and
+// every stage's file holds the same values as ZeRO-0's (ZeRO-3 writes the model from its parameter
+// shards); ZeRO-2 and 3 runs with gradient accumulation resume with identical bits in their own
+// layout. A run with the optimizer offloaded to the host (parallel.offload_optimizer) saves and
+// loads the same state: its checkpoint resumes without offload and the other way round, bit for bit.
 #include <gtest/gtest.h>
-
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <tuple>
 
 #include "test_support.hpp"
@@ -97,17 +99,50 @@ void expect_same(const RunResult& got, const RunResult& want, int from, const st
   for (const auto& [name, v] : want.params.tensors) EXPECT_EQ(got.params.tensors.at(name), v) << what << ": " << name;
 }
 
+// Every dataset of a checkpoint's model and optimizer groups, by path.
+std::map<std::string, std::vector<float>> datasets_of(const std::string& file) {
+  std::map<std::string, std::vector<float>> out;
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << file;
+  for (const char* group : {"model", "optim/master", "optim/exp_avg", "optim/exp_avg_sq"}) {
+    const hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+    H5G_info_t info;
+    H5Gget_info(g, &info);
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      char name[256];
+      H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+      const hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+      const hid_t space = H5Dget_space(d);
+      std::vector<float>& v = out[str(group, "/", name)];
+      v.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+      H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+      H5Sclose(space);
+      H5Dclose(d);
+    }
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  return out;
+}
+
 TEST(ZeroCheckpoint, EveryStageLoadsEveryOtherStagesCheckpointBitForBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ASSERT_EQ(world, 2) << "run with 2 ranks";
   const RunResult reference = train(config(0, 1), "", "", 0);
-  for (int saved = 0; saved <= 2; ++saved) {
+  std::map<std::string, std::vector<float>> zero0_file;
+  for (int saved = 0; saved <= 3; ++saved) {
     const std::string dir = shared_dir(str("zero", saved));
     const RunResult first = train(config(saved, 1), "", dir, 0);
-    if (rank == 0) expect_same(first, reference, 0, str("zero", saved, " uninterrupted"));
-    for (int loaded = 0; loaded <= 2; ++loaded) {
+    if (rank == 0) {
+      expect_same(first, reference, 0, str("zero", saved, " uninterrupted"));
+      const std::map<std::string, std::vector<float>> file = datasets_of(dir + "/step_5.h5");
+      if (saved == 0) zero0_file = file;
+      EXPECT_GT(file.size(), 4u);
+      EXPECT_TRUE(file == zero0_file) << "zero" << saved << "'s checkpoint holds other values than zero0's";
+    }
+    for (int loaded = 0; loaded <= 3; ++loaded) {
       if (loaded == saved) continue;
       const RunResult resumed = train(config(loaded, 1), dir + "/step_5.h5", "", kSaveAt);
       if (rank == 0) expect_same(resumed, reference, kSaveAt, str("saved zero", saved, ", loaded zero", loaded));
@@ -117,15 +152,17 @@ TEST(ZeroCheckpoint, EveryStageLoadsEveryOtherStagesCheckpointBitForBit) {
   }
 }
 
-TEST(ZeroCheckpoint, Zero2WithAccumulationResumesWithIdenticalBits) {
+TEST(ZeroCheckpoint, Zero2And3WithAccumulationResumeWithIdenticalBits) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::string dir = shared_dir("accumulation");
-  const RunResult whole = train(config(2, 3), "", dir, 0);
-  const RunResult resumed = train(config(2, 3), dir + "/step_5.h5", "", kSaveAt);
-  if (rank == 0) expect_same(resumed, whole, kSaveAt, "zero2, 3 micro-batches");
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) fs::remove_all(dir);
+  for (const int zero : {2, 3}) {
+    const std::string dir = shared_dir(str("accumulation", zero));
+    const RunResult whole = train(config(zero, 3), "", dir, 0);
+    const RunResult resumed = train(config(zero, 3), dir + "/step_5.h5", "", kSaveAt);
+    if (rank == 0) expect_same(resumed, whole, kSaveAt, str("zero", zero, ", 3 micro-batches"));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) fs::remove_all(dir);
+  }
 }
 
 TEST(ZeroCheckpoint, OffloadedAndDeviceStatesLoadEachOthersCheckpointsBitForBit) {
@@ -133,7 +170,8 @@ TEST(ZeroCheckpoint, OffloadedAndDeviceStatesLoadEachOthersCheckpointsBitForBit)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const RunResult reference = train(config(0, 1), "", "", 0);
   // (saved zero, saved with offload, loaded zero, loaded with offload)
-  const std::tuple<int, bool, int, bool> pairs[] = {{1, true, 2, false}, {0, false, 1, true}, {2, true, 2, true}};
+  const std::tuple<int, bool, int, bool> pairs[] = {
+      {1, true, 2, false}, {0, false, 1, true}, {2, true, 2, true}, {3, true, 0, false}, {1, false, 3, true}};
   for (const auto& [saved, saved_offload, loaded, loaded_offload] : pairs) {
     const std::string what = str("saved zero", saved, saved_offload ? " offload" : "", ", loaded zero", loaded,
                                  loaded_offload ? " offload" : "");

@@ -264,7 +264,15 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.dp", "2"}, 4, {"parallel.dp*tp*pp", "number of ranks 4"});
   expect_error({"--parallel.schedule", "zigzag"}, w,
                {"parallel.schedule", "zigzag", "gpipe, 1f1b, interleaved or zero_bubble"});
-  expect_error({"--parallel.zero", "3"}, w, {"parallel.zero = 3", "must be 0, 1 or 2"});
+  expect_error({"--parallel.zero", "4"}, w, {"parallel.zero = 4", "must be 0, 1, 2 or 3"});
+  EXPECT_EQ(parse({"--parallel.zero", "3"}, 2).parallel.zero, 3);
+  expect_error({"--parallel.zero", "3", "--parallel.pp", "2", "--parallel.schedule", "interleaved",
+                "--parallel.virtual_stages", "2", "--train.global_batch_size", "16"},
+               4, {"parallel.zero = 3", "gpipe and 1f1b", "interleaved"});
+  expect_error({"--parallel.zero", "3", "--parallel.dp_copy_engine", "true"}, 2,
+               {"parallel.dp_copy_engine", "parallel.zero = 1"});
+  expect_error({"--parallel.zero", "3", "--task", "dpo", "--train.micro_batch_size", "2"}, 2,
+               {"parallel.zero = 3", "dpo.reference = model", "precomputed"});
   expect_error({"--parallel.pp", "4", "--train.global_batch_size", "8", "--train.micro_batch_size", "4"}, 4,
                {"1f1b", "needs at least 4", "global_batch_size >= 16"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_overlap", "true", "--train.micro_batch_size", "3",

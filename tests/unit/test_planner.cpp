@@ -249,7 +249,9 @@ TEST(Planner, SlotBytesFollowTheActivationFormula) {
 // gradient the head writes), wpe's and wte's keep a staging buffer each (59,392); the eleven
 // other buckets share three (3 x 50,048). So the fp32 gradients take (304,960 + 209,536) x 4 B
 // instead of ZeRO-1's 609,920 x 4 B, and the parameters 304,960 x 2 B more (AdamW's shard).
-TEST(Planner, MemoryOfZero2) {
+// ZeRO-3 keeps ZeRO-2's gradients, and of the parameters only the shard and the gather buffers: the
+// head's, wpe's and wte's buckets (59,392) and two of the other buckets' (2 x 50,048).
+TEST(Planner, MemoryOfZero2And3) {
   Hardware hw;
   hw.device = false;
   RunConfig c = small_config(1);
@@ -266,6 +268,12 @@ TEST(Planner, MemoryOfZero2) {
   EXPECT_DOUBLE_EQ(zero2.trainer, zero1.trainer);
   // Its reduce-scatters on every micro-batch can only add to the exposed DP time.
   EXPECT_GE(estimate_time(c, hw).dp_s, estimate_time(small_config(1), hw).dp_s);
+  c.parallel.zero = 3;
+  validate_run_config(c, 2);
+  const MemoryEstimate zero3 = estimate_memory(c, hw);
+  EXPECT_DOUBLE_EQ(zero3.params, 2.0 * (304960 + 59392 + 2 * 50048));
+  EXPECT_DOUBLE_EQ(zero3.grads, zero2.grads);
+  EXPECT_DOUBLE_EQ(zero3.optimizer, zero2.optimizer);
 }
 
 // Task dpo: the reference (parameters whole beside a ZeRO-2 shard) and its forward with the head's

@@ -39,8 +39,11 @@ constexpr int kLossSums = 5;
 using UnitDone = std::function<void(int unit)>;
 
 // Parameters that may still be on their way after an update (ZeRO-1 gathers each bucket's
-// updated shards lazily). The forward calls need(unit) before its first op that reads the unit's
-// parameters and prefetch(unit) where starting their transfer overlaps well.
+// updated shards lazily) or that are not held at all between uses (ZeRO-3 gathers a bucket of
+// blocks again for each forward and backward). The forward and the backward call need(unit)
+// before their first op that reads the unit's parameters and prefetch(unit) where starting their
+// transfer overlaps well; a need() also ends the use of the parameters needed before it, except
+// those of the head, the embedding and the tied embedding.
 class ParamFetch {
  public:
   virtual ~ParamFetch() = default;
@@ -86,17 +89,36 @@ class GradStaging {
   virtual void end_unit(int unit) = 0;
 };
 
+// Where the parameters live when the stage has no whole parameter buffer of its own (ZeRO-3:
+// each DP rank keeps its shard of every bucket, and a bucket is gathered whole into a reused
+// buffer when the forward or backward asks for its units, see ParamFetch). param_view gives the
+// views once, at construction.
+class ParamStore {
+ public:
+  virtual ~ParamStore() = default;
+  // Compute-dtype parameters of flat elements [offset, offset + n) of ParamLayout (one parameter or
+  // a packed group): valid while ParamFetch::need of their unit holds.
+  virtual TensorView param_view(size_t offset, size_t n) const = 0;
+  // Sets flat elements [offset, offset + from.numel) from `from` (backend memory, fp32 or the
+  // compute dtype, each element rounded once to the compute dtype).
+  virtual void assign(size_t offset, TensorView from) = 0;
+  // Every parameter's current value into `into` (layout().total() elements, compute dtype).
+  // Collective over the DP group.
+  virtual void copy_all(TensorView into) const = 0;
+};
+
 class GptStage {
  public:
   // Without `with_grads` there is no gradient buffer (grads() is empty): forward only, for
   // evaluation and generation, which save its fp32 copy of every parameter (and recompute
-  // nothing). With `staging` (and with_grads) the gradients live where it says and grads() is empty.
+  // nothing). With `staging` (and with_grads) the gradients live where it says and grads() is empty;
+  // with `store` the parameters do, and params() is empty.
   // With virtual_stages > 1 (parallel.schedule = interleaved) the stage holds that many model
   // chunks (StageInfo); a slot holds one chunk's activations, and forward and backward name the
   // chunk they run.
   GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& be, int micro_batch, int n_slots,
            size_t bucket_elems, bool with_grads = true, const ActivationOptions& acts = {},
-           GradStaging* staging = nullptr, int virtual_stages = 1);
+           GradStaging* staging = nullptr, int virtual_stages = 1, ParamStore* store = nullptr);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -107,7 +129,7 @@ class GptStage {
   Backend& backend() const { return be_; }
   int micro_batch() const { return B_; }
   int n_slots() const { return n_slots_; }
-  TensorView params() const { return params_; }   // compute dtype, layout().total()
+  TensorView params() const { return params_; }   // compute dtype, layout().total(); empty with a ParamStore
   TensorView grads() const { return grads_; }     // fp32, layout().total(); empty without with_grads or with staging
 
   // Bytes of one activation slot (one model chunk's) and of the scratch of a stage: the plans the
@@ -143,9 +165,17 @@ class GptStage {
   void set_tp_split_layernorm_bwd(bool on);
   // Every parameter of the stage current for the ops queued next (for readers of weights()
   // other than the forward, which asks unit by unit).
+  // Not with a ParamStore, whose reused buffers hold a few units at a time.
   void need_all_params() {
+    TRIDENT_CHECK(!store_, "need_all_params: the parameters are sharded over DP (parallel.zero = 3)");
     for (int u = 0; u < layout_.n_units(); ++u) need(u);
   }
+  // Sets flat elements [offset, offset + from.numel) of the parameters from `from` (backend memory,
+  // fp32 or the compute dtype): into params(), or the ParamStore's shards.
+  void assign_params(TensorView from, size_t offset = 0);
+  // Every parameter's current value into `into` (layout().total(), compute dtype): params() copied,
+  // or with a ParamStore gathered (collective over DP).
+  void copy_params(TensorView into) const;
 
   // GPT-2 initialisation of this shard: each element is a pure function of (seed, name, global index).
   void init_params(uint64_t seed);
@@ -358,6 +388,7 @@ class GptStage {
   UnitDone head_done_;
   ParamFetch* fetch_ = nullptr;
   GradStaging* staging_ = nullptr;
+  ParamStore* store_ = nullptr;
   bool with_grads_ = false;
   bool tp_overlap_ = false;
   bool dpo_ = false;

@@ -1,8 +1,9 @@
 // AdamW with fp32 master weights and moments over this rank's update range of each bucket:
 // the whole bucket (zero = 0) or its DP shard (zero = 1, ZeRO-1; zero = 2, ZeRO-2, reading the
 // reduced gradient shards and writing the parameter shards of ZeroShards), whose updated
-// parameters then reach the other DP ranks by an all-gather per bucket. Also the global gradient norm, counting
-// every logical parameter once.
+// parameters then reach the other DP ranks by an all-gather per bucket. Under ZeRO-3 (a stage
+// without parameters of its own) the update ends at the shards, which ShardedParams gathers as
+// the model computes. Also the global gradient norm, counting every logical parameter once.
 //
 // With offload (parallel.offload_optimizer, ZeRO-Offload) the master weights and moments live in
 // host memory: each bucket's final gradients go to the host on the transfer queue as soon as the
@@ -36,7 +37,7 @@ class Optimizer : public ParamFetch {
   ~Optimizer() override;
 
   // Sets the fp32 master weights from the stage's flat parameters `from` (backend memory, fp32 or
-  // the compute dtype; empty: the current parameters).
+  // the compute dtype; empty: the current parameters, under ZeRO-3 the parameter shards).
   void init_master(TensorView from = {});
   // acc (1 f32, backend memory) += this rank's share of the squared global gradient norm; the
   // sum over all ranks (one world all-reduce) is the square of the global L2 norm.
@@ -87,6 +88,9 @@ class Optimizer : public ParamFetch {
   TensorView master() const { return master_; }
   TensorView exp_avg() const { return m_; }
   TensorView exp_avg_sq() const { return v_; }
+  // Where AdamW writes the parameters: the stage's, or under ZeRO-2 and 3 this rank's shards in the
+  // state's layout (ParamRange::state).
+  TensorView updated_params() const { return updated_; }
 
  private:
   const ParamLayout& layout_;

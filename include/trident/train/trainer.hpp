@@ -17,6 +17,7 @@
 #include "trident/train/grad_sync.hpp"
 #include "trident/train/optimizer.hpp"
 #include "trident/train/reference_model.hpp"
+#include "trident/train/sharded_params.hpp"
 #include "trident/train/step_guard.hpp"
 #include "trident/train/step_timer.hpp"
 
@@ -142,7 +143,8 @@ class Trainer {
 
   // Makes every parameter current: with ZeRO-1 it completes the all-gathers the last update left
   // pending, so all ranks of a DP group call it together, before reading the parameters
-  // (checkpoints, tests). Elsewhere it does nothing.
+  // (checkpoints, tests); with ZeRO-3 it waits for the gathers in flight (the parameters are
+  // read from the shards: GptStage::copy_params). Elsewhere it does nothing.
   void sync_parameters();
   // The model; after training steps its parameters are current only once sync_parameters() ran.
   GptStage& model() {
@@ -233,6 +235,7 @@ class Trainer {
   StepTimer timer_;
   std::unique_ptr<ParamLayout> shard_layout_;   // the model's layout, for shards_ (built before the model)
   std::unique_ptr<ZeroShards> shards_;   // before sync_ and optimizer_, which use it
+  std::unique_ptr<ShardedParams> sharded_;   // ZeRO-3 (dp > 1): the model's parameters, before the model
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int32_t> host_tokens_;   // one micro-batch as the source gives it: B x (T + 1)

@@ -52,6 +52,16 @@ class ZeroShards : public GradStaging {
   // Per bucket of a ZeRO-2 stage: 1 where it is reduced once (on the last micro-batch), 0 where on
   // every micro-batch.
   static std::vector<char> reduced_once(const ParamLayout& layout);
+  // Buffers for the buckets of a stage (ZeRO-2's gradient staging, ZeRO-3's parameter gathers):
+  // `reused` of the largest other bucket's size (at most `most`), which the buckets not marked in
+  // `own` take in turn in bucket order, then one for each bucket marked in `own`.
+  struct BufferPlan {
+    int reused = 0;
+    std::vector<int> buffer_of;     // bucket -> its buffer
+    std::vector<size_t> elements;   // of each buffer
+    size_t total() const;
+  };
+  static BufferPlan plan_buffers(const ParamLayout& layout, const std::vector<char>& own, int most);
 
   bool zero() const { return stage_ >= 1; }   // optimizer state sharded over DP
   // ZeRO-2 with dp > 1: gradients staged and kept as shards (grad_shard, param_shard).

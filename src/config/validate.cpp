@@ -218,6 +218,9 @@ void validate_rl(const RunConfig& cfg) {
   require(r.max_new_tokens >= 1 && r.max_new_tokens < cfg.model.seq_len, "rl.max_new_tokens", r.max_new_tokens,
           str("must be in [1, model.seq_len = ", cfg.model.seq_len, "): the prompt and the answer share a sequence"));
   require(r.temperature > 0 && std::isfinite(r.temperature), "rl.temperature", r.temperature, "must be > 0");
+  require(cfg.parallel.schedule != "interleaved", "parallel.schedule", cfg.parallel.schedule,
+          str("is not supported with task ", cfg.task, " (generation passes the rows through the pipeline ranks once, "
+              "not around their model chunks); use parallel.schedule = 1f1b"));
   require(r.generation_batch >= 1, "rl.generation_batch", r.generation_batch, "must be at least 1");
   require(r.prefill_tokens >= 1, "rl.prefill_tokens", r.prefill_tokens, "must be at least 1");
   require(r.top_k >= 0, "rl.top_k", r.top_k, "must be >= 0 (0 = all tokens)");

@@ -145,6 +145,7 @@ Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
       length_(slots, 0) {
   const ModelConfig& m = model.config();
   const ParallelGroups& g = model.groups();
+  TRIDENT_CHECK(model.stage().n_chunks == 1, "generation needs one model chunk per pipeline rank (no interleaved schedule)");
   TRIDENT_CHECK(max_len >= 1 && max_len <= m.positions(), str("generation length ", max_len, " outside [1, ",
                                                               m.positions(), "]"));
   TRIDENT_CHECK(slots >= 1, str("generation batch ", slots, ": must be at least 1"));

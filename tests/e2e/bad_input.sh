@@ -35,8 +35,8 @@ expect_2 "plan-only schedule to bench" "parallel.schedule = zero_bubble is a pla
   --config "$root/inputs/models/tiny.cfg" --backend cpu --parallel.schedule zero_bubble
 expect_2 "virtual stages without interleaved" "parallel.virtual_stages = 2: applies to parallel.schedule = interleaved" \
   train --config "$root/inputs/models/tiny.cfg" --parallel.virtual_stages 2
-expect_2 "ZeRO-3 to train" "parallel.zero = 3: must be 0, 1 or 2" train --config "$root/inputs/models/tiny.cfg" \
-  --parallel.zero 3
+expect_2 "ZeRO-4 to train" "parallel.zero = 4: must be 0, 1, 2 or 3" train --config "$root/inputs/models/tiny.cfg" \
+  --parallel.zero 4
 expect_2 "unknown command" "frobnicate" frobnicate
 expect_2 "generate batch of 0" "--batch = 0: must be at least 1" generate --checkpoint "$out/none.h5" --batch 0
 expect_2 "generate with --prompt and --prompts" "--prompt and --prompts: give one of them" generate \

@@ -22,25 +22,6 @@
 namespace trident {
 namespace {
 
-RunConfig config(int tp, bool llama = false) {
-  RunConfig c = test::tiny_config();
-  if (llama) {
-    c.model.arch = "llama";
-    c.model.n_kv_head = 2;
-    c.model.ffn_hidden_size = 64;
-  }
-  c.model.n_embd = 32;
-  c.model.vocab_size = 60;
-  c.model.seq_len = 32;
-  c.train.micro_batch_size = 1;
-  c.train.global_batch_size = 4;
-  c.train.warmup_steps = 1;
-  c.train.steps = 30;
-  c.parallel.tp = tp;
-  c.parallel.timeout_s = 60;
-  return c;
-}
-
 struct Model {
   RunConfig cfg;
   ParallelGroups g;
@@ -68,17 +49,6 @@ std::vector<int32_t> greedy(GptStage& model, std::vector<int32_t> prompt, int n,
   return out;
 }
 
-// Prompts of lengths 1 to 7 (more than a batch, so slots are reused).
-std::vector<std::vector<int32_t>> prompts() {
-  std::vector<std::vector<int32_t>> p;
-  for (int n = 1; n <= 7; ++n) {
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < n; ++i) tokens.push_back((11 * n + 7 * i) % 60);
-    p.push_back(tokens);
-  }
-  return p;
-}
-
 GenerationParams params(double temperature, int top_k = 0) {
   GenerationParams p;
   p.sampling = SamplingParams{temperature, top_k, 1.0};
@@ -98,27 +68,13 @@ std::vector<Completion> one_at_a_time(GptStage& model, const std::vector<std::ve
   return out;
 }
 
-void expect_same(const std::vector<Completion>& got, const std::vector<Completion>& want, float logprob_tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, want[i].tokens) << "prompt " << i;
-    EXPECT_EQ(got[i].stopped, want[i].stopped) << "prompt " << i;
-    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
-    for (size_t t = 0; t < got[i].logprobs.size(); ++t)
-      if (logprob_tol == 0)
-        EXPECT_EQ(got[i].logprobs[t], want[i].logprobs[t]) << "prompt " << i << " token " << t;
-      else
-        EXPECT_NEAR(got[i].logprobs[t], want[i].logprobs[t], logprob_tol) << "prompt " << i << " token " << t;
-  }
-}
-
 class Generation : public ::testing::TestWithParam<bool> {};   // llama or gpt2
 
 TEST_P(Generation, KvCacheReproducesTheFullForwardBitForBit) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
   GptStage& model = m.trainer->model();
   const std::vector<int32_t> prompt = {7, 38, 11};
   std::vector<std::vector<float>> cached;
@@ -148,32 +104,33 @@ TEST_P(Generation, BatchedGeneratesWhatEachPromptDoesAloneBitForBit) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
   GptStage& model = m.trainer->model();
   // Greedy, temperature sampling on the device, top-k sampling on the host.
   for (const GenerationParams& p : {params(0.0), params(0.9), params(1.2, 5)}) {
     SCOPED_TRACE(str("temperature ", p.sampling.temperature, " top_k ", p.sampling.top_k));
-    const std::vector<Completion> alone = one_at_a_time(model, prompts(), p);
+    const std::vector<Completion> alone = one_at_a_time(model, test::ragged_prompts(), p);
     Generator gen(model, 3, 24);
-    expect_same(gen.generate(prompts(), p), alone, 0);
+    test::expect_same_completions(gen.generate(test::ragged_prompts(), p), alone, 0);
     Generator wide(model, 16, 24);   // every prompt at once
-    expect_same(wide.generate(prompts(), p), alone, 0);
+    test::expect_same_completions(wide.generate(test::ragged_prompts(), p), alone, 0);
     Generator roomy(model, 3, 24, 100);   // more tokens per step than slots + max_len
-    expect_same(roomy.generate(prompts(), p), alone, 0);
+    test::expect_same_completions(roomy.generate(test::ragged_prompts(), p), alone, 0);
   }
   // Top-k of the whole vocabulary samples on the host what the device samples.
   Generator gen(model, 4, 24);
-  expect_same(gen.generate(prompts(), params(0.9, m.cfg.model.vocab_size)), gen.generate(prompts(), params(0.9)), 1e-6f);
+  test::expect_same_completions(gen.generate(test::ragged_prompts(), params(0.9, m.cfg.model.vocab_size)),
+                                gen.generate(test::ragged_prompts(), params(0.9)), 1e-6f);
 }
 
 TEST_P(Generation, LogprobsAreTheFullForwardsLogSoftmax) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
   GptStage& model = m.trainer->model();
   Generator gen(model, 4, 24);
-  const std::vector<std::vector<int32_t>> ps = prompts();
+  const std::vector<std::vector<int32_t>> ps = test::ragged_prompts();
   const std::vector<Completion> out = gen.generate(ps, params(1.0));
   const int T = m.cfg.model.seq_len, V = m.cfg.model.vocab_size;
   double worst = 0;
@@ -200,20 +157,20 @@ TEST_P(Generation, VocabLimitSamplesOnlyIdsBelowIt) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
   Generator gen(m.trainer->model(), 4, 24);
   const int limit = 40;
   GenerationParams device = params(1.5), host = params(1.5, limit);
   device.sampling.vocab_limit = host.sampling.vocab_limit = limit;
-  const std::vector<Completion> got = gen.generate(prompts(), device);
-  expect_same(gen.generate(prompts(), host), got, 1e-6f);
+  const std::vector<Completion> got = gen.generate(test::ragged_prompts(), device);
+  test::expect_same_completions(gen.generate(test::ragged_prompts(), host), got, 1e-6f);
   int below = 0, all = 0;
   for (const Completion& c : got)
     for (int32_t t : c.tokens) below += t < limit, ++all;
   EXPECT_EQ(below, all);
   // Without the limit the same draws reach past it (the check above could not fail otherwise).
   int past = 0;
-  for (const Completion& c : gen.generate(prompts(), params(1.5)))
+  for (const Completion& c : gen.generate(test::ragged_prompts(), params(1.5)))
     for (int32_t t : c.tokens) past += t >= limit;
   EXPECT_GT(past, 0);
 }
@@ -222,12 +179,12 @@ TEST_P(Generation, StopTokensEndEachSequenceAtItsFirst) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  Model m(config(1, GetParam()), MPI_COMM_SELF);
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
   Generator gen(m.trainer->model(), 3, 24);
   GenerationParams p = params(0.9);
-  const std::vector<Completion> full = gen.generate(prompts(), p);
+  const std::vector<Completion> full = gen.generate(test::ragged_prompts(), p);
   p.stop_tokens = {full[2].tokens[3], full[5].tokens[1]};
-  const std::vector<Completion> stopped = gen.generate(prompts(), p);
+  const std::vector<Completion> stopped = gen.generate(test::ragged_prompts(), p);
   int n_stopped = 0;
   for (size_t i = 0; i < full.size(); ++i) {
     auto end = std::find_first_of(full[i].tokens.begin(), full[i].tokens.end(), p.stop_tokens.begin(), p.stop_tokens.end());
@@ -250,17 +207,18 @@ TEST_P(Generation, TensorParallelGeneratesWhatOneRankDoes) {
   std::vector<int32_t> one;
   std::vector<Completion> one_batch;
   if (rank == 0) {
-    Model m(config(1, GetParam()), MPI_COMM_SELF);
+    Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
     one = greedy(m.trainer->model(), {5, 9}, 16, &one_logits);
-    one_batch = Generator(m.trainer->model(), 3, 24).generate(prompts(), params(0.9));
+    one_batch = Generator(m.trainer->model(), 3, 24).generate(test::ragged_prompts(), params(0.9));
   }
-  Model m(config(2, GetParam()), MPI_COMM_WORLD);
+  Model m(test::generation_config(GetParam(), 2), MPI_COMM_WORLD);
   std::vector<int32_t> got = greedy(m.trainer->model(), {5, 9}, 16, &tp_logits);
-  std::vector<Completion> got_batch = Generator(m.trainer->model(), 3, 24).generate(prompts(), params(0.9));
+  std::vector<Completion> got_batch =
+      Generator(m.trainer->model(), 3, 24).generate(test::ragged_prompts(), params(0.9));
   if (rank != 0) return;
   EXPECT_EQ(got, one);
   for (size_t i = 0; i < one_logits.size(); ++i) EXPECT_LE(test::rel_l2(tp_logits[i], one_logits[i]), 1e-5);
-  expect_same(got_batch, one_batch, 1e-5f);
+  test::expect_same_completions(got_batch, one_batch, 1e-5f);
 }
 
 // Each data-parallel rank generates its share of the prompts, keyed by their global index: the
@@ -272,12 +230,12 @@ TEST_P(Generation, DataParallelRanksGenerateTheirSharesOfWhatOneRankDoes) {
   if (world != 2) GTEST_SKIP() << "needs 2 ranks";
   std::vector<Completion> one;
   if (rank == 0) {
-    Model m(config(1, GetParam()), MPI_COMM_SELF);
-    one = Generator(m.trainer->model(), 3, 24).generate(prompts(), params(0.9));
+    Model m(test::generation_config(GetParam(), 1), MPI_COMM_SELF);
+    one = Generator(m.trainer->model(), 3, 24).generate(test::ragged_prompts(), params(0.9));
   }
-  Model m(config(1, GetParam()), MPI_COMM_WORLD);   // dp = 2
+  Model m(test::generation_config(GetParam(), 1), MPI_COMM_WORLD);   // dp = 2
   ASSERT_EQ(m.g.topo.dp(), 2);
-  const std::vector<std::vector<int32_t>> all = prompts();
+  const std::vector<std::vector<int32_t>> all = test::ragged_prompts();
   const auto [first, last] = prompt_share(all.size(), m.g.coord.dp, 2);
   const std::vector<Completion> mine = Generator(m.trainer->model(), 2, 24)
                                            .generate({all.begin() + first, all.begin() + last}, params(0.9), first);
@@ -306,7 +264,7 @@ TEST_P(Generation, DataParallelRanksGenerateTheirSharesOfWhatOneRankDoes) {
     MPI_Recv(c.logprobs.data(), n, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     got.push_back(c);
   }
-  expect_same(got, one, 1e-5f);
+  test::expect_same_completions(got, one, 1e-5f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, Generation, ::testing::Values(false, true),

@@ -17,36 +17,11 @@
 namespace trident {
 namespace {
 
+// The generation tests' model with 4 layers (2 per stage at pp = 2).
 RunConfig config(bool llama, int tp, int pp) {
-  RunConfig c = test::tiny_config();
-  if (llama) {
-    c.model.arch = "llama";
-    c.model.n_kv_head = 2;
-    c.model.ffn_hidden_size = 64;
-  }
+  RunConfig c = test::generation_config(llama, tp, pp);
   c.model.n_layer = 4;
-  c.model.n_embd = 32;
-  c.model.vocab_size = 60;
-  c.model.seq_len = 32;
-  c.train.micro_batch_size = 1;
-  c.train.global_batch_size = 4;
-  c.train.warmup_steps = 1;
-  c.train.steps = 30;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.timeout_s = 60;
   return c;
-}
-
-// Prompts of lengths 1 to 7 (more than a batch, so slots are reused).
-std::vector<std::vector<int32_t>> prompts() {
-  std::vector<std::vector<int32_t>> p;
-  for (int n = 1; n <= 7; ++n) {
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < n; ++i) tokens.push_back((11 * n + 7 * i) % 60);
-    p.push_back(tokens);
-  }
-  return p;
 }
 
 // Greedy, temperature sampling on the device, top-k sampling on the host.
@@ -81,7 +56,7 @@ std::string train_and_save(bool llama, const std::string& dir) {
   return save_checkpoint(c, info, trainer.model(), trainer.optimizer(), g).path;
 }
 
-// Each set of params' completions of prompts() on a layout of `comm`, from the checkpoint.
+// Each set of params' completions of test::ragged_prompts() on a layout of `comm`, from the checkpoint.
 std::vector<std::vector<Completion>> generate_on(bool llama, int tp, int pp, const std::string& file, MPI_Comm comm) {
   RunConfig cfg = config(llama, tp, pp);
   ParallelGroups g = test::mpi_groups(cfg, comm);
@@ -90,7 +65,7 @@ std::vector<std::vector<Completion>> generate_on(bool llama, int tp, int pp, con
   load_checkpoint(file, model, nullptr, g);
   Generator gen(model, 3, 24);
   std::vector<std::vector<Completion>> out;
-  for (const GenerationParams& p : all_params()) out.push_back(gen.generate(prompts(), p));
+  for (const GenerationParams& p : all_params()) out.push_back(gen.generate(test::ragged_prompts(), p));
   return out;
 }
 
@@ -98,18 +73,8 @@ void expect_same(const std::vector<std::vector<Completion>>& got, const std::vec
                  float logprob_tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) {
-    ASSERT_EQ(got[k].size(), want[k].size());
-    for (size_t i = 0; i < got[k].size(); ++i) {
-      SCOPED_TRACE(str("params ", k, " prompt ", i));
-      EXPECT_EQ(got[k][i].tokens, want[k][i].tokens);
-      EXPECT_EQ(got[k][i].stopped, want[k][i].stopped);
-      ASSERT_EQ(got[k][i].logprobs.size(), want[k][i].logprobs.size());
-      for (size_t t = 0; t < got[k][i].logprobs.size(); ++t)
-        if (logprob_tol == 0)
-          EXPECT_EQ(got[k][i].logprobs[t], want[k][i].logprobs[t]) << "token " << t;
-        else
-          EXPECT_NEAR(got[k][i].logprobs[t], want[k][i].logprobs[t], logprob_tol) << "token " << t;
-    }
+    SCOPED_TRACE(str("params ", k));
+    test::expect_same_completions(got[k], want[k], logprob_tol);
   }
 }
 

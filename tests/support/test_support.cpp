@@ -1,11 +1,14 @@
-// Random data and error metrics shared by the test binaries.
+// Random data, error metrics, test configurations and comparisons shared by the test binaries.
 #include "test_support.hpp"
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "trident/config/parse.hpp"
 #include "trident/core/rng.hpp"
+#include "trident/model/generator.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/train/gather.hpp"
 #include "trident/train/trainer.hpp"
@@ -55,6 +58,51 @@ RunConfig tiny_config() {
   c.train.warmup_steps = 2;
   c.parallel.timeout_s = 120;
   return c;
+}
+
+RunConfig generation_config(bool llama, int tp, int pp) {
+  RunConfig c = tiny_config();
+  if (llama) {
+    c.model.arch = "llama";
+    c.model.n_kv_head = 2;
+    c.model.ffn_hidden_size = 64;
+  }
+  c.model.n_embd = 32;
+  c.model.vocab_size = 60;
+  c.model.seq_len = 32;
+  c.train.micro_batch_size = 1;
+  c.train.global_batch_size = 4;
+  c.train.warmup_steps = 1;
+  c.train.steps = 30;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.timeout_s = 60;
+  return c;
+}
+
+std::vector<std::vector<int32_t>> ragged_prompts() {
+  std::vector<std::vector<int32_t>> p;
+  for (int n = 1; n <= 7; ++n) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < n; ++i) tokens.push_back((11 * n + 7 * i) % 60);
+    p.push_back(tokens);
+  }
+  return p;
+}
+
+void expect_same_completions(const std::vector<Completion>& got, const std::vector<Completion>& want,
+                             float logprob_tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "prompt " << i;
+    EXPECT_EQ(got[i].stopped, want[i].stopped) << "prompt " << i;
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    for (size_t t = 0; t < got[i].logprobs.size(); ++t)
+      if (logprob_tol == 0)
+        EXPECT_EQ(got[i].logprobs[t], want[i].logprobs[t]) << "prompt " << i << " token " << t;
+      else
+        EXPECT_NEAR(got[i].logprobs[t], want[i].logprobs[t], logprob_tol) << "prompt " << i << " token " << t;
+  }
 }
 
 RunConfig finetune_config(const std::string& task, const std::string& arch) {

@@ -12,6 +12,7 @@
 
 namespace trident {
 struct GatheredParams;   // trident/train/gather.hpp
+struct Completion;       // trident/model/generator.hpp
 }
 
 namespace trident::test {
@@ -33,6 +34,16 @@ RunConfig tiny_config();
 // divides every pp up to 4; 2 key/value heads) or GPT-2 over 101 ids, B 2, G 8, Adam eps 1e-5 (as
 // test_equivalence: keeps rounding-floor gradients from taking full steps), min_lr 1e-3.
 RunConfig finetune_config(const std::string& task, const std::string& arch = "llama");
+// The generation tests' model (test_generation, test_pipeline_generation): tiny_config at C 32,
+// V 60, T 32 (a Llama: 2 key/value heads, FFN 64), micro-batches of one sequence, global batch 4,
+// 30 steps after 1 warm-up step, layout tp x pp, collectives time out after 60 s.
+RunConfig generation_config(bool llama, int tp, int pp = 1);
+// Prompts of lengths 1 to 7 over generation_config's 60 ids (more than a batch: slots are reused).
+std::vector<std::vector<int32_t>> ragged_prompts();
+// Completions equal to want's: the same tokens and stops, log-probabilities equal (logprob_tol 0)
+// or within logprob_tol.
+void expect_same_completions(const std::vector<Completion>& got, const std::vector<Completion>& want,
+                             float logprob_tol);
 
 // Validates cfg for the ranks of comm (resolving parallel.dp) and returns its topology.
 Topology validated_topology(RunConfig& cfg, MPI_Comm comm);

@@ -75,16 +75,17 @@ void ShardedParams::assign(size_t offset, TensorView from) {
   }
 }
 
+Request ShardedParams::gather(int b, TensorView whole) const {
+  const size_t share = layout_.buckets()[b].size / g_.topo.dp();
+  be_.copy(whole.slice(share * g_.coord.dp, share), shards_.param_shard().slice(shards_.shard_offset(b), share));
+  return g_.dp->all_gather_async(whole.data, share, dtype_, be_.stream());
+}
+
 void ShardedParams::copy_all(TensorView into) const {
   TRIDENT_CHECK(into.dtype == dtype_ && into.numel == layout_.total(), "copy_all: not this stage's parameters");
-  const TensorView shard = shards_.param_shard();
-  const int dp = g_.topo.dp();
   for (int b = 0; b < static_cast<int>(layout_.buckets().size()); ++b) {
     const Bucket& bk = layout_.buckets()[b];
-    const size_t share = bk.size / dp;
-    TensorView whole = into.slice(bk.offset, bk.size);
-    be_.copy(whole.slice(share * g_.coord.dp, share), shard.slice(shards_.shard_offset(b), share));
-    g_.dp->all_gather(whole.data, share, dtype_, be_.stream());
+    gather(b, into.slice(bk.offset, bk.size))->wait(be_.stream());
   }
 }
 
@@ -100,10 +101,7 @@ void ShardedParams::start(int b) {
   wait(h);   // a gather of another bucket into this buffer that nothing needed
   h.bucket = b;
   h.current = true;
-  const size_t share = layout_.buckets()[b].size / g_.topo.dp();
-  TensorView whole = bucket_view(b);
-  be_.copy(whole.slice(share * g_.coord.dp, share), shards_.param_shard().slice(shards_.shard_offset(b), share));
-  h.pending = g_.dp->all_gather_async(whole.data, share, dtype_, be_.stream());
+  h.pending = gather(b, bucket_view(b));
 }
 
 void ShardedParams::need(int unit) {

@@ -63,6 +63,9 @@ class ShardedParams : public ParamStore, public ParamFetch {
   };
   Gathered& holder(int b) { return held_[slot_of_[b]]; }
   TensorView bucket_view(int b) const;   // bucket b's place in its gather buffer
+  // Bucket b's whole parameters into `whole`: this rank's shard copied to its place, the other
+  // ranks' all-gathered (queued; the Request orders the stream after it).
+  Request gather(int b, TensorView whole) const;
   void start(int b);                     // its gather, unless it is current
   void wait(Gathered& h);
 

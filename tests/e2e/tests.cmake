@@ -15,6 +15,8 @@ add_test(NAME mpi_memory_monitor COMMAND ${e2e_dir}/memory_monitor.sh $<TARGET_F
 set_tests_properties(mpi_memory_monitor PROPERTIES LABELS mpi ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME e2e_bad_input COMMAND ${e2e_dir}/bad_input.sh $<TARGET_FILE:trident> ${repo_root})
 add_test(NAME e2e_command_help COMMAND ${e2e_dir}/help.sh $<TARGET_FILE:trident>)
+add_test(NAME e2e_model_presets COMMAND ${e2e_dir}/model_presets.sh $<TARGET_FILE:trident> ${repo_root})
+set_tests_properties(e2e_model_presets PROPERTIES LABELS e2e)
 add_test(NAME e2e_bench_cpu COMMAND ${e2e_dir}/bench_cpu.sh $<TARGET_FILE:trident> ${repo_root} ${mpirun})
 add_test(NAME mpi_train_tp2_pp2_dp2 COMMAND ${MPIEXEC_EXECUTABLE} -np 8 ${TRIDENT_MPIEXEC_FLAGS}
          $<TARGET_FILE:trident> train --config ${repo_root}/inputs/models/tiny.cfg --backend cpu

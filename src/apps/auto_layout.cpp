@@ -14,6 +14,7 @@
 #include "trident/core/log.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
+#include "trident/train/schedule.hpp"
 
 namespace trident {
 
@@ -101,8 +102,11 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
     hw.device = false;
   }
 
-  const std::vector<Candidate> ranked = rank_layouts(cfg, hw);
+  std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   if (ranked.empty()) explain_no_valid_layout(cfg, size);
+  // The planner ranks schedules the executor may not run yet (a plan only): those are passed over.
+  const auto runs = [](const Candidate& c) { return schedule_runs(parse_schedule(c.layout.schedule)); };
+  std::stable_partition(ranked.begin(), ranked.end(), runs);
   if (!ranked.front().fits) {
     double least = ranked.front().memory.total();
     for (const Candidate& c : ranked) least = std::min(least, c.memory.total());

@@ -24,7 +24,7 @@ std::string row(int index, const Candidate& c) {
   const TimeEstimate& t = c.time;
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "%3d | %4d %3d %3d %4d %-6s %4d | %7.2f = %6.2f %6.2f %6.2f %7.2f %6.2f | "
+                "%3d | %4d %3d %3d %4d %-11s %4d | %7.2f = %6.2f %6.2f %6.2f %7.2f %6.2f | "
                 "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
                 index, l.dp, l.tp, l.pp, l.zero, l.pp == 1 ? "-" : l.schedule.c_str(), l.micro_batch_size,
                 m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
@@ -103,7 +103,7 @@ int cmd_plan(const Args& args) {
   int fitting = 0;
   for (const Candidate& c : ranked) fitting += c.fits;
   if (ranked.empty()) explain_no_valid_layout(cfg, hw.gpus);
-  log_info(str("\n  # |   dp  tp  pp zero sched    mb | GiB/GPU = params  grads  optim     act  other |  step ms = "
+  log_info(str("\n  # |   dp  tp  pp zero sched         mb | GiB/GPU = params  grads  optim     act  other |  step ms = "
                " compute      tp      pp      dp  bubble          |   tokens/s"));
   for (int i = 0; i < std::min(top, fitting); ++i) log_info(row(i + 1, ranked[i]));
   if (fitting == 0) {

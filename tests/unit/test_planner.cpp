@@ -4,6 +4,7 @@
 
 #include "trident/config/parse.hpp"
 #include "trident/parallel/pair_exchange.hpp"
+#include "trident/parallel/topology.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/train/planner.hpp"
 #include "trident/train/schedule.hpp"
@@ -630,6 +631,38 @@ TEST(Planner, RankingIncludesZeroBubbleWithPipelines) {
       }
   }
   EXPECT_GT(zero_bubble, 0);
+}
+
+// Four GPUs as two nodes of two (parallel.gpus_per_node = 2, or `trident plan --gpus-per-node 2`):
+// where memory needs tensor parallelism (long sequences, one stage: 5 layers), the planner
+// keeps the TP pairs inside the nodes (tp 2 x dp 2) rather than tp 4 across them.
+TEST(Planner, RankingKeepsTensorParallelismInsideANode) {
+  Hardware hw;
+  hw.gpus = 4;
+  hw.gpus_per_node = 2;
+  hw.memory_gib = 1e6;
+  RunConfig c = preset(5, 16, 2048, 4);
+  c.model.seq_len = 8192;
+  c.model.n_positions = 8192;
+  double least_tp1 = 1e30, least_tp2 = 1e30;
+  for (const Candidate& k : rank_layouts(c, hw)) {
+    if (k.layout.tp == 1) least_tp1 = std::min(least_tp1, k.memory.total());
+    if (k.layout.tp == 2) least_tp2 = std::min(least_tp2, k.memory.total());
+  }
+  ASSERT_LT(least_tp2, least_tp1);
+  hw.memory_gib = (least_tp1 + least_tp2) / 2 / double(1 << 30);
+  const std::vector<Candidate> ranked = rank_layouts(c, hw);
+  ASSERT_TRUE(ranked.front().fits);
+  const Layout& best = ranked.front().layout;
+  EXPECT_EQ(best.tp, 2);
+  EXPECT_EQ(best.dp, 2);
+  const Topology topo(best.dp, best.tp, best.pp);
+  for (int r = 0; r < 4; ++r)
+    for (int q : topo.group(Axis::TP, r)) EXPECT_EQ(q / 2, r / 2) << "TP group of rank " << r << " spans nodes";
+  // tp 4 fits too (it needs less memory) but crosses the nodes at --ib-gbps.
+  bool tp4_fits = false;
+  for (const Candidate& k : ranked) tp4_fits = tp4_fits || (k.layout.tp == 4 && k.fits);
+  EXPECT_TRUE(tp4_fits);
 }
 
 }  // namespace

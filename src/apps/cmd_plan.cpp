@@ -45,7 +45,8 @@ int cmd_plan(const Args& args) {
   extra.add_options()
       ("gpus", po::value<int>(&hw.gpus), "number of GPUs (ranks) to plan for")
       ("gpu-memory-gib", po::value<double>(&hw.memory_gib)->default_value(hw.memory_gib), "memory of one GPU, GiB")
-      ("gpus-per-node", po::value<int>(&hw.gpus_per_node), "GPUs per node (default: min(8, gpus))")
+      ("gpus-per-node", po::value<int>(&hw.gpus_per_node),
+       "GPUs per node (default: the config's parallel.gpus_per_node, else min(8, gpus))")
       ("gemm-tflops", po::value<double>(&hw.gemm_tflops)->default_value(hw.gemm_tflops),
        "sustained GEMM rate of one GPU, TFLOP/s")
       ("nvlink-gbps", po::value<double>(&hw.nvlink_gbps)->default_value(hw.nvlink_gbps),
@@ -68,12 +69,15 @@ int cmd_plan(const Args& args) {
                                        "parallel.recompute", "parallel.recompute_layers",
                                        "parallel.sequence_parallel", "parallel.dp_copy_engine",
                                        "parallel.offload_optimizer", "parallel.tp_comm_ctas", "parallel.dp_comm_ctas",
+                                       "parallel.gpus_per_node",
                                        "train.global_batch_size"}));
     return 0;
   }
   if (hw.gpus < 1) throw InputError("--gpus is required: the number of GPUs (ranks) to plan for");
+  if (hw.gpus_per_node == 0) hw.gpus_per_node = parsed.cfg.parallel.gpus_per_node;
   if (hw.gpus_per_node == 0) hw.gpus_per_node = std::min(8, hw.gpus);
-  if (hw.gpus_per_node < 1) throw InputError(str("--gpus-per-node = ", hw.gpus_per_node, ": must be at least 1"));
+  if (hw.gpus_per_node < 1)
+    throw InputError(str("--gpus-per-node (or parallel.gpus_per_node) = ", hw.gpus_per_node, ": must be at least 1"));
   if (hw.memory_gib <= 0 || hw.gemm_tflops <= 0 || hw.nvlink_gbps <= 0 || hw.ib_gbps <= 0 || hw.pcie_gbps <= 0 ||
       hw.host_adamw_gbps <= 0 || hw.cuda_context_gib < 0 || hw.nccl_channels < 1)
     throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps, --ib-gbps, --pcie-gbps and --host-adamw-gbps "

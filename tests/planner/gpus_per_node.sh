@@ -26,6 +26,11 @@ grep -q "^nodes: 2 of 2 ranks (parallel.gpus_per_node = 2" "$out" || fail "no no
 "$@" "${train[@]}" >"$out" 2>&1 || fail "the default exited $?"
 grep -q "^nodes: 1 of 4 ranks (the machines); dp inside a node" "$out" || fail "the default is not one node of 4"
 
+# trident plan takes the config's nodes where --gpus-per-node is not given.
+"$trident" plan --config "$root/inputs/models/tiny.cfg" --gpus 4 --parallel.gpus_per_node 2 >"$out" 2>&1 ||
+  fail "trident plan exited $?"
+grep -q "^hardware: 4 GPUs, 2 per node" "$out" || fail "trident plan did not plan for 2 GPUs per node"
+
 for bad in 3 -1; do
   "$@" "${train[@]}" --parallel.gpus_per_node "$bad" >"$out" 2>&1
   rc=$?

@@ -85,7 +85,8 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
   // The smallest node and the smallest GPU bound what every rank can be given.
   const uint64_t smallest_memory = all_reduce<uint64_t>(cuda ? gpu_memory_bytes() : 0, HostReduce::Min, world);
   // parallel.gpus_per_node (an invalid one is refused by validation right after) cuts the machines.
-  const int gpn = cfg.parallel.gpus_per_node > 0 && size % cfg.parallel.gpus_per_node == 0 ? cfg.parallel.gpus_per_node : 0;
+  const int gpn_option = cfg.parallel.gpus_per_node;
+  const int gpn = gpn_option > 0 && size % gpn_option == 0 ? gpn_option : 0;
   const int smallest_node = all_reduce(node_ranks(world, gpn).local_size, HostReduce::Min, world);
 
   Hardware hw;

@@ -107,7 +107,8 @@ int cmd_plan(const Args& args) {
   int fitting = 0;
   for (const Candidate& c : ranked) fitting += c.fits;
   if (ranked.empty()) explain_no_valid_layout(cfg, hw.gpus);
-  log_info(str("\n  # |   dp  tp  pp zero sched         mb | GiB/GPU = params  grads  optim     act  other |  step ms = "
+  log_info(str("\n  # |   dp  tp  pp zero sched         mb | GiB/GPU = params  grads  optim     act  other |  "
+               "step ms = "
                " compute      tp      pp      dp  bubble          |   tokens/s"));
   for (int i = 0; i < std::min(top, fitting); ++i) log_info(row(i + 1, ranked[i]));
   if (fitting == 0) {

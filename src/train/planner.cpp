@@ -223,7 +223,8 @@ double zero3_gather_seconds(const ParamLayout& layout, const StageInfo& st, cons
     s += b == first ? gather_s(b) : std::max(0.0, gather_s(b) - block_forward_s);
   }
   std::vector<int> bucket_of_block;   // forward order
-  for (int i = 0; i < st.n_layers(); ++i) bucket_of_block.push_back(layout.bucket_of_unit(layout.block_unit(st.layer(i))));
+  for (int i = 0; i < st.n_layers(); ++i)
+    bucket_of_block.push_back(layout.bucket_of_unit(layout.block_unit(st.layer(i))));
   const int n = static_cast<int>(bucket_of_block.size());
   auto pass = [&](bool forward, double hidden_s) {
     int previous = -1;

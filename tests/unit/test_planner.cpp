@@ -517,7 +517,8 @@ TEST(Planner, Zero3GathersEachBlockBucketWhereAPassNeedsIt) {
 
   // GEMMs this fast hide nothing: six block gathers more than ZeRO-2's one of everything.
   hw.gemm_tflops = 1e12;
-  EXPECT_NEAR(estimate_time(zero3, hw).dp_s - estimate_time(c, hw).dp_s, 6 * block * element_s, 1e-9 * block * element_s);
+  EXPECT_NEAR(estimate_time(zero3, hw).dp_s - estimate_time(c, hw).dp_s, 6 * block * element_s,
+              1e-9 * block * element_s);
   // GEMMs this slow hide every prefetched gather: what shows is the first forward's first bucket
   // (backward 0 and forward 1 start on buckets still there) and the embedding's bucket, which the
   // forward reads first and ZeRO-2 gathers first too.
@@ -598,7 +599,8 @@ TEST(Planner, ZeroBubbleFillsTheBubbleWithWeightGradients) {
   EXPECT_EQ(mz.stage, 1);
   EXPECT_EQ(mz.in_flight, 2);
   EXPECT_EQ(mz.stashed, 2);
-  const size_t slot = GptStage::slot_bytes(c.model, StageInfo::of(c.model, 1, 2), 1, 2, DType::BF16, activation_options(c));
+  const size_t slot =
+      GptStage::slot_bytes(c.model, StageInfo::of(c.model, 1, 2), 1, 2, DType::BF16, activation_options(c));
   EXPECT_DOUBLE_EQ(mz.activations, 2.0 * slot + 2 * 36864);
   EXPECT_GT(mz.total(), m1.total());
 }

@@ -60,7 +60,7 @@ int cmd_plan(const Args& args) {
       ("pcie-gbps", po::value<double>(&hw.pcie_gbps)->default_value(hw.pcie_gbps),
        "parallel.offload_optimizer: host <-> GPU copy rate of pinned memory, each direction, GB/s")
       ("host-adamw-gbps", po::value<double>(&hw.host_adamw_gbps)->default_value(hw.host_adamw_gbps),
-       "parallel.offload_optimizer: memory traffic of the host AdamW's threads together, GB/s")
+       "parallel.offload_optimizer: host memory bandwidth of one node, shared by the host AdamWs of its ranks, GB/s")
       ("top", po::value<int>(&top)->default_value(top), "print the best N layouts that fit");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
@@ -128,7 +128,7 @@ int cmd_plan(const Args& args) {
     log_info(str("parallel.offload_optimizer: the optimizer state is in host memory, ", best.memory.host / kGiB,
                  " GiB per rank of the best layout (master weights, moments, gradient copy, parameters for upload); "
                  "its host update and copies add ", 1e3 * best.time.offload_s, " ms to each step (PCIe ", hw.pcie_gbps,
-                 " GB/s, host AdamW ", hw.host_adamw_gbps, " GB/s)"));
+                 " GB/s, host memory ", hw.host_adamw_gbps, " GB/s per node)"));
   return 0;
 }
 

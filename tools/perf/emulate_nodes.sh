@@ -5,7 +5,7 @@
 # It sets NCCL_HOSTID to "<host>-node<rank / GPN>", so that NCCL sees GPN-rank hosts and carries
 # the traffic between them over its network transport (IB loopback where the machine has HCAs,
 # else sockets: set NCCL_IB_DISABLE=1 to force them, NCCL_SOCKET_IFNAME=lo where no other
-# interface exists) while P2P/SHM stay inside a node; and for `trident train` and `trident bench`
+# interface exists) while P2P/SHM stay inside a node; and for `trident train`, `bench` and `doctor`
 # it appends --parallel.gpus_per_node GPN (unless given), so that trident places and plans for the
 # same nodes and keeps its peer-to-peer fast paths inside them. Other commands run unchanged (pass
 # the option yourself where it applies). The rank comes from the MPI launcher's environment.
@@ -20,7 +20,7 @@ rank=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${SLURM_PROCID:-}}}}
 export NCCL_HOSTID="$(hostname)-node$((rank / gpn))"
 
 cmd=("$@")
-if [[ $(basename "${cmd[0]}") == trident && ${#cmd[@]} -ge 2 && ( ${cmd[1]} == train || ${cmd[1]} == bench ) ]]; then
+if [[ $(basename "${cmd[0]}") == trident && ${#cmd[@]} -ge 2 && ${cmd[1]} =~ ^(train|bench|doctor)$ ]]; then
   given=0
   for arg in "${cmd[@]}"; do [[ $arg == --parallel.gpus_per_node* ]] && given=1; done
   [[ $given -eq 1 ]] || cmd+=(--parallel.gpus_per_node "$gpn")

@@ -374,6 +374,7 @@ int cmd_bench(const Args& args) {
     if (rank == 0) kernel_bench(*rt.backend);
     return 0;
   }
+  log_info(describe_nodes(cfg, MPI_COMM_WORLD));
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
   // The GPU's memory in use after the warm-up (NCCL connects its channels at the first

@@ -460,6 +460,7 @@ int cmd_train(const Args& args) {
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));
+  log_info(describe_nodes(cfg, MPI_COMM_WORLD));
   if (cfg.parallel.zero >= 1 && cfg.parallel.dp == 1)
     log_info(str("note: parallel.zero = ", cfg.parallel.zero, " with dp = 1 shards nothing (one data-parallel rank)"));
   log_info("data:\n" + data.description);

@@ -95,6 +95,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "(bit for bit on the CPU backend); not with parallel.dp_copy_engine");
   v("parallel.dp_comm_ctas", c.parallel.dp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a data-parallel gradient reduction or ZeRO-1 gather may hold; 0 = NCCL's choice");
+  v("parallel.gpus_per_node", c.parallel.gpus_per_node,
+    "treat each run of this many consecutive ranks as one node (inside the machines MPI reports): the placement "
+    "parallel.auto plans for and the peer-to-peer fast paths (tp_fused_sum, dp_copy_engine), which need both "
+    "GPUs of a node; with tools/perf/emulate_nodes.sh NCCL also sees those nodes (multi-node behaviour on one "
+    "machine); 0 = the machines as they are");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

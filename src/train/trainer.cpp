@@ -492,6 +492,9 @@ void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   }
   TraceRange range("optimizer");
   optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, adam_step);
+  // An offloaded update runs on this thread, the uploads joined, before the next step is queued:
+  // timed to the read above it would fall between two steps and in neither.
+  if (be_.is_device() && optimizer_->offloaded()) q.done = std::chrono::steady_clock::now();
   if (sharded_) sharded_->updated();
 }
 

@@ -1,6 +1,6 @@
 // Every (dp, tp, pp) layout of the world size, each schedule (interleaved with two model chunks
-// per rank where the layers and micro-batches divide) and ZeRO stage (with tp > 1 also with
-// sequence parallelism), trains five steps
+// per rank where the layers and micro-batches divide; zero_bubble, also bit for bit against 1F1B
+// on the same layout) and ZeRO stage (with tp > 1 also with sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
 // and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "trident/io/random_tokens.hpp"
 #include "test_support.hpp"
@@ -111,14 +112,18 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
     for (int pp = 1; tp * pp <= world; ++pp) {
       if (world % (tp * pp)) continue;
       const int dp = world / (tp * pp);
-      for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+      std::map<std::string, RunResult> one_f_one_b;   // this layout's 1F1B runs, by ZeRO stage and sp
+      for (const char* schedule : {"1f1b", "gpipe", "interleaved", "zero_bubble"}) {
         const bool interleaved = std::string(schedule) == "interleaved";
+        const bool zero_bubble = std::string(schedule) == "zero_bubble";
         if (pp == 1 && std::string(schedule) != "1f1b") continue;   // identical, or no pipeline to interleave
         const int micro_per_rank = base.train.global_batch_size / (base.train.micro_batch_size * dp);
         if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
+        if (zero_bubble && micro_per_rank < pp) continue;
         // ZeRO-2 and 3 on up to four ranks (their staging and gathers are the same code at any dp);
-        // ZeRO-3 refuses the interleaved schedule.
-        for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? (interleaved ? 2 : 3) : 1); ++zero)
+        // ZeRO-3 refuses the interleaved schedule, zero_bubble ZeRO-2 and 3.
+        const int max_zero = dp == 1 ? 0 : zero_bubble ? 1 : world <= 4 ? (interleaved ? 2 : 3) : 1;
+        for (int zero = 0; zero <= max_zero; ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B and interleaved.
           if (sp && (tp == 1 || std::string(schedule) == "gpipe")) continue;
@@ -137,7 +142,17 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
           ++sweep.runs;
+          const std::string variant = str(zero, sp);
+          if (std::string(schedule) == "1f1b") one_f_one_b[variant] = got;
           if (rank != 0) continue;
+          // zero_bubble runs 1F1B's forwards and backwards, the weight-gradient GEMMs deferred
+          // but accumulated in the same micro-batch order from the same operands: the same bits.
+          if (zero_bubble) {
+            const RunResult& want = one_f_one_b.at(variant);
+            EXPECT_EQ(got.losses, want.losses) << "zero_bubble against 1f1b: losses";
+            for (const auto& [tname, w] : want.params.tensors)
+              EXPECT_EQ(got.params.tensors.at(tname), w) << "zero_bubble against 1f1b: " << tname;
+          }
           double loss_err = 0, weight_err = 0;
           std::string worst_tensor;
           for (int s = 0; s < kSteps; ++s)

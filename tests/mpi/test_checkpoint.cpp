@@ -1,5 +1,5 @@
-// Checkpoints: saved in dp2 x tp2 x pp2 at step 5, resumed in other layouts (and one rank), the
-// next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt,
+// Checkpoints: saved in dp2 x tp2 x pp2 at step 5, resumed in other layouts, schedules (and one
+// rank), the next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt,
 // mismatched or crafted checkpoints (a dataset the model does not read, an impossible step) are
 // rejected with one line naming the file, and nothing is modified.
 #include <gtest/gtest.h>
@@ -217,6 +217,39 @@ TEST_F(Checkpoint, InterleavedAndOtherSchedulesLoadEachOthersCheckpoints) {
     MPI_Comm_free(&one);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+RunConfig zero_bubble(int dp, int tp, int pp, int zero) {
+  RunConfig c = config(dp, tp, pp, zero);
+  c.parallel.schedule = "zero_bubble";
+  return c;
+}
+
+// zero_bubble computes 1F1B's gradients bit for bit (the weight passes accumulate in the same
+// micro-batch order), and its checkpoints hold the same state: in the saving layout a
+// zero_bubble run resumes the 1F1B run's checkpoint, and a 1F1B run a zero_bubble run's, each
+// continuing the uninterrupted 1F1B run with identical bits.
+TEST_F(Checkpoint, ZeroBubbleAndOneFOneBLoadEachOthersCheckpoints) {
+  {
+    SCOPED_TRACE("zero_bubble dp2 tp2 pp2 from 1f1b");
+    TrainRun r(zero_bubble(2, 2, 2, 1), MPI_COMM_WORLD);
+    r.load(file_);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference_, true);
+  }
+  const std::string dir = dir_ + "/zero_bubble";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) fs::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    TrainRun first(zero_bubble(2, 2, 2, 1), MPI_COMM_WORLD);
+    first.steps(0, kSaveAt);
+    first.save(dir, kSaveAt);
+  }
+  SCOPED_TRACE("1f1b dp2 tp2 pp2 from zero_bubble");
+  TrainRun r(config(2, 2, 2, 1), MPI_COMM_WORLD);
+  r.load(dir + "/step_" + std::to_string(kSaveAt) + ".h5");
+  expect_continuation(r.steps(kSaveAt, kSteps), reference_, true);
 }
 
 TEST_F(Checkpoint, ResumesOnOneRank) {

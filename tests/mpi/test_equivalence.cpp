@@ -207,16 +207,27 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     const RunResult fused_halves = train(cfg, MPI_COMM_WORLD);
     cfg.parallel.tp_overlap = false;
     const RunResult fused = train(cfg, MPI_COMM_WORLD);
+    // zero_bubble's input-gradient pass sums the LayerNorm gradients as partials too: 1F1B's bits.
+    RunResult fused_zero_bubble;
+    if (cfg.parallel.pp > 1) {
+      cfg.parallel.schedule = "zero_bubble";
+      fused_zero_bubble = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.schedule = "1f1b";
+    }
     // parallel.tp_split_layernorm_bwd: the backward's LayerNorms on half the rows each, their
     // parameter gradients TP-summed: another summation order, so held to the one-rank run.
     cfg.parallel.tp_overlap = cfg.parallel.tp_split_layernorm_bwd = true;
     const RunResult split = train(cfg, MPI_COMM_WORLD);
     // ... and under GPipe, whose last stage runs every forward (each starting a gather of the
     // head's input-gradient rows) before any backward.
-    RunResult split_gpipe;
+    // And under zero_bubble, whose input-gradient pass gathers the residual gradient's rows
+    // before it keeps them for the weight pass: 1F1B's bits.
+    RunResult split_gpipe, split_zero_bubble;
     if (cfg.parallel.pp > 1) {
       cfg.parallel.schedule = "gpipe";
       split_gpipe = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.schedule = "zero_bubble";
+      split_zero_bubble = train(cfg, MPI_COMM_WORLD);
       cfg.parallel.schedule = "1f1b";
     }
     // With tp = 1 the option does nothing, and needs no even micro-batch.
@@ -224,7 +235,7 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     single.parallel.tp_overlap = true;
     single.train.micro_batch_size = 1;
     EXPECT_NO_THROW(train(single, MPI_COMM_WORLD));
-    runs += cfg.parallel.pp > 1 ? 7 : 6;
+    runs += cfg.parallel.pp > 1 ? 9 : 6;
     if (rank == 0) {
       for (const RunResult* got : {&split, static_cast<const RunResult*>(&split_gpipe)}) {
         if (got->losses.empty()) continue;
@@ -242,6 +253,16 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
         std::printf("  tp2 pp%d %s tp_overlap + fused + split LayerNorm backward: loss rel err %.2e  weight rel err "
                     "%.2e  replica diff %.1e\n",
                     cfg.parallel.pp, schedule, loss_err, weight_err, got->params.max_replica_diff);
+      }
+      const std::pair<const char*, const RunResult*> zero_bubble_variants[] = {
+          {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum + split LayerNorm backward", &split}};
+      for (const auto& [what, want] : zero_bubble_variants) {
+        const RunResult* got = want == &fused ? &fused_zero_bubble : &split_zero_bubble;
+        if (got->losses.empty()) continue;
+        EXPECT_EQ(got->losses, want->losses) << what << ": zero_bubble changed the losses";
+        for (const auto& [tname, w] : want->params.tensors)
+          EXPECT_EQ(got->params.tensors.at(tname), w) << what << ", zero_bubble: " << tname;
+        std::printf("  tp2 pp%d %s zero_bubble: losses and weights bit-identical to 1f1b\n", cfg.parallel.pp, what);
       }
       const std::pair<const char*, const RunResult*> variants[] = {
           {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
@@ -313,8 +334,8 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
 // and checks on rank 0 that losses and weights are those without recompute bit for bit.
 void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
                                      const std::vector<std::pair<const char*, int>>& modes) {
-  const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp,
-                                cfg.parallel.virtual_stages > 1 ? " interleaved v2" : "",
+  const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp, " ",
+                                cfg.parallel.schedule, cfg.parallel.virtual_stages > 1 ? " v2" : "",
                                 cfg.parallel.sequence_parallel ? " sp" : "");
   const RunResult plain = train(cfg, comm);
   for (const auto& [mode, layers] : modes) {
@@ -334,7 +355,7 @@ void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
 // the same ops on the same values, so losses and weights are those without recompute bit for bit:
 // full for all blocks, selective alone and with the first block of each stage full, GPT-2 and
 // Llama, on every layout of tp and pp of the world, and pp 2 interleaved (the first block of each
-// model chunk full).
+// model chunk full) and zero_bubble (whose weight pass recomputes again).
 TEST(Equivalence, RecomputeChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -356,6 +377,10 @@ TEST(Equivalence, RecomputeChangesNoBit) {
       if (pp == 2) {
         cfg.parallel.schedule = "interleaved";
         cfg.parallel.virtual_stages = 2;
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+        // zero_bubble's weight pass redoes what the slot does not keep, from the same values.
+        cfg.parallel.schedule = "zero_bubble";
+        cfg.parallel.virtual_stages = 1;
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
       }
     }

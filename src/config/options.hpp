@@ -44,14 +44,14 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "chunks per rank: bubble (pp-1)/(virtual_stages*micro-batches), micro-batches per DP rank a multiple of pp) or "
     "zero_bubble (ZB-H1 of Qi et al.: the backward split into an input-gradient and a weight-gradient pass, the "
     "weight passes filling the cool-down bubble; needs micro-batches per DP rank >= pp, not with parallel.zero = "
-    "2 or 3)");
+    "3)");
   v("parallel.virtual_stages", c.parallel.virtual_stages,
     "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
     "model.n_layer); 1 otherwise");
   v("parallel.zero", c.parallel.zero,
     "1 shards fp32 master weights and Adam moments across DP (ZeRO-1); 2 also the fp32 gradients, reduce-scattered "
     "bucket by bucket on every micro-batch (ZeRO-2); 3 also the parameters, each block's bucket all-gathered just "
-    "before the forward or backward uses it (ZeRO-3; gpipe and 1f1b schedules); zero_bubble runs with 0 and 1");
+    "before the forward or backward uses it (ZeRO-3; gpipe and 1f1b schedules)");
   v("parallel.bucket_mb", c.parallel.bucket_mb, "size of a data-parallel gradient bucket in MiB (fp32)");
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
   v("parallel.tp_overlap", c.parallel.tp_overlap,

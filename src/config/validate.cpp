@@ -120,11 +120,6 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   require(p.zero < 3 || p.dp == 1 || p.schedule == "gpipe" || p.schedule == "1f1b", "parallel.zero", p.zero,
           str("(parameters gathered block by block) runs under the gpipe and 1f1b schedules, not ", p.schedule,
               "; use parallel.zero = 2"));
-  // ZeRO-2 stages a bucket's gradients per micro-batch from its first write to its last, which
-  // zero_bubble's deferred weight passes would interleave with the next micro-batches' writes.
-  require(p.zero != 2 || p.dp == 1 || p.schedule != "zero_bubble", "parallel.zero", p.zero,
-          "(gradients staged per micro-batch) cannot run parallel.schedule = zero_bubble, whose weight-gradient "
-          "passes are deferred past later micro-batches; use parallel.zero = 1 or parallel.schedule = 1f1b");
   require(p.bucket_mb > 0, "parallel.bucket_mb", p.bucket_mb, "must be > 0");
   require(p.timeout_s > 0, "parallel.timeout_s", p.timeout_s, "must be > 0");
   require(p.tp_sm_margin >= 0 && p.tp_sm_margin <= 64, "parallel.tp_sm_margin", p.tp_sm_margin,

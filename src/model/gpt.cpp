@@ -48,12 +48,16 @@ struct GptStage::Slot {
   TensorView old_values, returns, value_coef, values_out;
 };
 
-// The output gradients of a block's weight GEMMs, which backward_input keeps for backward_weight:
-// dL/dx3 (fcproj's, before LN2's backward adds to the residual gradient), dL/dx2 (proj's, before
-// LN1's), the MLP's pre-activation gradient (fc's) and dqkv (qkv's), all rows, (N, C) (N, C)
-// (N, fc) (N, qkv).
+// What backward_input keeps of a block for backward_weight: the output gradients of its weight
+// GEMMs, dL/dx3 (fcproj's, before LN2's backward adds to the residual gradient), dL/dx2 (proj's,
+// before LN1's), the MLP's pre-activation gradient (fc's) and dqkv (qkv's), all rows, (N, C)
+// (N, C) (N, fc) (N, qkv); and this micro-batch's gradients of its biases and norms (fp32, the
+// model's non-empty ones: no weight matrices), which backward_weight adds to the parameter
+// gradients, so that the input pass writes no block's parameter gradient (ZeRO-2 stages a
+// bucket from the first write of a micro-batch's gradients to the last).
 struct GptStage::BlockStash {
   TensorView dx3, dx2, dfch, dqkv;
+  BlockTensors grads;
 };
 
 struct GptStage::WeightStash {
@@ -136,6 +140,10 @@ void GptStage::plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d) {
     a.want(&b.dx2, d.act, d.N * d.C);
     a.want(&b.dfch, d.act, d.N * d.bd.fc);
     a.want(&b.dqkv, d.act, d.N * d.bd.qkv);
+    BlockTensors& g = b.grads;   // every architecture's (a few C each); the constructor drops the unused
+    for (TensorView* v : {&g.ln1_w, &g.ln1_b, &g.ln2_w, &g.ln2_b, &g.proj_b, &g.fcproj_b}) a.want(v, DType::F32, d.C);
+    a.want(&g.fc_b, DType::F32, d.bd.fc);
+    a.want(&g.qkv_b, DType::F32, d.bd.qkv);
   }
 }
 
@@ -271,6 +279,12 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   plan_scratch(scratch, *scratch_, d);
   scratch_buf_ = Buffer(be, scratch.bytes());
   scratch.bind(scratch_buf_.get());
+  // The stashed bias and norm gradients of the parameters the model has (those of gr_'s blocks).
+  for (WeightStash& w : stashes_)
+    for (BlockStash& b : w.blocks)
+      for (auto field : {&BlockTensors::ln1_w, &BlockTensors::ln1_b, &BlockTensors::ln2_w, &BlockTensors::ln2_b,
+                         &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b, &BlockTensors::qkv_b})
+        if ((gr_.blocks.front().*field).empty()) b.grads.*field = TensorView{};
 }
 
 GptStage::~GptStage() = default;
@@ -833,11 +847,14 @@ void GptStage::backward_input(int slot, int stash, const UnitDone& unit_done, in
 // forward) is the only one it makes. backward: the whole backward.
 void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int stash) {
   require_grads("backward");
-  // ZeRO-2 stages a bucket per micro-batch from the unit's first gradient write to its last:
-  // the deferred weight passes would interleave two micro-batches' writes (validate refuses it).
   const bool split = stash >= 0;
-  TRIDENT_CHECK(!split || !staging_, "the split backward (zero_bubble) with staged gradients (parallel.zero = 2)");
   select_chunk(chunk);
+  if (split)   // the kernels accumulate (+=) the bias and norm gradients they write
+    for (int i = 0; i < chunk_.n_layers(); ++i) {
+      const BlockTensors& g = stashes_[stash].blocks[i].grads;
+      for (const TensorView& v : {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b, g.fc_b, g.qkv_b})
+        if (!v.empty()) be_.zero(v);
+    }
   Slot& s = slots_[slot];
   docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   int held = -1;   // a unit done but not yet announced
@@ -858,17 +875,17 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
   for (int i = chunk_.n_layers() - 1; i >= 0; --i) {
     const TensorView x = block_input(s, i);
     const int unit = layout_.block_unit(chunk_.layer_begin + i);
-    // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward).
-    if (staging_) staging_->begin_unit(unit);
-    if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
+    // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward). The
+    // input pass writes no block's parameter gradient.
+    if (staging_ && !split) staging_->begin_unit(unit);
+    if (staging_ && !split && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
     need(unit);   // the recompute and the input gradients read the block's weights
     // The next block's parameters come beside the attention backward, as in the forward.
     auto before_attention = [&] {
       announce();
       if (i > 0) prefetch(layout_.block_unit(chunk_.layer_begin + i - 1));
     };
-    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention,
-                   split ? &stashes_[stash].blocks[i] : nullptr);
+    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention, split ? &stashes_[stash] : nullptr);
     if (split) continue;   // backward_weight completes the unit and announces it
     // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
@@ -894,10 +911,12 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
   }
 }
 
-// The blocks' weight GEMMs as block_backward issues them without `keep` (the dw_beside calls), on
-// the stashed output gradients and the activations backward_acts gives again; with the last
-// micro-batch the per-unit sums that backward runs after a unit's gradients, and the unit's
-// announcement. Plain GEMMs on the main stream, no SM margin: nothing runs beside them.
+// Per block: the stashed bias and norm gradients added, the weight GEMMs as block_backward issues
+// them without a stash (the dw_beside calls) on the stashed output gradients and the activations
+// backward_acts gives again, then what backward does once a unit's gradients are complete for
+// the micro-batch: on the last micro-batch (and on every one for a bucket ZeRO-2 reduces per
+// micro-batch) the TP sums, the staged unit's end, the announcement. Plain GEMMs on the main
+// stream, no SM margin: nothing runs beside them.
 void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, int chunk) {
   require_grads("backward_weight");
   TRIDENT_CHECK(stash >= 0 && stash < n_stashes(), str("weight-gradient stash ", stash, " of ", n_stashes()));
@@ -916,24 +935,37 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
     const BlockStash& k = stashes_[stash].blocks[i];
     const BlockTensors& p = block_w(i);
     const BlockTensors& g = block_g(i);
+    if (staging_) staging_->begin_unit(unit);
+    // The top block's output bias gradient comes from the final norm's backward (in the last
+    // stage's forward), not from backward_input.
+    const bool fcproj_bias_stashed = i + 1 < chunk_.n_layers() || !chunk_.last();
+    for (auto field : {&BlockTensors::ln1_w, &BlockTensors::ln1_b, &BlockTensors::ln2_w, &BlockTensors::ln2_b,
+                       &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b, &BlockTensors::qkv_b})
+      if (!(k.grads.*field).empty() && (field != &BlockTensors::fcproj_b || fcproj_bias_stashed))
+        be_.accumulate(g.*field, k.grads.*field);
     be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, k.dx3, a.fcg, p.fcproj_w, N, FA, C);
     be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, k.dfch, a.ln2, p.fc_w, N, C, FC);
     be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, k.dx2, a.atty, p.proj_w, N, ATT, C);
     be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, k.dqkv, a.ln1, p.qkv_w, N, C, QKV);
-    if (!unit_done) continue;
-    if (bwd_split()) sum_replicated_grads_over_tp(i);
-    sum_kv_replicas(i);
+    const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
+    if (reduced_now && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (reduced_now) sum_kv_replicas(i);
     wait_replicated_sums();
-    unit_done(unit);
+    if (unit_done) unit_done(unit);
+    if (staging_) staging_->end_unit(unit);
   }
   if (chunk_.first() && unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
 }
 
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
-                              const std::function<void()>& before_attention, const BlockStash* keep) {
+                              const std::function<void()>& before_attention, const WeightStash* stash) {
   const BlockTensors& p = block_w(i);
-  const BlockTensors& g = block_g(i);
+  const BlockStash* keep = stash ? &stash->blocks[i] : nullptr;
+  // The bias and norm gradients go to the stash with `keep` (which has no weight matrices' views).
+  const BlockTensors& g = keep ? keep->grads : block_g(i);
+  const TensorView prev_fcproj_b = i == 0 ? TensorView{} : stash ? stash->blocks[i - 1].grads.fcproj_b
+                                                                 : block_g(i - 1).fcproj_b;
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
@@ -1057,7 +1089,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? block_g(i - 1).fcproj_b : TensorView{},
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
                     saved_rows(a.ln1_rstd, 1), ln_rows, release);
       });

@@ -121,8 +121,8 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
         if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
         if (zero_bubble && micro_per_rank < pp) continue;
         // ZeRO-2 and 3 on up to four ranks (their staging and gathers are the same code at any dp);
-        // ZeRO-3 refuses the interleaved schedule, zero_bubble ZeRO-2 and 3.
-        const int max_zero = dp == 1 ? 0 : zero_bubble ? 1 : world <= 4 ? (interleaved ? 2 : 3) : 1;
+        // ZeRO-3 refuses the interleaved and zero_bubble schedules.
+        const int max_zero = dp == 1 ? 0 : world <= 4 ? (interleaved || zero_bubble ? 2 : 3) : 1;
         for (int zero = 0; zero <= max_zero; ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B and interleaved.

@@ -143,7 +143,8 @@ class GptStage {
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                               const ActivationOptions& acts = {});
   // Bytes of one weight-gradient stash of the split backward (backward_input): per block two
-  // (N, C) residual gradients and the (N, fc) and (N, qkv) GEMM output gradients.
+  // (N, C) residual gradients and the (N, fc) and (N, qkv) GEMM output gradients, and fp32 bias
+  // and norm gradients (6C + fc + qkv).
   static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
   // Bytes of this stage's activation slots and weight-gradient stashes, all of them (what the
   // constructor allocated).
@@ -215,14 +216,14 @@ class GptStage {
   // Backward of one micro-batch through the chunk from slot_grad; parameter gradients accumulate (+=).
   void backward(int slot, const UnitDone& unit_done, int chunk = 0);
   // The same backward in two passes (parallel.schedule = zero_bubble, ZB-H1). backward_input
-  // leaves the input gradient in slot_grad and computes every parameter gradient but the blocks'
-  // weight GEMMs (qkv, proj, fc, fcproj): the biases, norms, head and embedding stay in it. It
-  // keeps those GEMMs' output gradients in weight-gradient stash `stash`, from which
-  // backward_weight runs them later with the slot's activations (redoing what recompute or
-  // sequence parallelism does not keep whole), with the operands of backward's calls, so the
-  // gradients are the same bits. The slot and the stash stay held until backward_weight;
-  // unit_done (the last micro-batch) announces the block and embedding units from
-  // backward_weight, after their last contribution.
+  // leaves the input gradient in slot_grad: everything of backward but the blocks' weight GEMMs
+  // (qkv, proj, fc, fcproj), the embedding's backward included. It keeps those GEMMs' output
+  // gradients, and the blocks' bias and norm gradients of the micro-batch, in weight-gradient
+  // stash `stash`; backward_weight adds the latter to the parameter gradients and runs the
+  // GEMMs with the slot's activations (redoing what recompute or sequence parallelism does not
+  // keep whole) on the operands of backward's calls, so the gradients are the same bits. The
+  // slot and the stash stay held until backward_weight; unit_done (the last micro-batch)
+  // announces the block and embedding units from backward_weight, after their last contribution.
   void backward_input(int slot, int stash, const UnitDone& unit_done, int chunk = 0);
   void backward_weight(int slot, int stash, const UnitDone& unit_done, int chunk = 0);
 
@@ -374,10 +375,11 @@ class GptStage {
   // Orders the stream after the gather of a backward's LN2 (ln = 2) or LN1 (1) output.
   void wait_norm_gather(int ln);
   // before_attention runs just before the block's attention backward is queued; a holds the
-  // block's activations (the slot's, or recomputed). With `keep` (backward_input) the weight
-  // GEMMs are left out and their output gradients kept there.
+  // block's activations (the slot's, or recomputed). With `stash` (backward_input) the weight
+  // GEMMs are left out and their output gradients kept there, and the bias and norm gradients
+  // are written there instead of to the parameter gradients.
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
-                      const std::function<void()>& before_attention, const BlockStash* keep = nullptr);
+                      const std::function<void()>& before_attention, const WeightStash* stash = nullptr);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights, TensorView entropy_sums = {});
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);

@@ -22,6 +22,11 @@ size_t logits_chunk_rows(size_t N, size_t row_bytes) {
   return std::max<size_t>(1, (N + chunks - 1) / chunks);
 }
 
+// A block's bias and norm gradients: what backward_input writes to its stash instead.
+constexpr TensorView BlockTensors::*kBiasAndNormGrads[] = {
+    &BlockTensors::ln1_w,  &BlockTensors::ln1_b,    &BlockTensors::ln2_w, &BlockTensors::ln2_b,
+    &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b,  &BlockTensors::qkv_b};
+
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
@@ -282,8 +287,7 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   // The stashed bias and norm gradients of the parameters the model has (those of gr_'s blocks).
   for (WeightStash& w : stashes_)
     for (BlockStash& b : w.blocks)
-      for (auto field : {&BlockTensors::ln1_w, &BlockTensors::ln1_b, &BlockTensors::ln2_w, &BlockTensors::ln2_b,
-                         &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b, &BlockTensors::qkv_b})
+      for (auto field : kBiasAndNormGrads)
         if ((gr_.blocks.front().*field).empty()) b.grads.*field = TensorView{};
 }
 
@@ -850,11 +854,9 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
   const bool split = stash >= 0;
   select_chunk(chunk);
   if (split)   // the kernels accumulate (+=) the bias and norm gradients they write
-    for (int i = 0; i < chunk_.n_layers(); ++i) {
-      const BlockTensors& g = stashes_[stash].blocks[i].grads;
-      for (const TensorView& v : {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b, g.proj_b, g.fcproj_b, g.fc_b, g.qkv_b})
-        if (!v.empty()) be_.zero(v);
-    }
+    for (int i = 0; i < chunk_.n_layers(); ++i)
+      for (auto field : kBiasAndNormGrads)
+        if (!(stashes_[stash].blocks[i].grads.*field).empty()) be_.zero(stashes_[stash].blocks[i].grads.*field);
   Slot& s = slots_[slot];
   docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   int held = -1;   // a unit done but not yet announced
@@ -939,8 +941,7 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
     // The top block's output bias gradient comes from the final norm's backward (in the last
     // stage's forward), not from backward_input.
     const bool fcproj_bias_stashed = i + 1 < chunk_.n_layers() || !chunk_.last();
-    for (auto field : {&BlockTensors::ln1_w, &BlockTensors::ln1_b, &BlockTensors::ln2_w, &BlockTensors::ln2_b,
-                       &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b, &BlockTensors::qkv_b})
+    for (auto field : kBiasAndNormGrads)
       if (!(k.grads.*field).empty() && (field != &BlockTensors::fcproj_b || fcproj_bias_stashed))
         be_.accumulate(g.*field, k.grads.*field);
     be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, k.dx3, a.fcg, p.fcproj_w, N, FA, C);

@@ -121,8 +121,10 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
         if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
         if (zero_bubble && micro_per_rank < pp) continue;
         // ZeRO-2 and 3 on up to four ranks (their staging and gathers are the same code at any dp);
-        // ZeRO-3 refuses the interleaved and zero_bubble schedules.
-        const int max_zero = dp == 1 ? 0 : world <= 4 ? (interleaved || zero_bubble ? 2 : 3) : 1;
+        // ZeRO-3 refuses the interleaved and zero_bubble schedules; zero_bubble's ZeRO paths are the
+        // same code at eight ranks as at four.
+        int max_zero = world <= 4 ? (interleaved || zero_bubble ? 2 : 3) : 1;
+        if (dp == 1 || (zero_bubble && world > 4)) max_zero = 0;
         for (int zero = 0; zero <= max_zero; ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B and interleaved.

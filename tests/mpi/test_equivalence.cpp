@@ -499,7 +499,8 @@ TEST(Equivalence, Zero3MatchesZero2AndZero0Bitwise) {
 // parallel.offload_optimizer: the state in host memory and AdamW on the host (host_adamw, the CPU
 // op's arithmetic), each bucket's gradients copied as its reduction starts: the same losses and
 // weights as the update through the backend bit for bit, under ZeRO 0 to 3, with TP (and
-// sequence parallelism) and with a pipeline, train_step and queued steps, GPT-2 and Llama.
+// sequence parallelism) and with a pipeline (also zero_bubble's, whose weight passes complete the
+// buckets), train_step and queued steps, GPT-2 and Llama.
 TEST(Equivalence, OffloadChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -507,10 +508,11 @@ TEST(Equivalence, OffloadChangesNoBit) {
   if (world > 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
   struct Case {
     int tp, pp, zero;
-    bool sp, queued, llama;
+    bool sp, queued, llama, zero_bubble = false;
   };
   const Case cases[] = {{1, 1, 0, false, false, false}, {1, 1, 1, false, true, false}, {1, 1, 2, false, false, true},
-                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}, {1, 1, 3, false, true, true}};
+                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}, {1, 1, 3, false, true, true},
+                        {1, 2, 1, false, false, true, true}};
   for (const Case& c : cases) {
     const int dp = world / (c.tp * c.pp);
     RunConfig cfg = c.llama ? llama_config() : base_config();
@@ -518,8 +520,9 @@ TEST(Equivalence, OffloadChangesNoBit) {
     cfg.parallel.pp = c.pp;
     cfg.parallel.zero = dp > 1 ? c.zero : 0;
     cfg.parallel.sequence_parallel = c.sp;
+    if (c.zero_bubble) cfg.parallel.schedule = "zero_bubble";
     const std::string name = str(cfg.model.arch, " dp", dp, " tp", c.tp, " pp", c.pp, " zero", cfg.parallel.zero,
-                                 c.sp ? " sp" : "", c.queued ? " queued" : "");
+                                 c.sp ? " sp" : "", c.queued ? " queued" : "", c.zero_bubble ? " zero_bubble" : "");
     const RunResult device = train(cfg, MPI_COMM_WORLD, c.queued);
     cfg.parallel.offload_optimizer = true;
     const RunResult host = train(cfg, MPI_COMM_WORLD, c.queued);

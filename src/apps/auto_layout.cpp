@@ -107,9 +107,6 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
 
   std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   if (ranked.empty()) explain_no_valid_layout(cfg, size);
-  // The planner ranks schedules the executor may not run yet (a plan only): those are passed over.
-  const auto runs = [](const Candidate& c) { return schedule_runs(parse_schedule(c.layout.schedule)); };
-  std::stable_partition(ranked.begin(), ranked.end(), runs);
   if (!ranked.front().fits) {
     double least = ranked.front().memory.total();
     for (const Candidate& c : ranked) least = std::min(least, c.memory.total());

@@ -362,7 +362,6 @@ int cmd_bench(const Args& args) {
     cfg.train.global_batch_size = cfg.train.micro_batch_size * world;
   }
   validate_run_config(cfg, world);
-  require_runnable_schedule(cfg.parallel.schedule);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
   if (cfg.task == "dpo" && cfg.dpo.reference == "precomputed")
     throw InputError("dpo.reference = precomputed: trident bench's random tokens have no reference file; bench "

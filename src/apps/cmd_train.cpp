@@ -411,7 +411,6 @@ int cmd_train(const Args& args) {
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
   require_reference_weights(cfg);
-  require_runnable_schedule(cfg.parallel.schedule);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
   // Inputs are checked on every rank before anything is allocated.

@@ -42,7 +42,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.schedule", c.parallel.schedule,
     "pipeline schedule: gpipe, 1f1b, interleaved (Megatron's interleaved 1F1B over parallel.virtual_stages model "
     "chunks per rank: bubble (pp-1)/(virtual_stages*micro-batches), micro-batches per DP rank a multiple of pp) or "
-    "zero_bubble (ZB-H1; a plan only so far: train and bench refuse it)");
+    "zero_bubble (ZB-H1 of Qi et al.: the backward split into an input-gradient and a weight-gradient pass, the "
+    "weight passes filling the cool-down bubble; needs micro-batches per DP rank >= pp, not with parallel.zero = "
+    "3)");
   v("parallel.virtual_stages", c.parallel.virtual_stages,
     "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
     "model.n_layer); 1 otherwise");

@@ -15,6 +15,7 @@
 #include "trident/parallel/topology.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/model/gpt.hpp"
+#include "trident/train/executor.hpp"
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 #include "trident/train/optimizer.hpp"
@@ -42,17 +43,6 @@ size_t updated_elements(const ParamLayout& layout, const ParallelConfig& p) {
   size_t state = 0;
   for (const Bucket& b : layout.buckets()) state += p.zero ? b.size / p.dp : b.size;
   return state;
-}
-
-// Micro-batches whose input-gradient pass (BwdInput) has run and whose weight-gradient pass
-// (BwdWeight) has not, at most at once under the plan (0 unless zero_bubble; at most pp).
-int stashed_micro_batches(const std::vector<Action>& plan) {
-  int live = 0, peak = 0;
-  for (const Action& a : plan) {
-    if (a.kind == Action::BwdInput) peak = std::max(peak, ++live);
-    if (a.kind == Action::BwdWeight) --live;
-  }
-  return peak;
 }
 
 MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage) {
@@ -87,15 +77,15 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   }
   const std::vector<Action> plan =
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
-  e.in_flight = std::max(1, peak_in_flight(plan));
+  // The slots and weight-gradient stashes the trainer allocates for this plan (zero_bubble holds a
+  // slot until the weight-gradient pass and keeps, per micro-batch between its input- and
+  // weight-gradient passes, the output gradients the weight GEMMs read: GptStage::stash_bytes).
+  e.in_flight = PipelineExecutor::slots_needed(plan);
   const ActivationOptions acts = activation_options(cfg);
   // An interleaved plan counts model chunks; a slot holds one chunk's activations.
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts);
-  // zero_bubble: a slot lives until the weight-gradient pass (up to pp on every stage, 1F1B's peak
-  // on stage 0), and each micro-batch between its input-gradient and its weight-gradient pass keeps
-  // what the weight gradients need beyond its slot: the gradients of the block GEMMs' outputs.
-  e.stashed = stashed_micro_batches(plan);
-  e.activations += static_cast<double>(e.stashed) * st.n_layers() * weight_pass_stash_bytes(m, p.tp, B, hw.act_bytes);
+  e.stashed = PipelineExecutor::stashes_needed(plan);
+  e.activations += static_cast<double>(e.stashed) * GptStage::stash_bytes(m, st, p.tp, B, act);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
@@ -278,11 +268,6 @@ double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int
   const double split = a * N * (d.qkv + d.att + d.fc + (selective && d.llama ? 0 : d.fc_act));
   const double stats = 4.0 * rows * (d.llama ? 2 : 4) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
   return residual + split + stats;
-}
-
-double weight_pass_stash_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes) {
-  const BlockDims d = block_dims(m, tp);
-  return double(act_bytes) * micro_batch * m.seq_len * (d.C + d.fc + d.C + d.qkv);
 }
 
 double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage) {

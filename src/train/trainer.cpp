@@ -62,8 +62,10 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     if (cfg.parallel.zero >= 3 && shards_->staged())
       sharded_ = std::make_unique<ShardedParams>(*shard_layout_, g, be, *shards_);
   }
+  ActivationOptions acts = activation_options(cfg);
+  acts.weight_stashes = PipelineExecutor::stashes_needed(plan);   // zero_bubble's split backward
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr,
+                                      acts, shards_ && shards_->staged() ? shards_.get() : nullptr,
                                       chunks, sharded_.get());
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);

@@ -83,6 +83,11 @@ TEST(Config, PipelineSchedulesAndVirtualStages) {
   expect_error({"--parallel.pp", "4", "--parallel.schedule", "zero_bubble", "--train.global_batch_size", "8",
                 "--train.micro_batch_size", "4"}, 4,
                {"zero_bubble with pp = 4", "needs at least 4"});
+  // zero_bubble runs ZeRO-2, not ZeRO-3 (dp 2 x pp 2).
+  EXPECT_EQ(parse(with({"--parallel.schedule", "zero_bubble", "--train.global_batch_size", "16", "--parallel.zero",
+                        "2"}), 4).parallel.zero, 2);
+  expect_error(with({"--parallel.schedule", "zero_bubble", "--train.global_batch_size", "16", "--parallel.zero", "3"}),
+               4, {"parallel.zero = 3", "not zero_bubble"});
 }
 
 TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {

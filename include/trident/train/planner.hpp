@@ -48,7 +48,7 @@ constexpr double kNcclChannelPeerBytes = 12.0 * (1 << 20);
 struct MemoryEstimate {
   int stage = 0;               // the pipeline stage these numbers belong to
   int in_flight = 1;           // micro-batches whose activations that stage holds at once
-  int stashed = 0;             // zero_bubble: micro-batches waiting for their weight-gradient pass at once
+  int stashed = 0;             // zero_bubble: weight-gradient stashes (PipelineExecutor::stashes_needed)
   double params = 0;           // compute dtype, this rank's shard (with alignment padding); ZeRO-2: and the shard AdamW writes
   double grads = 0;            // fp32 (ZeRO-2: the shards and the staging buffers)
   double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO)
@@ -130,14 +130,6 @@ double pipeline_bubble(int pp, int n_micro, int virtual_stages = 1);
 // the fc GEMM's epilogue).
 double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes, bool sequence_parallel,
                               bool selective, bool full);
-
-// zero_bubble (ZB-H1): bytes one block keeps per micro-batch between its input-gradient pass (B)
-// and its weight-gradient pass (W) beyond its activation slot. Assumed: the gradients of the four
-// block GEMMs' outputs, which W multiplies with the GEMM inputs the slot already holds: qkv
-// (qkv/tp wide), the attention projection (C), the MLP up projection (fc/tp) and its down
-// projection (C), B*T rows each in the compute dtype (act_bytes), a*N*(C + fc + C + qkv). At
-// most pp micro-batches are stashed at once (the plan's count, MemoryEstimate::stashed).
-double weight_pass_stash_bytes(const ModelConfig& m, int tp, int micro_batch, int act_bytes);
 
 // Bytes NCCL allocates on one rank of pipeline stage `stage` for the communicators trident uses
 // there: per channel one peer on a ring for each collective communicator of two or more ranks

@@ -835,9 +835,8 @@ void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
   announce();
   if (chunk_.first()) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity; with
-    // sequence parallelism once its rows are gathered), so every TP rank computes the same
+    // sequence parallelism its rows were gathered above), so every TP rank computes the same
     // position gradient and its own vocabulary rows.
-    gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local(), doc_starts());
     if (unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
@@ -855,9 +854,11 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
             FA = static_cast<int>(bd_.fc_act);
   const BlockShape shape = block_shape(N);
   Stream st = be_.stream();
-  // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
-  // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
-  // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
+  // Sequence parallelism: the LayerNorm backwards run on this rank's own rows of dres (like x,
+  // x2), each starting the all-gather of the rows it updated for the GEMMs that read all rows
+  // (ln_part; the head's backward does the same for the stage's output gradient, and a stage
+  // passes its input gradient on whole), and the LayerNorm input gradients are reduce-scattered
+  // into own rows instead of all-reduced.
   const int ln_rows = bwd_row_count();
   // A LayerNorm's part of the backward once its input gradient sc.dln is out of the GEMMs: the
   // TP sum of sc.dln (copy_to_tp_region's backward) runs beside the weight-gradient GEMMs, which
@@ -866,21 +867,25 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // other rank's partial to add where the sum is fused (else empty). `first` holds the GEMMs that
   // read dres, which ln_bwd updates. With the split LayerNorm backward only this rank's rows of
   // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
-  // of the updated dres rows runs beside `second`.
+  // of the updated dres rows runs beside `second`. Under sequence parallelism likewise: sc.dln's
+  // reduce-scatter beside `first`, and the all-gather of the updated dres rows (which the next
+  // GEMMs read whole) beside `second`, both NCCL kernels that the margin leaves SMs to.
   auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
                      const std::function<void(TensorView, PeerRelease)>& ln_bwd) {
     TpSum sum = start_sum(sc.dln);
-    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce
+    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce or reduce-scatter
     if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
     first();
-    if (!split_bwd_) second();
+    if (!bwd_split()) second();
     if (margin) be_.set_gemm_sm_margin(0);
     const TensorView peer = sum.wait(st);
     ln_bwd(peer, sum.release_in_op());
     sum.done(st);
-    if (split_bwd_) {
+    if (bwd_split()) {
       start_grad_gather(s, dres);
+      if (sp_) be_.set_gemm_sm_margin(tp_sm_margin_);
       second();
+      if (sp_) be_.set_gemm_sm_margin(0);
     }
   };
 
@@ -895,7 +900,6 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
   // before the LayerNorm backward updates it.
   const bool dw_beside = tp > 1;
-  gather_rows(dres);
   be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
   if (split_bwd_ && s.grad_gather) {
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
@@ -934,7 +938,6 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
                     release);
       });
 
-  gather_rows(dres);
   finish_grad_gather(s);
   be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
   before_attention();
@@ -952,14 +955,18 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  auto qkv_dw = [&] { be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV); };
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
-        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+        if (!sp_) qkv_dw();
       },
-      // With the split backward the gather of dres's rows runs beside the next block's first
-      // GEMM, on this rank's rows (or the stage's end waits for it).
-      [] {},
+      // Under sequence parallelism the qkv weight gradient (which does not read dres) runs beside
+      // the gather of dres's rows for the next block. With the split backward that gather runs
+      // beside the next block's first GEMM, on this rank's rows (or the stage's end waits for it).
+      [&] {
+        if (sp_) qkv_dw();
+      },
       [&](TensorView dln_peer, PeerRelease release) {
         norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? block_g(i - 1).fcproj_b : TensorView{},
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
@@ -1105,7 +1112,7 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
               dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),
               bwd_row_count(), dlnf_sum.release_in_op());
   dlnf_sum.done(st);
-  if (split_bwd_) start_grad_gather(s, s.grad);
+  if (bwd_split()) start_grad_gather(s, s.grad);
 }
 
 void GptStage::set_dpo(const DpoArgs& a) {

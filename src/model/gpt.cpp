@@ -425,7 +425,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
   }
   TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
                 "parallel.recompute has no tp_overlap or tp_fused_sum variant");
-  if (tp_overlap_) return forward_blocks_halves(s);
+  if (tp_overlap_) return sp_ ? forward_blocks_sequence_halves(s) : forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
   TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
@@ -590,6 +590,123 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
   return x;
 }
 
+// parallel.tp_overlap under sequence parallelism: two halves whose steps interleave so that each
+// half's all-gather and reduce-scatter run beside the other half's GEMMs. The rows stay where
+// sequence parallelism keeps them (rank r owns rows [r N/tp, (r+1) N/tp)): half h is the h-th
+// half of every rank's rows, M = N/(2 tp) rows of whole sequences each (B divides by 2 tp), so
+// its reduce-scatter leaves every rank its own rows and its all-gather collects them into a
+// contiguous (N/2, C) half of sc.ln1, sc.ln2 or sc.partial (rank c's at row c M). Its GEMMs and
+// attention run on each rank's share in turn (tp calls of M rows), reading and writing the
+// activations' natural rows, which the backward reads as without tp_overlap: every op is
+// row-wise or per sequence, so the values are those of forward_blocks_sequence. A part of a
+// block (attention or MLP, p = 2 i or 2 i + 1) of one half is three steps:
+//   norm: wait the half's reduce-scatter, residual add and norm on own rows, start the gather;
+//   in:   wait the gather, the column-parallel GEMM and the attention or MLP activation;
+//   out:  the row-parallel GEMM into the half's partial sums, start their reduce-scatter;
+// and part p runs as  norm(A,p) out(B,p-1) in(A,p) norm(B,p) out(A,p) in(B,p),  so that each
+// collective has an `in` or `out` step beside it. With a ParamStore, whose need() ends the use of
+// the previous block's parameters, out(B,p-1) of the previous block runs before the block's
+// need() (its gather then has only the norm beside it).
+TensorView GptStage::forward_blocks_sequence_halves(Slot& s) {
+  const int tp = g_.topo.tp(), n_parts = 2 * chunk_.n_layers(), batch = B_ / (2 * tp);
+  const size_t C = C_, M = static_cast<size_t>(B_) * T_ / (2 * tp);
+  const int Mi = static_cast<int>(M), QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att),
+            FA = static_cast<int>(bd_.fc_act);
+  const BlockShape shape = block_shape(Mi);
+  const DType act = be_.compute_dtype();
+  Stream st = be_.stream();
+  Scratch& sc = *scratch_;
+  // Half h of a whole (N, width) buffer; rank c's share of such a half; this rank's rows of
+  // half h in an own-rows activation (x, x2, x3, the norms' statistics, empty where none).
+  auto half = [&](TensorView v, int h) { return v.slice(h * tp * M * C, tp * M * C); };
+  auto share = [&](TensorView v, int c) { return v.slice(c * M * C, M * C); };
+  auto own = [&](TensorView v, int h, size_t width) { return v.empty() ? v : v.slice(h * M * width, M * width); };
+  // The whole-rows activations (qkv, atty, lse, fch, fcg) of rank c's share of half h.
+  auto rows_of = [&](const BlockActs& a, int c, int h) {
+    BlockActs whole;
+    whole.qkv = a.qkv;
+    whole.atty = a.atty;
+    whole.lse = a.lse;
+    whole.fch = a.fch;
+    whole.fcg = a.fcg;
+    return block_rows(whole, (2 * static_cast<size_t>(c) + h) * M, M, bd_, bd_.NHl);
+  };
+  Request gather[2], sum[2];
+  auto norm = [&](int h, int p) {
+    const int i = p / 2;
+    const BlockTensors& w = block_w(i);
+    const BlockActs a = work_acts(s, i);
+    const TensorView x = own(block_input(s, i), h, C), partial = share(half(sc.partial, h), g_.coord.tp);
+    if (sum[h]) sum[h]->wait(st);
+    sum[h].reset();
+    const TensorView all = half(p % 2 == 0 ? a.ln1 : a.ln2, h), out = share(all, g_.coord.tp);
+    if (p % 2 == 1)
+      add_norm_fwd_tp(be_, shape, own(a.x2, h, C), out, own(a.ln2_mean, h, 1), own(a.ln2_rstd, h, 1), partial,
+                      TensorView{}, x, w.ln2_w, w.ln2_b, Mi, PeerRelease{});
+    else if (i == 0)
+      norm_fwd(be_, shape, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), x, w.ln1_w, w.ln1_b, Mi);
+    else   // the previous block's output completed: its MLP branch's sums plus its x2
+      add_norm_fwd_tp(be_, shape, x, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), partial, TensorView{},
+                      own(s.layers[i - 1].x2, h, C), w.ln1_w, w.ln1_b, Mi, PeerRelease{});
+    const TensorView kept = p % 2 == 0 ? s.layers[i].ln1 : s.layers[i].ln2;
+    if (!kept.empty()) be_.copy(own(kept, h, C), out);
+    gather[h] = g_.tp->all_gather_async(all.data, M * C, act, st);
+  };
+  auto in = [&](int h, int p) {
+    const int i = p / 2;
+    const BlockTensors& w = block_w(i);
+    const BlockActs a = work_acts(s, i);
+    gather[h]->wait(st);
+    gather[h].reset();
+    if (p % 2 == 0 && h == 0) prefetch_after_block(i);
+    for (int c = 0; c < tp; ++c) {
+      const BlockActs part = rows_of(a, c, h);
+      if (p % 2 == 1) {
+        mlp_activation_fwd(be_, shape, w, part, share(half(a.ln2, h), c), Mi);
+        continue;
+      }
+      be_.matmul_fwd(part.qkv, share(half(a.ln1, h), c), w.qkv_w, w.qkv_b, Mi, C_, QKV);
+      attend(part, batch, (2 * static_cast<size_t>(c) + h) * M);
+    }
+  };
+  auto out = [&](int h, int p) {
+    const BlockTensors& w = block_w(p / 2);
+    const BlockActs a = work_acts(s, p / 2);
+    const TensorView partial = half(sc.partial, h);
+    for (int c = 0; c < tp; ++c) {
+      const BlockActs part = rows_of(a, c, h);
+      if (p % 2 == 0)
+        be_.matmul_fwd(share(partial, c), part.atty, w.proj_w, shape.bias_here ? w.proj_b : TensorView{}, Mi, ATT, C_);
+      else
+        be_.matmul_fwd(share(partial, c), part.fcg, w.fcproj_w, shape.bias_here ? w.fcproj_b : TensorView{}, Mi, FA,
+                       C_);
+    }
+    sum[h] = g_.tp->reduce_scatter_async(partial.data, M * C, act, st);
+  };
+  // Every GEMM here runs beside one of the other half's collectives.
+  be_.set_gemm_sm_margin(tp_sm_margin_);
+  for (int p = 0; p < n_parts; ++p) {
+    const bool block_start = p % 2 == 0, out_first = p > 0 && block_start && store_;
+    if (out_first) out(1, p - 1);
+    if (block_start) need(layout_.block_unit(chunk_.layer_begin + p / 2));
+    norm(0, p);
+    if (p > 0 && !out_first) out(1, p - 1);
+    in(0, p);
+    norm(1, p);
+    out(0, p);
+    in(1, p);
+  }
+  out(1, n_parts - 1);
+  // The last block completes its own output (the others' is added by the next block's LN1).
+  const BlockActs& last = s.layers.back();
+  for (int h = 0; h < 2; ++h) {
+    sum[h]->wait(st);
+    be_.add(own(last.x3, h, C), share(half(sc.partial, h), g_.coord.tp), own(last.x2, h, C));
+  }
+  be_.set_gemm_sm_margin(0);
+  return last.x3;
+}
+
 void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
                                       const AttentionStep& attention) {
   const BlockTensors& p = block_w(i);
@@ -691,10 +808,12 @@ void GptStage::set_tp_fused_sum(bool on) {
 
 void GptStage::set_tp_overlap(bool on) {
   tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
-  TRIDENT_CHECK(!tp_overlap_ || !sp_, "parallel.sequence_parallel and parallel.tp_overlap cannot be combined");
-  TRIDENT_CHECK(!tp_overlap_ || B_ % 2 == 0,
+  TRIDENT_CHECK(!tp_overlap_ || sp_ || B_ % 2 == 0,
                 str("parallel.tp_overlap splits the micro-batch in two halves: train.micro_batch_size = ", B_,
                     " must be even"));
+  TRIDENT_CHECK(!tp_overlap_ || !sp_ || B_ % (2 * g_.topo.tp()) == 0,
+                str("parallel.tp_overlap with sequence_parallel splits each TP rank's rows in two halves of whole "
+                    "sequences: train.micro_batch_size = ", B_, " must divide by 2 x tp = ", 2 * g_.topo.tp()));
 }
 
 // The parameters the forward reads after stage block i. Their transfer is started beside the

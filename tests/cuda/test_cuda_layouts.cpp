@@ -220,7 +220,8 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
 }
 
 // Llama on 2 GPUs against 1 GPU: tp 2 (the key/value heads split), with sequence parallelism and
-// selective recompute, with tp_overlap, pp 2, and dp 2 under ZeRO-1 and ZeRO-2.
+// selective recompute, with tp_overlap (alone and with sequence parallelism), pp 2, and dp 2 under
+// ZeRO-1 and ZeRO-2.
 TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -244,6 +245,12 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
       {"tp2 tp_overlap",
        [](RunConfig& c) {
          c.parallel.tp = 2;
+         c.parallel.tp_overlap = true;
+       }},
+      {"tp2 sp tp_overlap",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.sequence_parallel = true;
          c.parallel.tp_overlap = true;
        }},
       {"pp2 1f1b", [](RunConfig& c) { c.parallel.pp = 2; }},

@@ -56,7 +56,8 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.timeout_s", c.parallel.timeout_s, "a collective that does not finish in this many seconds aborts the job");
   v("parallel.tp_overlap", c.parallel.tp_overlap,
     "with tp > 1, run the forward as two half micro-batches so that each TP all-reduce overlaps the other half's "
-    "work (experimental; needs an even train.micro_batch_size)");
+    "work (experimental; needs an even train.micro_batch_size, with parallel.sequence_parallel one that divides by "
+    "2 x tp: each TP rank's rows in two halves, all-gathers and reduce-scatters beside the other half's GEMMs)");
   v("parallel.tp_fused_sum", c.parallel.tp_fused_sum,
     "with tp = 2, exchange the TP partial sums that a LayerNorm reads instead of all-reducing them, and add them "
     "inside the LayerNorm kernels (same values); on GPUs the copy engines move them, leaving every SM to the "

@@ -144,8 +144,10 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
               per_round));
   require(!p.tp_overlap || p.tp == 1 || t.micro_batch_size % 2 == 0, "train.micro_batch_size", t.micro_batch_size,
           "must be even with parallel.tp_overlap (the forward splits each micro-batch into two halves)");
-  require(!p.sequence_parallel || p.tp == 1 || !p.tp_overlap, "parallel.sequence_parallel", "true",
-          "cannot be combined with parallel.tp_overlap; turn one of them off");
+  require(!p.sequence_parallel || p.tp == 1 || !p.tp_overlap || t.micro_batch_size % (2 * p.tp) == 0,
+          "train.micro_batch_size", t.micro_batch_size,
+          str("must divide by 2 x parallel.tp = ", 2 * p.tp, " with parallel.tp_overlap and sequence_parallel (each "
+              "TP rank's rows are split into two halves of whole sequences); turn tp_overlap off or change it"));
   require(!p.tp_fused_sum || p.tp <= 2, "parallel.tp_fused_sum", "true",
           str("needs tp = 2 (the partial sums go between two ranks), not tp = ", p.tp, "; turn it off"));
   require(!p.tp_fused_sum || p.tp == 1 || !p.sequence_parallel, "parallel.tp_fused_sum", "true",

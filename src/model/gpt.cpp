@@ -477,7 +477,7 @@ TensorView GptStage::forward_blocks(Slot& s) {
   }
   TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
                 "parallel.recompute has no tp_overlap or tp_fused_sum variant");
-  if (tp_overlap_) return forward_blocks_halves(s);
+  if (tp_overlap_) return sp_ ? forward_blocks_sequence_halves(s) : forward_blocks_halves(s);
   if (sp_) return forward_blocks_sequence(s);
   TensorView x = s.input, pending;
   TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
@@ -642,6 +642,123 @@ TensorView GptStage::forward_blocks_sequence(Slot& s) {
   return x;
 }
 
+// parallel.tp_overlap under sequence parallelism: two halves whose steps interleave so that each
+// half's all-gather and reduce-scatter run beside the other half's GEMMs. The rows stay where
+// sequence parallelism keeps them (rank r owns rows [r N/tp, (r+1) N/tp)): half h is the h-th
+// half of every rank's rows, M = N/(2 tp) rows of whole sequences each (B divides by 2 tp), so
+// its reduce-scatter leaves every rank its own rows and its all-gather collects them into a
+// contiguous (N/2, C) half of sc.ln1, sc.ln2 or sc.partial (rank c's at row c M). Its GEMMs and
+// attention run on each rank's share in turn (tp calls of M rows), reading and writing the
+// activations' natural rows, which the backward reads as without tp_overlap: every op is
+// row-wise or per sequence, so the values are those of forward_blocks_sequence. A part of a
+// block (attention or MLP, p = 2 i or 2 i + 1) of one half is three steps:
+//   norm: wait the half's reduce-scatter, residual add and norm on own rows, start the gather;
+//   in:   wait the gather, the column-parallel GEMM and the attention or MLP activation;
+//   out:  the row-parallel GEMM into the half's partial sums, start their reduce-scatter;
+// and part p runs as  norm(A,p) out(B,p-1) in(A,p) norm(B,p) out(A,p) in(B,p),  so that each
+// collective has an `in` or `out` step beside it. With a ParamStore, whose need() ends the use of
+// the previous block's parameters, out(B,p-1) of the previous block runs before the block's
+// need() (its gather then has only the norm beside it).
+TensorView GptStage::forward_blocks_sequence_halves(Slot& s) {
+  const int tp = g_.topo.tp(), n_parts = 2 * chunk_.n_layers(), batch = B_ / (2 * tp);
+  const size_t C = C_, M = static_cast<size_t>(B_) * T_ / (2 * tp);
+  const int Mi = static_cast<int>(M), QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att),
+            FA = static_cast<int>(bd_.fc_act);
+  const BlockShape shape = block_shape(Mi);
+  const DType act = be_.compute_dtype();
+  Stream st = be_.stream();
+  Scratch& sc = *scratch_;
+  // Half h of a whole (N, width) buffer; rank c's share of such a half; this rank's rows of
+  // half h in an own-rows activation (x, x2, x3, the norms' statistics, empty where none).
+  auto half = [&](TensorView v, int h) { return v.slice(h * tp * M * C, tp * M * C); };
+  auto share = [&](TensorView v, int c) { return v.slice(c * M * C, M * C); };
+  auto own = [&](TensorView v, int h, size_t width) { return v.empty() ? v : v.slice(h * M * width, M * width); };
+  // The whole-rows activations (qkv, atty, lse, fch, fcg) of rank c's share of half h.
+  auto rows_of = [&](const BlockActs& a, int c, int h) {
+    BlockActs whole;
+    whole.qkv = a.qkv;
+    whole.atty = a.atty;
+    whole.lse = a.lse;
+    whole.fch = a.fch;
+    whole.fcg = a.fcg;
+    return block_rows(whole, (2 * static_cast<size_t>(c) + h) * M, M, bd_, bd_.NHl);
+  };
+  Request gather[2], sum[2];
+  auto norm = [&](int h, int p) {
+    const int i = p / 2;
+    const BlockTensors& w = block_w(i);
+    const BlockActs a = work_acts(s, i);
+    const TensorView x = own(block_input(s, i), h, C), partial = share(half(sc.partial, h), g_.coord.tp);
+    if (sum[h]) sum[h]->wait(st);
+    sum[h].reset();
+    const TensorView all = half(p % 2 == 0 ? a.ln1 : a.ln2, h), out = share(all, g_.coord.tp);
+    if (p % 2 == 1)
+      add_norm_fwd_tp(be_, shape, own(a.x2, h, C), out, own(a.ln2_mean, h, 1), own(a.ln2_rstd, h, 1), partial,
+                      TensorView{}, x, w.ln2_w, w.ln2_b, Mi, PeerRelease{});
+    else if (i == 0)
+      norm_fwd(be_, shape, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), x, w.ln1_w, w.ln1_b, Mi);
+    else   // the previous block's output completed: its MLP branch's sums plus its x2
+      add_norm_fwd_tp(be_, shape, x, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), partial, TensorView{},
+                      own(s.layers[i - 1].x2, h, C), w.ln1_w, w.ln1_b, Mi, PeerRelease{});
+    const TensorView kept = p % 2 == 0 ? s.layers[i].ln1 : s.layers[i].ln2;
+    if (!kept.empty()) be_.copy(own(kept, h, C), out);
+    gather[h] = g_.tp->all_gather_async(all.data, M * C, act, st);
+  };
+  auto in = [&](int h, int p) {
+    const int i = p / 2;
+    const BlockTensors& w = block_w(i);
+    const BlockActs a = work_acts(s, i);
+    gather[h]->wait(st);
+    gather[h].reset();
+    if (p % 2 == 0 && h == 0) prefetch_after_block(i);
+    for (int c = 0; c < tp; ++c) {
+      const BlockActs part = rows_of(a, c, h);
+      if (p % 2 == 1) {
+        mlp_activation_fwd(be_, shape, w, part, share(half(a.ln2, h), c), Mi);
+        continue;
+      }
+      be_.matmul_fwd(part.qkv, share(half(a.ln1, h), c), w.qkv_w, w.qkv_b, Mi, C_, QKV);
+      attend(part, batch, (2 * static_cast<size_t>(c) + h) * M);
+    }
+  };
+  auto out = [&](int h, int p) {
+    const BlockTensors& w = block_w(p / 2);
+    const BlockActs a = work_acts(s, p / 2);
+    const TensorView partial = half(sc.partial, h);
+    for (int c = 0; c < tp; ++c) {
+      const BlockActs part = rows_of(a, c, h);
+      if (p % 2 == 0)
+        be_.matmul_fwd(share(partial, c), part.atty, w.proj_w, shape.bias_here ? w.proj_b : TensorView{}, Mi, ATT, C_);
+      else
+        be_.matmul_fwd(share(partial, c), part.fcg, w.fcproj_w, shape.bias_here ? w.fcproj_b : TensorView{}, Mi, FA,
+                       C_);
+    }
+    sum[h] = g_.tp->reduce_scatter_async(partial.data, M * C, act, st);
+  };
+  // Every GEMM here runs beside one of the other half's collectives.
+  be_.set_gemm_sm_margin(tp_sm_margin_);
+  for (int p = 0; p < n_parts; ++p) {
+    const bool block_start = p % 2 == 0, out_first = p > 0 && block_start && store_;
+    if (out_first) out(1, p - 1);
+    if (block_start) need(layout_.block_unit(chunk_.layer_begin + p / 2));
+    norm(0, p);
+    if (p > 0 && !out_first) out(1, p - 1);
+    in(0, p);
+    norm(1, p);
+    out(0, p);
+    in(1, p);
+  }
+  out(1, n_parts - 1);
+  // The last block completes its own output (the others' is added by the next block's LN1).
+  const BlockActs& last = s.layers.back();
+  for (int h = 0; h < 2; ++h) {
+    sum[h]->wait(st);
+    be_.add(own(last.x3, h, C), share(half(sc.partial, h), g_.coord.tp), own(last.x2, h, C));
+  }
+  be_.set_gemm_sm_margin(0);
+  return last.x3;
+}
+
 void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
                                       const AttentionStep& attention) {
   const BlockTensors& p = block_w(i);
@@ -743,10 +860,12 @@ void GptStage::set_tp_fused_sum(bool on) {
 
 void GptStage::set_tp_overlap(bool on) {
   tp_overlap_ = on && g_.topo.tp() > 1 && stage_.n_layers() > 0;
-  TRIDENT_CHECK(!tp_overlap_ || !sp_, "parallel.sequence_parallel and parallel.tp_overlap cannot be combined");
-  TRIDENT_CHECK(!tp_overlap_ || B_ % 2 == 0,
+  TRIDENT_CHECK(!tp_overlap_ || sp_ || B_ % 2 == 0,
                 str("parallel.tp_overlap splits the micro-batch in two halves: train.micro_batch_size = ", B_,
                     " must be even"));
+  TRIDENT_CHECK(!tp_overlap_ || !sp_ || B_ % (2 * g_.topo.tp()) == 0,
+                str("parallel.tp_overlap with sequence_parallel splits each TP rank's rows in two halves of whole "
+                    "sequences: train.micro_batch_size = ", B_, " must divide by 2 x tp = ", 2 * g_.topo.tp()));
 }
 
 // The parameters the forward reads after stage block i. Their transfer is started beside the
@@ -903,9 +1022,8 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
   announce();
   if (chunk_.first()) {
     // s.grad is replicated over TP (reduce_from_tp_region's backward is the identity; with
-    // sequence parallelism once its rows are gathered), so every TP rank computes the same
+    // sequence parallelism its rows were gathered above), so every TP rank computes the same
     // position gradient and its own vocabulary rows.
-    gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local(), doc_starts());
     // Split: the embedding may share a bucket with the first block, whose weights come later.
@@ -973,9 +1091,11 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
             FA = static_cast<int>(bd_.fc_act);
   const BlockShape shape = block_shape(N);
   Stream st = be_.stream();
-  // Sequence parallelism: dres (like x, x2) is valid in this rank's own rows, where the
-  // LayerNorm backwards run; it is all-gathered before the GEMMs that read all rows, and the
-  // LayerNorm input gradients are reduce-scattered into own rows instead of all-reduced.
+  // Sequence parallelism: the LayerNorm backwards run on this rank's own rows of dres (like x,
+  // x2), each starting the all-gather of the rows it updated for the GEMMs that read all rows
+  // (ln_part; the head's backward does the same for the stage's output gradient, and a stage
+  // passes its input gradient on whole), and the LayerNorm input gradients are reduce-scattered
+  // into own rows instead of all-reduced.
   const int ln_rows = bwd_row_count();
   // A LayerNorm's part of the backward once its input gradient sc.dln is out of the GEMMs: the
   // TP sum of sc.dln (copy_to_tp_region's backward) runs beside the weight-gradient GEMMs, which
@@ -984,21 +1104,25 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // other rank's partial to add where the sum is fused (else empty). `first` holds the GEMMs that
   // read dres, which ln_bwd updates. With the split LayerNorm backward only this rank's rows of
   // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
-  // of the updated dres rows runs beside `second`.
+  // of the updated dres rows runs beside `second`. Under sequence parallelism likewise: sc.dln's
+  // reduce-scatter beside `first`, and the all-gather of the updated dres rows (which the next
+  // GEMMs read whole) beside `second`, both NCCL kernels that the margin leaves SMs to.
   auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
                      const std::function<void(TensorView, PeerRelease)>& ln_bwd) {
     TpSum sum = start_sum(sc.dln);
-    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce
+    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce or reduce-scatter
     if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
     first();
-    if (!split_bwd_) second();
+    if (!bwd_split()) second();
     if (margin) be_.set_gemm_sm_margin(0);
     const TensorView peer = sum.wait(st);
     ln_bwd(peer, sum.release_in_op());
     sum.done(st);
-    if (split_bwd_) {
+    if (bwd_split()) {
       start_grad_gather(s, dres);
+      if (sp_) be_.set_gemm_sm_margin(tp_sm_margin_);
       second();
+      if (sp_) be_.set_gemm_sm_margin(0);
     }
   };
 
@@ -1018,7 +1142,6 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   const bool dw_beside = tp > 1 && !keep;
   const bool dw_inline = tp == 1 && !keep;
   const TensorView dfch = keep ? keep->dfch : sc.dfch, dqkv = keep ? keep->dqkv : sc.dqkv;
-  gather_rows(dres);
   be_.side_join();   // the previous block's fc bias gradient has read dfch, written next
   if (split_bwd_ && s.grad_gather) {
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
@@ -1060,7 +1183,6 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
                     release);
       });
 
-  gather_rows(dres);
   finish_grad_gather(s);
   be_.matmul_bwd(sc.datty, dw_inline ? g.proj_w : TensorView{}, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
   before_attention();
@@ -1078,17 +1200,21 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   if (bd_.llama) be_.rope_bwd(dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  auto qkv_dw = [&] {
+    if (!keep) be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  };
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
-        if (keep)
-          be_.copy(keep->dx2, dres);
-        else
-          be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
+        if (keep) be_.copy(keep->dx2, dres);
+        if (!sp_) qkv_dw();
       },
-      // With the split backward the gather of dres's rows runs beside the next block's first
-      // GEMM, on this rank's rows (or the stage's end waits for it).
-      [] {},
+      // Under sequence parallelism the qkv weight gradient (which does not read dres) runs beside
+      // the gather of dres's rows for the next block. With the split backward that gather runs
+      // beside the next block's first GEMM, on this rank's rows (or the stage's end waits for it).
+      [&] {
+        if (sp_) qkv_dw();
+      },
       [&](TensorView dln_peer, PeerRelease release) {
         norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
@@ -1234,7 +1360,7 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
               dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),
               bwd_row_count(), dlnf_sum.release_in_op());
   dlnf_sum.done(st);
-  if (split_bwd_) start_grad_gather(s, s.grad);
+  if (bwd_split()) start_grad_gather(s, s.grad);
 }
 
 void GptStage::set_dpo(const DpoArgs& a) {

@@ -156,11 +156,12 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   std::vector<double> ref;
   if (rank == 0) ref = train(config(), MPI_COMM_SELF, true, kSteps).losses;
   MPI_Barrier(MPI_COMM_WORLD);
-  // The tp_overlap case also runs with an SM margin for the GEMMs beside TP all-reduces and
+  // The tp_overlap cases also run with an SM margin for the GEMMs beside TP collectives and
   // the TP communicator capped at 8 CTAs (parallel.tp_sm_margin, parallel.tp_comm_ctas), the
   // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas); tp2 also
-  // with sequence parallelism, and with fused sums (parallel.tp_fused_sum: copy-engine partials
-  // added by the LayerNorms), alone and with tp_overlap; those are also compared with plain tp2.
+  // with sequence parallelism (alone and with tp_overlap), and with fused sums
+  // (parallel.tp_fused_sum: copy-engine partials added by the LayerNorms), alone and with
+  // tp_overlap; those are also compared with plain tp2.
   // ZeRO-1 also with the copy-engine exchange (parallel.dp_copy_engine), compared with the first.
   struct L {
     int tp, pp, zero;
@@ -169,6 +170,7 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   };
   std::vector<double> plain_tp2, plain_zero1;
   for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{2, 1, 0, "1f1b", false, true},
+              L{2, 1, 0, "1f1b", true, true},
               L{2, 1, 0, "1f1b", false, false, true}, L{2, 1, 0, "1f1b", true, false, true},
               L{2, 1, 0, "1f1b", true, false, true, true}, L{1, 2, 0, "1f1b"},
               L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"},
@@ -188,7 +190,8 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
                                  l.split        ? " tp_overlap fused split LN bwd"
                                  : l.fused      ? (l.tp_overlap ? " tp_overlap fused sums" : " fused sums")
-                                 : l.tp_overlap ? " tp_overlap margin 8 ctas 8"
+                                 : l.tp_overlap ? (l.sp ? " sp tp_overlap margin 8 ctas 8"
+                                                        : " tp_overlap margin 8 ctas 8")
                                  : l.sp         ? " sequence parallel"
                                  : l.dp_ce      ? " dp copy engine"
                                  : l.zero       ? " dp ctas 8"
@@ -220,8 +223,9 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
 }
 
 // Llama on 2 GPUs against 1 GPU: tp 2 (the key/value heads split), with sequence parallelism and
-// selective recompute, with tp_overlap, pp 2 under 1F1B and zero_bubble (whose split backward
-// must give 1F1B's losses bit for bit), and dp 2 under ZeRO-1 and ZeRO-2.
+// selective recompute, with tp_overlap (alone and with sequence parallelism), pp 2 under 1F1B and
+// zero_bubble (whose split backward must give 1F1B's losses bit for bit), and dp 2 under ZeRO-1
+// and ZeRO-2.
 TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -245,6 +249,12 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
       {"tp2 tp_overlap",
        [](RunConfig& c) {
          c.parallel.tp = 2;
+         c.parallel.tp_overlap = true;
+       }},
+      {"tp2 sp tp_overlap",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.sequence_parallel = true;
          c.parallel.tp_overlap = true;
        }},
       {"pp2 1f1b", [](RunConfig& c) { c.parallel.pp = 2; }},

@@ -332,6 +332,45 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
                 sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
 }
 
+// parallel.tp_overlap under sequence parallelism (forward_blocks_sequence_halves): each half's
+// norms, GEMMs and attention run on whole sequences of each rank's rows and write the rows that
+// the forward without tp_overlap writes, each reduce-scatter sums the same ranks' partials of a
+// row, and the backward is the same: losses and weights are those of sequence parallelism alone
+// bit for bit. tp 2 (pp 1 and, on 4 ranks, pp 2 under 1F1B, and dp 2 under ZeRO-3, whose
+// parameters of a block are needed only once the previous block's last GEMM is queued) and tp 4
+// (8 sequences per micro-batch: two halves of every rank's two), GPT-2 and Llama.
+TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world != 2 && world != 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
+  struct Case {
+    int tp, pp, dp, micro_batch, zero;
+  };
+  const Case cases[] = {{2, 1, 1, 4, 0}, {2, 2, 1, 4, 0}, {2, 1, 2, 4, 3}, {4, 1, 1, 8, 0}};
+  for (const RunConfig& model : {base_config(), llama_config()})
+    for (const Case& c : cases) {
+      if (c.tp * c.pp * c.dp != world) continue;
+      RunConfig cfg = model;
+      cfg.parallel.tp = c.tp;
+      cfg.parallel.pp = c.pp;
+      cfg.parallel.zero = c.zero;
+      cfg.train.micro_batch_size = c.micro_batch;
+      cfg.parallel.sequence_parallel = true;
+      const RunResult whole = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.tp_overlap = true;
+      const RunResult halves = train(cfg, MPI_COMM_WORLD);
+      if (rank != 0) continue;
+      const std::string name =
+          str(model.model.arch, " dp", c.dp, " tp", c.tp, " pp", c.pp, " zero", c.zero, " B", c.micro_batch, " sp");
+      EXPECT_EQ(halves.losses, whole.losses) << name << ": tp_overlap changed the losses";
+      for (const auto& [tname, want] : whole.params.tensors)
+        EXPECT_EQ(halves.params.tensors.at(tname), want) << name << ", tp_overlap: " << tname;
+      std::printf("  %s tp_overlap: losses and weights bit-identical (%.1f vs %.1f ms/step)\n", name.c_str(),
+                  halves.ms_per_step, whole.ms_per_step);
+    }
+}
+
 // Trains `plain` and then each recompute mode of `modes` (recompute, recompute_layers) on comm,
 // and checks on rank 0 that losses and weights are those without recompute bit for bit.
 void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,

@@ -285,7 +285,7 @@ TEST(Config, BadInputCases) {
                2, {"train.micro_batch_size", "3", "even", "parallel.tp_overlap"});
   expect_error({"--parallel.tp", "2", "--parallel.sequence_parallel", "true", "--parallel.tp_overlap", "true",
                 "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
-               2, {"parallel.sequence_parallel", "parallel.tp_overlap"});
+               2, {"train.micro_batch_size = 2", "2 x parallel.tp = 4", "parallel.tp_overlap", "sequence_parallel"});
   expect_error({"--parallel.tp", "4", "--parallel.sequence_parallel", "true", "--model.seq_len", "3",
                 "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
                4, {"parallel.sequence_parallel", "6 rows", "tp = 4"});

@@ -155,8 +155,9 @@ class GptStage {
   // always current).
   void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
   // parallel.tp_overlap: with tp > 1 the forward runs each micro-batch as two halves so that
-  // every TP all-reduce runs beside the other half's work (see forward_blocks_halves). Needs an
-  // even micro-batch; no effect with tp = 1.
+  // every TP all-reduce (with sequence parallelism: all-gather and reduce-scatter) runs beside the
+  // other half's work (see forward_blocks_halves, forward_blocks_sequence_halves). Needs an even
+  // micro-batch, with sequence parallelism one that divides by 2 tp; no effect with tp = 1.
   void set_tp_overlap(bool on);
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
   // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
@@ -299,6 +300,7 @@ class GptStage {
   TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
   TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
   TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
+  TensorView forward_blocks_sequence_halves(Slot& s);  // the same as two staggered halves (tp_overlap)
   // The parts of a block's forward under sequence parallelism (as block_attention_fwd and
   // block_mlp_in_fwd), a.ln1 and a.ln2 whole (N, C), a's residual rows this rank's. Attention:
   // x completed, when `pending` is given, from the previous block's MLP branch (left reduced in

@@ -14,6 +14,7 @@
 #include "trident/core/log.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
+#include "trident/train/schedule.hpp"
 
 namespace trident {
 
@@ -83,7 +84,10 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
   const bool cuda = uses_cuda(cfg);
   // The smallest node and the smallest GPU bound what every rank can be given.
   const uint64_t smallest_memory = all_reduce<uint64_t>(cuda ? gpu_memory_bytes() : 0, HostReduce::Min, world);
-  const int smallest_node = all_reduce(node_info(world).local_size, HostReduce::Min, world);
+  // parallel.gpus_per_node (an invalid one is refused by validation right after) cuts the machines.
+  const int gpn_option = cfg.parallel.gpus_per_node;
+  const int gpn = gpn_option > 0 && size % gpn_option == 0 ? gpn_option : 0;
+  const int smallest_node = all_reduce(node_ranks(world, gpn).local_size, HostReduce::Min, world);
 
   Hardware hw;
   hw.gpus = size;
@@ -101,7 +105,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
     hw.device = false;
   }
 
-  const std::vector<Candidate> ranked = rank_layouts(cfg, hw);
+  std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   if (ranked.empty()) explain_no_valid_layout(cfg, size);
   if (!ranked.front().fits) {
     double least = ranked.front().memory.total();
@@ -115,7 +119,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
   log_info(str("parallel.auto: dp=", best.layout.dp, " tp=", best.layout.tp, " pp=", best.layout.pp,
                " zero=", best.layout.zero, " schedule=", best.layout.schedule, " micro_batch_size=",
                best.layout.micro_batch_size, " (planner: ", fixed_gib(best.memory.total()), " of ",
-               hw.memory_gib, " GiB per rank",
+               hw.memory_gib, " GiB per rank, ", hw.gpus_per_node, " ranks per node",
                cuda ? str(", ", static_cast<long>(best.time.tokens_per_s), " tokens/s estimated") : std::string(),
                "; best of ", ranked.size(), " layouts)"));
 }

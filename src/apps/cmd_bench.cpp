@@ -362,7 +362,6 @@ int cmd_bench(const Args& args) {
     cfg.train.global_batch_size = cfg.train.micro_batch_size * world;
   }
   validate_run_config(cfg, world);
-  require_runnable_schedule(cfg.parallel.schedule);
   if (o.warmup < 0 || o.steps < 1) throw InputError("bench.warmup must be >= 0 and bench.steps >= 1");
   if (cfg.task == "dpo" && cfg.dpo.reference == "precomputed")
     throw InputError("dpo.reference = precomputed: trident bench's random tokens have no reference file; bench "
@@ -374,6 +373,7 @@ int cmd_bench(const Args& args) {
     if (rank == 0) kernel_bench(*rt.backend);
     return 0;
   }
+  log_info(describe_nodes(cfg, MPI_COMM_WORLD));
   RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, cfg.train.seed);
   Trainer trainer(cfg, rt.groups, *rt.backend, data);
   // The GPU's memory in use after the warm-up (NCCL connects its channels at the first

@@ -24,7 +24,7 @@ std::string row(int index, const Candidate& c) {
   const TimeEstimate& t = c.time;
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "%3d | %4d %3d %3d %4d %-6s %4d | %7.2f = %6.2f %6.2f %6.2f %7.2f %6.2f | "
+                "%3d | %4d %3d %3d %4d %-11s %4d | %7.2f = %6.2f %6.2f %6.2f %7.2f %6.2f | "
                 "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
                 index, l.dp, l.tp, l.pp, l.zero, l.pp == 1 ? "-" : l.schedule.c_str(), l.micro_batch_size,
                 m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
@@ -45,7 +45,8 @@ int cmd_plan(const Args& args) {
   extra.add_options()
       ("gpus", po::value<int>(&hw.gpus), "number of GPUs (ranks) to plan for")
       ("gpu-memory-gib", po::value<double>(&hw.memory_gib)->default_value(hw.memory_gib), "memory of one GPU, GiB")
-      ("gpus-per-node", po::value<int>(&hw.gpus_per_node), "GPUs per node (default: min(8, gpus))")
+      ("gpus-per-node", po::value<int>(&hw.gpus_per_node),
+       "GPUs per node (default: the config's parallel.gpus_per_node, else min(8, gpus))")
       ("gemm-tflops", po::value<double>(&hw.gemm_tflops)->default_value(hw.gemm_tflops),
        "sustained GEMM rate of one GPU, TFLOP/s")
       ("nvlink-gbps", po::value<double>(&hw.nvlink_gbps)->default_value(hw.nvlink_gbps),
@@ -59,7 +60,7 @@ int cmd_plan(const Args& args) {
       ("pcie-gbps", po::value<double>(&hw.pcie_gbps)->default_value(hw.pcie_gbps),
        "parallel.offload_optimizer: host <-> GPU copy rate of pinned memory, each direction, GB/s")
       ("host-adamw-gbps", po::value<double>(&hw.host_adamw_gbps)->default_value(hw.host_adamw_gbps),
-       "parallel.offload_optimizer: memory traffic of the host AdamW's threads together, GB/s")
+       "parallel.offload_optimizer: host memory bandwidth of one node, shared by the host AdamWs of its ranks, GB/s")
       ("top", po::value<int>(&top)->default_value(top), "print the best N layouts that fit");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
@@ -67,12 +68,15 @@ int cmd_plan(const Args& args) {
              run_options_help(&extra, {"backend", "model.", "parallel.tp_overlap", "parallel.tp_fused_sum",
                                        "parallel.recompute", "parallel.recompute_layers",
                                        "parallel.sequence_parallel", "parallel.offload_optimizer",
-                                       "parallel.tp_comm_ctas", "parallel.dp_comm_ctas", "train.global_batch_size"}));
+                                       "parallel.tp_comm_ctas", "parallel.dp_comm_ctas", "parallel.gpus_per_node",
+                                       "train.global_batch_size"}));
     return 0;
   }
   if (hw.gpus < 1) throw InputError("--gpus is required: the number of GPUs (ranks) to plan for");
+  if (hw.gpus_per_node == 0) hw.gpus_per_node = parsed.cfg.parallel.gpus_per_node;
   if (hw.gpus_per_node == 0) hw.gpus_per_node = std::min(8, hw.gpus);
-  if (hw.gpus_per_node < 1) throw InputError(str("--gpus-per-node = ", hw.gpus_per_node, ": must be at least 1"));
+  if (hw.gpus_per_node < 1)
+    throw InputError(str("--gpus-per-node (or parallel.gpus_per_node) = ", hw.gpus_per_node, ": must be at least 1"));
   if (hw.memory_gib <= 0 || hw.gemm_tflops <= 0 || hw.nvlink_gbps <= 0 || hw.ib_gbps <= 0 || hw.pcie_gbps <= 0 ||
       hw.host_adamw_gbps <= 0 || hw.cuda_context_gib < 0 || hw.nccl_channels < 1)
     throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps, --ib-gbps, --pcie-gbps and --host-adamw-gbps "
@@ -102,7 +106,8 @@ int cmd_plan(const Args& args) {
   int fitting = 0;
   for (const Candidate& c : ranked) fitting += c.fits;
   if (ranked.empty()) explain_no_valid_layout(cfg, hw.gpus);
-  log_info(str("\n  # |   dp  tp  pp zero sched    mb | GiB/GPU = params  grads  optim     act  other |  step ms = "
+  log_info(str("\n  # |   dp  tp  pp zero sched         mb | GiB/GPU = params  grads  optim     act  other |  "
+               "step ms = "
                " compute      tp      pp      dp  bubble          |   tokens/s"));
   for (int i = 0; i < std::min(top, fitting); ++i) log_info(row(i + 1, ranked[i]));
   if (fitting == 0) {
@@ -122,7 +127,7 @@ int cmd_plan(const Args& args) {
     log_info(str("parallel.offload_optimizer: the optimizer state is in host memory, ", best.memory.host / kGiB,
                  " GiB per rank of the best layout (master weights, moments, gradient copy, parameters for upload); "
                  "its host update and copies add ", 1e3 * best.time.offload_s, " ms to each step (PCIe ", hw.pcie_gbps,
-                 " GB/s, host AdamW ", hw.host_adamw_gbps, " GB/s)"));
+                 " GB/s, host memory ", hw.host_adamw_gbps, " GB/s per node)"));
   return 0;
 }
 

@@ -411,7 +411,6 @@ int cmd_train(const Args& args) {
   apply_auto_layout(cfg, MPI_COMM_WORLD);
   validate_run_config(cfg, world);
   require_reference_weights(cfg);
-  require_runnable_schedule(cfg.parallel.schedule);
   check_memory_fits(cfg, MPI_COMM_WORLD, true);
 
   // Inputs are checked on every rank before anything is allocated.
@@ -460,6 +459,7 @@ int cmd_train(const Args& args) {
   log_info("trident train: resolved configuration\n" + to_ini(cfg));
   log_info(str("layout ", layout_string(cfg), ": ", cfg.micro_batches_per_step(), " micro-batches per step, backend ",
                rt.backend->name(), " on ", world, " ranks"));
+  log_info(describe_nodes(cfg, MPI_COMM_WORLD));
   if (cfg.parallel.zero >= 1 && cfg.parallel.dp == 1)
     log_info(str("note: parallel.zero = ", cfg.parallel.zero, " with dp = 1 shards nothing (one data-parallel rank)"));
   log_info("data:\n" + data.description);

@@ -4,9 +4,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include "trident/backend/cpu_backend.hpp"
 #include "trident/core/error.hpp"
@@ -14,6 +16,7 @@
 #include "trident/parallel/collective_error.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/parallel/mpi_comm.hpp"
+#include "trident/parallel/topology.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "trident/backend/cuda_backend.hpp"
 #include "trident/backend/nvtx_trace.hpp"
@@ -31,6 +34,38 @@ NodeInfo node_info(MPI_Comm world) {
   n.local_rank = ranks.local_rank;
   n.local_size = ranks.local_size;
   return n;
+}
+
+std::string describe_nodes(const RunConfig& cfg, MPI_Comm world) {
+  const int gpn = cfg.parallel.gpus_per_node;
+  const std::vector<int> node = all_gather(node_ranks(world, gpn).first, world);
+  const std::vector<int> machine = all_gather(node_ranks(world).first, world);
+  auto count = [](std::vector<int> ids) {
+    std::sort(ids.begin(), ids.end());
+    return static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  };
+  const int world_size = static_cast<int>(node.size()), nodes = count(node), machines = count(machine);
+  int largest = 0;
+  for (int id : node) largest = std::max(largest, static_cast<int>(std::count(node.begin(), node.end(), id)));
+  std::string s = str("nodes: ", nodes, " of ", largest, largest == 1 ? " rank" : " ranks", " (");
+  s += gpn ? str("parallel.gpus_per_node = ", gpn, ", on ", machines, machines == 1 ? " machine)" : " machines)")
+           : std::string("the machines)");
+  const Topology topo(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp);
+  std::string inside, across;
+  for (auto [axis, name] : {std::pair{Axis::TP, "tp"}, std::pair{Axis::PP, "pp"}, std::pair{Axis::DP, "dp"}}) {
+    bool spans = false, used = false;
+    for (int r = 0; r < world_size; ++r)
+      for (int q : topo.group(axis, r)) {
+        used = used || q != r;
+        spans = spans || node[q] != node[r];
+      }
+    if (!used) continue;
+    std::string& list = spans ? across : inside;
+    list += list.empty() ? name : str(", ", name);
+  }
+  if (!inside.empty()) s += str("; ", inside, " inside a node");
+  if (!across.empty()) s += str(inside.empty() ? "; " : ", ", across, " across nodes");
+  return s;
 }
 
 int visible_gpus() {
@@ -132,7 +167,7 @@ Runtime make_runtime(const RunConfig& cfg, MPI_Comm world) {
 #if TRIDENT_HAVE_CUDA
   if (rt.backend->is_device())
     rt.groups = make_nccl_groups(axes, topo, cfg.parallel.timeout_s, cfg.parallel.tp_comm_ctas,
-                                 cfg.parallel.dp_comm_ctas);
+                                 cfg.parallel.dp_comm_ctas, cfg.parallel.gpus_per_node);
   else
 #endif
     rt.groups = make_mpi_groups(axes, topo, cfg.parallel.timeout_s);

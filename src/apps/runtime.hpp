@@ -22,6 +22,11 @@ struct NodeInfo {
 // Hostname and rank within the node (MPI_COMM_TYPE_SHARED split of `world`).
 NodeInfo node_info(MPI_Comm world);
 
+// The nodes trident sees (parallel.gpus_per_node's, else the machines) and which axes of the layout
+// stay inside one, for the log: "nodes: 2 of 2 ranks (parallel.gpus_per_node = 2, on 1 machine);
+// tp inside a node, dp across nodes". Collective over `world`.
+std::string describe_nodes(const RunConfig& cfg, MPI_Comm world);
+
 struct Runtime {
   NodeInfo node;
   std::unique_ptr<Backend> backend;

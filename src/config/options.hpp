@@ -42,7 +42,9 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
   v("parallel.schedule", c.parallel.schedule,
     "pipeline schedule: gpipe, 1f1b, interleaved (Megatron's interleaved 1F1B over parallel.virtual_stages model "
     "chunks per rank: bubble (pp-1)/(virtual_stages*micro-batches), micro-batches per DP rank a multiple of pp) or "
-    "zero_bubble (ZB-H1; a plan only so far: train and bench refuse it)");
+    "zero_bubble (ZB-H1 of Qi et al.: the backward split into an input-gradient and a weight-gradient pass, the "
+    "weight passes filling the cool-down bubble; needs micro-batches per DP rank >= pp, not with parallel.zero = "
+    "3)");
   v("parallel.virtual_stages", c.parallel.virtual_stages,
     "with parallel.schedule = interleaved, model chunks per pipeline rank (>= 2; pp*virtual_stages must divide "
     "model.n_layer); 1 otherwise");
@@ -90,6 +92,11 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "(bit for bit on the CPU backend)");
   v("parallel.dp_comm_ctas", c.parallel.dp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a data-parallel gradient reduction or ZeRO-1 gather may hold; 0 = NCCL's choice");
+  v("parallel.gpus_per_node", c.parallel.gpus_per_node,
+    "treat each run of this many consecutive ranks as one node (inside the machines MPI reports): the placement "
+    "parallel.auto plans for and the peer-to-peer fast path (tp_fused_sum), which needs both GPUs of a node; with "
+    "tools/perf/emulate_nodes.sh NCCL also sees those nodes (multi-node behaviour on one machine); 0 = the "
+    "machines as they are");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

@@ -128,6 +128,10 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
           "must be between 0 and 64 (0: NCCL's choice)");
   require(p.dp_comm_ctas >= 0 && p.dp_comm_ctas <= 64, "parallel.dp_comm_ctas", p.dp_comm_ctas,
           "must be between 0 and 64 (0: NCCL's choice)");
+  require(p.gpus_per_node >= 0, "parallel.gpus_per_node", p.gpus_per_node,
+          "must be at least 1 (ranks per node), or 0 for the machines as they are");
+  require(p.gpus_per_node == 0 || world % p.gpus_per_node == 0, "parallel.gpus_per_node", p.gpus_per_node,
+          str("must divide the number of ranks ", world, " (nodes of equal size)"));
 }
 
 void validate_train(const TrainConfig& t, const ParallelConfig& p) {

@@ -22,6 +22,11 @@ size_t logits_chunk_rows(size_t N, size_t row_bytes) {
   return std::max<size_t>(1, (N + chunks - 1) / chunks);
 }
 
+// A block's bias and norm gradients: what backward_input writes to its stash instead.
+constexpr TensorView BlockTensors::*kBiasAndNormGrads[] = {
+    &BlockTensors::ln1_w,  &BlockTensors::ln1_b,    &BlockTensors::ln2_w, &BlockTensors::ln2_b,
+    &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b,  &BlockTensors::qkv_b};
+
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
@@ -46,6 +51,22 @@ struct GptStage::Slot {
   TensorView token_nll_out;   // (B*T) f32: where the head writes each position's token loss; empty: nowhere
   // Task ppo's value model (set_value_inputs): (B*T) f32 each; value_coef empty: values only.
   TensorView old_values, returns, value_coef, values_out;
+};
+
+// What backward_input keeps of a block for backward_weight: the output gradients of its weight
+// GEMMs, dL/dx3 (fcproj's, before LN2's backward adds to the residual gradient), dL/dx2 (proj's,
+// before LN1's), the MLP's pre-activation gradient (fc's) and dqkv (qkv's), all rows, (N, C)
+// (N, C) (N, fc) (N, qkv); and this micro-batch's gradients of its biases and norms (fp32, the
+// model's non-empty ones: no weight matrices), which backward_weight adds to the parameter
+// gradients, so that the input pass writes no block's parameter gradient (ZeRO-2 stages a
+// bucket from the first write of a micro-batch's gradients to the last).
+struct GptStage::BlockStash {
+  TensorView dx3, dx2, dfch, dqkv;
+  BlockTensors grads;
+};
+
+struct GptStage::WeightStash {
+  std::vector<BlockStash> blocks;   // of a model chunk, in forward order
 };
 
 struct GptStage::Scratch {
@@ -117,6 +138,20 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
   }
 }
 
+void GptStage::plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d) {
+  w.blocks.resize(d.n_layers);
+  for (BlockStash& b : w.blocks) {
+    a.want(&b.dx3, d.act, d.N * d.C);
+    a.want(&b.dx2, d.act, d.N * d.C);
+    a.want(&b.dfch, d.act, d.N * d.bd.fc);
+    a.want(&b.dqkv, d.act, d.N * d.bd.qkv);
+    BlockTensors& g = b.grads;   // every architecture's (a few C each); the constructor drops the unused
+    for (TensorView* v : {&g.ln1_w, &g.ln1_b, &g.ln2_w, &g.ln2_b, &g.proj_b, &g.fcproj_b}) a.want(v, DType::F32, d.C);
+    a.want(&g.fc_b, DType::F32, d.bd.fc);
+    a.want(&g.qkv_b, DType::F32, d.bd.qkv);
+  }
+}
+
 void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
   const DType act = d.act;
   const size_t N = d.N, C = d.C;
@@ -164,6 +199,15 @@ size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, i
   plan_slot(a, s, Dims(m, st, tp, micro_batch, act, acts));
   return a.bytes();
 }
+
+size_t GptStage::stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+  ArenaLayout a;
+  WeightStash w;
+  plan_stash(a, w, Dims(m, st, tp, micro_batch, act, ActivationOptions{}));
+  return a.bytes();
+}
+
+int GptStage::n_stashes() const { return static_cast<int>(stashes_.size()); }
 
 size_t GptStage::scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                                const ActivationOptions& acts) {
@@ -227,16 +271,24 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
     gr_ = view_tensors(grads_);
   }
 
-  // One allocation for the activations of every slot and one for the scratch.
+  // One allocation for the activations of every slot (and the split backward's stashes) and one
+  // for the scratch.
   ArenaLayout slots;
   slots_.resize(n_slots);
   for (Slot& s : slots_) plan_slot(slots, s, d);
+  stashes_.resize(with_grads ? acts.weight_stashes : 0);
+  for (WeightStash& w : stashes_) plan_stash(slots, w, d);
   act_buf_ = Buffer(be, slots.bytes());
   slots.bind(act_buf_.get());
   ArenaLayout scratch;
   plan_scratch(scratch, *scratch_, d);
   scratch_buf_ = Buffer(be, scratch.bytes());
   scratch.bind(scratch_buf_.get());
+  // The stashed bias and norm gradients of the parameters the model has (those of gr_'s blocks).
+  for (WeightStash& w : stashes_)
+    for (BlockStash& b : w.blocks)
+      for (auto field : kBiasAndNormGrads)
+        if ((gr_.blocks.front().*field).empty()) b.grads.*field = TensorView{};
 }
 
 GptStage::~GptStage() = default;
@@ -788,9 +840,23 @@ std::vector<float> GptStage::head_logits(TensorView x, int rows) {
 // per SM, wait for every SM that a collective's CTAs hold and take that much longer (dp2 on H200:
 // the first MLP GEMMs of each block +0.19 ms). The attention backward's many short CTAs work
 // around a collective instead.
-void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
+void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) { backward_pass(slot, unit_done, chunk, -1); }
+
+void GptStage::backward_input(int slot, int stash, const UnitDone& unit_done, int chunk) {
+  TRIDENT_CHECK(stash >= 0 && stash < n_stashes(), str("weight-gradient stash ", stash, " of ", n_stashes()));
+  backward_pass(slot, unit_done, chunk, stash);
+}
+
+// backward_input: the blocks' input-gradient pass; the head unit's announcement (held since the
+// forward) is the only one it makes. backward: the whole backward.
+void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int stash) {
   require_grads("backward");
+  const bool split = stash >= 0;
   select_chunk(chunk);
+  if (split)   // the kernels accumulate (+=) the bias and norm gradients they write
+    for (int i = 0; i < chunk_.n_layers(); ++i)
+      for (auto field : kBiasAndNormGrads)
+        if (!(stashes_[stash].blocks[i].grads.*field).empty()) be_.zero(stashes_[stash].blocks[i].grads.*field);
   Slot& s = slots_[slot];
   docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;
   int held = -1;   // a unit done but not yet announced
@@ -811,16 +877,18 @@ void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
   for (int i = chunk_.n_layers() - 1; i >= 0; --i) {
     const TensorView x = block_input(s, i);
     const int unit = layout_.block_unit(chunk_.layer_begin + i);
-    // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward).
-    if (staging_) staging_->begin_unit(unit);
-    if (staging_ && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
+    // Block i's backward also writes block i - 1's output bias gradient (its ln1 backward). The
+    // input pass writes no block's parameter gradient.
+    if (staging_ && !split) staging_->begin_unit(unit);
+    if (staging_ && !split && i > 0) staging_->begin_unit(layout_.block_unit(chunk_.layer_begin + i - 1));
     need(unit);   // the recompute and the input gradients read the block's weights
     // The next block's parameters come beside the attention backward, as in the forward.
     auto before_attention = [&] {
       announce();
       if (i > 0) prefetch(layout_.block_unit(chunk_.layer_begin + i - 1));
     };
-    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention);
+    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention, split ? &stashes_[stash] : nullptr);
+    if (split) continue;   // backward_weight completes the unit and announces it
     // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
     // before the unit is announced to the DP sync.
@@ -840,15 +908,65 @@ void GptStage::backward(int slot, const UnitDone& unit_done, int chunk) {
     gather_rows(s.grad);
     be_.encoder_bwd(gr_.wte, gr_.wpe, s.grad, s.tokens.as<int32_t>(), B_, T_, C_, layout_.vocab_start(),
                     layout_.vocab_local(), doc_starts());
-    if (unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
+    // Split: the embedding may share a bucket with the first block, whose weights come later.
+    if (unit_done && !split && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
   }
+}
+
+// Per block: the stashed bias and norm gradients added, the weight GEMMs as block_backward issues
+// them without a stash (the dw_beside calls) on the stashed output gradients and the activations
+// backward_acts gives again, then what backward does once a unit's gradients are complete for
+// the micro-batch: on the last micro-batch (and on every one for a bucket ZeRO-2 reduces per
+// micro-batch) the TP sums, the staged unit's end, the announcement. Plain GEMMs on the main
+// stream, no SM margin: nothing runs beside them.
+void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, int chunk) {
+  require_grads("backward_weight");
+  TRIDENT_CHECK(stash >= 0 && stash < n_stashes(), str("weight-gradient stash ", stash, " of ", n_stashes()));
+  select_chunk(chunk);
+  const Slot& s = slots_[slot];
+  docs_ = s.packed ? s.doc_start.as<int32_t>() : nullptr;   // full recompute runs the attention again
+  const int N = B_ * T_, C = C_;
+  const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
+            FA = static_cast<int>(bd_.fc_act);
+  for (int i = chunk_.n_layers() - 1; i >= 0; --i) {
+    const int unit = layout_.block_unit(chunk_.layer_begin + i);
+    need(unit);
+    const BlockActs a = backward_acts(s, i, block_input(s, i));
+    wait_norm_gather(2);
+    wait_norm_gather(1);
+    const BlockStash& k = stashes_[stash].blocks[i];
+    const BlockTensors& p = block_w(i);
+    const BlockTensors& g = block_g(i);
+    if (staging_) staging_->begin_unit(unit);
+    // The top block's output bias gradient comes from the final norm's backward (in the last
+    // stage's forward), not from backward_input.
+    const bool fcproj_bias_stashed = i + 1 < chunk_.n_layers() || !chunk_.last();
+    for (auto field : kBiasAndNormGrads)
+      if (!(k.grads.*field).empty() && (field != &BlockTensors::fcproj_b || fcproj_bias_stashed))
+        be_.accumulate(g.*field, k.grads.*field);
+    be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, k.dx3, a.fcg, p.fcproj_w, N, FA, C);
+    be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, k.dfch, a.ln2, p.fc_w, N, C, FC);
+    be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, k.dx2, a.atty, p.proj_w, N, ATT, C);
+    be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, k.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+    const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
+    if (reduced_now && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (reduced_now) sum_kv_replicas(i);
+    wait_replicated_sums();
+    if (unit_done) unit_done(unit);
+    if (staging_) staging_->end_unit(unit);
+  }
+  if (chunk_.first() && unit_done && layout_.embedding_unit() >= 0) unit_done(layout_.embedding_unit());
 }
 
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
-                              const std::function<void()>& before_attention) {
+                              const std::function<void()>& before_attention, const WeightStash* stash) {
   const BlockTensors& p = block_w(i);
-  const BlockTensors& g = block_g(i);
+  const BlockStash* keep = stash ? &stash->blocks[i] : nullptr;
+  // The bias and norm gradients go to the stash with `keep` (which has no weight matrices' views).
+  const BlockTensors& g = keep ? keep->grads : block_g(i);
+  const TensorView prev_fcproj_b = i == 0 ? TensorView{} : stash ? stash->blocks[i - 1].grads.fcproj_b
+                                                                 : block_g(i - 1).fcproj_b;
   Scratch& sc = *scratch_;
   const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
@@ -894,27 +1012,32 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // weight-gradient GEMMs. With tp > 1 those are both of the part's (fcproj's and fc's, proj's
   // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
   // before the LayerNorm backward updates it.
-  const bool dw_beside = tp > 1;
+  // With `keep` (backward_input) none of the four weight GEMMs runs here: the output gradients
+  // they would read are kept instead, dfch and dqkv written there directly and dres copied where
+  // the dw_beside GEMMs would read it (all rows, before the LayerNorm backward updates it).
+  const bool dw_beside = tp > 1 && !keep;
+  const bool dw_inline = tp == 1 && !keep;
+  const TensorView dfch = keep ? keep->dfch : sc.dfch, dqkv = keep ? keep->dqkv : sc.dqkv;
   gather_rows(dres);
-  be_.side_join();   // the previous block's fc bias gradient has read sc.dfch, written next
+  be_.side_join();   // the previous block's fc bias gradient has read dfch, written next
   if (split_bwd_ && s.grad_gather) {
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
     // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
     // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    be_.matmul_gelu_bwd(bwd_rows(sc.dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
+    be_.matmul_gelu_bwd(bwd_rows(dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
                         p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(peer_rows(sc.dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
+    be_.matmul_gelu_bwd(peer_rows(dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
                         peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
   } else {
     finish_grad_gather(s);
-    const TensorView dw = dw_beside ? TensorView{} : g.fcproj_w;
+    const TensorView dw = dw_inline ? g.fcproj_w : TensorView{};
     if (bd_.llama) {
       // down's input gradient, then SwiGLU's backward into [dgate | dup].
       be_.matmul_bwd(sc.dfcg, dw, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
-      be_.swiglu_bwd(sc.dfch, sc.dfcg, a.fch, N, FA);
+      be_.swiglu_bwd(dfch, sc.dfcg, a.fch, N, FA);
     } else {
-      be_.matmul_gelu_bwd(sc.dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
+      be_.matmul_gelu_bwd(dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
                           p.fcproj_w, a.fch, N, FA, C);
     }
   }
@@ -922,12 +1045,15 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
   wait_norm_gather(2);
-  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC);
+  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
+        if (keep) be_.copy(keep->dx3, dres);
       },
-      [&] { be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, sc.dfch, a.ln2, p.fc_w, N, C, FC); },
+      [&] {
+        if (!keep) be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);
+      },
       [&](TensorView dln_peer, PeerRelease release) {
         norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
                     saved_rows(a.x2, C), p.ln2_w, saved_rows(a.ln2_mean, 1), saved_rows(a.ln2_rstd, 1), ln_rows,
@@ -936,32 +1062,35 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
 
   gather_rows(dres);
   finish_grad_gather(s);
-  be_.matmul_bwd(sc.datty, dw_beside ? TensorView{} : g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
+  be_.matmul_bwd(sc.datty, dw_inline ? g.proj_w : TensorView{}, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
   // attention backward, which is bound by the tensor cores and shared memory.
   if (!g.fc_b.empty()) {
     be_.side_begin();
-    be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, C, FC);
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, dfch, a.ln2, p.fc_w, N, C, FC);
     be_.side_end();
   }
   // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
   // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
-  be_.attention_bwd(sc.dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
+  be_.attention_bwd(dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
                     bd_.NKVl, bd_.HS, doc_starts());
-  if (bd_.llama) be_.rope_bwd(sc.dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
+  if (bd_.llama) be_.rope_bwd(dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
   wait_norm_gather(1);
-  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
   ln_part(
       [&] {
         if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
-        be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, sc.dqkv, a.ln1, p.qkv_w, N, C, QKV);
+        if (keep)
+          be_.copy(keep->dx2, dres);
+        else
+          be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
       },
       // With the split backward the gather of dres's rows runs beside the next block's first
       // GEMM, on this rank's rows (or the stage's end waits for it).
       [] {},
       [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, i > 0 ? block_g(i - 1).fcproj_b : TensorView{},
+        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
                     bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
                     saved_rows(a.ln1_rstd, 1), ln_rows, release);
       });

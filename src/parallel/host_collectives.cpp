@@ -102,12 +102,20 @@ std::string gather_text_at_0(const std::string& mine, MPI_Comm comm) {
   return all;
 }
 
-NodeRanks node_ranks(MPI_Comm comm) {
+NodeRanks node_ranks(MPI_Comm comm, int gpus_per_node) {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  if (gpus_per_node > 0) {
+    const int world_rank = comm_rank(MPI_COMM_WORLD);
+    MPI_Comm emulated = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(node, world_rank / gpus_per_node, world_rank, &emulated));
+    MPI_CHECK(MPI_Comm_free(&node));
+    node = emulated;
+  }
   NodeRanks n;
   n.local_rank = comm_rank(node);
   n.local_size = comm_size(node);
+  n.first = all_reduce(comm_rank(comm), HostReduce::Min, node);
   MPI_CHECK(MPI_Comm_free(&node));
   return n;
 }

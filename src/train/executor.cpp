@@ -3,32 +3,56 @@
 #include "trident/train/executor.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "trident/core/trace.hpp"
 
 namespace trident {
 
-std::vector<int> PipelineExecutor::assign_slots(const std::vector<Action>& plan, int* n_slots) {
-  // A (micro-batch, chunk) takes the lowest free slot at its first action (the receive of its
-  // input, or its forward) and frees it with its backward, or its forward in a plan without
-  // backwards. The exchange that follows (the input gradient's or the output's send) still reads
-  // the slot: its gradient or output buffer, which the next holder's receive of its input leaves alone.
-  const bool backwards = std::any_of(plan.begin(), plan.end(), [](const Action& a) { return a.kind == Action::Bwd; });
-  std::map<std::pair<int, int>, int> slot_of;
+namespace {
+
+// Gives each (micro-batch, chunk) the lowest free index at its first action that `holds` one,
+// and frees it at an action that `frees` it; -1 for the actions that hold none. *n: the indices
+// used, the most held at once.
+std::vector<int> lowest_free(const std::vector<Action>& plan, const std::function<bool(const Action&)>& holds,
+                             const std::function<bool(const Action&)>& frees, int* n) {
+  std::map<std::pair<int, int>, int> index_of;
   std::vector<char> busy;
-  std::vector<int> slots;
+  std::vector<int> out;
   for (const Action& a : plan) {
-    auto [it, first] = slot_of.emplace(std::make_pair(a.micro, a.chunk), 0);
+    if (!holds(a)) {
+      out.push_back(-1);
+      continue;
+    }
+    auto [it, first] = index_of.emplace(std::make_pair(a.micro, a.chunk), 0);
     if (first) {
       it->second = static_cast<int>(std::find(busy.begin(), busy.end(), 0) - busy.begin());
       if (it->second == static_cast<int>(busy.size())) busy.push_back(0);
       busy[it->second] = 1;
     }
-    slots.push_back(it->second);
-    if (a.kind == Action::Bwd || (a.kind == Action::Fwd && !backwards)) busy[it->second] = 0;
+    out.push_back(it->second);
+    if (frees(a)) busy[it->second] = 0;
   }
-  if (n_slots) *n_slots = std::max<int>(1, static_cast<int>(busy.size()));
+  *n = static_cast<int>(busy.size());
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> PipelineExecutor::assign_slots(const std::vector<Action>& plan, int* n_slots) {
+  // A (micro-batch, chunk) takes the lowest free slot at its first action (the receive of its
+  // input, or its forward) and frees it with the backward that completes its parameter gradients
+  // (Bwd or BwdWeight), or its forward in a plan without backwards. The exchange that follows
+  // (the input gradient's or the output's send) still reads the slot: its gradient or output
+  // buffer, which the next holder's receive of its input leaves alone.
+  auto completes = [](const Action& a) { return a.kind == Action::Bwd || a.kind == Action::BwdWeight; };
+  const bool backwards = std::any_of(plan.begin(), plan.end(), completes);
+  int n = 0;
+  std::vector<int> slots = lowest_free(
+      plan, [](const Action&) { return true; },
+      [&](const Action& a) { return completes(a) || (a.kind == Action::Fwd && !backwards); }, &n);
+  if (n_slots) *n_slots = std::max(1, n);
   return slots;
 }
 
@@ -38,13 +62,25 @@ int PipelineExecutor::slots_needed(const std::vector<Action>& plan) {
   return n;
 }
 
+std::vector<int> PipelineExecutor::assign_stashes(const std::vector<Action>& plan, int* n_stashes) {
+  int n = 0;
+  std::vector<int> stashes = lowest_free(
+      plan, [](const Action& a) { return a.kind == Action::BwdInput || a.kind == Action::BwdWeight; },
+      [](const Action& a) { return a.kind == Action::BwdWeight; }, &n);
+  if (n_stashes) *n_stashes = n;
+  return stashes;
+}
+
+int PipelineExecutor::stashes_needed(const std::vector<Action>& plan) {
+  int n = 0;
+  assign_stashes(plan, &n);
+  return n;
+}
+
 PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan)
     : model_(model), pp_(pp), plan_(std::move(plan)) {
   for (const Action& a : plan_) {
     n_micro_ = std::max(n_micro_, a.micro + 1);
-    // GptStage runs its backward whole (require_runnable_schedule).
-    TRIDENT_CHECK(a.kind != Action::BwdInput && a.kind != Action::BwdWeight,
-                  str("the executor cannot run ", to_string(a), " (zero_bubble is a plan only)"));
     TRIDENT_CHECK(a.chunk < model.stage().n_chunks,
                   str("plan action ", to_string(a), " for a stage of ", model.stage().n_chunks, " model chunks"));
   }
@@ -52,6 +88,10 @@ PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action
   slot_ = assign_slots(plan_, &n_slots);
   TRIDENT_CHECK(n_slots <= model.n_slots(),
                 str("plan needs ", n_slots, " activation slots, model has ", model.n_slots()));
+  int n_stashes = 0;
+  stash_ = assign_stashes(plan_, &n_stashes);
+  TRIDENT_CHECK(n_stashes <= model.n_stashes(),
+                str("plan needs ", n_stashes, " weight-gradient stashes, model has ", model.n_stashes()));
 }
 
 // The peer holds the neighbouring virtual stage: chunk c of rank r sends its activations to chunk c
@@ -89,9 +129,17 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
       TraceRange range("forward");
       load(a.micro, slot);
       model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone, a.chunk);
-    } else {   // Bwd: the constructor refused the split backward passes
+    } else if (a.kind == Action::Bwd) {
       TraceRange range("backward");
       model_.backward(slot, last_micro ? unit_done : kNone, a.chunk);
+    } else if (a.kind == Action::BwdInput) {
+      TraceRange range("backward_input");
+      model_.backward_input(slot, stash_[i], last_micro ? unit_done : kNone, a.chunk);
+    } else {
+      // The plan's weight passes run in micro-batch order, as 1F1B's backwards: the gradients
+      // accumulate in the same order.
+      TraceRange range("backward_weight");
+      model_.backward_weight(slot, stash_[i], last_micro ? unit_done : kNone, a.chunk);
     }
   }
   TRIDENT_CHECK(group.empty(), "plan ends inside a communication group");

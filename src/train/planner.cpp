@@ -15,6 +15,7 @@
 #include "trident/parallel/topology.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/model/gpt.hpp"
+#include "trident/train/executor.hpp"
 #include "trident/train/schedule.hpp"
 #include "trident/train/trainer.hpp"
 #include "trident/train/optimizer.hpp"
@@ -76,10 +77,15 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   }
   const std::vector<Action> plan =
       make_plan(parse_schedule(p.schedule), p.pp, stage, cfg.micro_batches_per_step(), p.virtual_stages);
-  e.in_flight = std::max(1, peak_in_flight(plan));
+  // The slots and weight-gradient stashes the trainer allocates for this plan (zero_bubble holds a
+  // slot until the weight-gradient pass and keeps, per micro-batch between its input- and
+  // weight-gradient passes, the output gradients the weight GEMMs read: GptStage::stash_bytes).
+  e.in_flight = PipelineExecutor::slots_needed(plan);
   const ActivationOptions acts = activation_options(cfg);
   // An interleaved plan counts model chunks; a slot holds one chunk's activations.
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts);
+  e.stashed = PipelineExecutor::stashes_needed(plan);
+  e.activations += static_cast<double>(e.stashed) * GptStage::stash_bytes(m, st, p.tp, B, act);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
@@ -173,6 +179,61 @@ double stage_flops_per_token(const ModelConfig& m, const StageInfo& st, int tp) 
   return f;
 }
 
+// The weight-gradient GEMMs' share of stage_flops_per_token: 2 FLOPs per GEMM parameter (of 6)
+// in its blocks and the head; what a split backward's W pass computes. The forward (F) has as
+// many plus the attention's 4*T*C, the input-gradient pass (B) as many plus its 8*T*C.
+double stage_weight_flops_per_token(const ModelConfig& m, const StageInfo& st, int tp) {
+  double f = 2 * st.n_layers() * block_param_count(m);
+  if (st.last()) f += 2.0 * m.padded_vocab(tp) * m.n_embd;
+  return f;
+}
+
+// ZeRO-3: seconds of one step's parameter all-gathers that the stage's compute does not hide,
+// replayed as ShardedParams does them under `plan`. A pass over the blocks (forward, or backward)
+// gathers a bucket of blocks into its rotating buffer unless that buffer still holds it (buckets
+// take the buffers in turn, so a backward finds the last buckets of the forward before it, and a
+// forward the first buckets of the backward before it). Each gather but a pass's first is
+// prefetched one block ahead, beside that block (forward: `block_forward_s`, backward twice that),
+// and shows only beyond it. The buckets the blocks do not use (head, embedding, tied embedding)
+// are gathered once per step after the update: the one the forward reads first in full, the
+// others beside a block's forward. `element_s`: the all-gather's seconds per gathered element.
+double zero3_gather_seconds(const ParamLayout& layout, const StageInfo& st, const std::vector<Action>& plan,
+                            double element_s, double block_forward_s) {
+  const ZeroShards::BufferPlan buffers = ShardedParams::buffer_plan(layout);
+  const std::vector<char> kept = ShardedParams::kept_gathered(layout);
+  auto gather_s = [&](int b) { return element_s * static_cast<double>(layout.buckets()[b].size); };
+  const int first = layout.bucket_of_unit(layout.first_forward_unit());
+  double s = 0;
+  std::vector<int> held(buffers.elements.size(), -1);
+  for (int b = 0; b < static_cast<int>(kept.size()); ++b) {
+    if (!kept[b]) continue;
+    held[buffers.buffer_of[b]] = b;   // blocks in a kept bucket (the head's) find it gathered
+    s += b == first ? gather_s(b) : std::max(0.0, gather_s(b) - block_forward_s);
+  }
+  std::vector<int> bucket_of_block;   // forward order
+  for (int i = 0; i < st.n_layers(); ++i)
+    bucket_of_block.push_back(layout.bucket_of_unit(layout.block_unit(st.layer(i))));
+  const int n = static_cast<int>(bucket_of_block.size());
+  auto pass = [&](bool forward, double hidden_s) {
+    int previous = -1;
+    for (int k = 0; k < n; ++k) {
+      const int b = bucket_of_block[forward ? k : n - 1 - k];
+      if (b == previous) continue;
+      const bool prefetched = previous >= 0;
+      previous = b;
+      int& holds = held[buffers.buffer_of[b]];
+      if (holds == b) continue;
+      holds = b;
+      s += prefetched ? std::max(0.0, gather_s(b) - hidden_s) : gather_s(b);
+    }
+  };
+  for (const Action& a : plan) {
+    if (a.kind == Action::Fwd) pass(true, block_forward_s);
+    if (a.kind == Action::Bwd || a.kind == Action::BwdInput) pass(false, 2 * block_forward_s);
+  }
+  return s;
+}
+
 }  // namespace
 
 int64_t logical_param_count(const ModelConfig& m) {
@@ -222,10 +283,12 @@ double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage) {
          (tied_pair ? ring(2, 0) : 0.0) + double(pp_peers) * hw.nccl_channels * kNcclChannelPeerBytes;
 }
 
-double offload_seconds(double state, double micro_compute_s, const Hardware& hw) {
+double offload_seconds(double state, double last_bucket, double micro_compute_s, int ranks_per_host,
+                       const Hardware& hw) {
   const double pcie = hw.pcie_gbps * 1e9;
-  const double gradients_down = std::max(0.0, state * sizeof(float) / pcie - 2.0 / 3.0 * micro_compute_s);
-  const double update = state * (7 * sizeof(float) + hw.act_bytes) / (hw.host_adamw_gbps * 1e9);
+  const double gradients_down =
+      std::max(last_bucket * sizeof(float) / pcie, state * sizeof(float) / pcie - 2.0 / 3.0 * micro_compute_s);
+  const double update = state * (7 * sizeof(float) + hw.act_bytes) / (hw.host_adamw_gbps * 1e9 / ranks_per_host);
   const double parameters_up = state * hw.act_bytes / pcie;
   return gradients_down + std::max(update, parameters_up);
 }
@@ -256,7 +319,11 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   const double bw_tp = bandwidth(Axis::TP), bw_pp = bandwidth(Axis::PP), bw_dp = bandwidth(Axis::DP);
 
   TimeEstimate t;
-  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, dp_s = 0, offload_s = 0;
+  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, micro_weight = 0, dp_s = 0, offload_s = 0;
+  const double rate = hw.gemm_tflops * 1e12;
+  const ScheduleKind schedule = parse_schedule(p.schedule);
+  // The host memory the host AdamWs of a node's ranks share.
+  const int ranks_per_host = std::max(1, std::min(p.dp * p.tp * p.pp, hw.gpus_per_node));
   for (int s = 0; s < p.pp; ++s) {
     const StageInfo st = StageInfo::of(m, s, p.pp);
     // Fully recomputed blocks run their forward (a third of their training FLOPs) twice.
@@ -271,8 +338,8 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const double value_model = cfg.task == "ppo" ? 4.0 / 3.0 * st.n_layers() * block_flops_per_token(m) : 0.0;
     const double reference = (in_step ? stage_flops_per_token(m, st, p.tp) / 3.0 : 0.0) +
                              (two_pass_head && st.last() ? 2.0 * m.padded_vocab(p.tp) * m.n_embd : 0.0) + value_model;
-    const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp /
-                           (hw.gemm_tflops * 1e12);
+    const double compute = (stage_flops_per_token(m, st, p.tp) + recomputed + reference) * tokens_micro / p.tp / rate;
+    const double weight = stage_weight_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / rate;
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
     // parallel.tp_overlap alone too: on H100 what they save the GEMMs beside them lose, 73.2%
     // against 73.0% tp2 scaling; with tp_overlap and tp_fused_sum the copy engines move them
@@ -287,7 +354,7 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       const double tp_bytes = ((forward_hidden ? 0 : 2.0 * st.n_layers()) + st.first() + st.last()) * act_msg +
                               (st.last() ? 12 * tokens_micro : 0);
       const double all_reduce = ring_factor(p.tp) * act_msg / bw_tp;
-      const double dw_flops = double(m.n_embd) * m.n_embd * tokens_micro / p.tp, rate = hw.gemm_tflops * 1e12;
+      const double dw_flops = double(m.n_embd) * m.n_embd * tokens_micro / p.tp;
       tp_s = ring_factor(p.tp) * tp_bytes / bw_tp +
              st.n_layers() * (std::max(0.0, all_reduce - 16 * dw_flops / rate) +
                               std::max(0.0, all_reduce - 8 * dw_flops / rate));
@@ -297,13 +364,18 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     // The host update runs after the step's gradients are final, on every stage at once: the
     // stage with the most to update sets the time.
     const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
-    if (p.offload_optimizer)
-      offload_s = std::max(offload_s, offload_seconds(double(updated_elements(layout, p)), compute, hw));
+    if (p.offload_optimizer) {
+      const Bucket& last = layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())];
+      offload_s = std::max(offload_s, offload_seconds(double(updated_elements(layout, p)),
+                                                      double(p.zero ? last.size / p.dp : last.size), compute,
+                                                      ranks_per_host, hw));
+    }
     if (compute + tp_s + pp_s > micro_s) {
       micro_s = compute + tp_s + pp_s;
       micro_compute = compute;
       micro_tp = tp_s;
       micro_pp = pp_s;
+      micro_weight = weight;
     }
     if (p.dp > 1) {
       const double grad_bytes = layout.total() * 4.0, param_bytes = double(layout.total()) * hw.act_bytes;
@@ -324,9 +396,16 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       }
       const double first_bytes =
           double(layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())].size) * hw.act_bytes;
-      const double gather = p.zero ? shard * first_bytes / bw_dp +
-                                         std::max(0.0, shard * (param_bytes - first_bytes) / bw_dp - compute / 3.0)
-                                   : 0;
+      double gather = p.zero ? shard * first_bytes / bw_dp +
+                                   std::max(0.0, shard * (param_bytes - first_bytes) / bw_dp - compute / 3.0)
+                             : 0;
+      // ZeRO-3 gathers no whole stage after the update but each bucket of blocks where a forward
+      // or backward needs it.
+      if (p.zero >= 3) {
+        const std::vector<Action> plan = make_plan(schedule, p.pp, s, n_micro);
+        const double block_forward_s = block_flops_per_token(m) / 3 * tokens_micro / p.tp / rate;
+        gather = zero3_gather_seconds(layout, st, plan, shard * hw.act_bytes / bw_dp, block_forward_s);
+      }
       dp_s = std::max(dp_s, std::max(0.0, reduce - 2.0 / 3.0 * compute) + gather + staged);
     }
   }
@@ -335,13 +414,16 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
       p.pp > 1 ? double(m.padded_vocab(p.tp)) / p.tp * m.n_embd * sizeof(float) * ring_factor(2) / bw_pp : 0;
 
   // The slowest stage sets the pace: n_micro micro-batch slots plus pp-1 slots of fill and drain
-  // (of one model chunk each, 1/virtual_stages of a micro-batch's, when interleaved).
-  t.bubble = pipeline_bubble(p.pp, n_micro, p.virtual_stages);
+  // (of one model chunk each, 1/virtual_stages of a micro-batch's, when interleaved). ZB-H1 fills
+  // the drain with weight-gradient passes: (pp-1)(F + B - W) idle per step against 1F1B's
+  // (pp-1)(F + B + W), with F + B + W the micro-batch's time and W its weight-gradient GEMMs'.
+  t.bubble_s = schedule == ScheduleKind::ZeroBubble ? (p.pp - 1) * (micro_s - 2 * micro_weight)
+                                                    : micro_s * (p.pp - 1) / p.virtual_stages;
+  t.bubble = t.bubble_s / (n_micro * micro_s + t.bubble_s);
   t.compute_s = micro_compute * n_micro;
   t.tp_s = micro_tp * n_micro;
   t.pp_s = micro_pp * n_micro + embed_s;
   t.dp_s = dp_s;
-  t.bubble_s = micro_s * (p.pp - 1) / p.virtual_stages;
   t.offload_s = offload_s;
   t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s + t.offload_s;
   t.tokens_per_s = double(cfg.train.global_batch_size) * m.seq_len / t.step_s;
@@ -354,7 +436,7 @@ void apply_layout(RunConfig& cfg, const Layout& l) {
   cfg.parallel.pp = l.pp;
   cfg.parallel.zero = l.zero;
   cfg.parallel.schedule = l.schedule;
-  cfg.parallel.virtual_stages = 1;   // the layouts searched run gpipe or 1f1b: one model chunk per rank
+  cfg.parallel.virtual_stages = 1;   // the layouts searched run gpipe, 1f1b or zero_bubble: one model chunk per rank
   cfg.train.micro_batch_size = l.micro_batch_size;
 }
 
@@ -367,9 +449,10 @@ std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw) {
       if ((n / tp) % pp) continue;
       const int dp = n / (tp * pp);
       if (G % dp) continue;
-      for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
-        for (const char* schedule : {"1f1b", "gpipe"}) {
-          if (pp == 1 && std::string(schedule) == "gpipe") continue;   // one stage: the same plan
+      // validate_run_config drops what does not combine (ZeRO-3 runs under gpipe and 1f1b only).
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
+        for (const char* schedule : {"1f1b", "gpipe", "zero_bubble"}) {
+          if (pp == 1 && std::string(schedule) != "1f1b") continue;   // one stage: the same plan
           for (int B = 1; B <= G / dp; ++B) {
             if ((G / dp) % B) continue;
             Candidate c;

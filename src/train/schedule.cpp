@@ -17,15 +17,6 @@ ScheduleKind parse_schedule(const std::string& name) {
   throw InputError(str("parallel.schedule = ", name, ": must be gpipe, 1f1b, interleaved or zero_bubble"));
 }
 
-bool schedule_runs(ScheduleKind kind) { return kind != ScheduleKind::ZeroBubble; }
-
-void require_runnable_schedule(const std::string& name) {
-  if (schedule_runs(parse_schedule(name))) return;
-  throw InputError(str("parallel.schedule = ", name,
-                       " is a plan only: the model cannot run it yet (the backward is not split); use "
-                       "parallel.schedule = 1f1b, interleaved or gpipe"));
-}
-
 namespace {
 
 class PlanBuilder {

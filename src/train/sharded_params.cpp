@@ -18,14 +18,16 @@ std::vector<char> ShardedParams::kept_gathered(const ParamLayout& layout) {
   return kept;
 }
 
-size_t ShardedParams::gathered_elements(const ParamLayout& layout) {
-  return ZeroShards::plan_buffers(layout, kept_gathered(layout), kRotatingBuffers).total();
+ZeroShards::BufferPlan ShardedParams::buffer_plan(const ParamLayout& layout) {
+  return ZeroShards::plan_buffers(layout, kept_gathered(layout), kRotatingBuffers);
 }
+
+size_t ShardedParams::gathered_elements(const ParamLayout& layout) { return buffer_plan(layout).total(); }
 
 ShardedParams::ShardedParams(const ParamLayout& layout, const ParallelGroups& g, Backend& be, ZeroShards& shards)
     : layout_(layout), g_(g), be_(be), shards_(shards), dtype_(be.compute_dtype()) {
   TRIDENT_CHECK(shards.staged(), "ShardedParams: the gradients must be staged (ZeRO-2 or 3 with dp > 1)");
-  const ZeroShards::BufferPlan plan = ZeroShards::plan_buffers(layout, kept_gathered(layout), kRotatingBuffers);
+  const ZeroShards::BufferPlan plan = buffer_plan(layout);
   n_rotating_ = plan.reused;
   slot_of_ = plan.buffer_of;
   held_.resize(plan.elements.size());

@@ -62,8 +62,10 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     if (cfg.parallel.zero >= 3 && shards_->staged())
       sharded_ = std::make_unique<ShardedParams>(*shard_layout_, g, be, *shards_);
   }
+  ActivationOptions acts = activation_options(cfg);
+  acts.weight_stashes = PipelineExecutor::stashes_needed(plan);   // zero_bubble's split backward
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
-                                      activation_options(cfg), shards_ && shards_->staged() ? shards_.get() : nullptr,
+                                      acts, shards_ && shards_->staged() ? shards_.get() : nullptr,
                                       chunks, sharded_.get());
   model_->set_tp_overlap(cfg.parallel.tp_overlap);
   model_->set_tp_sm_margin(cfg.parallel.tp_sm_margin);
@@ -492,6 +494,9 @@ void Trainer::update(QueuedStep& q, double tokens, int adam_step) {
   }
   TraceRange range("optimizer");
   optimizer_->step(q.lr, stats.slice(kLossSums, 1), cfg_.train.grad_clip, adam_step);
+  // An offloaded update runs on this thread, the uploads joined, before the next step is queued:
+  // timed to the read above it would fall between two steps and in neither.
+  if (be_.is_device() && optimizer_->offloaded()) q.done = std::chrono::steady_clock::now();
   if (sharded_) sharded_->updated();
 }
 

@@ -209,7 +209,8 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
 }
 
 // Llama on 2 GPUs against 1 GPU: tp 2 (the key/value heads split), with sequence parallelism and
-// selective recompute, with tp_overlap, pp 2, and dp 2 under ZeRO-1 and ZeRO-2.
+// selective recompute, with tp_overlap, pp 2 under 1F1B and zero_bubble (whose split backward
+// must give 1F1B's losses bit for bit), and dp 2 under ZeRO-1 and ZeRO-2.
 TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -236,15 +237,28 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
          c.parallel.tp_overlap = true;
        }},
       {"pp2 1f1b", [](RunConfig& c) { c.parallel.pp = 2; }},
+      {"pp2 zero_bubble",
+       [](RunConfig& c) {
+         c.parallel.pp = 2;
+         c.parallel.schedule = "zero_bubble";
+       }},
       {"dp2 zero1", [](RunConfig& c) { c.parallel.zero = 1; }},
       {"dp2 zero2", [](RunConfig& c) { c.parallel.zero = 2; }},
   };
+  std::vector<double> pp2_1f1b;
   for (const L& l : layouts) {
     RunConfig c = llama_config();
     l.apply(c);
     SCOPED_TRACE(l.name);
     std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
     if (rank != 0) continue;
+    if (std::string(l.name) == "pp2 1f1b") pp2_1f1b = got;
+    if (std::string(l.name) == "pp2 zero_bubble") {
+      double to_1f1b = 0;
+      for (int s = 0; s < kSteps; ++s) to_1f1b = std::max(to_1f1b, std::fabs(got[s] - pp2_1f1b[s]));
+      std::printf("    largest loss difference to pp2 1f1b: %.3e\n", to_1f1b);
+      EXPECT_EQ(to_1f1b, 0.0) << "zero_bubble's weight-gradient pass must give 1F1B's gradients";
+    }
     double worst = 0;
     for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::fabs(got[s] - ref[s]) / ref[s]);
     std::printf("  llama %-28s losses %.4f -> %.4f, worst rel diff to 1 GPU %.2e\n", l.name, got.front(),

@@ -34,10 +34,6 @@ expect_2 "n_kv_head not dividing n_head" "model.n_kv_head = 3: must divide model
 expect_2 "GQA on gpt2" "model.n_kv_head = 2: needs model.arch = llama" train --config "$root/inputs/models/tiny.cfg" \
   --model.n_kv_head 2
 expect_2 "unknown arch" "model.arch = mamba: must be gpt2 or llama" train --model.arch mamba
-expect_2 "plan-only schedule to train" "parallel.schedule = zero_bubble is a plan only" train \
-  --config "$root/inputs/models/tiny.cfg" --parallel.schedule zero_bubble
-expect_2 "plan-only schedule to bench" "parallel.schedule = zero_bubble is a plan only" bench \
-  --config "$root/inputs/models/tiny.cfg" --backend cpu --parallel.schedule zero_bubble
 expect_2 "virtual stages without interleaved" "parallel.virtual_stages = 2: applies to parallel.schedule = interleaved" \
   train --config "$root/inputs/models/tiny.cfg" --parallel.virtual_stages 2
 expect_2 "ZeRO-4 to train" "parallel.zero = 4: must be 0, 1, 2 or 3" train --config "$root/inputs/models/tiny.cfg" \

@@ -8,7 +8,8 @@
 #   gives the same rewards on both layouts;
 # - on pp 2 (each stage its layer and KV cache, the last sampling) steps 1-3 are those of one rank:
 #   the same answers and rewards, step 1's loss, KL and entropy bit for bit; the gradient norm,
-#   summed over the stages in another order, and after it the later steps' within 1e-5;
+#   summed over the stages in another order, and after it the later steps' within 1e-5; under
+#   parallel.schedule = zero_bubble those of 1f1b bit for bit;
 # - a run resumed from its step-15 checkpoint repeats steps 16-30 exactly (policy, optimizer state,
 #   frozen reference from init.from, sampling position);
 # - rl.reward = model: a reward model trained on right-against-near-miss answers scores them
@@ -37,6 +38,8 @@ grep -q "layout dp=2" "$out/dp2.log" || { echo "the second run is not dp 2"; exi
 "$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 3 --parallel.pp 2 \
   --log.metrics "$out/pp2.jsonl" > "$out/pp2.log" || { cat "$out/pp2.log"; exit 1; }
 grep -q "layout dp=1 tp=1 pp=2" "$out/pp2.log" || { echo "the pipeline run is not pp 2"; exit 1; }
+"$@" "$trident" train "${grpo[@]}" --rl.prompts "$out/prompts.jsonl" --train.steps 3 --parallel.pp 2 \
+  --parallel.schedule zero_bubble --log.metrics "$out/pp2_zb.jsonl" > "$out/pp2_zb.log" || { cat "$out/pp2_zb.log"; exit 1; }
 
 # Resumed from step 15 of the first run: a directory holding only that checkpoint.
 mkdir "$out/resume"
@@ -45,9 +48,9 @@ cp "$out/ckpt/step_15.h5" "$out/resume/"
   > "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
 grep -q "resumed from .*step_15.h5 at step 15" "$out/resumed.log" || { cat "$out/resumed.log"; exit 1; }
 
-/usr/bin/python3 - "$out/one.jsonl" "$out/dp2.jsonl" "$out/resumed.jsonl" "$out/pp2.jsonl" <<'PY'
+/usr/bin/python3 - "$out/one.jsonl" "$out/dp2.jsonl" "$out/resumed.jsonl" "$out/pp2.jsonl" "$out/pp2_zb.jsonl" <<'PY'
 import json, sys
-one, dp2, resumed, pp2 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+one, dp2, resumed, pp2, zb = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
 assert len(one) == len(dp2) == 30 and len(resumed) == 15, (len(one), len(dp2), len(resumed))
 for name, rows in (("one rank", one), ("dp 2", dp2)):
     r = [row["reward"] for row in rows]
@@ -72,6 +75,8 @@ for a, b in zip(one, pp2):
         f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
 assert all(one[0][k] == pp2[0][k] for k in keys if k != "grad_norm"), (one[0], pp2[0])
 print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
+assert len(zb) == 3 and all(a[k] == b[k] for a, b in zip(pp2, zb) for k in keys + ("answer_tokens",)), (pp2, zb)
+print("steps 1-3 on pp 2 under zero_bubble: 1f1b's bit for bit")
 PY
 
 # rl.reward = model: a reward model trained from the SFT weights on right-against-near-miss answers

@@ -8,7 +8,8 @@
 #   value head under tensor parallelism); step 1 is the same on both; the value loss falls;
 # - on pp 2 (the policy, value model and reference each split in two stages) steps 1-3 are those
 #   of one rank: the same answers and rewards, step 1's losses bit for bit; the gradient norm, summed
-#   over the stages in another order, and after it the later steps' losses within 1e-5;
+#   over the stages in another order, and after it the later steps' losses within 1e-5; under
+#   parallel.schedule = zero_bubble (policy and value model) those of 1f1b bit for bit;
 # - a run resumed from its step-6 checkpoint repeats steps 7-12 exactly (policy, value model and
 #   both optimizer states, the adaptive KL coefficient), which inspect lists; resumed on dp 2 it
 #   gives step 7 the same reward and KL coefficient, and values within 1e-4;
@@ -49,6 +50,16 @@ for a, b in zip(one, pp2):
         f"step {b['step']} on pp 2 differs from one rank's: {a} {b}"
 assert all(one[0][k] == pp2[0][k] for k in close if k != "grad_norm"), (one[0], pp2[0])
 print("steps 1-3 on pp 2: one rank's answers and rewards, step 1 bit for bit, the rest within 1e-5")
+PY
+"$@" "$trident" train "${rl[@]}" --task ppo --rl.kl_target 0.5 --rl.kl_horizon 2000 --train.steps 3 --parallel.pp 2 \
+  --parallel.schedule zero_bubble --log.metrics "$out/pp2_zb.jsonl" > "$out/pp2_zb.log" || { cat "$out/pp2_zb.log"; exit 1; }
+/usr/bin/python3 - "$out/pp2.jsonl" "$out/pp2_zb.jsonl" <<'PY'
+import json, sys
+pp2, zb = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+keys = ("reward", "reward_std", "answer_tokens", "clip_fraction", "value_clip_fraction", "loss", "kl", "entropy",
+        "value_loss", "explained_variance", "kl_coef", "grad_norm")
+assert len(zb) == 3 and all(a[k] == b[k] for a, b in zip(pp2, zb) for k in keys), (pp2, zb)
+print("steps 1-3 on pp 2 under zero_bubble: 1f1b's bit for bit")
 PY
 "$trident" inspect "$out/ckpt/step_6.h5" > "$out/inspect.log"
 grep -q "task ppo: KL coefficient" "$out/inspect.log" && grep -q "^  /value/model/score.weight  *1 x 64 " "$out/inspect.log" &&

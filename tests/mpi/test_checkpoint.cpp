@@ -1,5 +1,5 @@
-// Checkpoints: saved in dp2 x tp2 x pp2 at step 5, resumed in other layouts (and one rank), the
-// next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt,
+// Checkpoints: saved in dp2 x tp2 x pp2 at step 5, resumed in other layouts, schedules (and one
+// rank), the next steps match the uninterrupted run within 1e-5 (same layout: identical bits); corrupt,
 // mismatched or crafted checkpoints (a dataset the model does not read, an impossible step) are
 // rejected with one line naming the file, and nothing is modified.
 #include <gtest/gtest.h>
@@ -122,6 +122,19 @@ void expect_continuation(const std::vector<double>& got, const std::vector<doubl
   }
 }
 
+// Trains `cfg` to step kSaveAt and saves its checkpoint in directory `sub` of `dir`; returns the file.
+std::string checkpoint_of(const RunConfig& cfg, const std::string& dir, const std::string& sub) {
+  const std::string into = dir + "/" + sub;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) fs::create_directories(into);
+  MPI_Barrier(MPI_COMM_WORLD);
+  TrainRun first(cfg, MPI_COMM_WORLD);
+  first.steps(0, kSaveAt);
+  first.save(into, kSaveAt);
+  return into + "/step_" + std::to_string(kSaveAt) + ".h5";
+}
+
 TEST_F(Checkpoint, SameLayoutResumesWithIdenticalBits) {
   TrainRun r(config(2, 2, 2, 1), MPI_COMM_WORLD);
   r.load(file_);
@@ -152,17 +165,7 @@ TEST_F(Checkpoint, LlamaReshardsIntoOtherLayouts) {
   };
   TrainRun full(llama(2, 2, 2, 1), MPI_COMM_WORLD);
   const std::vector<double> reference = full.steps(0, kSteps);
-  const std::string dir = dir_ + "/llama";
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) fs::create_directories(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  {
-    TrainRun first(llama(2, 2, 2, 1), MPI_COMM_WORLD);
-    first.steps(0, kSaveAt);
-    first.save(dir, kSaveAt);
-  }
-  const std::string file = dir + "/step_" + std::to_string(kSaveAt) + ".h5";
+  const std::string file = checkpoint_of(llama(2, 2, 2, 1), dir_, "llama");
   struct L { int dp, tp, pp, zero; };
   for (L l : {L{1, 4, 2, 0}, L{8, 1, 1, 1}, L{2, 2, 2, 1}}) {
     SCOPED_TRACE(str("llama dp", l.dp, " tp", l.tp, " pp", l.pp, " zero", l.zero));
@@ -190,17 +193,9 @@ TEST_F(Checkpoint, InterleavedAndOtherSchedulesLoadEachOthersCheckpoints) {
     r.load(file_);
     expect_continuation(r.steps(kSaveAt, kSteps), reference_, false);
   }
-  const std::string dir = dir_ + "/interleaved";
+  const std::string file = checkpoint_of(interleaved(1, 2, 4, 1), dir_, "interleaved");
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) fs::create_directories(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  {
-    TrainRun first(interleaved(1, 2, 4, 1), MPI_COMM_WORLD);
-    first.steps(0, kSaveAt);
-    first.save(dir, kSaveAt);
-  }
-  const std::string file = dir + "/step_" + std::to_string(kSaveAt) + ".h5";
   {
     SCOPED_TRACE("1f1b dp2 tp1 pp4 from interleaved dp1 tp2 pp4");
     TrainRun r(config(2, 1, 4, 1), MPI_COMM_WORLD);
@@ -217,6 +212,30 @@ TEST_F(Checkpoint, InterleavedAndOtherSchedulesLoadEachOthersCheckpoints) {
     MPI_Comm_free(&one);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+RunConfig zero_bubble(int dp, int tp, int pp, int zero) {
+  RunConfig c = config(dp, tp, pp, zero);
+  c.parallel.schedule = "zero_bubble";
+  return c;
+}
+
+// zero_bubble computes 1F1B's gradients bit for bit (the weight passes accumulate in the same
+// micro-batch order), and its checkpoints hold the same state: in the saving layout a
+// zero_bubble run resumes the 1F1B run's checkpoint, and a 1F1B run a zero_bubble run's, each
+// continuing the uninterrupted 1F1B run with identical bits.
+TEST_F(Checkpoint, ZeroBubbleAndOneFOneBLoadEachOthersCheckpoints) {
+  {
+    SCOPED_TRACE("zero_bubble dp2 tp2 pp2 from 1f1b");
+    TrainRun r(zero_bubble(2, 2, 2, 1), MPI_COMM_WORLD);
+    r.load(file_);
+    expect_continuation(r.steps(kSaveAt, kSteps), reference_, true);
+  }
+  const std::string file = checkpoint_of(zero_bubble(2, 2, 2, 1), dir_, "zero_bubble");
+  SCOPED_TRACE("1f1b dp2 tp2 pp2 from zero_bubble");
+  TrainRun r(config(2, 2, 2, 1), MPI_COMM_WORLD);
+  r.load(file);
+  expect_continuation(r.steps(kSaveAt, kSteps), reference_, true);
 }
 
 TEST_F(Checkpoint, ResumesOnOneRank) {

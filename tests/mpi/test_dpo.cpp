@@ -103,12 +103,13 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
   }
   // Every tp x pp without ZeRO and with ZeRO-1 and 2, then tp 2's head under sequence parallelism
   // (the final norm's rows gathered) and tp_overlap (the blocks in two halves), and with pp > 1
-  // interleaved (two model chunks per rank; the reference model holds the policy's chunks).
+  // interleaved (two model chunks per rank; the reference model holds the policy's chunks) and
+  // zero_bubble (the split backward).
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2)
-      for (int variant = 0; variant < 6; ++variant) {
+      for (int variant = 0; variant < 7; ++variant) {
         const int zero = variant == 1 ? 1 : variant == 4 ? 2 : 0;
-        const bool sp = variant == 2, overlap = variant == 3, interleaved = variant == 5;
+        const bool sp = variant == 2, overlap = variant == 3, interleaved = variant == 5, zero_bubble = variant == 6;
         RunConfig cfg = dpo_config();
         cfg.parallel.tp = tp;
         cfg.parallel.pp = pp;
@@ -122,11 +123,17 @@ TEST(Dpo, EveryLayoutMatchesOneRank) {
           const int micro_per_rank = cfg.train.global_batch_size / (cfg.train.micro_batch_size * cfg.parallel.dp);
           if (pp == 1 || cfg.model.n_layer % (2 * pp) || micro_per_rank % pp) continue;
         }
+        if (zero_bubble) {
+          cfg.parallel.schedule = "zero_bubble";
+          const int micro_per_rank = cfg.train.global_batch_size / (cfg.train.micro_batch_size * cfg.parallel.dp);
+          if (pp == 1 || micro_per_rank < pp) continue;
+        }
         if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
         if (zero && cfg.parallel.dp == 1) continue;   // ZeRO shards over DP ranks only
         if ((sp || overlap) && (tp != 2 || pp != 1)) continue;
         const std::string name = str("dp", cfg.parallel.dp, " tp", tp, " pp", pp, zero ? str(" zero", zero) : "",
-                                     sp ? " sp" : "", overlap ? " tp_overlap" : "", interleaved ? " interleaved" : "");
+                                     sp ? " sp" : "", overlap ? " tp_overlap" : "", interleaved ? " interleaved" : "",
+                                     zero_bubble ? " zero_bubble" : "");
         SCOPED_TRACE(name);
         const DpoRun got = train(cfg, MPI_COMM_WORLD);
         if (rank != 0) continue;

@@ -1,6 +1,6 @@
 // Every (dp, tp, pp) layout of the world size, each schedule (interleaved with two model chunks
-// per rank where the layers and micro-batches divide) and ZeRO stage (with tp > 1 also with
-// sequence parallelism), trains five steps
+// per rank where the layers and micro-batches divide; zero_bubble, also bit for bit against 1F1B
+// on the same layout) and ZeRO stage (with tp > 1 also with sequence parallelism), trains five steps
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
 // and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "trident/io/random_tokens.hpp"
 #include "test_support.hpp"
@@ -111,14 +112,20 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
     for (int pp = 1; tp * pp <= world; ++pp) {
       if (world % (tp * pp)) continue;
       const int dp = world / (tp * pp);
-      for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+      std::map<std::string, RunResult> one_f_one_b;   // this layout's 1F1B runs, by ZeRO stage and sp
+      for (const char* schedule : {"1f1b", "gpipe", "interleaved", "zero_bubble"}) {
         const bool interleaved = std::string(schedule) == "interleaved";
+        const bool zero_bubble = std::string(schedule) == "zero_bubble";
         if (pp == 1 && std::string(schedule) != "1f1b") continue;   // identical, or no pipeline to interleave
         const int micro_per_rank = base.train.global_batch_size / (base.train.micro_batch_size * dp);
         if (interleaved && (base.model.n_layer % (2 * pp) || micro_per_rank % pp)) continue;
+        if (zero_bubble && micro_per_rank < pp) continue;
         // ZeRO-2 and 3 on up to four ranks (their staging and gathers are the same code at any dp);
-        // ZeRO-3 refuses the interleaved schedule.
-        for (int zero = 0; zero <= (dp == 1 ? 0 : world <= 4 ? (interleaved ? 2 : 3) : 1); ++zero)
+        // ZeRO-3 refuses the interleaved and zero_bubble schedules; zero_bubble's ZeRO paths are the
+        // same code at eight ranks as at four.
+        int max_zero = world <= 4 ? (interleaved || zero_bubble ? 2 : 3) : 1;
+        if (dp == 1 || (zero_bubble && world > 4)) max_zero = 0;
+        for (int zero = 0; zero <= max_zero; ++zero)
         for (const bool sp : {false, true}) {
           // Sequence parallelism with tp > 1, under 1F1B and interleaved.
           if (sp && (tp == 1 || std::string(schedule) == "gpipe")) continue;
@@ -137,7 +144,17 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
           SCOPED_TRACE(name);
           RunResult got = train(cfg, MPI_COMM_WORLD);
           ++sweep.runs;
+          const std::string variant = str(zero, sp);
+          if (std::string(schedule) == "1f1b") one_f_one_b[variant] = got;
           if (rank != 0) continue;
+          // zero_bubble runs 1F1B's forwards and backwards, the weight-gradient GEMMs deferred
+          // but accumulated in the same micro-batch order from the same operands: the same bits.
+          if (zero_bubble) {
+            const RunResult& want = one_f_one_b.at(variant);
+            EXPECT_EQ(got.losses, want.losses) << "zero_bubble against 1f1b: losses";
+            for (const auto& [tname, w] : want.params.tensors)
+              EXPECT_EQ(got.params.tensors.at(tname), w) << "zero_bubble against 1f1b: " << tname;
+          }
           double loss_err = 0, weight_err = 0;
           std::string worst_tensor;
           for (int s = 0; s < kSteps; ++s)
@@ -192,16 +209,27 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     const RunResult fused_halves = train(cfg, MPI_COMM_WORLD);
     cfg.parallel.tp_overlap = false;
     const RunResult fused = train(cfg, MPI_COMM_WORLD);
+    // zero_bubble's input-gradient pass sums the LayerNorm gradients as partials too: 1F1B's bits.
+    RunResult fused_zero_bubble;
+    if (cfg.parallel.pp > 1) {
+      cfg.parallel.schedule = "zero_bubble";
+      fused_zero_bubble = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.schedule = "1f1b";
+    }
     // parallel.tp_split_layernorm_bwd: the backward's LayerNorms on half the rows each, their
     // parameter gradients TP-summed: another summation order, so held to the one-rank run.
     cfg.parallel.tp_overlap = cfg.parallel.tp_split_layernorm_bwd = true;
     const RunResult split = train(cfg, MPI_COMM_WORLD);
     // ... and under GPipe, whose last stage runs every forward (each starting a gather of the
     // head's input-gradient rows) before any backward.
-    RunResult split_gpipe;
+    // And under zero_bubble, whose input-gradient pass gathers the residual gradient's rows
+    // before it keeps them for the weight pass: 1F1B's bits.
+    RunResult split_gpipe, split_zero_bubble;
     if (cfg.parallel.pp > 1) {
       cfg.parallel.schedule = "gpipe";
       split_gpipe = train(cfg, MPI_COMM_WORLD);
+      cfg.parallel.schedule = "zero_bubble";
+      split_zero_bubble = train(cfg, MPI_COMM_WORLD);
       cfg.parallel.schedule = "1f1b";
     }
     // With tp = 1 the option does nothing, and needs no even micro-batch.
@@ -209,7 +237,7 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
     single.parallel.tp_overlap = true;
     single.train.micro_batch_size = 1;
     EXPECT_NO_THROW(train(single, MPI_COMM_WORLD));
-    runs += cfg.parallel.pp > 1 ? 7 : 6;
+    runs += cfg.parallel.pp > 1 ? 9 : 6;
     if (rank == 0) {
       for (const RunResult* got : {&split, static_cast<const RunResult*>(&split_gpipe)}) {
         if (got->losses.empty()) continue;
@@ -227,6 +255,16 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
         std::printf("  tp2 pp%d %s tp_overlap + fused + split LayerNorm backward: loss rel err %.2e  weight rel err "
                     "%.2e  replica diff %.1e\n",
                     cfg.parallel.pp, schedule, loss_err, weight_err, got->params.max_replica_diff);
+      }
+      const std::pair<const char*, const RunResult*> zero_bubble_variants[] = {
+          {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum + split LayerNorm backward", &split}};
+      for (const auto& [what, want] : zero_bubble_variants) {
+        const RunResult* got = want == &fused ? &fused_zero_bubble : &split_zero_bubble;
+        if (got->losses.empty()) continue;
+        EXPECT_EQ(got->losses, want->losses) << what << ": zero_bubble changed the losses";
+        for (const auto& [tname, w] : want->params.tensors)
+          EXPECT_EQ(got->params.tensors.at(tname), w) << what << ", zero_bubble: " << tname;
+        std::printf("  tp2 pp%d %s zero_bubble: losses and weights bit-identical to 1f1b\n", cfg.parallel.pp, what);
       }
       const std::pair<const char*, const RunResult*> variants[] = {
           {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
@@ -280,8 +318,8 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
 // and checks on rank 0 that losses and weights are those without recompute bit for bit.
 void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
                                      const std::vector<std::pair<const char*, int>>& modes) {
-  const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp,
-                                cfg.parallel.virtual_stages > 1 ? " interleaved v2" : "",
+  const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp, " ",
+                                cfg.parallel.schedule, cfg.parallel.virtual_stages > 1 ? " v2" : "",
                                 cfg.parallel.sequence_parallel ? " sp" : "");
   const RunResult plain = train(cfg, comm);
   for (const auto& [mode, layers] : modes) {
@@ -301,7 +339,7 @@ void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
 // the same ops on the same values, so losses and weights are those without recompute bit for bit:
 // full for all blocks, selective alone and with the first block of each stage full, GPT-2 and
 // Llama, on every layout of tp and pp of the world, and pp 2 interleaved (the first block of each
-// model chunk full).
+// model chunk full) and zero_bubble (whose weight pass recomputes again).
 TEST(Equivalence, RecomputeChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -323,6 +361,10 @@ TEST(Equivalence, RecomputeChangesNoBit) {
       if (pp == 2) {
         cfg.parallel.schedule = "interleaved";
         cfg.parallel.virtual_stages = 2;
+        expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
+        // zero_bubble's weight pass redoes what the slot does not keep, from the same values.
+        cfg.parallel.schedule = "zero_bubble";
+        cfg.parallel.virtual_stages = 1;
         expect_recompute_changes_no_bit(cfg, comm, rank, {{"full", 0}, {"selective", 1}});
       }
     }
@@ -439,7 +481,8 @@ TEST(Equivalence, Zero3MatchesZero2AndZero0Bitwise) {
 // parallel.offload_optimizer: the state in host memory and AdamW on the host (host_adamw, the CPU
 // op's arithmetic), each bucket's gradients copied as its reduction starts: the same losses and
 // weights as the update through the backend bit for bit, under ZeRO 0 to 3, with TP (and
-// sequence parallelism) and with a pipeline, train_step and queued steps, GPT-2 and Llama.
+// sequence parallelism) and with a pipeline (also zero_bubble's, whose weight passes complete the
+// buckets), train_step and queued steps, GPT-2 and Llama.
 TEST(Equivalence, OffloadChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -447,10 +490,11 @@ TEST(Equivalence, OffloadChangesNoBit) {
   if (world > 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
   struct Case {
     int tp, pp, zero;
-    bool sp, queued, llama;
+    bool sp, queued, llama, zero_bubble = false;
   };
   const Case cases[] = {{1, 1, 0, false, false, false}, {1, 1, 1, false, true, false}, {1, 1, 2, false, false, true},
-                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}, {1, 1, 3, false, true, true}};
+                        {2, 1, 1, true, false, false},  {1, 2, 2, false, true, false}, {1, 1, 3, false, true, true},
+                        {1, 2, 1, false, false, true, true}};
   for (const Case& c : cases) {
     const int dp = world / (c.tp * c.pp);
     RunConfig cfg = c.llama ? llama_config() : base_config();
@@ -458,8 +502,9 @@ TEST(Equivalence, OffloadChangesNoBit) {
     cfg.parallel.pp = c.pp;
     cfg.parallel.zero = dp > 1 ? c.zero : 0;
     cfg.parallel.sequence_parallel = c.sp;
+    if (c.zero_bubble) cfg.parallel.schedule = "zero_bubble";
     const std::string name = str(cfg.model.arch, " dp", dp, " tp", c.tp, " pp", c.pp, " zero", cfg.parallel.zero,
-                                 c.sp ? " sp" : "", c.queued ? " queued" : "");
+                                 c.sp ? " sp" : "", c.queued ? " queued" : "", c.zero_bubble ? " zero_bubble" : "");
     const RunResult device = train(cfg, MPI_COMM_WORLD, c.queued);
     cfg.parallel.offload_optimizer = true;
     const RunResult host = train(cfg, MPI_COMM_WORLD, c.queued);

@@ -102,6 +102,7 @@ void every_layout_matches_one_rank(const std::string& arch) {
       {" sp", [](RunConfig& c) { c.parallel.sequence_parallel = true; }},
       {" overlap", [](RunConfig& c) { c.parallel.tp_overlap = true; }},
       {" gpipe", [](RunConfig& c) { c.parallel.schedule = "gpipe"; }},
+      {" zero_bubble", [](RunConfig& c) { c.parallel.schedule = "zero_bubble"; }},
   };
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2)
@@ -114,7 +115,9 @@ void every_layout_matches_one_rank(const std::string& arch) {
         if (cfg.parallel.dp * cfg.train.micro_batch_size > cfg.train.global_batch_size) continue;
         if ((cfg.parallel.sequence_parallel || cfg.parallel.tp_overlap) && tp == 1) continue;
         if (cfg.parallel.zero >= 1 && cfg.parallel.dp == 1) continue;
-        if (cfg.parallel.schedule == "gpipe" && pp == 1) continue;
+        if (cfg.parallel.schedule != "1f1b" && pp == 1) continue;
+        const int micro_per_rank = cfg.train.global_batch_size / (cfg.train.micro_batch_size * cfg.parallel.dp);
+        if (cfg.parallel.schedule == "zero_bubble" && micro_per_rank < pp) continue;
         const std::string name = str(arch, " dp", cfg.parallel.dp, " tp", tp, " pp", pp, v.name);
         SCOPED_TRACE(name);
         const RewardRun got = train(cfg, MPI_COMM_WORLD);

@@ -8,3 +8,6 @@ set_tests_properties(mpi_planner_memory_np4 PROPERTIES LABELS mpi ENVIRONMENT OM
 add_test(NAME mpi_parallel_auto_np4 COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/planner/auto_layout.sh $<TARGET_FILE:trident>
          ${CMAKE_SOURCE_DIR} ${MPIEXEC_EXECUTABLE} ${TRIDENT_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} 4)
 set_tests_properties(mpi_parallel_auto_np4 PROPERTIES LABELS mpi ENVIRONMENT OMP_NUM_THREADS=1 TIMEOUT 120)
+add_test(NAME mpi_gpus_per_node_np4 COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/planner/gpus_per_node.sh $<TARGET_FILE:trident>
+         ${CMAKE_SOURCE_DIR} ${MPIEXEC_EXECUTABLE} ${TRIDENT_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} 4)
+set_tests_properties(mpi_gpus_per_node_np4 PROPERTIES LABELS "mpi;e2e" ENVIRONMENT OMP_NUM_THREADS=1 TIMEOUT 120)

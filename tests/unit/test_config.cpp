@@ -83,6 +83,11 @@ TEST(Config, PipelineSchedulesAndVirtualStages) {
   expect_error({"--parallel.pp", "4", "--parallel.schedule", "zero_bubble", "--train.global_batch_size", "8",
                 "--train.micro_batch_size", "4"}, 4,
                {"zero_bubble with pp = 4", "needs at least 4"});
+  // zero_bubble runs ZeRO-2, not ZeRO-3 (dp 2 x pp 2).
+  EXPECT_EQ(parse(with({"--parallel.schedule", "zero_bubble", "--train.global_batch_size", "16", "--parallel.zero",
+                        "2"}), 4).parallel.zero, 2);
+  expect_error(with({"--parallel.schedule", "zero_bubble", "--train.global_batch_size", "16", "--parallel.zero", "3"}),
+               4, {"parallel.zero = 3", "not zero_bubble"});
 }
 
 TEST(Config, TpOverlapNeedsAnEvenMicroBatchOnlyWithTensorParallelism) {
@@ -313,6 +318,9 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.tp_sm_margin", "65"}, w, {"parallel.tp_sm_margin", "65", "between 0 and 64"});
   expect_error({"--parallel.tp_comm_ctas", "-1"}, w, {"parallel.tp_comm_ctas", "-1", "between 0 and 64"});
   expect_error({"--parallel.dp_comm_ctas", "100"}, w, {"parallel.dp_comm_ctas", "100", "between 0 and 64"});
+  expect_error({"--parallel.gpus_per_node", "-1"}, w, {"parallel.gpus_per_node", "-1", "at least 1"});
+  expect_error({"--parallel.gpus_per_node", "3", "--train.global_batch_size", "4"}, 4,
+               {"parallel.gpus_per_node", "3", "must divide the number of ranks 4"});
   expect_error({"--train.lr", "-1"}, w, {"train.lr"});
   expect_error({"--train.min_lr", "1", "--train.lr", "0.1"}, w, {"train.min_lr"});
   expect_error({"--train.beta2", "1.0"}, w, {"train.beta2"});

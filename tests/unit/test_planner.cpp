@@ -4,8 +4,11 @@
 
 #include "trident/config/parse.hpp"
 #include "trident/parallel/pair_exchange.hpp"
+#include "trident/parallel/topology.hpp"
 #include "trident/model/generator.hpp"
 #include "trident/train/planner.hpp"
+#include "trident/train/schedule.hpp"
+#include "trident/train/sharded_params.hpp"
 #include "trident/train/trainer.hpp"
 
 namespace trident {
@@ -128,30 +131,43 @@ TEST(Planner, OffloadMovesTheOptimizerStateToTheHost) {
   }
 }
 
-// The step's offload time: gradient copies down beyond 2/3 of the last micro-batch's compute, then
-// the host AdamW (7 fp32 words and a parameter per element) or the uploads, whichever is longer.
+// The step's offload time: gradient copies down beyond 2/3 of the last micro-batch's compute (the
+// last bucket's always), then the host AdamW (7 fp32 words and a parameter per element, at the
+// host's bandwidth shared by its ranks) or the uploads, whichever is longer.
 TEST(Planner, OffloadAddsTheHostUpdateToTheStep) {
-  Hardware hw;   // 50 GB/s PCIe, 150 GB/s host AdamW, bf16
-  // 1e9 elements: 80 ms of gradients down, 200 ms of host update (30 bytes each) beside 40 ms up.
-  EXPECT_NEAR(offload_seconds(1e9, 0, hw), 0.08 + 0.2, 1e-12);
-  EXPECT_NEAR(offload_seconds(1e9, 0.06, hw), 0.04 + 0.2, 1e-12);   // 40 ms hidden by the backward
-  EXPECT_NEAR(offload_seconds(1e9, 1, hw), 0.2, 1e-12);
+  Hardware hw;   // 50 GB/s PCIe, 150 GB/s of host memory
+  // 1e9 elements, the last bucket 1e8: 80 ms of gradients down (8 ms of them the last bucket's),
+  // 200 ms of host update (30 bytes each) beside 40 ms of uploads.
+  EXPECT_NEAR(offload_seconds(1e9, 1e8, 0, 1, hw), 0.08 + 0.2, 1e-12);
+  EXPECT_NEAR(offload_seconds(1e9, 1e8, 0.06, 1, hw), 0.04 + 0.2, 1e-12);   // 40 ms hidden by the backward
+  EXPECT_NEAR(offload_seconds(1e9, 1e8, 1, 1, hw), 0.008 + 0.2, 1e-12);     // the last bucket waits
+  EXPECT_NEAR(offload_seconds(1e9, 1e8, 1, 2, hw), 0.008 + 0.4, 1e-12);     // two ranks share the host
   hw.host_adamw_gbps = 1e4;   // a host this fast waits for the uploads
-  EXPECT_NEAR(offload_seconds(1e9, 1, hw), 0.04, 1e-12);
+  EXPECT_NEAR(offload_seconds(1e9, 1e8, 1, 1, hw), 0.008 + 0.04, 1e-12);
 
   hw = Hardware{};
   const double P = 109312;   // small_config's parameters (dp 2, no ZeRO: every rank updates all)
   RunConfig c = small_config(0);
+  // The tied embedding's bucket (V * C = 8,192 elements) is the last to be final (its half under ZeRO-1).
+  const double last = 8192;
+  const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), 1, 0, 2, bucket_elements(c.parallel));
+  ASSERT_EQ(double(layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())].size), last);
+  ASSERT_EQ(double(layout.total()), P);
   const TimeEstimate on_gpu = estimate_time(c, hw);
   c.parallel.offload_optimizer = true;
   const TimeEstimate offloaded = estimate_time(c, hw);
   EXPECT_DOUBLE_EQ(on_gpu.offload_s, 0);
   EXPECT_GT(offloaded.offload_s, 0);
-  EXPECT_NEAR(offloaded.offload_s, offload_seconds(P, on_gpu.compute_s / c.micro_batches_per_step(), hw), 1e-15);
+  // Both ranks of the 2-rank job update on one host (8 GPUs per node).
+  const double micro_compute = on_gpu.compute_s / c.micro_batches_per_step();
+  EXPECT_NEAR(offloaded.offload_s, offload_seconds(P, last, micro_compute, 2, hw), 1e-15);
   EXPECT_NEAR(offloaded.step_s - on_gpu.step_s, offloaded.offload_s, 1e-15);
+  hw.gpus_per_node = 1;   // one rank per node: each host's bandwidth for one
+  EXPECT_NEAR(estimate_time(c, hw).offload_s, offload_seconds(P, last, micro_compute, 1, hw), 1e-15);
+  hw.gpus_per_node = 8;
   c.parallel.zero = 1;   // each rank updates its half
   validate_run_config(c, 2);
-  EXPECT_NEAR(estimate_time(c, hw).offload_s, offload_seconds(P / 2, on_gpu.compute_s / 2, hw), 1e-15);
+  EXPECT_NEAR(estimate_time(c, hw).offload_s, offload_seconds(P / 2, last / 2, micro_compute, 2, hw), 1e-15);
 }
 
 // What the GPU holds beyond trident's allocations: the CUDA context, the cuBLASLt workspace, and
@@ -471,6 +487,186 @@ TEST(Planner, BackwardTensorParallelAllReducesHideBehindWeightGradients) {
   const double with_partials = estimate_memory(c, hw).scratch;
   c.parallel.tp_fused_sum = false;
   EXPECT_NEAR(with_partials - estimate_memory(c, hw).scratch, kPartialSlots * msg, 1e-6);
+}
+
+// ZeRO-3's all-gathers, counted by hand: 4 blocks of a bucket each, dp 2, one stage, 2
+// micro-batches. The two rotating buffers take buckets 0, 2 and 1, 3: forward 0 gathers all four;
+// backward 0 finds 3 and 2 still there and gathers 1 and 0; forward 1 finds 0 and 1 and gathers 2
+// and 3; backward 1 gathers 1 and 0: ten gathers of a block's bucket, where ZeRO-2 gathers the
+// whole stage (the kept buckets and four block buckets) once after the update. Both reduce-scatter
+// the same gradients.
+TEST(Planner, Zero3GathersEachBlockBucketWhereAPassNeedsIt) {
+  Hardware hw;
+  RunConfig c = small_config(2);
+  c.model.n_layer = 4;
+  c.parallel.bucket_mb = 64.0 * 4 / (1 << 20);   // a bucket per unit (the final LayerNorm's too)
+  validate_run_config(c, 2);
+  const ParamLayout layout(c.model, StageInfo::of(c.model, 0, 1), 1, 0, 2, bucket_elements(c.parallel));
+  const std::vector<char> kept = ShardedParams::kept_gathered(layout);
+  std::vector<size_t> block_buckets;
+  for (size_t b = 0; b < kept.size(); ++b)
+    if (!kept[b]) block_buckets.push_back(layout.buckets()[b].size);
+  ASSERT_EQ(block_buckets.size(), 4u);
+  for (size_t size : block_buckets) ASSERT_EQ(size, block_buckets[0]);
+  const double block = double(block_buckets[0]);
+  // Half of a bf16 element crosses each rank's link in a 2-rank all-gather.
+  const double element_s = 0.5 * 2 / (hw.nvlink_gbps * 1e9);
+  RunConfig zero3 = c;
+  zero3.parallel.zero = 3;
+  validate_run_config(zero3, 2);
+
+  // GEMMs this fast hide nothing: six block gathers more than ZeRO-2's one of everything.
+  hw.gemm_tflops = 1e12;
+  EXPECT_NEAR(estimate_time(zero3, hw).dp_s - estimate_time(c, hw).dp_s, 6 * block * element_s,
+              1e-9 * block * element_s);
+  // GEMMs this slow hide every prefetched gather: what shows is the first forward's first bucket
+  // (backward 0 and forward 1 start on buckets still there) and the embedding's bucket, which the
+  // forward reads first and ZeRO-2 gathers first too.
+  hw.gemm_tflops = 1e-6;
+  EXPECT_NEAR(estimate_time(zero3, hw).dp_s - estimate_time(c, hw).dp_s, block * element_s, 1e-9 * block * element_s);
+  // ZeRO-3 costs time: never less DP time than ZeRO-1 in either case.
+  for (double tflops : {1e12, 400.0, 1e-6}) {
+    hw.gemm_tflops = tflops;
+    EXPECT_GE(estimate_time(zero3, hw).dp_s, estimate_time(small_config(1), hw).dp_s) << tflops;
+  }
+}
+
+// A 1.5B-parameter GPT whose 25 heads and 47 layers leave 8 GPUs one layout, dp 8: where memory
+// admits no ZeRO-2 layout the planner chooses ZeRO-3; where ZeRO-1 fits it is faster than ZeRO-3
+// and chosen.
+TEST(Planner, RankingChoosesZero3OnlyWhereMemoryNeedsIt) {
+  Hardware hw;
+  hw.gpus = 8;
+  hw.memory_gib = 1e6;
+  const RunConfig c = preset(47, 25, 1600, 64);
+  double least_zero2 = 1e30, least_zero3 = 1e30;
+  for (const Candidate& k : rank_layouts(c, hw)) {
+    ASSERT_EQ(k.layout.dp, 8);
+    (k.layout.zero == 3 ? least_zero3 : least_zero2) = std::min(k.layout.zero == 3 ? least_zero3 : least_zero2,
+                                                                k.memory.total());
+  }
+  ASSERT_LT(least_zero3, least_zero2);
+  hw.memory_gib = (least_zero3 + least_zero2) / 2 / double(1 << 30);
+  std::vector<Candidate> ranked = rank_layouts(c, hw);
+  ASSERT_TRUE(ranked.front().fits);
+  EXPECT_EQ(ranked.front().layout.zero, 3);
+
+  hw.memory_gib = 80;
+  ranked = rank_layouts(c, hw);
+  ASSERT_TRUE(ranked.front().fits);
+  EXPECT_NE(ranked.front().layout.zero, 3);
+  // Layout by layout, ZeRO-1 beats ZeRO-3 (it gathers the parameters once per step, not per pass).
+  int compared = 0;
+  for (const Candidate& one : ranked)
+    for (const Candidate& three : ranked)
+      if (one.layout.zero == 1 && three.layout.zero == 3 &&
+          one.layout.micro_batch_size == three.layout.micro_batch_size) {
+        EXPECT_GT(one.time.tokens_per_s, three.time.tokens_per_s) << "micro-batch " << one.layout.micro_batch_size;
+        ++compared;
+      }
+  EXPECT_GT(compared, 0);
+}
+
+// zero_bubble against 1F1B on small_config at pp 2 (4 micro-batches of 32 tokens): the last stage
+// is the slowest (a block and the head); per token its GEMMs do 6 * 49,984 + 6 * 128 * 64 FLOPs
+// and attention 12 * 16 * 64, 361,344 in all, of which the weight gradients (W) are 2 * 49,984 +
+// 2 * 128 * 64 = 116,352. ZB-H1's bubble is (p-1)(F + B - W) against 1F1B's (p-1)(F + B + W).
+TEST(Planner, ZeroBubbleFillsTheBubbleWithWeightGradients) {
+  Hardware hw;
+  RunConfig c = small_config(0);
+  c.parallel.dp = 1;
+  c.parallel.pp = 2;
+  validate_run_config(c, 2);
+  RunConfig zb = c;
+  zb.parallel.schedule = "zero_bubble";
+  validate_run_config(zb, 2);
+  const TimeEstimate one = estimate_time(c, hw), zero = estimate_time(zb, hw);
+  const double weight_s = 116352.0 * 32 / (hw.gemm_tflops * 1e12);
+  EXPECT_NEAR(zero.bubble_s, one.bubble_s - 2 * weight_s, 1e-18);
+  EXPECT_DOUBLE_EQ(zero.compute_s, one.compute_s);
+  EXPECT_NEAR(one.step_s - zero.step_s, 2 * weight_s, 1e-18);
+  EXPECT_NEAR(zero.bubble, zero.bubble_s / (4 * one.bubble_s + zero.bubble_s), 1e-15);
+  // Without communication time, the ratio is (F + B - W) / (F + B + W) of the FLOPs.
+  hw.nvlink_gbps = 1e15;
+  EXPECT_NEAR(estimate_time(zb, hw).bubble_s / estimate_time(c, hw).bubble_s, (361344.0 - 2 * 116352) / 361344, 1e-9);
+
+  // Memory: what the trainer allocates for the plan: the last stage defers its first weight pass,
+  // so it holds two micro-batches' activations (1F1B's peak, stage 0's) and a third slot for the
+  // next input, received before the deferred pass frees one, and two weight-gradient stashes
+  // (GptStage::stash_bytes: the four GEMM output gradients and the bias/norm gradients).
+  const MemoryEstimate m1 = estimate_memory(c, hw), mz = estimate_memory(zb, hw);
+  EXPECT_EQ(m1.stashed, 0);
+  EXPECT_EQ(mz.stage, 1);
+  EXPECT_EQ(mz.in_flight, 3);
+  EXPECT_EQ(mz.stashed, 2);
+  const StageInfo last = StageInfo::of(c.model, 1, 2);
+  const size_t slot = GptStage::slot_bytes(c.model, last, 1, 2, DType::BF16, activation_options(c));
+  const size_t stash = GptStage::stash_bytes(c.model, last, 1, 2, DType::BF16);
+  EXPECT_GE(stash, 36864u) << "at least 32 rows of C + 4C + C + 3C bf16 values per block";
+  EXPECT_DOUBLE_EQ(mz.activations, 3.0 * slot + 2.0 * stash);
+  EXPECT_GT(mz.total(), m1.total());
+}
+
+// The ranking lists zero_bubble beside 1F1B and GPipe where pp > 1, never with ZeRO-3 (refused);
+// with three micro-batches that dp 2 cannot split, 2 GPUs run pp 2, and zero_bubble is best.
+TEST(Planner, RankingIncludesZeroBubbleWithPipelines) {
+  Hardware hw;
+  hw.gpus = 2;
+  RunConfig c = preset(4, 25, 1600, 3);
+  std::vector<Candidate> ranked = rank_layouts(c, hw);
+  ASSERT_FALSE(ranked.empty());
+  EXPECT_EQ(ranked.front().layout.pp, 2);
+  EXPECT_EQ(ranked.front().layout.schedule, "zero_bubble");
+  hw.gpus = 8;
+  ranked = rank_layouts(preset(12, 12, 768, 64), hw);
+  int zero_bubble = 0;
+  for (const Candidate& z : ranked) {
+    if (z.layout.schedule != "zero_bubble") continue;
+    ++zero_bubble;
+    EXPECT_GT(z.layout.pp, 1);
+    EXPECT_LT(z.layout.zero, 3);
+    Layout twin = z.layout;
+    twin.schedule = "1f1b";
+    for (const Candidate& o : ranked)
+      if (o.layout.dp == twin.dp && o.layout.tp == twin.tp && o.layout.pp == twin.pp && o.layout.zero == twin.zero &&
+          o.layout.micro_batch_size == twin.micro_batch_size && o.layout.schedule == "1f1b") {
+        EXPECT_GT(z.time.tokens_per_s, o.time.tokens_per_s);
+        EXPECT_GE(z.memory.total(), o.memory.total());
+      }
+  }
+  EXPECT_GT(zero_bubble, 0);
+}
+
+// Four GPUs as two nodes of two (parallel.gpus_per_node = 2, or `trident plan --gpus-per-node 2`):
+// where memory needs tensor parallelism (long sequences, one stage: 5 layers), the planner
+// keeps the TP pairs inside the nodes (tp 2 x dp 2) rather than tp 4 across them.
+TEST(Planner, RankingKeepsTensorParallelismInsideANode) {
+  Hardware hw;
+  hw.gpus = 4;
+  hw.gpus_per_node = 2;
+  hw.memory_gib = 1e6;
+  RunConfig c = preset(5, 16, 2048, 4);
+  c.model.seq_len = 8192;
+  c.model.n_positions = 8192;
+  double least_tp1 = 1e30, least_tp2 = 1e30;
+  for (const Candidate& k : rank_layouts(c, hw)) {
+    if (k.layout.tp == 1) least_tp1 = std::min(least_tp1, k.memory.total());
+    if (k.layout.tp == 2) least_tp2 = std::min(least_tp2, k.memory.total());
+  }
+  ASSERT_LT(least_tp2, least_tp1);
+  hw.memory_gib = (least_tp1 + least_tp2) / 2 / double(1 << 30);
+  const std::vector<Candidate> ranked = rank_layouts(c, hw);
+  ASSERT_TRUE(ranked.front().fits);
+  const Layout& best = ranked.front().layout;
+  EXPECT_EQ(best.tp, 2);
+  EXPECT_EQ(best.dp, 2);
+  const Topology topo(best.dp, best.tp, best.pp);
+  for (int r = 0; r < 4; ++r)
+    for (int q : topo.group(Axis::TP, r)) EXPECT_EQ(q / 2, r / 2) << "TP group of rank " << r << " spans nodes";
+  // tp 4 fits too (it needs less memory) but crosses the nodes at --ib-gbps.
+  bool tp4_fits = false;
+  for (const Candidate& k : ranked) tp4_fits = tp4_fits || (k.layout.tp == 4 && k.fits);
+  EXPECT_TRUE(tp4_fits);
 }
 
 }  // namespace

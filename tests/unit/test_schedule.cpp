@@ -262,8 +262,9 @@ TEST(Schedule, GPipeAndOneFOneBAreCompleteAndDeadlockFree) {
           } else {
             EXPECT_EQ(peak_in_flight(plans[r]), n_micro);
           }
-          // The executor's slots: as many as the activations held at once.
+          // The executor's slots: as many as the activations held at once; no split backward.
           EXPECT_EQ(PipelineExecutor::slots_needed(plans[r]), peak_in_flight(plans[r]));
+          EXPECT_EQ(PipelineExecutor::stashes_needed(plans[r]), 0);
         }
         const SimResult res = Simulator(plans, 1).run();
         ASSERT_EQ(res.error, "");
@@ -320,6 +321,27 @@ TEST(Schedule, ZeroBubbleIsCompleteDeadlockFreeWithOneFOneBsPeak) {
       for (int r = 0; r < pp; ++r) {
         EXPECT_LE(peak_in_flight(plans[r]), pp) << "rank " << r;
         peak = std::max(peak, peak_in_flight(plans[r]));
+        // The executor's slots are held until the weight pass, which follows the exchange group
+        // that may already receive the next forward's input: at most one slot more than the
+        // activations held at once, on the stages that receive activations. Stage r defers r weight passes,
+        // so r + 1 micro-batches at most are between their input-gradient and weight passes,
+        // each with a weight-gradient stash. The weight passes run in micro-batch order (the
+        // gradients accumulate as under 1F1B), each on its input pass's stash.
+        EXPECT_GE(PipelineExecutor::slots_needed(plans[r]), peak_in_flight(plans[r])) << "rank " << r;
+        EXPECT_LE(PipelineExecutor::slots_needed(plans[r]), peak_in_flight(plans[r]) + (r > 0 ? 1 : 0))
+            << "rank " << r;
+        int n_stashes = 0;
+        const std::vector<int> stash = PipelineExecutor::assign_stashes(plans[r], &n_stashes);
+        EXPECT_EQ(n_stashes, r + 1) << "rank " << r;
+        std::map<int, int> stash_of;
+        int next_w = 0;
+        for (size_t i = 0; i < plans[r].size(); ++i) {
+          const Action& a = plans[r][i];
+          if (a.kind == Action::BwdInput) stash_of[a.micro] = stash[i];
+          if (a.kind != Action::BwdWeight) continue;
+          EXPECT_EQ(a.micro, next_w++) << "rank " << r;
+          EXPECT_EQ(stash[i], stash_of.at(a.micro)) << to_string(a);
+        }
         peak_1f1b = std::max(peak_1f1b, peak_in_flight(make_plan(ScheduleKind::OneFOneB, pp, r, n_micro)));
       }
       EXPECT_EQ(peak, peak_1f1b);
@@ -406,21 +428,12 @@ TEST(Schedule, ForwardOnlyPlansForEvaluation) {
       }
 }
 
-TEST(Schedule, ParsesNamesAndRefusesPlansItCannotRun) {
+TEST(Schedule, ParsesNames) {
   EXPECT_EQ(parse_schedule("gpipe"), ScheduleKind::GPipe);
   EXPECT_EQ(parse_schedule("1f1b"), ScheduleKind::OneFOneB);
   EXPECT_EQ(parse_schedule("interleaved"), ScheduleKind::Interleaved);
   EXPECT_EQ(parse_schedule("zero_bubble"), ScheduleKind::ZeroBubble);
   EXPECT_THROW(parse_schedule("zigzag"), InputError);
-  EXPECT_NO_THROW(require_runnable_schedule("1f1b"));
-  EXPECT_NO_THROW(require_runnable_schedule("gpipe"));
-  EXPECT_NO_THROW(require_runnable_schedule("interleaved"));
-  try {
-    require_runnable_schedule("zero_bubble");
-    ADD_FAILURE() << "zero_bubble accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("plan only"), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

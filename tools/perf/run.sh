@@ -18,7 +18,9 @@
 #   measurements: vs_pytorch (124M on 1 GPU twice around PyTorch's run), dp2 (124M on each GPU
 #     alone, then dp2 ZeRO-1 twice, and PyTorch DDP), dp_scaling (124M ZeRO-1 on 1, 2, 4, 8 GPUs
 #     up to the node's count: OUT/dp_scaling.csv), tp2 and pp2 (the 1.44B model on 1 GPU, then
-#     tp2 or pp2 1F1B at the same global batch), llama_peers (the PyTorch peers of the Llama
+#     tp2 or pp2 1F1B at the same global batch), nodes2x2 (4 GPUs as two emulated nodes of 2:
+#     tp2 x dp2 and tp2 x pp2 across them and on one node, the doctor's bandwidths, trident plan
+#     --gpus-per-node 2), llama_peers (the PyTorch peers of the Llama
 #     benchmarks: Llama-3.2-1B on 1 GPU; Llama-3-8B under FSDP2 on 4 GPUs, or on 2 with its layers
 #     cut to LLAMA8B_LAYERS, 16 unless set; LLAMA8B_AC=full checkpoints its activations),
 #     attention (trident's kernels and PyTorch SDPA on the same shapes), kernels, kernels_mma,
@@ -180,6 +182,23 @@ PY
       need_gpus pp2 2 || continue
       one 1.5b_1gpu 1 "$bin" "${m15[@]}"
       one 1.5b_pp2 2 "$bin" "${m15[@]}" --parallel.pp 2 --parallel.schedule 1f1b ;;
+    nodes2x2)
+      # Two nodes of 2 GPUs emulated on one machine (emulate_nodes.sh: NCCL's network transport
+      # between them): the 1.44B model at tp 2 inside a node and dp 2 or pp 2 across, each beside
+      # the same layout on the machine as one node; the doctor's bus bandwidth of the communicators
+      # that cross (the planner's --ib-gbps) and the planner's rows for 2 GPUs per node.
+      need_gpus nodes2x2 4 || continue
+      printf '#!/bin/sh\nexec %q 2 -- %q "$@"\n' "$here/emulate_nodes.sh" "$bin" >"$out/trident_2x2"
+      chmod +x "$out/trident_2x2"
+      for across in dp pp; do
+        layout=(--parallel.tp 2)
+        [[ $across == pp ]] && layout+=(--parallel.pp 2)
+        one "1.5b_tp2_${across}2_one_node" 4 "$bin" "${m15[@]}" "${layout[@]}"
+        one "1.5b_tp2_${across}2_2x2" 4 "$out/trident_2x2" "${m15[@]}" "${layout[@]}"
+      done
+      check doctor_2x2 300 "${mp[@]}" -np 4 "$out/trident_2x2" doctor --config "$root/inputs/models/gpt2-1.5b-tp.cfg" \
+        "${data[@]}" --parallel.tp 2 --checkpoint.dir "$dest/doctor_2x2_ck"
+      check plan_2x2 60 "$bin" plan "${m15[@]}" --gpus 4 --gpus-per-node 2 --top 40 ;;
     transformers)
       # Hugging Face transformers (installed on the GPU nodes, not in CI) loads what trident exports
       # and trident converts what save_pretrained writes; python runs on its own libraries, the

@@ -67,6 +67,7 @@ struct ParallelConfig {
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
   bool offload_optimizer = false;   // fp32 master weights and Adam moments in host memory, AdamW on the host
+  int gpus_per_node = 0;            // > 0: consecutive world ranks of this many make a node (0: the machines)
   std::string recompute = "none";   // none | selective | full: what the backward recomputes
   int recompute_layers = 0;         // full: the first N blocks of each stage (0: all); selective: N blocks full
 };

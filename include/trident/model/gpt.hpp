@@ -66,6 +66,10 @@ struct ActivationOptions {
   // norm outputs are all-gathered for the column-parallel GEMMs, forward and again backward, and
   // the TP all-reduces become reduce-scatters into own rows.
   bool sequence_parallel = false;
+  // parallel.schedule = zero_bubble: the weight-gradient stashes of the split backward, one per
+  // micro-batch between its backward_input and its backward_weight (PipelineExecutor::
+  // stashes_needed of the plan); 0 for the other schedules.
+  int weight_stashes = 0;
 };
 
 // The initial values of this rank's shard of p (GptStage::init_params) into dst (p.numel): each
@@ -138,8 +142,14 @@ class GptStage {
                            const ActivationOptions& acts = {});
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                               const ActivationOptions& acts = {});
-  // Bytes of this stage's activation slots, all of them (what the constructor allocated).
+  // Bytes of one weight-gradient stash of the split backward (backward_input): per block two
+  // (N, C) residual gradients and the (N, fc) and (N, qkv) GEMM output gradients, and fp32 bias
+  // and norm gradients (6C + fc + qkv).
+  static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
+  // Bytes of this stage's activation slots and weight-gradient stashes, all of them (what the
+  // constructor allocated).
   size_t activation_bytes() const { return act_buf_.bytes(); }
+  int n_stashes() const;
 
   // Where the forward gets parameters that an update may not have delivered yet (none: they are
   // always current).
@@ -205,6 +215,17 @@ class GptStage {
   void forward(int slot, bool with_grad, float dloss, const UnitDone& unit_done, int chunk = 0);
   // Backward of one micro-batch through the chunk from slot_grad; parameter gradients accumulate (+=).
   void backward(int slot, const UnitDone& unit_done, int chunk = 0);
+  // The same backward in two passes (parallel.schedule = zero_bubble, ZB-H1). backward_input
+  // leaves the input gradient in slot_grad: everything of backward but the blocks' weight GEMMs
+  // (qkv, proj, fc, fcproj), the embedding's backward included. It keeps those GEMMs' output
+  // gradients, and the blocks' bias and norm gradients of the micro-batch, in weight-gradient
+  // stash `stash`; backward_weight adds the latter to the parameter gradients and runs the
+  // GEMMs with the slot's activations (redoing what recompute or sequence parallelism does not
+  // keep whole) on the operands of backward's calls, so the gradients are the same bits. The
+  // slot and the stash stay held until backward_weight; unit_done (the last micro-batch)
+  // announces the block and embedding units from backward_weight, after their last contribution.
+  void backward_input(int slot, int stash, const UnitDone& unit_done, int chunk = 0);
+  void backward_weight(int slot, int stash, const UnitDone& unit_done, int chunk = 0);
 
   // The LossSums computed since the last call (zeros on stages without the head).
   LossSums take_loss_sums();
@@ -261,7 +282,13 @@ class GptStage {
   struct Slot;
   struct Scratch;
   struct Dims;
+  struct BlockStash;
+  struct WeightStash;
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
+  static void plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d);
+  // backward and backward_input: `stash` -1 for the whole backward, else the stash that
+  // backward_input keeps the weight GEMMs' operands in.
+  void backward_pass(int slot, const UnitDone& unit_done, int chunk, int stash);
   static void plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d);
   // The chunk that forward and backward run: chunk_ is it as a stage of its own (embedding on
   // the first virtual stage, head on the last); block i of the chunk is the stage's block0_ + i,
@@ -348,9 +375,11 @@ class GptStage {
   // Orders the stream after the gather of a backward's LN2 (ln = 2) or LN1 (1) output.
   void wait_norm_gather(int ln);
   // before_attention runs just before the block's attention backward is queued; a holds the
-  // block's activations (the slot's, or recomputed).
+  // block's activations (the slot's, or recomputed). With `stash` (backward_input) the weight
+  // GEMMs are left out and their output gradients kept there, and the bias and norm gradients
+  // are written there instead of to the parameter gradients.
   void block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
-                      const std::function<void()>& before_attention);
+                      const std::function<void()>& before_attention, const WeightStash* stash = nullptr);
   void head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
   void head_chunks(Slot& s, bool with_grad, float dloss, TensorView row_weights, TensorView entropy_sums = {});
   void score_head_forward(Slot& s, TensorView x, bool with_grad, float dloss);
@@ -381,6 +410,7 @@ class GptStage {
   StageTensors p_;   // parameter views (compute dtype)
   StageTensors gr_;  // gradient views (fp32)
   std::vector<Slot> slots_;
+  std::vector<WeightStash> stashes_;
   const int32_t* docs_ = nullptr;   // the doc_start of the slot that forward/backward computes
   // The head unit's completion, held back by forward() until the slot's backward reaches its
   // first attention backward (see backward()).

@@ -66,11 +66,14 @@ std::vector<T> all_gather(const T& v, MPI_Comm comm) {
 // Rank 0 gets every rank's text concatenated in rank order (the others get ""); any lengths.
 std::string gather_text_at_0(const std::string& mine, MPI_Comm comm);
 
-// This rank's place among the ranks of comm that share its node (MPI_COMM_TYPE_SHARED).
+// This rank's place among the ranks of comm that share its node (MPI_COMM_TYPE_SHARED). With
+// gpus_per_node > 0 (parallel.gpus_per_node) a node is further cut into runs of that many
+// consecutive MPI_COMM_WORLD ranks, each one node (the emulated nodes of tools/perf/emulate_nodes.sh).
 struct NodeRanks {
   int local_rank = 0, local_size = 1;
+  int first = 0;   // the lowest rank of comm on this node: the node's name
 };
-NodeRanks node_ranks(MPI_Comm comm);
+NodeRanks node_ranks(MPI_Comm comm, int gpus_per_node = 0);
 
 // The MPI library's version text (MPI_Get_library_version).
 std::string mpi_library_version();

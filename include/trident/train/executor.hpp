@@ -15,22 +15,30 @@ class PipelineExecutor {
   PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action> plan);
 
   // load(micro, slot) puts the micro-batch's tokens into the slot. unit_done is passed to the
-  // forward/backward of the last micro-batch, when parameter gradients become final.
+  // forward/backward (and split backward passes) of the last micro-batch, when parameter
+  // gradients become final.
   using Loader = std::function<void(int micro, int slot)>;
   void run(const Loader& load, bool with_grad, float dloss, const UnitDone& unit_done);
 
   const std::vector<Action>& plan() const { return plan_; }
   // The activation slot of each action of the plan (each micro-batch's forward of a chunk holds
-  // one until its backward), and in n_slots how many there are: peak_in_flight(plan), at least 1.
+  // one until the backward that completes its parameter gradients, Bwd or BwdWeight), and in
+  // n_slots how many there are: peak_in_flight(plan), at least 1.
   static std::vector<int> assign_slots(const std::vector<Action>& plan, int* n_slots);
   static int slots_needed(const std::vector<Action>& plan);
+  // The weight-gradient stash of each BwdInput and BwdWeight (-1 for the other actions): a
+  // micro-batch's input-gradient pass takes one and its weight pass frees it. n_stashes (0
+  // without split backwards) is what GptStage's ActivationOptions::weight_stashes must be.
+  static std::vector<int> assign_stashes(const std::vector<Action>& plan, int* n_stashes);
+  static int stashes_needed(const std::vector<Action>& plan);
 
  private:
   P2POp p2p(const Action& a, int slot) const;
   GptStage& model_;
   Comm& pp_;
   std::vector<Action> plan_;
-  std::vector<int> slot_;   // per action of plan_
+  std::vector<int> slot_;    // per action of plan_
+  std::vector<int> stash_;   // per action of plan_: assign_stashes
   int n_micro_ = 0;
 };
 

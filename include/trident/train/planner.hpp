@@ -31,7 +31,8 @@ struct Hardware {
   double cuda_context_gib = 2.2;
   int nccl_channels = 32;         // channels NCCL opens per communicator and per point-to-point peer
   // parallel.offload_optimizer's time: the gradient and parameter copies over PCIe (pinned host
-  // memory, each direction) and the host AdamW's memory traffic (its threads together).
+  // memory, each direction, per GPU) and the host memory traffic of the host AdamWs of a node's
+  // ranks together (they share it).
   double pcie_gbps = 50;
   double host_adamw_gbps = 150;
 };
@@ -47,10 +48,11 @@ constexpr double kNcclChannelPeerBytes = 12.0 * (1 << 20);
 struct MemoryEstimate {
   int stage = 0;               // the pipeline stage these numbers belong to
   int in_flight = 1;           // micro-batches whose activations that stage holds at once
+  int stashed = 0;             // zero_bubble: weight-gradient stashes (PipelineExecutor::stashes_needed)
   double params = 0;           // compute dtype, this rank's shard (with alignment padding); ZeRO-2: and the shard AdamW writes
   double grads = 0;            // fp32 (ZeRO-2: the shards and the staging buffers)
   double optimizer = 0;        // fp32 master + exp_avg + exp_avg_sq (a 1/dp share under ZeRO)
-  double activations = 0;      // in_flight slots of the stage's layers
+  double activations = 0;      // in_flight slots of the stage's layers (zero_bubble: and the stashed output gradients)
   double scratch = 0;          // backward scratch, final LayerNorm and the logits chunk
   double trainer = 0;          // the step's token batch, loss/norm scalars, optimizer piece tables
   // Outside trident's arenas (Hardware::device): the CUDA context, the cuBLASLt workspace and the
@@ -136,12 +138,18 @@ double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int
 // each, a collective's capped by parallel.tp_comm_ctas / dp_comm_ctas where set. 0 for CPU ranks.
 double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage);
 
-// Seconds parallel.offload_optimizer adds to a step whose last micro-batch computes for
-// `micro_compute_s` on this rank: the gradient copies to the host its backward (2/3 of it) does
-// not hide, then the host AdamW over the `state` elements this rank updates (28 bytes of fp32
-// gradient, master and moments read and written, and the parameter written, act_bytes) beside
-// the uploads of the updated parameters, whichever is longer.
-double offload_seconds(double state, double micro_compute_s, const Hardware& hw);
+// Seconds parallel.offload_optimizer adds to a step, as Optimizer does the offloaded update: each
+// bucket's fp32 gradients (`state` elements in all, 4 bytes each) are copied to the host as the
+// last micro-batch's backward finishes the bucket, hidden behind that backward (2/3 of
+// `micro_compute_s`) except the last bucket's (`last_bucket` elements: the bucket the forward reads
+// first, final when the backward ends), which is always waited for. The host AdamW starts only
+// after the backward and the gradient norm (its clipping factor): bucket after bucket, reading
+// gradient, master and both moments and writing the three and the parameter (28 + act_bytes bytes
+// an element, as STREAM counts bytes) at the host memory bandwidth its node's `ranks_per_host`
+// ranks share (they update at the same time), each bucket's parameters uploaded (act_bytes each)
+// beside the next bucket's update: the longer of the two.
+double offload_seconds(double state, double last_bucket, double micro_compute_s, int ranks_per_host,
+                       const Hardware& hw);
 
 // cfg must be validated (parallel.dp resolved).
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw);
@@ -150,8 +158,9 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw);
 // Writes the layout into the parallel and train sections of cfg.
 void apply_layout(RunConfig& cfg, const Layout& l);
 
-// Every layout of hw.gpus ranks that validate_run_config accepts for `base` (model, batch,
-// options), with estimates, best first: fitting before not fitting, then by tokens/s, then the
+// Every layout of hw.gpus ranks (dp, tp, pp; ZeRO 0-3; gpipe, 1f1b or zero_bubble where pp > 1;
+// micro-batch size) that validate_run_config accepts for `base` (model, batch, options), with
+// estimates, best first: fitting before not fitting, then by tokens/s, then the
 // larger micro-batch (better GEMM efficiency than the model credits), then less memory.
 std::vector<Candidate> rank_layouts(const RunConfig& base, const Hardware& hw);
 

@@ -7,14 +7,11 @@
 
 namespace trident {
 
-// GPipe, 1F1B and Interleaved (Megatron's interleaved 1F1B over virtual stages) run; ZeroBubble
-// (ZB-H1 of Qi et al. 2023) is a plan the executor does not run yet (schedule_runs).
+// GPipe, 1F1B, Interleaved (Megatron's interleaved 1F1B over virtual stages) and ZeroBubble (ZB-H1
+// of Qi et al. 2023, the backward split in GptStage::backward_input and backward_weight).
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
 ScheduleKind parse_schedule(const std::string& name);   // "gpipe" | "1f1b" | "interleaved" | "zero_bubble"
-bool schedule_runs(ScheduleKind kind);
-// Throws InputError (one line, naming parallel.schedule) for a schedule that is only a plan.
-void require_runnable_schedule(const std::string& name);
 
 // With v virtual stages, chunk c of pipeline rank r holds the layers of virtual stage c*pp_size + r,
 // so the activations go round the ranks v times. Comm actions carry the chunk of the local compute

@@ -33,6 +33,8 @@ class ShardedParams : public ParamStore, public ParamFetch {
   // Elements of the gather buffers of a stage of this layout (compute dtype): one per bucket
   // gathered once per step, two of the largest other bucket (the planner's count).
   static size_t gathered_elements(const ParamLayout& layout);
+  // Which gather buffer each bucket uses (the planner replays the gathers of a step with it).
+  static ZeroShards::BufferPlan buffer_plan(const ParamLayout& layout);
   // Per bucket: 1 where it keeps its own gather buffer (head, embedding, tied embedding).
   static std::vector<char> kept_gathered(const ParamLayout& layout);
 

@@ -20,6 +20,7 @@
 #include "trident/core/error.hpp"
 #include "trident/core/log.hpp"
 #include "trident/core/trace.hpp"
+#include "trident/parallel/host_collectives.hpp"
 #include "trident/parallel/pair_exchange.hpp"
 #include "host_checks.hpp"
 #include "peer_link.hpp"
@@ -226,7 +227,10 @@ class NcclComm : public Comm, public PairExchange {
  public:
   // max_ctas > 0: NCCL's kernels of this communicator use at most that many CTAs (SMs), which
   // leaves the rest to the compute they run beside.
-  NcclComm(MPI_Comm mpi, std::string name, int max_ctas = 0) : mpi_(mpi), name_(std::move(name)) {
+  // gpus_per_node > 0: nodes are runs of that many ranks (parallel.gpus_per_node), which the
+  // peer-to-peer fast paths do not cross.
+  NcclComm(MPI_Comm mpi, std::string name, int max_ctas = 0, int gpus_per_node = 0)
+      : mpi_(mpi), name_(std::move(name)), gpus_per_node_(gpus_per_node) {
     MPI_Comm_rank(mpi, &rank_);
     MPI_Comm_size(mpi, &size_);
     ncclUniqueId id;
@@ -329,11 +333,7 @@ class NcclComm : public Comm, public PairExchange {
   // and all return the first reason found.
   std::string pair_problem(const char* what) {
     if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; ", what, " need exactly 2");
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(mpi_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    int node_size = 0;
-    MPI_Comm_size(node, &node_size);
-    MPI_Comm_free(&node);
+    const int node_size = node_ranks(mpi_, gpus_per_node_).local_size;
     int device = 0, devices[2] = {};
     CUDA_HOST_CHECK(cudaGetDevice(&device));
     MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_));
@@ -342,7 +342,8 @@ class NcclComm : public Comm, public PairExchange {
     CU_CHECK(StreamMemOps::get().attribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
     std::string why;
     if (node_size != 2)
-      why = str("the two ranks of the ", name_, " group run on different nodes");
+      why = str("the two ranks of the ", name_, " group run on different nodes",
+                gpus_per_node_ ? str(" (parallel.gpus_per_node = ", gpus_per_node_, ")") : std::string());
     else if (!peer_access)
       why = str("GPU ", device, " cannot access GPU ", devices[1 - rank_], " directly (no peer access)");
     else if (!mem_ops)
@@ -372,6 +373,7 @@ class NcclComm : public Comm, public PairExchange {
 
   MPI_Comm mpi_;
   std::string name_;
+  int gpus_per_node_ = 0;
   int rank_ = 0, size_ = 1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -382,7 +384,7 @@ class NcclComm : public Comm, public PairExchange {
 }  // namespace
 
 ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, double timeout_s, int tp_max_ctas,
-                                int dp_max_ctas) {
+                                int dp_max_ctas, int gpus_per_node) {
   int device = 0;
   CUDA_HOST_CHECK(cudaGetDevice(&device));
   Watchdog::instance().start(device, timeout_s);
@@ -392,9 +394,9 @@ ParallelGroups make_nccl_groups(const AxisMpiComms& axes, const Topology& topo, 
   MPI_Comm_rank(axes.world, &g.rank);
   g.coord = topo.coord_of(g.rank);
   // Same order on every rank: each init is a collective over its group.
-  g.world = std::make_unique<NcclComm>(axes.world, "world");
-  g.tp = std::make_unique<NcclComm>(axes.tp, "tp", tp_max_ctas);
-  g.dp = std::make_unique<NcclComm>(axes.dp, "dp", dp_max_ctas);
+  g.world = std::make_unique<NcclComm>(axes.world, "world", 0, gpus_per_node);
+  g.tp = std::make_unique<NcclComm>(axes.tp, "tp", tp_max_ctas, gpus_per_node);
+  g.dp = std::make_unique<NcclComm>(axes.dp, "dp", dp_max_ctas, gpus_per_node);
   g.pp = std::make_unique<NcclComm>(axes.pp, "pp");
   if (axes.embed != MPI_COMM_NULL) g.embed = std::make_unique<NcclComm>(axes.embed, "embed");
   g.control = std::make_unique<ControlComm>(axes.world, timeout_s);

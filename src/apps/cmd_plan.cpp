@@ -67,9 +67,8 @@ int cmd_plan(const Args& args) {
     log_info("usage: trident plan --config MODEL.cfg --gpus N [--gpu-memory-gib G] [...]\n\n" +
              run_options_help(&extra, {"backend", "model.", "parallel.tp_overlap", "parallel.tp_fused_sum",
                                        "parallel.recompute", "parallel.recompute_layers",
-                                       "parallel.sequence_parallel", "parallel.dp_copy_engine",
-                                       "parallel.offload_optimizer", "parallel.tp_comm_ctas", "parallel.dp_comm_ctas",
-                                       "parallel.gpus_per_node",
+                                       "parallel.sequence_parallel", "parallel.offload_optimizer",
+                                       "parallel.tp_comm_ctas", "parallel.dp_comm_ctas", "parallel.gpus_per_node",
                                        "train.global_batch_size"}));
     return 0;
   }

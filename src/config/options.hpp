@@ -85,24 +85,19 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "sums that parallel.tp_fused_sum moves by copy engine");
   v("parallel.tp_comm_ctas", c.parallel.tp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a TP collective may hold; 0 = NCCL's choice");
-  v("parallel.dp_copy_engine", c.parallel.dp_copy_engine,
-    "with dp = 2 and parallel.zero = 1, send each gradient bucket's other half to the other rank (the optimizer "
-    "adds it while it reads its shard: same values as the reduce-scatter) and the updated parameters back, by the "
-    "copy engines on GPUs, leaving every SM to the backward beside them (the two GPUs must share a node with peer "
-    "access)");
   v("parallel.offload_optimizer", c.parallel.offload_optimizer,
     "keep the fp32 master weights and Adam moments (this rank's ZeRO shard with parallel.zero >= 1) in pinned host "
     "memory and run AdamW on the host's cores (OMP_NUM_THREADS threads; ZeRO-Offload): each bucket's gradients go "
     "to the host beside the rest of the backward and its bf16 parameters come back after the update; GPU memory "
     "drops by 12 bytes per updated parameter, the same values as the update on the GPU's cores up to rounding "
-    "(bit for bit on the CPU backend); not with parallel.dp_copy_engine");
+    "(bit for bit on the CPU backend)");
   v("parallel.dp_comm_ctas", c.parallel.dp_comm_ctas,
     "with NCCL, the most CTAs (SMs) a data-parallel gradient reduction or ZeRO-1 gather may hold; 0 = NCCL's choice");
   v("parallel.gpus_per_node", c.parallel.gpus_per_node,
     "treat each run of this many consecutive ranks as one node (inside the machines MPI reports): the placement "
-    "parallel.auto plans for and the peer-to-peer fast paths (tp_fused_sum, dp_copy_engine), which need both "
-    "GPUs of a node; with tools/perf/emulate_nodes.sh NCCL also sees those nodes (multi-node behaviour on one "
-    "machine); 0 = the machines as they are");
+    "parallel.auto plans for and the peer-to-peer fast path (tp_fused_sum), which needs both GPUs of a node; with "
+    "tools/perf/emulate_nodes.sh NCCL also sees those nodes (multi-node behaviour on one machine); 0 = the "
+    "machines as they are");
   v("parallel.auto", c.parallel.auto_layout,
     "choose tp, pp, zero and micro_batch_size with the planner (trident plan) for the launched ranks");
 

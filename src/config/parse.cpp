@@ -2,6 +2,7 @@
 #include "trident/config/parse.hpp"
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -81,11 +82,21 @@ po::options_description all_options(RunConfig& cfg, po::options_description* ext
 // configs stored in older checkpoints among them).
 std::string current_name(const std::string& key) { return key == "model.ln_eps" ? "model.norm_eps" : key; }
 
+// Options removed since a release, with the reason: a config that sets one stops with the reason
+// and the fix rather than "unknown option"; a config stored in an older checkpoint (which lists
+// every option) is read without it.
+const char* removal_reason(const std::string& key) {
+  if (key == "parallel.dp_copy_engine")
+    return "was removed (NCCL's reduce-scatter measured as fast, docs/PERFORMANCE.md)";
+  return nullptr;
+}
+
 // Stores one option value; the first value stored for a key wins, so callers store the
 // highest-priority source first.
 void store_one(const po::options_description& desc, po::variables_map& vm, const std::string& old_key,
                const std::string& value, const std::string& where) {
   const std::string key = current_name(old_key);
+  if (const char* why = removal_reason(key)) throw InputError(str(where, ": ", key, " ", why, ": delete the line"));
   if (!desc.find_nothrow(key, false))
     throw InputError(str(where, ": unknown option ", quoted_text(key), " (see 'trident train --help' for the list)"));
   po::parsed_options parsed(&desc);
@@ -130,7 +141,12 @@ ParsedArgs parse_args(const std::vector<std::string>& args, po::options_descript
   try {
     po::store(po::command_line_parser(args).options(with_positional).positional(pos).run(), vm);
   } catch (const po::unknown_option& e) {
-    throw InputError(str("unknown option ", quoted_text(e.get_option_name()), " (see --help for the list)"));
+    // The name as written: "--key" or "--key=value".
+    const std::string name = e.get_option_name();
+    const size_t begin = std::min(name.find_first_not_of('-'), name.size());
+    const std::string key = name.substr(begin, name.find('=') - begin);
+    if (const char* why = removal_reason(key)) throw InputError(str(key, " ", why, ": drop --", key));
+    throw InputError(str("unknown option ", quoted_text(name), " (see --help for the list)"));
   } catch (const po::validation_error& e) {
     // Boost's message holds the raw value; name it the way store_one does, quoted and cut.
     throw InputError(str("command line: invalid value ", quoted_text(value_of(args, e.get_option_name())),
@@ -169,7 +185,8 @@ RunConfig parse_config_text(const std::string& ini, const std::string& origin) {
   po::variables_map vm;
   std::istringstream in(ini);
   std::vector<IniEntry> entries = read_ini_stream(in, origin);
-  for (auto e = entries.rbegin(); e != entries.rend(); ++e) store_one(desc, vm, e->key, e->value, e->where);
+  for (auto e = entries.rbegin(); e != entries.rend(); ++e)
+    if (!removal_reason(current_name(e->key))) store_one(desc, vm, e->key, e->value, e->where);
   po::notify(vm);
   cfg.model.score_head = cfg.task == "reward";   // a stored reward model's [model] has its score head
   return cfg;

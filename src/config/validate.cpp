@@ -154,13 +154,6 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           "cannot be combined with parallel.sequence_parallel; turn one of them off");
   require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",
           "needs parallel.tp_fused_sum = true");
-  require(!p.dp_copy_engine || p.dp <= 2, "parallel.dp_copy_engine", "true",
-          str("needs dp = 2 (the gradient halves go between two ranks), not dp = ", p.dp, "; turn it off"));
-  require(!p.dp_copy_engine || p.dp == 1 || p.zero == 1, "parallel.dp_copy_engine", "true",
-          "needs parallel.zero = 1 (each rank's optimizer adds the other rank's half of its shard)");
-  require(!p.offload_optimizer || !p.dp_copy_engine || p.dp == 1, "parallel.offload_optimizer", "true",
-          "cannot be combined with parallel.dp_copy_engine (the host update cannot add the other rank's half); turn "
-          "one of them off");
   const int64_t n_micro = t.global_batch_size / per_round;
   // The schedule holds a few actions per micro-batch: a step of billions of micro-batches would
   // exhaust memory while it is planned.

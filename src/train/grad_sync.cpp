@@ -18,11 +18,6 @@ void GradSync::launch(int b) {
   }
   const Bucket& bk = layout_.buckets()[b];
   TensorView v = grads_.slice(bk.offset, bk.size);
-  if (!shards_.inbox().empty()) {
-    void* into = shards_.inbox_of(b).data;
-    pending_[b] = shards_.pair()->scatter_partial_async(v.data, bk.size / 2, DType::F32, into, be_.stream());
-    return;
-  }
   pending_[b] = shards_.zero()
                     ? g_.dp->reduce_scatter_async(v.data, bk.size / g_.topo.dp(), DType::F32, be_.stream())
                     : g_.dp->all_reduce_async(v.data, bk.size, DType::F32, ReduceOp::Sum, be_.stream());

@@ -54,12 +54,11 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
                      const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards,
                      bool offload)
     : layout_(layout), params_(params), grads_(shards.staged() ? shards.grad_shard() : grads),
-      updated_(shards.staged() ? shards.param_shard() : params), peer_(shards.inbox()), pair_(shards.pair()),
-      shards_(shards), g_(g), be_(be), t_(t), zero_(shards.zero()), offload_(offload) {
+      updated_(shards.staged() ? shards.param_shard() : params), shards_(shards), g_(g), be_(be), t_(t),
+      zero_(shards.zero()), offload_(offload) {
   const size_t state = make_param_ranges(layout, g.topo.dp(), g.coord.dp, zero_, update_, norm_);
   TensorView all;
   if (offload_) {
-    TRIDENT_CHECK(peer_.empty(), "optimizer: the offload cannot add the copy engines' inbox");
     host_state_ = Buffer(be, 3 * state * sizeof(float), true);
     host_grads_ = Buffer(be, state * sizeof(float), true);
     host_params_ = Buffer(be, state * dtype_size(updated_.dtype), true);
@@ -102,18 +101,11 @@ Optimizer::Optimizer(const ParamLayout& layout, TensorView params, TensorView gr
     stale_.assign(layout.buckets().size(), 0);
     gathering_.resize(layout.buckets().size());
   }
-  if (!peer_.empty()) {
-    TRIDENT_CHECK(peer_.numel == master_.numel, "optimizer: the inbox does not match the ZeRO-1 shards");
-    peer_ops_ = &peer_ops_of(be, "parallel.dp_copy_engine");
-    const std::string why = pair_->register_window(params_.data, params_.bytes());
-    if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
-  }
 }
 
 Optimizer::~Optimizer() {
   for (Request& r : gathering_)
     if (r) r->wait(be_.stream());
-  if (!peer_.empty()) pair_->unregister_window(params_.data);
 }
 
 size_t Optimizer::make_param_ranges(const ParamLayout& layout, int dp, int dp_rank, bool zero,
@@ -159,10 +151,7 @@ void Optimizer::init_master(TensorView from) {
 }
 
 void Optimizer::add_norm_sq(TensorView acc) {
-  if (peer_ops_)
-    peer_ops_->sum_squares_multi(acc, grads_, norm_table_.view(DType::I32), peer_);
-  else
-    be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32));
+  be_.sum_squares_multi(acc, grads_, norm_table_.view(DType::I32));
 }
 
 void Optimizer::step(double lr, TensorView norm_sq, double clip, long t) {
@@ -245,10 +234,7 @@ void Optimizer::join_gradient_copies() {
 }
 
 void Optimizer::adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
-  if (peer_ops_)
-    peer_ops_->adamw_multi(updated_, master_, m_, v_, grads_, pieces, a, norm_sq, clip, peer_);
-  else
-    be_.adamw_multi(updated_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
+  be_.adamw_multi(updated_, master_, m_, v_, grads_, pieces, a, norm_sq, clip);
 }
 
 void Optimizer::start_gather(int b) {

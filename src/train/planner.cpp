@@ -90,8 +90,6 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
   if (p.tp_fused_sum && p.tp == 2)
     e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
-  // parallel.dp_copy_engine: the other rank's partials of this rank's shards (ZeroShards' inbox).
-  if (p.dp_copy_engine && p.dp == 2 && p.zero == 1) e.grads += static_cast<double>(state) * sizeof(float);
   // As the trainer allocates them: inputs, targets and document starts of every micro-batch of the
   // step (I32), its step statistics (f32), and the optimizer's piece tables of the DP rank with
   // the most (shard boundaries cut parameters into slightly different numbers of pieces).

@@ -57,7 +57,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
     // their own (the model's, built from the same arguments).
     shard_layout_ = std::make_unique<ParamLayout>(cfg.model, StageInfo::of(cfg.model, g.coord.pp, g.topo.pp(), chunks),
                                                   g.topo.tp(), g.coord.tp, g.topo.dp(), bucket_elements(cfg.parallel));
-    shards_ = std::make_unique<ZeroShards>(*shard_layout_, g, be, cfg.parallel.zero, cfg.parallel.dp_copy_engine);
+    shards_ = std::make_unique<ZeroShards>(*shard_layout_, g, be, cfg.parallel.zero);
     // ZeRO-3: the parameters as well.
     if (cfg.parallel.zero >= 3 && shards_->staged())
       sharded_ = std::make_unique<ShardedParams>(*shard_layout_, g, be, *shards_);

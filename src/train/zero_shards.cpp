@@ -1,5 +1,4 @@
-// The DP shards of the gradient buckets, the copy-engine inbox and ZeRO-2's staging buffers (see
-// zero_shards.hpp).
+// The DP shards of the gradient buckets and ZeRO-2's staging buffers (see zero_shards.hpp).
 #include "trident/train/zero_shards.hpp"
 
 #include <algorithm>
@@ -56,7 +55,7 @@ size_t ZeroShards::staging_elements(const ParamLayout& layout) {
   return plan_buffers(layout, reduced_once(layout), kRotatingBuffers).total();
 }
 
-ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage, bool copy_engine)
+ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage)
     : layout_(layout), g_(g), be_(be), stage_(stage), dtype_(be.compute_dtype()) {
   const int dp = g.topo.dp();
   staged_ = stage >= 2 && dp > 1;
@@ -78,29 +77,9 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     for (size_t b = 0; b < slot_of_.size(); ++b)
       if (slot_of_[b] >= n_rotating_) staging_[slot_of_[b]].bucket = static_cast<int>(b);
   }
-  if (!copy_engine || dp == 1) return;
-  TRIDENT_CHECK(stage == 1 && dp == 2, "parallel.dp_copy_engine needs dp = 2 and parallel.zero = 1");
-  // Every bucket's exchange is pending until GradSync::finish(), and so are the optimizer's
-  // gathers after it.
-  const size_t buckets = layout.buckets().size();
-  if (buckets > static_cast<size_t>(kCopyOpsInFlight))
-    throw InputError(str("parallel.dp_copy_engine = true: this stage has ", buckets, " gradient buckets, at most ",
-                         kCopyOpsInFlight, " can be exchanged at once; raise parallel.bucket_mb"));
-  size_t total = 0;
-  for (const Bucket& bk : layout.buckets()) {
-    inbox_offset_.push_back(total);
-    total += bk.size / 2;
-  }
-  pair_ = g.dp->pair_exchange();
-  if (!pair_) throw InputError(str("parallel.dp_copy_engine = true: the ", g.dp->name(),
-                                   " communicator has no copy-engine windows; set it to false"));
-  inbox_ = Buffer(be, total * sizeof(float));
-  const std::string why = pair_->register_window(inbox_.get(), inbox_.bytes());
-  if (!why.empty()) throw InputError(str("parallel.dp_copy_engine = true: ", why, "; set it to false"));
 }
 
 ZeroShards::~ZeroShards() {
-  if (inbox_.get()) pair_->unregister_window(inbox_.get());
   for (Staging& s : staging_)
     if (s.pending) s.pending->wait(be_.stream());
 }
@@ -109,10 +88,6 @@ std::pair<size_t, size_t> ZeroShards::dp_slice(const Bucket& bk, int dp, int dp_
   const size_t share = bk.size / dp;
   const size_t begin = bk.offset + share * dp_rank;
   return {begin, begin + share};
-}
-
-TensorView ZeroShards::inbox_of(int b) const {
-  return inbox().slice(inbox_offset_[b], layout_.buckets()[b].size / 2);
 }
 
 TensorView ZeroShards::staged_bucket(int b) const {

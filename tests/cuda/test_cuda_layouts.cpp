@@ -162,19 +162,17 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   // with sequence parallelism (alone and with tp_overlap), and with fused sums
   // (parallel.tp_fused_sum: copy-engine partials added by the LayerNorms), alone and with
   // tp_overlap; those are also compared with plain tp2.
-  // ZeRO-1 also with the copy-engine exchange (parallel.dp_copy_engine), compared with the first.
   struct L {
     int tp, pp, zero;
     const char* schedule;
-    bool tp_overlap = false, sp = false, fused = false, split = false, dp_ce = false;
+    bool tp_overlap = false, sp = false, fused = false, split = false;
   };
-  std::vector<double> plain_tp2, plain_zero1;
+  std::vector<double> plain_tp2;
   for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{2, 1, 0, "1f1b", false, true},
               L{2, 1, 0, "1f1b", true, true},
               L{2, 1, 0, "1f1b", false, false, true}, L{2, 1, 0, "1f1b", true, false, true},
               L{2, 1, 0, "1f1b", true, false, true, true}, L{1, 2, 0, "1f1b"},
-              L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"},
-              L{1, 1, 1, "1f1b", false, false, false, false, true}}) {
+              L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"}}) {
     RunConfig c = config();
     c.parallel.tp = l.tp;
     c.parallel.pp = l.pp;
@@ -184,16 +182,14 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     c.parallel.sequence_parallel = l.sp;
     c.parallel.tp_fused_sum = l.fused;
     c.parallel.tp_split_layernorm_bwd = l.split;
-    c.parallel.dp_copy_engine = l.dp_ce;
     if (l.tp_overlap && !l.fused) c.parallel.tp_sm_margin = c.parallel.tp_comm_ctas = 8;
-    if (l.zero && !l.dp_ce) c.parallel.dp_comm_ctas = 8;
+    if (l.zero) c.parallel.dp_comm_ctas = 8;
     const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
                                  l.split        ? " tp_overlap fused split LN bwd"
                                  : l.fused      ? (l.tp_overlap ? " tp_overlap fused sums" : " fused sums")
                                  : l.tp_overlap ? (l.sp ? " sp tp_overlap margin 8 ctas 8"
                                                         : " tp_overlap margin 8 ctas 8")
                                  : l.sp         ? " sequence parallel"
-                                 : l.dp_ce      ? " dp copy engine"
                                  : l.zero       ? " dp ctas 8"
                                                 : "");
     SCOPED_TRACE(name);
@@ -204,13 +200,6 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     std::printf("  %-24s losses %.4f -> %.4f, worst rel diff to 1 GPU %.2e\n", name.c_str(), got.front(), got.back(),
                 worst);
     if (l.tp == 2 && !l.tp_overlap && !l.sp && !l.fused) plain_tp2 = got;
-    if (l.zero && !l.dp_ce) plain_zero1 = got;
-    if (l.dp_ce) {   // the other half added by the optimizer: the same a + b as the reduce-scatter
-      double to_zero1 = 0;
-      for (int s = 0; s < kSteps; ++s) to_zero1 = std::max(to_zero1, std::fabs(got[s] - plain_zero1[s]));
-      std::printf("    largest loss difference to the reduce-scatter: %.3e\n", to_zero1);
-      EXPECT_EQ(to_zero1, 0.0) << "the copy-engine exchange must give the reduce-scatter's sums";
-    }
     if (l.fused && !l.split) {   // the split backward sums the LayerNorm gradients in another order
       double to_plain = 0;
       for (int s = 0; s < kSteps; ++s) to_plain = std::max(to_plain, std::fabs(got[s] - plain_tp2[s]));

@@ -23,6 +23,11 @@ expect_2 "malformed INI line" "bad.cfg:3" train --config "$out/bad.cfg"
 expect_2 "n_embd vs n_head" "model.n_embd" train --config "$root/inputs/models/tiny.cfg" --model.n_head 5
 expect_2 "missing data file" "nonexistent" train --config "$root/inputs/models/tiny.cfg" --data.train "$out/nonexistent"
 expect_2 "unknown option" "model.n_layers" train --model.n_layers 3
+expect_2 "removed option as a flag" "parallel.dp_copy_engine was removed (NCCL's reduce-scatter" train \
+  --config "$root/inputs/models/tiny.cfg" --parallel.dp_copy_engine false
+printf '[parallel]\nzero = 1\ndp_copy_engine = true\n' >"$out/removed.cfg"
+expect_2 "removed option in a file" "removed.cfg:3: parallel.dp_copy_engine was removed .*: delete the line" train \
+  --config "$root/inputs/models/tiny.cfg" --config "$out/removed.cfg"
 llama=(train --config "$root/inputs/models/llama-tiny.cfg")
 expect_2 "n_kv_head not dividing n_head" "model.n_kv_head = 3: must divide model.n_head = 4" "${llama[@]}" \
   --model.n_kv_head 3

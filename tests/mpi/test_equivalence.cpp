@@ -277,24 +277,6 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
       }
     }
   }
-  // parallel.dp_copy_engine: each bucket's other half sent to the other DP rank and added by its
-  // optimizer instead of reduce-scattered: the same a + b, so the same bits (dp = 2, ZeRO-1).
-  if (world % 2 == 0) {
-    RunConfig cfg = base_config();
-    cfg.parallel.pp = world / 2;
-    cfg.parallel.zero = 1;
-    const RunResult scattered = train(cfg, MPI_COMM_WORLD);
-    cfg.parallel.dp_copy_engine = true;
-    const RunResult sent = train(cfg, MPI_COMM_WORLD);
-    runs += 2;
-    if (rank == 0) {
-      EXPECT_EQ(sent.losses, scattered.losses) << "dp_copy_engine changed the losses";
-      for (const auto& [tname, want] : scattered.params.tensors)
-        EXPECT_EQ(sent.params.tensors.at(tname), want) << "dp_copy_engine: " << tname;
-      std::printf("  dp2 pp%d zero1 dp_copy_engine: losses and weights bit-identical to the reduce-scatter\n",
-                  cfg.parallel.pp);
-    }
-  }
   if (rank == 0)
     std::printf("%d layouts on %d ranks; worst loss rel err %.2e, worst weight rel err %.2e; one rank %.1f ms/step; "
                 "losses %.5f -> %.5f\n",
@@ -575,8 +557,8 @@ TEST(Equivalence, OffloadChangesNoBit) {
 }
 
 }  // namespace
-// Steps queued one ahead compute what train_step does, step for step, here over dp = 2 with the
-// copy-engine exchange (its operations then span two steps' queues).
+// Steps queued one ahead compute what train_step does, step for step, here over dp = 2 with
+// ZeRO-1 (the all-gathers of one step's update then span two steps' queues).
 TEST(Equivalence, QueuedStepsMatchTrainStep) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -585,7 +567,6 @@ TEST(Equivalence, QueuedStepsMatchTrainStep) {
   RunConfig cfg = base_config();
   cfg.parallel.pp = world / 2;
   cfg.parallel.zero = 1;
-  cfg.parallel.dp_copy_engine = true;
   const RunResult sync = train(cfg, MPI_COMM_WORLD);
   const RunResult queued = train(cfg, MPI_COMM_WORLD, true);
   if (rank != 0) return;

@@ -156,7 +156,7 @@ void check_grad_sync(bool zero) {
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>((g.coord.dp + 1) * (i % 97 + 1));
   Buffer grads(*be, mine.size() * sizeof(float));
   be->copy_from_host(grads.view(DType::F32), mine.data());
-  ZeroShards shards(layout, g, *be, zero, false);
+  ZeroShards shards(layout, g, *be, zero);
   GradSync sync(layout, grads.view(DType::F32), g, *be, shards);
   for (int u = 0; u < layout.n_units(); ++u) sync.unit_done(u);
   sync.finish();
@@ -186,7 +186,7 @@ TEST(GradSync, Zero2StagingSumsEachRanksSliceOverMicroBatches) {
   ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
   std::unique_ptr<Backend> be = make_cpu_backend();
   const ParamLayout layout(cfg.model, StageInfo::of(cfg.model, 0, 1), 1, 0, dp, 2048);
-  ZeroShards shards(layout, g, *be, 2, false);
+  ZeroShards shards(layout, g, *be, 2);
   ASSERT_TRUE(shards.staged());
   int staged_buckets = 0;
   for (size_t b = 0; b < layout.buckets().size(); ++b) staged_buckets += shards.per_micro_bucket(static_cast<int>(b));
@@ -239,7 +239,7 @@ TEST(Optimizer, AdamWStepMatchesAHandComputation) {
   Buffer params(*be, w0.size() * sizeof(float)), grads(*be, w0.size() * sizeof(float));
   be->copy_from_host(params.view(DType::F32), w0.data());
   be->copy_from_host(grads.view(DType::F32), grad.data());
-  ZeroShards shards(layout, g, *be, false, false);
+  ZeroShards shards(layout, g, *be, 0);
   Optimizer opt(layout, params.view(DType::F32), grads.view(DType::F32), g, *be, cfg.train, shards);
   opt.init_master();
   const double lr = 1e-2;

@@ -34,8 +34,8 @@ m15=(--config "$root/inputs/models/gpt2-1.5b-tp.cfg" --train.micro_batch_size 8 
 # The fastest tp = 2 settings: forward in two half micro-batches, partial sums by copy engine,
 # the backward's LayerNorms on half the rows.
 split=(--parallel.tp 2 --parallel.tp_overlap true --parallel.tp_fused_sum true --parallel.tp_split_layernorm_bwd true)
-# dp = 2 with ZeRO-1, gradients and parameters by copy engine.
-z1=(--train.global_batch_size 64 --parallel.zero 1 --parallel.dp_copy_engine true)
+# dp = 2 with ZeRO-1 (NCCL's reduce-scatter and all-gathers).
+z1=(--train.global_batch_size 64 --parallel.zero 1)
 
 mark() { (( $1 == 0 )) || status=1; }
 

@@ -425,7 +425,7 @@ class Backend {
   virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                            TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) = 0;
 
-  // The ops of the two-rank fast paths that read the other rank's partial (peer_ops.hpp), or
+  // The ops of the two-rank fused TP sums that read the other rank's partial (peer_ops.hpp), or
   // null where this backend has none.
   virtual PeerOps* peer_ops() { return nullptr; }
 

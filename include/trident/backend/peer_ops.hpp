@@ -1,8 +1,7 @@
-// PeerOps: the ops of the two-rank fast paths that read the other rank's partial sum, an optional
-// extension of a Backend (Backend::peer_ops(), null where a backend has none). Only those paths
-// use it: fused TP sums (parallel.tp_fused_sum, the LayerNorms) and the DP pair's copy-engine
-// reduce-scatter (parallel.dp_copy_engine, the optimizer). Conventions as in backend.hpp; each op
-// with an empty peer is its Backend namesake.
+// PeerOps: the ops of the two-rank fast path that read the other rank's partial sum, an optional
+// extension of a Backend (Backend::peer_ops(), null where a backend has none). Only that path
+// uses it: fused TP sums (parallel.tp_fused_sum, the LayerNorms). Conventions as in backend.hpp;
+// each op with an empty peer is its Backend namesake.
 #pragma once
 
 #include "trident/backend/backend.hpp"
@@ -27,13 +26,6 @@ class PeerOps {
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                              TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
                              int N, int C, PeerRelease release = {}) = 0;
-  // Backend::sum_squares_multi and adamw_multi where each gradient element is x[flat + i] +
-  // peer[state + i] (peer f32): the other rank's partial, summed here instead of by a
-  // reduce-scatter (parallel.dp_copy_engine).
-  virtual void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) = 0;
-  virtual void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                           TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip,
-                           TensorView peer) = 0;
 };
 
 // be's PeerOps; fatal where it has none (`what` names the path that needs them).

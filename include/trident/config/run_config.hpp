@@ -66,7 +66,6 @@ struct ParallelConfig {
   int tp_sm_margin = 0;             // tp > 1: SMs the GEMMs beside a TP all-reduce leave free (0: none)
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)
   int dp_comm_ctas = 0;             // NCCL: most CTAs of a DP collective (0: NCCL's choice)
-  bool dp_copy_engine = false;      // dp = 2, ZeRO-1: gradient and parameter exchange by the copy engines
   bool offload_optimizer = false;   // fp32 master weights and Adam moments in host memory, AdamW on the host
   int gpus_per_node = 0;            // > 0: consecutive world ranks of this many make a node (0: the machines)
   std::string recompute = "none";   // none | selective | full: what the backward recomputes

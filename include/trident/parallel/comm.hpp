@@ -51,7 +51,7 @@ class Comm {
   virtual Request exchange_async(const std::vector<P2POp>& ops, Stream s) = 0;
   virtual void barrier() = 0;
 
-  // The two-rank fast paths' operations (pair_exchange.hpp), or null where this communicator
+  // The two-rank fused TP sums' operations (pair_exchange.hpp), or null where this communicator
   // has none.
   virtual PairExchange* pair_exchange() { return nullptr; }
 

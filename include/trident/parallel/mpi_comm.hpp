@@ -32,12 +32,6 @@ class MpiComm : public Comm, public PairExchange {
 
   std::string enable_partials(size_t max_bytes) override;
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override;
-  // Host buffers need no mapping: the pair operations run as MPI sends and receives.
-  std::string register_window(void*, size_t) override { return ""; }
-  void unregister_window(void*) override {}
-  Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) override {
-    return scatter_partial_by_exchange(*this, buf, count, t, inbox, s);
-  }
 
  private:
   MPI_Comm comm_;

@@ -1,6 +1,6 @@
-// PairExchange: the operations of the two-rank fast paths, an optional extension of a Comm
-// (Comm::pair_exchange(), null where a communicator has none). Only those paths use it: fused TP
-// sums (parallel.tp_fused_sum) and the DP pair's copy-engine collectives (parallel.dp_copy_engine).
+// PairExchange: the operations of the two-rank fast path, an optional extension of a Comm
+// (Comm::pair_exchange(), null where a communicator has none). Only that path uses it: fused TP
+// sums (parallel.tp_fused_sum).
 #pragma once
 
 #include <memory>
@@ -13,8 +13,6 @@ namespace trident {
 
 // Partial sums of the other rank a PairExchange holds at once (enable_partials reserves this many).
 constexpr int kPartialSlots = 4;
-// Copy-engine operations (register_window) started and not yet waited that a PairExchange allows.
-constexpr int kCopyOpsInFlight = 256;
 
 // A partial sum sent to the other rank of a pair (PairExchange::send_partial_async). wait(s)
 // orders s after the other rank's partial has arrived; it is then readable at peer() by the ops
@@ -42,27 +40,8 @@ class PairExchange {
   // Sends `count` elements at buf (after the work queued on s) to the other rank; buf may be
   // reused once the request's wait(s) has been queued. Needs enable_partials first.
   virtual PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) = 0;
-
-  // Copy-engine collectives of a pair on one node (parallel.dp_copy_engine). register_window is
-  // collective and called with the same-sized buffer on both ranks: it maps the other rank's
-  // buffer, so that the Comm's all_gather_async or scatter_partial_async whose destination lies
-  // in a window is a copy into the other GPU's memory by a copy engine (no SM runs it). Returns
-  // "" or, on every rank, why this group cannot (then nothing changed); without windows the
-  // operations run as before.
-  virtual std::string register_window(void* base, size_t bytes) = 0;
-  // Collective: drains the pair's operations and unmaps the window at base, which may then be
-  // freed (the other rank's mapping must close first). Nothing where base is no window.
-  virtual void unregister_window(void* base) = 0;
-  // A reduce-scatter of a pair that leaves the sum to the reader: sends the other rank's block of
-  // buf (`count` elements at buf + (1 - rank)*count) into the other rank's `inbox` (the same
-  // offset in its window) and receives the other rank's partial of this rank's block into this
-  // rank's `inbox`; wait(s) orders s after both (this rank's block is then buf's + inbox's).
-  virtual Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) = 0;
 };
 
-// scatter_partial_async through comm's sends and receives (comm of two ranks), for a pair without
-// a window at inbox.
-Request scatter_partial_by_exchange(Comm& comm, void* buf, size_t count, DType t, void* inbox, Stream s);
 // For send_partial_async: the partial's size in bytes, checked against the slots that
 // enable_partials reserved (slot_bytes; 0 where it has not run) on comm.
 size_t partial_bytes(const Comm& comm, size_t count, DType t, size_t slot_bytes);

@@ -1,9 +1,9 @@
 // GradSync: data-parallel gradient reduction by buckets. A bucket's all-reduce (or, under
-// ZeRO-1, reduce-scatter, or with the copy engines the scatter into the other rank's inbox: see
-// ZeroShards) starts as soon as its last unit's gradients are final, overlapping the rest of the
-// backward; finish() adds the tied embedding over the first+last stage group, reduces its bucket
-// and waits for everything. Under ZeRO-2 the gradients are in ZeroShards' staging buffers, which
-// reduce the buckets of blocks on every micro-batch themselves; this reduces the others once.
+// ZeRO-1, reduce-scatter: see ZeroShards) starts as soon as its last unit's gradients are final,
+// overlapping the rest of the backward; finish() adds the tied embedding over the first+last
+// stage group, reduces its bucket and waits for everything. Under ZeRO-2 the gradients are in
+// ZeroShards' staging buffers, which reduce the buckets of blocks on every micro-batch
+// themselves; this reduces the others once.
 #pragma once
 
 #include <functional>

@@ -13,7 +13,6 @@
 
 #include <vector>
 
-#include "trident/backend/peer_ops.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
@@ -25,10 +24,7 @@ namespace trident {
 
 class Optimizer : public ParamFetch {
  public:
-  // Updates the shards of `shards`. Where it has an inbox (parallel.dp_copy_engine) the other DP
-  // rank's partials are added to the gradients as they are read, and the parameters become a
-  // copy-engine window of the DP pair, so that the all-gathers write into the other GPU.
-  // offload: the state in host memory and the update on the host (not with the copy engines).
+  // Updates the shards of `shards`. offload: the state in host memory and the update on the host.
   Optimizer(const ParamLayout& layout, TensorView params, TensorView grads,
             const ParallelGroups& g, Backend& be, const TrainConfig& t, const ZeroShards& shards,
             bool offload = false);
@@ -96,9 +92,6 @@ class Optimizer : public ParamFetch {
   const ParamLayout& layout_;
   TensorView params_, grads_;   // the stage's parameters; the gradients (the shards under ZeRO-2)
   TensorView updated_;          // where AdamW writes the parameters: params_, or the shards under ZeRO-2
-  TensorView peer_;
-  PairExchange* pair_;            // the DP pair's exchange where peer_ is given
-  PeerOps* peer_ops_ = nullptr;   // the backend's ops that add peer_, where it is given
   const ZeroShards& shards_;
   const ParallelGroups& g_;
   Backend& be_;
@@ -125,7 +118,7 @@ class Optimizer : public ParamFetch {
   std::vector<Span> spans_;
   std::vector<std::vector<AdamWRange>> host_ranges_;   // each bucket's update ranges, state offsets
   std::vector<char> copied_;                          // this step's gradients of the bucket went to the host
-  // AdamW over `pieces` of the update table, adding peer_ where it is given.
+  // AdamW over `pieces` of the update table.
   void adamw_multi(TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip);
   // Offload: AdamW of bucket b on the host, then its parameters' upload.
   void host_update(int b, const AdamWArgs& a);

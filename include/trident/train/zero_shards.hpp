@@ -2,11 +2,7 @@
 // reduces the gradients) and the Optimizer (which updates from them). Owned by the Trainer.
 //
 // Without ZeRO every rank reduces and updates whole buckets. With ZeRO-1 DP rank r reduces and
-// updates its shard of each bucket (dp_slice). With the copy engines as well (parallel.
-// dp_copy_engine: dp = 2) a bucket is not reduced in place: its other half goes to the other
-// rank's inbox (PairExchange::scatter_partial_async, on GPUs by the copy engines into the other
-// GPU's memory) and the optimizer adds the inbox to its shards as it reads them. The inbox holds
-// every bucket's shard in bucket order, the optimizer state's layout.
+// updates its shard of each bucket (dp_slice).
 //
 // With ZeRO-2 (dp > 1) the stage has no fp32 gradient buffer of its own: this rank keeps only its
 // reduced shard of each bucket (grad_shard(), in the optimizer state's layout) and the backward
@@ -30,15 +26,13 @@
 #include "trident/model/gpt.hpp"
 #include "trident/model/layout.hpp"
 #include "trident/parallel/groups.hpp"
-#include "trident/parallel/pair_exchange.hpp"
 
 namespace trident {
 
 class ZeroShards : public GradStaging {
  public:
-  // stage: parallel.zero. With copy_engine, collective over the DP pair: registers the inbox as a
-  // copy-engine window.
-  ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage, bool copy_engine);
+  // stage: parallel.zero.
+  ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backend& be, int stage);
   ~ZeroShards() override;
   ZeroShards(const ZeroShards&) = delete;
   ZeroShards& operator=(const ZeroShards&) = delete;
@@ -66,12 +60,6 @@ class ZeroShards : public GradStaging {
   bool zero() const { return stage_ >= 1; }   // optimizer state sharded over DP
   // ZeRO-2 with dp > 1: gradients staged and kept as shards (grad_shard, param_shard).
   bool staged() const { return staged_; }
-  // The other rank's partials of this rank's shards (copy engine), else empty.
-  TensorView inbox() const { return inbox_.view(DType::F32); }
-  // Bucket b's shard in the inbox (copy engine only).
-  TensorView inbox_of(int b) const;
-  // The DP pair's exchange where there is an inbox, else null.
-  PairExchange* pair() const { return pair_; }
 
   // Staged only: this rank's reduced gradient shards (fp32) and updated parameter shards (compute
   // dtype), every bucket's in bucket order, and bucket b's offset in them.
@@ -109,9 +97,6 @@ class ZeroShards : public GradStaging {
   int stage_;
   bool staged_ = false;
   DType dtype_;
-  PairExchange* pair_ = nullptr;
-  Buffer inbox_;
-  std::vector<size_t> inbox_offset_;   // of each bucket's shard
   Buffer grad_shard_, param_shard_;
   size_t shard_total_ = 0;
   std::vector<size_t> shard_offset_;   // of each bucket's shard in grad_shard_ and param_shard_

@@ -110,16 +110,9 @@ class CpuBackend final : public Backend, public PeerOps {
   void accumulate(TensorView acc, TensorView x) override;
   void adamw(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
              const AdamWArgs& a) override;
-  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
-    sum_squares_multi(acc, x, pieces, TensorView{});
-  }
-  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override;
+  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override;
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
-    adamw_multi(param, master, m, v, grad, pieces, a, norm_sq, clip, TensorView{});
-  }
-  void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) override;
+                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override;
 
   PeerOps* peer_ops() override { return this; }
 

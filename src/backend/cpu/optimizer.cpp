@@ -34,20 +34,6 @@ double chunked_sum(const float* x, long n, Term term) {
   return s;
 }
 
-// A piece's gradient as the multi-tensor ops read it: x at the piece's flat offset, or, where
-// peer is given, x + peer at its state offset (the sum a reduce-scatter would have made, rounded
-// to f32 alike) in `sum`.
-TensorView piece_gradient(TensorView x, TensorView peer, const MultiTensorEntry& p, std::vector<float>& sum,
-                          const char* op) {
-  const TensorView g = x.slice(p.flat, p.n);
-  if (peer.empty()) return g;
-  const float* mine = f32_data(g, g.numel, op);
-  const float* other = f32_data(peer.slice(p.state, p.n), g.numel, op);
-  sum.resize(g.numel);
-  for (size_t k = 0; k < g.numel; ++k) sum[k] = mine[k] + other[k];
-  return TensorView(sum.data(), DType::F32, g.numel);
-}
-
 }  // namespace
 
 void CpuBackend::sum_squares(TensorView acc, TensorView x) {
@@ -91,32 +77,29 @@ void CpuBackend::adamw(TensorView param, TensorView master, TensorView m, Tensor
   }
 }
 
-void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) {
+void CpuBackend::sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) {
   float* a = f32_data(acc, 1, "sum_squares_multi: acc");
   const MultiTensorEntry* table = pieces_in(pieces, "sum_squares_multi");
   const size_t count = pieces.numel / kPieceWords;
   double total = 0;
-  std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
-    const TensorView piece = piece_gradient(x, peer, table[i], sum, "sum_squares_multi: x");
-    const float* v = f32_data(piece, piece.numel, "sum_squares_multi: x");
-    total += chunked_sum(v, static_cast<long>(piece.numel), [](double e) { return e * e; });
+    const float* v = f32_data(x.slice(table[i].flat, table[i].n), table[i].n, "sum_squares_multi: x");
+    total += chunked_sum(v, static_cast<long>(table[i].n), [](double e) { return e * e; });
   }
   *a += static_cast<float>(total);
 }
 
 void CpuBackend::adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                             TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) {
+                             TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) {
   const MultiTensorEntry* table = pieces_in(pieces, "adamw_multi");
   const size_t count = pieces.numel / kPieceWords;
   AdamWArgs args = a;
   if (!norm_sq.empty()) args.grad_scale *= clip_factor(*f32_data(norm_sq, 1, "adamw_multi: norm_sq"), clip);
-  std::vector<float> sum;
   for (size_t i = 0; i < count; ++i) {
     const MultiTensorEntry& p = table[i];
     args.weight_decay = p.decay ? a.weight_decay : 0.0f;
     adamw(param.empty() ? TensorView{} : param.slice(p.flat, p.n), master.slice(p.state, p.n), m.slice(p.state, p.n),
-          v.slice(p.state, p.n), piece_gradient(grad, peer, p, sum, "adamw_multi: grad"), args);
+          v.slice(p.state, p.n), grad.slice(p.flat, p.n), args);
   }
 }
 

@@ -29,21 +29,13 @@ __device__ __forceinline__ float adamw_update(float g, float& m, float& v, float
 }
 
 // Elements [0, n_vec) in pieces of kVec (16-byte accesses), the rest one by one; this thread
-// takes pieces and elements first, first + stride, ... The gradient is grad, or grad + peer where
-// peer is given (the other rank's partial, summed here instead of by a reduce-scatter).
+// takes pieces and elements first, first + stride, ...
 __device__ __forceinline__ void adamw_range(bf16* param, float* master, float* m, float* v, const float* grad,
-                                            const float* peer, size_t n, size_t n_vec, size_t first, size_t stride,
-                                            const AdamWStep& s) {
+                                            size_t n, size_t n_vec, size_t first, size_t stride, const AdamWStep& s) {
   for (size_t p = first; p < n_vec / kVec; p += stride) {
     const size_t i = p * kVec;
     float g[kVec], mi[kVec], vi[kVec], w[kVec];
     load_vec(g, grad + i);
-    if (peer) {
-      float o[kVec];
-      load_vec(o, peer + i);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) g[k] += o[k];
-    }
     load_vec(mi, m + i);
     load_vec(vi, v + i);
     load_vec(w, master + i);
@@ -55,34 +47,33 @@ __device__ __forceinline__ void adamw_range(bf16* param, float* master, float* m
     if (param) store_vec(param + i, w);
   }
   for (size_t i = n_vec + first; i < n; i += stride) {
-    const float w = adamw_update(peer ? grad[i] + peer[i] : grad[i], m[i], v[i], master[i], s);
+    const float w = adamw_update(grad[i], m[i], v[i], master[i], s);
     if (param) param[i] = to_bf16(w);
   }
 }
 
 __global__ void adamw_kernel(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, size_t n_vec,
                              AdamWStep s) {
-  adamw_range(param, master, m, v, grad, nullptr, n, n_vec, blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x,
+  adamw_range(param, master, m, v, grad, n, n_vec, blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x,
               static_cast<size_t>(gridDim.x) * blockDim.x, s);
 }
 
 // One block per piece; the piece's own alignment picks 16-byte or scalar accesses. The clipping
 // factor is computed from the device-side squared norm by every thread.
 __global__ void adamw_multi_kernel(bf16* param, float* master, float* m, float* v, const float* grad,
-                                   const float* peer, const MultiTensorEntry* pieces, AdamWStep s, float lr_x_decay,
-                                   const float* norm_sq, float clip) {
+                                   const MultiTensorEntry* pieces, AdamWStep s, float lr_x_decay, const float* norm_sq,
+                                   float clip) {
   const MultiTensorEntry piece = pieces[blockIdx.x];
   if (norm_sq && clip > 0) s.grad_scale *= fminf(1.0f, clip / (sqrtf(*norm_sq) + 1e-6f));
   s.decay = piece.decay ? 1.0f - lr_x_decay : 1.0f;
   bf16* p = param ? param + piece.flat : nullptr;
   const float* g = grad + piece.flat;
-  const float* o = peer ? peer + piece.state : nullptr;
   float *w = master + piece.state, *m1 = m + piece.state, *m2 = v + piece.state;
   const size_t n = static_cast<size_t>(piece.n);
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   const size_t n_vec =
-      aligned(p) && aligned(g) && aligned(o) && aligned(w) && aligned(m1) && aligned(m2) ? n / kVec * kVec : 0;
-  adamw_range(p, w, m1, m2, g, o, n, n_vec, threadIdx.x, blockDim.x, s);
+      aligned(p) && aligned(g) && aligned(w) && aligned(m1) && aligned(m2) ? n / kVec * kVec : 0;
+  adamw_range(p, w, m1, m2, g, n, n_vec, threadIdx.x, blockDim.x, s);
 }
 
 AdamWStep step_constants(const AdamWArgs& a) {
@@ -108,11 +99,10 @@ void adamw(bf16* param, float* master, float* m, float* v, const float* grad, si
   CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
-void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const float* peer,
-                 const MultiTensorEntry* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
-                 cudaStream_t stream) {
+void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const MultiTensorEntry* pieces,
+                 int count, const AdamWArgs& a, const float* norm_sq, float clip, cudaStream_t stream) {
   if (count == 0) return;
-  adamw_multi_kernel<<<count, kThreads, 0, stream>>>(param, master, m, v, grad, peer, pieces, step_constants(a),
+  adamw_multi_kernel<<<count, kThreads, 0, stream>>>(param, master, m, v, grad, pieces, step_constants(a),
                                                      a.lr * a.weight_decay, norm_sq, clip);
   CUDA_CHECK_LAUNCH("adamw_multi_kernel");
 }

@@ -10,10 +10,9 @@ namespace trident::gpu {
 void adamw(bf16* param, float* master, float* m, float* v, const float* grad, size_t n, const AdamWArgs& a,
            cudaStream_t stream);
 
-// AdamW over `count` pieces (device table), one block per piece: see Backend::adamw_multi and,
-// for peer, PeerOps::adamw_multi. norm_sq may be null (no clipping), peer too (the gradient is grad alone).
-void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const float* peer,
-                 const MultiTensorEntry* pieces, int count, const AdamWArgs& a, const float* norm_sq, float clip,
-                 cudaStream_t stream);
+// AdamW over `count` pieces (device table), one block per piece: see Backend::adamw_multi.
+// norm_sq may be null (no clipping).
+void adamw_multi(bf16* param, float* master, float* m, float* v, const float* grad, const MultiTensorEntry* pieces,
+                 int count, const AdamWArgs& a, const float* norm_sq, float clip, cudaStream_t stream);
 
 }  // namespace trident::gpu

@@ -738,30 +738,19 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces) override {
-    sum_squares_multi(acc, x, pieces, TensorView{});
-  }
-
-  void sum_squares_multi(TensorView acc, TensorView x, TensorView pieces, TensorView peer) override {
     gpu::ProfileScope prof(stream_, "sum_squares_multi", pieces.numel / kPieceWords);
     gpu::sum_squares_multi(f32(acc, 1, "sum_squares_multi: acc"), f32(x, x.numel, "sum_squares_multi: x"),
-                           f32_optional(peer, peer.numel, "sum_squares_multi: peer"),
                            piece_table(pieces, "sum_squares_multi"), static_cast<int>(pieces.numel / kPieceWords),
                            *scratch_, stream_);
   }
 
   void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
                    TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip) override {
-    adamw_multi(param, master, m, v, grad, pieces, a, norm_sq, clip, TensorView{});
-  }
-
-  void adamw_multi(TensorView param, TensorView master, TensorView m, TensorView v, TensorView grad,
-                   TensorView pieces, const AdamWArgs& a, TensorView norm_sq, float clip, TensorView peer) override {
     gpu::ProfileScope prof(stream_, "adamw_multi", pieces.numel / kPieceWords);
     const size_t n = master.numel, flat = grad.numel;
     gpu::adamw_multi(act_optional(param, flat, "adamw_multi: param"), f32(master, n, "adamw_multi: master"),
                      f32(m, n, "adamw_multi: m"), f32(v, n, "adamw_multi: v"), f32(grad, flat, "adamw_multi: grad"),
-                     f32_optional(peer, n, "adamw_multi: peer"), piece_table(pieces, "adamw_multi"),
-                     static_cast<int>(pieces.numel / kPieceWords), a,
+                     piece_table(pieces, "adamw_multi"), static_cast<int>(pieces.numel / kPieceWords), a,
                      f32_optional(norm_sq, 1, "adamw_multi: norm_sq"), clip, stream_);
   }
 

@@ -41,32 +41,20 @@ __global__ void add_partials_kernel(float* acc, const float* partials, int n_par
 }
 
 // One block per piece; the piece's alignment picks 16-byte or scalar loads.
-// With peer, the squares are of p[i] + o[i] (the sum a reduce-scatter would have made).
-__global__ void piece_squares_kernel(float* partials, const float* x, const float* peer, const MultiTensorEntry* pieces) {
+__global__ void piece_squares_kernel(float* partials, const float* x, const MultiTensorEntry* pieces) {
   __shared__ float shared[32];
   const MultiTensorEntry piece = pieces[blockIdx.x];
   const float* p = x + piece.flat;
-  const float* o = peer ? peer + piece.state : nullptr;
   const size_t n = static_cast<size_t>(piece.n);
-  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const size_t n_vec = aligned(p) && aligned(o) ? n / kVec * kVec : 0;
+  const size_t n_vec = reinterpret_cast<uintptr_t>(p) % 16 == 0 ? n / kVec * kVec : 0;
   float acc = 0.0f;
   for (size_t i = threadIdx.x * static_cast<size_t>(kVec); i < n_vec; i += blockDim.x * static_cast<size_t>(kVec)) {
     float v[kVec];
     load_vec(v, p + i);
-    if (o) {
-      float w[kVec];
-      load_vec(w, o + i);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) v[k] += w[k];
-    }
 #pragma unroll
     for (int k = 0; k < kVec; ++k) acc += v[k] * v[k];
   }
-  for (size_t i = n_vec + threadIdx.x; i < n; i += blockDim.x) {
-    const float v = o ? p[i] + o[i] : p[i];
-    acc += v * v;
-  }
+  for (size_t i = n_vec + threadIdx.x; i < n; i += blockDim.x) acc += p[i] * p[i];
   acc = block_sum(acc, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -180,11 +168,11 @@ void add_column_partials(float* dst, const float* partials, int n_chunks, int C,
   add_column_partials({dst}, partials, n_chunks, C, stream);
 }
 
-void sum_squares_multi(float* acc, const float* x, const float* peer, const MultiTensorEntry* pieces, int count,
-                       Scratch& scratch, cudaStream_t stream) {
+void sum_squares_multi(float* acc, const float* x, const MultiTensorEntry* pieces, int count, Scratch& scratch,
+                       cudaStream_t stream) {
   if (count == 0) return;
   float* partials = static_cast<float*>(scratch.get(static_cast<size_t>(count) * sizeof(float), stream));
-  piece_squares_kernel<<<count, kThreads, 0, stream>>>(partials, x, peer, pieces);
+  piece_squares_kernel<<<count, kThreads, 0, stream>>>(partials, x, pieces);
   CUDA_CHECK_LAUNCH("piece_squares_kernel");
   add_partials_kernel<<<1, kMaxPartials, 0, stream>>>(acc, partials, count);
   CUDA_CHECK_LAUNCH("add_partials_kernel");

@@ -32,9 +32,8 @@ void add_column_partials(std::initializer_list<float*> dsts, const float* partia
 void add_column_sums(float* dst, const bf16* x, int N, int C, Scratch& scratch, cudaStream_t stream);
 
 // acc (1) += sum of squares of x over `count` pieces (device table; see Backend's MultiTensorEntry):
-// one partial per piece, added in piece order. Where peer is not null the squares are of
-// x[flat] + peer[state] (see PeerOps::sum_squares_multi).
-void sum_squares_multi(float* acc, const float* x, const float* peer, const MultiTensorEntry* pieces, int count,
-                       Scratch& scratch, cudaStream_t stream);
+// one partial per piece, added in piece order.
+void sum_squares_multi(float* acc, const float* x, const MultiTensorEntry* pieces, int count, Scratch& scratch,
+                       cudaStream_t stream);
 
 }  // namespace trident::gpu

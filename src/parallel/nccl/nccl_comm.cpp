@@ -37,7 +37,6 @@
 namespace trident {
 namespace {
 
-using gpu::CopyLink;
 using gpu::PeerLink;
 using gpu::StreamMemOps;
 
@@ -199,42 +198,27 @@ class NcclWork : public CommWork {
   std::shared_ptr<Pending> p_;
 };
 
-// Orders s after a peer link's operation `seq` (PeerLink or CopyLink), timed like a collective's
-// wait: profiled as "wait <what>", and the watchdog sees p's event, recorded after the wait.
-template <class Link>
-void wait_link_op(Link& link, uint64_t seq, const std::shared_ptr<Pending>& p, Stream s) {
-  const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
-  {
-    const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p->what : std::string();
-    gpu::ProfileScope prof(stream, name.c_str());
-    link.wait(seq, stream);
-  }
-  CUDA_HOST_CHECK(cudaEventRecord(p->done, stream));
-  Watchdog::instance().watch(p);
-}
-
+// A partial sum sent over the PeerLink as a Request. wait() is timed like a collective's wait:
+// profiled as "wait <what>", and the watchdog sees p's event, recorded after the wait.
 class PeerPartial : public PartialWork {
  public:
   PeerPartial(PeerLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
-  void wait(Stream s) override { wait_link_op(link_, seq_, p_, s); }
+  void wait(Stream s) override {
+    const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+    {
+      const std::string name = gpu::Profiler::instance().enabled() ? "wait " + p_->what : std::string();
+      gpu::ProfileScope prof(stream, name.c_str());
+      link_.wait(seq_, stream);
+    }
+    CUDA_HOST_CHECK(cudaEventRecord(p_->done, stream));
+    Watchdog::instance().watch(p_);
+  }
   const void* peer() const override { return link_.slot(seq_); }
   void release(Stream s) override { link_.release(seq_, static_cast<cudaStream_t>(s.handle)); }
   PeerRelease device_release() override { return link_.device_release(seq_); }
 
  private:
   PeerLink& link_;
-  uint64_t seq_;
-  std::shared_ptr<Pending> p_;
-};
-
-// A CopyLink operation as a Request.
-class CopyWork : public CommWork {
- public:
-  CopyWork(CopyLink& link, uint64_t seq, std::shared_ptr<Pending> p) : link_(link), seq_(seq), p_(std::move(p)) {}
-  void wait(Stream s) override { wait_link_op(link_, seq_, p_, s); }
-
- private:
-  CopyLink& link_;
   uint64_t seq_;
   std::shared_ptr<Pending> p_;
 };
@@ -265,7 +249,6 @@ class NcclComm : public Comm, public PairExchange {
   }
 
   ~NcclComm() override {
-    copy_.reset();
     link_.reset();
     Watchdog::instance().remove_comm(comm_);
     cudaStreamSynchronize(stream_);
@@ -295,8 +278,6 @@ class NcclComm : public Comm, public PairExchange {
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
     const size_t bytes = count * dtype_size(t);
-    if (char* dst = copy_ ? copy_->peer_address(base + rank_ * bytes, bytes) : nullptr)   // into a window
-      return put(base + rank_ * bytes, dst, bytes, "all-gather", s);
     if (link_ && bytes <= link_->slot_bytes()) {   // a pair with fused sums: by the copy engines
       std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather ", count));
       link_->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, static_cast<cudaStream_t>(s.handle),
@@ -338,29 +319,6 @@ class NcclComm : public Comm, public PairExchange {
     return "";
   }
 
-  void unregister_window(void* base) override {
-    if (copy_) copy_->remove_window(base);
-  }
-
-  std::string register_window(void* base, size_t bytes) override {
-    const std::string why = pair_problem("copy-engine collectives");
-    if (!why.empty()) return why;
-    if (!copy_) {
-      copy_ = std::make_unique<CopyLink>(mpi_);
-      log_info(str("the ", name_, " pair's copy-engine collectives: flags ",
-                   copy_->flags_copied() ? "copied (no direct remote writes)" : "written directly"));
-    }
-    copy_->add_window(base, bytes);
-    return "";
-  }
-
-  Request scatter_partial_async(void* buf, size_t count, DType t, void* inbox, Stream s) override {
-    const size_t bytes = count * dtype_size(t);
-    char* dst = copy_ ? copy_->peer_address(inbox, bytes) : nullptr;
-    if (!dst) return scatter_partial_by_exchange(*this, buf, count, t, inbox, s);
-    return put(static_cast<char*>(buf) + (1 - rank_) * bytes, dst, bytes, "partial scatter", s);
-  }
-
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
     const size_t bytes = partial_bytes(*this, count, t, link_ ? link_->slot_bytes() : 0);
     // Named by size: the profile then tells the forward's half micro-batches from the rest.
@@ -370,13 +328,6 @@ class NcclComm : public Comm, public PairExchange {
   }
 
  private:
-  // A copy-engine operation of the pair (CopyLink::put) as a Request named "<group> <op>".
-  Request put(const void* src, char* dst, size_t bytes, const char* op, Stream s) {
-    std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " ", op));
-    const uint64_t seq = copy_->put(src, dst, bytes, static_cast<cudaStream_t>(s.handle));
-    return std::make_unique<CopyWork>(*copy_, seq, std::move(p));
-  }
-
   // Why this group cannot link its two GPUs directly ("" if it can): both GPUs in this node, with
   // peer access and the driver's 64-bit stream memory operations. Collective: every rank checks,
   // and all return the first reason found.
@@ -428,7 +379,6 @@ class NcclComm : public Comm, public PairExchange {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   std::unique_ptr<PeerLink> link_;   // fused sums (enable_partials)
-  std::unique_ptr<CopyLink> copy_;   // copy-engine collectives (register_window)
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// PeerFlags, PeerLink and CopyLink: copy-engine transfers between the two GPUs of a pair.
+// PeerFlags and PeerLink: copy-engine transfers between the two GPUs of a pair.
 #include "peer_link.hpp"
 
 #include <exception>
@@ -98,7 +98,7 @@ PeerFlags::PeerFlags(MPI_Comm mpi, int flags) : flags_(flags) {
   if (ran != cudaSuccess && cudaStreamSynchronize(s) != cudaSuccess)
     fatal(__FILE__, __LINE__, "PeerFlags: a test write into the other GPU's memory",
           str(cudaGetErrorString(ran), "; the CUDA context cannot be used after it: on this machine set "
-              "parallel.tp_fused_sum and parallel.dp_copy_engine to false"));
+              "parallel.tp_fused_sum to false"));
   cudaStreamDestroy(s);
   MPI_CHECK(MPI_Barrier(mpi));
 }
@@ -213,81 +213,6 @@ PeerRelease PeerLink::device_release(uint64_t seq) const {
   uint64_t* flag = flags_.remote(kSlots + k);
   if (!flag) return {};
   return PeerRelease{flag, seq, counters_ + k};
-}
-
-// ---- CopyLink
-
-CopyLink::CopyLink(MPI_Comm mpi) : mpi_(mpi), flags_(mpi, 2) {
-  CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  CUDA_HOST_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
-  for (cudaEvent_t& e : copied_) CUDA_HOST_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-}
-
-CopyLink::~CopyLink() {
-  unmap_together(mpi_, [&] {
-    for (const Window& w : windows_) cudaIpcCloseMemHandle(w.peer_mapping);
-    flags_.unmap();
-  });
-  for (cudaEvent_t e : copied_) cudaEventDestroy(e);
-  cudaEventDestroy(ready_event_);
-  cudaStreamDestroy(copy_stream_);
-}
-
-void CopyLink::add_window(void* base, size_t bytes) {
-  Window w;
-  w.base = static_cast<char*>(base);
-  w.bytes = bytes;
-  w.peer_base = map_peer_memory(mpi_, base, bytes, &w.peer_mapping);
-  windows_.push_back(w);
-}
-
-void CopyLink::remove_window(void* base) {
-  for (auto it = windows_.begin(); it != windows_.end(); ++it) {
-    if (it->base != base) continue;
-    unmap_together(mpi_, [&] {
-      cudaIpcCloseMemHandle(it->peer_mapping);
-      windows_.erase(it);
-    });
-    return;
-  }
-}
-
-char* CopyLink::peer_address(const void* p, size_t bytes) const {
-  const char* c = static_cast<const char*>(p);
-  for (const Window& w : windows_)
-    if (c >= w.base && c + bytes <= w.base + w.bytes) return w.peer_base + (c - w.base);
-  return nullptr;
-}
-
-uint64_t CopyLink::put(const void* src, char* dst, size_t bytes, cudaStream_t s) {
-  if (seq_ == 0) issuer_ = s;
-  TRIDENT_CHECK(s == issuer_, "copy-engine collectives must all be issued on one stream");
-  const uint64_t seq = ++seq_;
-  const int k = static_cast<int>(seq % kInFlight);
-  TRIDENT_CHECK(unwaited_[k] == 0, str("copy-engine operation ", unwaited_[k], " not waited before ", seq,
-                                       " reuses its event (more than ", kInFlight, " in flight)"));
-  unwaited_[k] = seq;
-  // Written from s, not the copy stream: there it would wait behind this rank's previous copy,
-  // and the other rank's copy would wait for that.
-  flags_.write(kReady, seq, s);   // this rank's readers so far have run
-  CUDA_HOST_CHECK(cudaEventRecord(ready_event_, s));
-  CUDA_HOST_CHECK(cudaStreamWaitEvent(copy_stream_, ready_event_, 0));
-  flags_.wait(kReady, seq, copy_stream_);
-  {
-    ProfileScope prof(copy_stream_, "copy-engine put (bytes)", static_cast<long>(bytes));
-    CUDA_HOST_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, copy_stream_));
-  }
-  CUDA_HOST_CHECK(cudaEventRecord(copied_[k], copy_stream_));
-  flags_.write(kArrived, seq, copy_stream_);
-  return seq;
-}
-
-void CopyLink::wait(uint64_t seq, cudaStream_t s) {
-  const int k = static_cast<int>(seq % kInFlight);
-  TRIDENT_CHECK(unwaited_[k] == seq, str("copy-engine operation ", seq, " waited twice or out of its window"));
-  unwaited_[k] = 0;
-  CUDA_HOST_CHECK(cudaStreamWaitEvent(s, copied_[k], 0));
-  flags_.wait(kArrived, seq, s);
 }
 
 }  // namespace trident::gpu

@@ -1,8 +1,7 @@
 // Copy-engine transfers between the two GPUs of a pair on one node, for NcclComm: the other
 // GPU's memory mapped through CUDA IPC, written by cudaMemcpyAsync (a copy engine: no SM runs
 // it), and flags in each GPU's memory that the other GPU writes and this one awaits with the
-// driver's stream memory operations. PeerLink carries fused TP sums (a ring of slots);
-// CopyLink, collectives into whole registered buffers (parallel.dp_copy_engine).
+// driver's stream memory operations. PeerLink carries fused TP sums (a ring of slots).
 #pragma once
 
 #include <cuda.h>
@@ -10,7 +9,6 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "trident/parallel/pair_exchange.hpp"
 
@@ -110,56 +108,6 @@ class PeerLink {
   cudaEvent_t released_ = nullptr;
   cudaEvent_t sent_[kSlots] = {};
   unsigned* counters_ = nullptr;   // per slot: device_release's block counter, zero between uses
-};
-
-// Collectives into registered windows (parallel.dp_copy_engine): buffers of the same size on
-// both GPUs, each mapped into the other's address space. An operation copies this rank's block
-// straight into the other GPU's buffer, so it needs no slot. Operations are collective, so both
-// ranks number them alike (seq). Flags:
-//   ready:   the last operation the other rank has reached on its stream (everything it queued
-//            before, readers of the old contents of its destination included, has run),
-//   arrived: the last operation whose block the other rank's copy engine has delivered here.
-// A copy starts once its source is final (an event on the caller's stream) and the other rank is
-// ready; wait() orders a stream after this rank's copy (the source may then change) and the
-// arrival of the other's. Every operation is issued from one stream, so that the ready flags
-// arrive in order.
-class CopyLink {
- public:
-  static constexpr int kInFlight = kCopyOpsInFlight;   // operations started and not yet waited
-
-  explicit CopyLink(MPI_Comm mpi);   // collective over the pair
-  ~CopyLink();
-
-  bool flags_copied() const { return flags_.copied(); }
-  // Collective: maps the other rank's buffer of the same size.
-  void add_window(void* base, size_t bytes);
-  // Collective: both ranks drain, then close their mapping of the other's window at base, so
-  // that either may free it after the second barrier. Reports no error (called by destructors).
-  void remove_window(void* base);
-  // Where [p, p + bytes) of this rank's memory lies in the other rank's, or null outside windows.
-  char* peer_address(const void* p, size_t bytes) const;
-  // Copies `bytes` at src (this GPU) to dst (the other GPU) after the work queued on s, once the
-  // other rank has reached this operation; returns its number.
-  uint64_t put(const void* src, char* dst, size_t bytes, cudaStream_t s);
-  void wait(uint64_t seq, cudaStream_t s);
-
- private:
-  struct Window {
-    char* base = nullptr;
-    size_t bytes = 0;
-    char* peer_base = nullptr;
-    void* peer_mapping = nullptr;
-  };
-  static constexpr int kReady = 0, kArrived = 1;
-  MPI_Comm mpi_;
-  PeerFlags flags_;
-  std::vector<Window> windows_;
-  uint64_t seq_ = 0;
-  uint64_t unwaited_[kInFlight] = {};
-  cudaStream_t issuer_ = nullptr;   // the stream of every put
-  cudaStream_t copy_stream_ = nullptr;
-  cudaEvent_t ready_event_ = nullptr;
-  cudaEvent_t copied_[kInFlight] = {};
 };
 
 }  // namespace trident::gpu

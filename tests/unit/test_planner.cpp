@@ -135,7 +135,8 @@ TEST(Planner, OffloadMovesTheOptimizerStateToTheHost) {
 // last bucket's always), then the host AdamW (7 fp32 words and a parameter per element, at the
 // host's bandwidth shared by its ranks) or the uploads, whichever is longer.
 TEST(Planner, OffloadAddsTheHostUpdateToTheStep) {
-  Hardware hw;   // 50 GB/s PCIe, 150 GB/s of host memory
+  Hardware hw;   // 50 GB/s PCIe
+  hw.host_adamw_gbps = 150;
   // 1e9 elements, the last bucket 1e8: 80 ms of gradients down (8 ms of them the last bucket's),
   // 200 ms of host update (30 bytes each) beside 40 ms of uploads.
   EXPECT_NEAR(offload_seconds(1e9, 1e8, 0, 1, hw), 0.08 + 0.2, 1e-12);

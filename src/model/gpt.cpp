@@ -27,6 +27,25 @@ constexpr TensorView BlockTensors::*kBiasAndNormGrads[] = {
     &BlockTensors::ln1_w,  &BlockTensors::ln1_b,    &BlockTensors::ln2_w, &BlockTensors::ln2_b,
     &BlockTensors::proj_b, &BlockTensors::fcproj_b, &BlockTensors::fc_b,  &BlockTensors::qkv_b};
 
+// Which of block i's stash tensors (of a chunk of n_layers blocks) backward_input writes into
+// the micro-batch's own slot, over activations of the same size that nothing reads from that
+// point to the slot's release (after backward_weight); the others get a buffer of the stash.
+//   dx3 -> x3: read by the next block's LN1 backward (its backward_input runs first) and, under
+//     recompute, by the next block's backward_weight, which redoes its forward or LN1 from it.
+//   dx2 -> x2: read by the block's LN2 backward, and again by selective recompute's LN2.
+//   dqkv -> qkv: read by the attention backward only (full recompute keeps no qkv in the slot).
+//   dfch -> fch: read by the MLP activation's backward, and again by a Llama's selective
+//     recompute of SwiGLU.
+// Under sequence parallelism x2 and x3 hold only this rank's rows.
+struct StashInSlot {
+  bool dx3, dx2, dqkv, dfch;
+};
+StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, bool llama, int n_layers, int i) {
+  const bool stored = i >= rc.full;   // the slot keeps the block's activations
+  const bool next_reads_input = i + 1 < n_layers && (i + 1 < rc.full || rc.selective);
+  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored, stored && !(rc.selective && llama)};
+}
+
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
@@ -59,7 +78,8 @@ struct GptStage::Slot {
 // (N, C) (N, fc) (N, qkv); and this micro-batch's gradients of its biases and norms (fp32, the
 // model's non-empty ones: no weight matrices), which backward_weight adds to the parameter
 // gradients, so that the input pass writes no block's parameter gradient (ZeRO-2 stages a
-// bucket from the first write of a micro-batch's gradients to the last).
+// bucket from the first write of a micro-batch's gradients to the last). A stash's own buffers
+// are only those stash_in_slot leaves out of the slot (stash_views resolves the others).
 struct GptStage::BlockStash {
   TensorView dx3, dx2, dfch, dqkv;
   BlockTensors grads;
@@ -140,11 +160,13 @@ void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
 
 void GptStage::plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d) {
   w.blocks.resize(d.n_layers);
-  for (BlockStash& b : w.blocks) {
-    a.want(&b.dx3, d.act, d.N * d.C);
-    a.want(&b.dx2, d.act, d.N * d.C);
-    a.want(&b.dfch, d.act, d.N * d.bd.fc);
-    a.want(&b.dqkv, d.act, d.N * d.bd.qkv);
+  for (int i = 0; i < d.n_layers; ++i) {
+    BlockStash& b = w.blocks[i];
+    const StashInSlot in = stash_in_slot(d.rc, d.sp, d.bd.llama, d.n_layers, i);
+    if (!in.dx3) a.want(&b.dx3, d.act, d.N * d.C);
+    if (!in.dx2) a.want(&b.dx2, d.act, d.N * d.C);
+    if (!in.dfch) a.want(&b.dfch, d.act, d.N * d.bd.fc);
+    if (!in.dqkv) a.want(&b.dqkv, d.act, d.N * d.bd.qkv);
     BlockTensors& g = b.grads;   // every architecture's (a few C each); the constructor drops the unused
     for (TensorView* v : {&g.ln1_w, &g.ln1_b, &g.ln2_w, &g.ln2_b, &g.proj_b, &g.fcproj_b}) a.want(v, DType::F32, d.C);
     a.want(&g.fc_b, DType::F32, d.bd.fc);
@@ -200,11 +222,23 @@ size_t GptStage::slot_bytes(const ModelConfig& m, const StageInfo& st, int tp, i
   return a.bytes();
 }
 
-size_t GptStage::stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act) {
+size_t GptStage::stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                             const ActivationOptions& acts) {
   ArenaLayout a;
   WeightStash w;
-  plan_stash(a, w, Dims(m, st, tp, micro_batch, act, ActivationOptions{}));
+  plan_stash(a, w, Dims(m, st, tp, micro_batch, act, acts));
   return a.bytes();
+}
+
+GptStage::BlockStash GptStage::stash_views(const Slot& s, const WeightStash& w, int i) const {
+  BlockStash k = w.blocks[i];
+  const StashInSlot in = stash_in_slot(recompute_, sp_, bd_.llama, stage_.chunk_layers(), i);
+  const BlockActs& l = s.layers[i];
+  if (in.dx3) k.dx3 = l.x3;
+  if (in.dx2) k.dx2 = l.x2;
+  if (in.dfch) k.dfch = l.fch;
+  if (in.dqkv) k.dqkv = l.qkv;
+  return k;
 }
 
 int GptStage::n_stashes() const { return static_cast<int>(stashes_.size()); }
@@ -1052,7 +1086,7 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
     const BlockActs a = backward_acts(s, i, block_input(s, i));
     wait_norm_gather(2);
     wait_norm_gather(1);
-    const BlockStash& k = stashes_[stash].blocks[i];
+    const BlockStash k = stash_views(s, stashes_[stash], i);
     const BlockTensors& p = block_w(i);
     const BlockTensors& g = block_g(i);
     if (staging_) staging_->begin_unit(unit);
@@ -1080,7 +1114,8 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                               const std::function<void()>& before_attention, const WeightStash* stash) {
   const BlockTensors& p = block_w(i);
-  const BlockStash* keep = stash ? &stash->blocks[i] : nullptr;
+  const BlockStash kept = stash ? stash_views(s, *stash, i) : BlockStash{};
+  const BlockStash* keep = stash ? &kept : nullptr;
   // The bias and norm gradients go to the stash with `keep` (which has no weight matrices' views).
   const BlockTensors& g = keep ? keep->grads : block_g(i);
   const TensorView prev_fcproj_b = i == 0 ? TensorView{} : stash ? stash->blocks[i - 1].grads.fcproj_b
@@ -1138,10 +1173,17 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // before the LayerNorm backward updates it.
   // With `keep` (backward_input) none of the four weight GEMMs runs here: the output gradients
   // they would read are kept instead, dfch and dqkv written there directly and dres copied where
-  // the dw_beside GEMMs would read it (all rows, before the LayerNorm backward updates it).
+  // the dw_beside GEMMs would read it (all rows, before the LayerNorm backward updates it). Where
+  // the stash keeps dfch and dqkv over the slot's fch and qkv (stash_in_slot), the GELU backward
+  // (a GEMM epilogue) and the attention backward, which may not write over their own inputs,
+  // write to the scratch, copied there after; SwiGLU's backward reads each pair of fch before it
+  // writes their gradients, so it writes over fch directly.
   const bool dw_beside = tp > 1 && !keep;
   const bool dw_inline = tp == 1 && !keep;
-  const TensorView dfch = keep ? keep->dfch : sc.dfch, dqkv = keep ? keep->dqkv : sc.dqkv;
+  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !bd_.llama;
+  const bool dqkv_copied = keep && keep->dqkv.data == a.qkv.data;
+  const TensorView dfch = keep && !dfch_copied ? keep->dfch : sc.dfch;
+  const TensorView dqkv = keep && !dqkv_copied ? keep->dqkv : sc.dqkv;
   be_.side_join();   // the previous block's fc bias gradient has read dfch, written next
   if (split_bwd_ && s.grad_gather) {
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
@@ -1164,6 +1206,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
                           p.fcproj_w, a.fch, N, FA, C);
     }
   }
+  if (dfch_copied) be_.copy(keep->dfch, dfch);
   if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
@@ -1198,6 +1241,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   be_.attention_bwd(dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
                     bd_.NKVl, bd_.HS, doc_starts());
   if (bd_.llama) be_.rope_bwd(dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
+  if (dqkv_copied) be_.copy(keep->dqkv, dqkv);
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
   auto qkv_dw = [&] {

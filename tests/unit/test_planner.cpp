@@ -6,6 +6,7 @@
 #include "trident/parallel/pair_exchange.hpp"
 #include "trident/parallel/topology.hpp"
 #include "trident/model/generator.hpp"
+#include "trident/train/executor.hpp"
 #include "trident/train/planner.hpp"
 #include "trident/train/schedule.hpp"
 #include "trident/train/sharded_params.hpp"
@@ -594,7 +595,8 @@ TEST(Planner, ZeroBubbleFillsTheBubbleWithWeightGradients) {
   // Memory: what the trainer allocates for the plan: the last stage defers its first weight pass,
   // so it holds two micro-batches' activations (1F1B's peak, stage 0's) and a third slot for the
   // next input, received before the deferred pass frees one, and two weight-gradient stashes
-  // (GptStage::stash_bytes: the four GEMM output gradients and the bias/norm gradients).
+  // (GptStage::stash_bytes: the four GEMM output gradients go into the slot's dead activations,
+  // leaving the fp32 bias and norm gradients of its block: 6C + fc + qkv = 832 floats).
   const MemoryEstimate m1 = estimate_memory(c, hw), mz = estimate_memory(zb, hw);
   EXPECT_EQ(m1.stashed, 0);
   EXPECT_EQ(mz.stage, 1);
@@ -603,9 +605,69 @@ TEST(Planner, ZeroBubbleFillsTheBubbleWithWeightGradients) {
   const StageInfo last = StageInfo::of(c.model, 1, 2);
   const size_t slot = GptStage::slot_bytes(c.model, last, 1, 2, DType::BF16, activation_options(c));
   const size_t stash = GptStage::stash_bytes(c.model, last, 1, 2, DType::BF16);
-  EXPECT_GE(stash, 36864u) << "at least 32 rows of C + 4C + C + 3C bf16 values per block";
+  EXPECT_EQ(stash, 4u * (6 * 64 + 256 + 192));
   EXPECT_DOUBLE_EQ(mz.activations, 3.0 * slot + 2.0 * stash);
   EXPECT_GT(mz.total(), m1.total());
+}
+
+// zero_bubble's weight-gradient stash keeps its output gradients over activations of the same
+// micro-batch's slot that are dead from backward_input on (GptStage::stash_in_slot), so its own
+// buffer is what the slot cannot hold. GPT 1.44B (L 48, C 1536, T 1024) at pp 4, B 8: N = 8,192
+// rows, 12 blocks a stage; a (N, C) bf16 gradient is 25,165,824 bytes. Without recompute and
+// sequence parallelism only the fp32 bias and norm gradients are left, per block six C-vectors,
+// fc = 4C and qkv = 3C (multiples of the 256-byte arena alignment).
+TEST(Planner, ZeroBubbleStashKeepsOnlyWhatTheSlotCannotHold) {
+  RunConfig c = preset(48, 24, 1536, 64);
+  c.train.micro_batch_size = 8;
+  c.parallel.dp = 1;
+  c.parallel.pp = 4;
+  validate_run_config(c, 4);
+  const StageInfo st = StageInfo::of(c.model, 0, 4);
+  const size_t C = 1536, N = 8192, NC = N * C * 2, blocks = 12;
+  const size_t fp32_tp1 = blocks * 4 * (6 * C + 4 * C + 3 * C), fp32_tp2 = blocks * 4 * (6 * C + 2 * C + 3 * C / 2);
+  EXPECT_EQ(GptStage::stash_bytes(c.model, st, 1, 8, DType::BF16), fp32_tp1);
+  ActivationOptions o;
+  // Sequence parallelism: x2 and x3 hold this rank's rows only; dqkv and dfch still fit.
+  o.sequence_parallel = true;
+  EXPECT_EQ(GptStage::stash_bytes(c.model, st, 2, 8, DType::BF16, o), fp32_tp2 + 2 * blocks * NC);
+  // Selective recompute redoes LN2 from x2 and the next block's LN1 from x3 (the top block's
+  // output is read by no weight pass); GPT-2's fch is not read again.
+  o = ActivationOptions{};
+  o.recompute.selective = true;
+  EXPECT_EQ(GptStage::stash_bytes(c.model, st, 1, 8, DType::BF16, o), fp32_tp1 + (2 * blocks - 1) * NC);
+  // Full recompute of every block: the slot keeps outputs only, and the next block's weight pass
+  // recomputes from them; the top block's dx3 alone goes into its output.
+  o.recompute = RecomputePlan{12, false};
+  EXPECT_EQ(GptStage::stash_bytes(c.model, st, 1, 8, DType::BF16, o),
+            fp32_tp1 + (2 * blocks - 1) * NC + blocks * N * (4 * C + 3 * C) * 2);
+
+  // The activation memory of each stage, 1F1B's against zero_bubble's (what the trainer allocates
+  // for the plans, m = 8): stage r holds min(pp - r, m) slots under 1F1B. zero_bubble holds pp = 4
+  // on stage 0 and 5 on the others, whose next input is received before a deferred weight pass
+  // frees a slot, and r + 1 stashes of the fp32 part (0.9 MiB each). So stage 0 needs 1F1B's
+  // stage 0 + one stash, and the busiest, the last, one slot (4.9 GB, 25%) more than 1F1B's busiest.
+  const ActivationOptions acts = activation_options(c);
+  const size_t stash = GptStage::stash_bytes(c.model, st, 1, 8, DType::BF16, acts);
+  for (int r = 0; r < 4; ++r) {
+    const StageInfo sr = StageInfo::of(c.model, r, 4);
+    EXPECT_EQ(GptStage::stash_bytes(c.model, sr, 1, 8, DType::BF16, acts), stash);
+    const std::vector<Action> one = make_plan(ScheduleKind::OneFOneB, 4, r, 8);
+    const std::vector<Action> zb = make_plan(ScheduleKind::ZeroBubble, 4, r, 8);
+    EXPECT_EQ(PipelineExecutor::slots_needed(one), 4 - r);
+    EXPECT_EQ(PipelineExecutor::slots_needed(zb), r == 0 ? 4 : 5);
+    EXPECT_EQ(PipelineExecutor::stashes_needed(zb), r + 1);
+  }
+  Hardware hw;
+  RunConfig zbc = c;
+  zbc.parallel.schedule = "zero_bubble";
+  validate_run_config(zbc, 4);
+  const MemoryEstimate m1 = estimate_memory(c, hw), mz = estimate_memory(zbc, hw);
+  const double slot = GptStage::slot_bytes(c.model, StageInfo::of(c.model, 3, 4), 1, 8, DType::BF16, acts);
+  EXPECT_EQ(m1.stage, 0);
+  EXPECT_EQ(mz.stage, 3);
+  EXPECT_DOUBLE_EQ(m1.activations, 4 * GptStage::slot_bytes(c.model, st, 1, 8, DType::BF16, acts));
+  EXPECT_DOUBLE_EQ(mz.activations, 5 * slot + 4.0 * stash);
+  EXPECT_LT(mz.activations, 1.26 * m1.activations);
 }
 
 // The ranking lists zero_bubble beside 1F1B and GPipe where pp > 1, never with ZeRO-3 (refused);

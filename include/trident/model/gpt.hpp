@@ -142,10 +142,12 @@ class GptStage {
                            const ActivationOptions& acts = {});
   static size_t scratch_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                               const ActivationOptions& acts = {});
-  // Bytes of one weight-gradient stash of the split backward (backward_input): per block two
-  // (N, C) residual gradients and the (N, fc) and (N, qkv) GEMM output gradients, and fp32 bias
-  // and norm gradients (6C + fc + qkv).
-  static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act);
+  // Bytes of one weight-gradient stash of the split backward (backward_input) beside the slots:
+  // per block the fp32 bias and norm gradients (6C + fc + qkv), and those of the two (N, C)
+  // residual gradients and the (N, fc) and (N, qkv) GEMM output gradients that the micro-batch's
+  // slot cannot hold in its dead activations (none without recompute and sequence parallelism).
+  static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
+                            const ActivationOptions& acts = {});
   // Bytes of this stage's activation slots and weight-gradient stashes, all of them (what the
   // constructor allocated).
   size_t activation_bytes() const { return act_buf_.bytes(); }
@@ -287,6 +289,9 @@ class GptStage {
   struct WeightStash;
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d);
+  // Block i's stash for slot s's micro-batch: w's buffers, and the slot's activations where the
+  // stash keeps gradients over them.
+  BlockStash stash_views(const Slot& s, const WeightStash& w, int i) const;
   // backward and backward_input: `stash` -1 for the whole backward, else the stash that
   // backward_input keeps the weight GEMMs' operands in.
   void backward_pass(int slot, const UnitDone& unit_done, int chunk, int stash);

@@ -230,6 +230,13 @@ size_t GptStage::stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, 
   return a.bytes();
 }
 
+size_t GptStage::inbox_bytes(const ModelConfig& m, int micro_batch, DType act) {
+  ArenaLayout a;
+  TensorView inbox;
+  a.want(&inbox, act, size_t(micro_batch) * m.seq_len * m.n_embd);
+  return a.bytes();
+}
+
 GptStage::BlockStash GptStage::stash_views(const Slot& s, const WeightStash& w, int i) const {
   BlockStash k = w.blocks[i];
   const StashInSlot in = stash_in_slot(recompute_, sp_, bd_.llama, stage_.chunk_layers(), i);
@@ -312,6 +319,7 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   for (Slot& s : slots_) plan_slot(slots, s, d);
   stashes_.resize(with_grads ? acts.weight_stashes : 0);
   for (WeightStash& w : stashes_) plan_stash(slots, w, d);
+  if (acts.recv_inbox) slots.want(&inbox_, d.act, d.N * d.C);
   act_buf_ = Buffer(be, slots.bytes());
   slots.bind(act_buf_.get());
   ArenaLayout scratch;
@@ -451,6 +459,14 @@ TensorView GptStage::grad_at(size_t offset, size_t n) const {
 }
 
 TensorView GptStage::slot_input(int slot) const { return block_input(slots_[slot], 0); }
+
+// The inbox as a slot's input (this rank's rows under sequence parallelism).
+TensorView GptStage::recv_inbox() const {
+  TRIDENT_CHECK(!inbox_.empty() && !slots_.empty(), "the stage has no receive inbox (ActivationOptions::recv_inbox)");
+  return inbox_.slice(0, slot_input(0).numel);
+}
+
+void GptStage::take_input(int slot) { be_.copy(slot_input(slot), recv_inbox()); }
 TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
 TensorView GptStage::slot_output(int slot) const { return block_input(slots_[slot], stage_.chunk_layers()); }
 

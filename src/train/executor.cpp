@@ -40,25 +40,33 @@ std::vector<int> lowest_free(const std::vector<Action>& plan, const std::functio
 
 }  // namespace
 
-std::vector<int> PipelineExecutor::assign_slots(const std::vector<Action>& plan, int* n_slots) {
+std::vector<int> PipelineExecutor::assign_slots(const std::vector<Action>& plan, int* n_slots, bool inbox) {
   // A (micro-batch, chunk) takes the lowest free slot at its first action (the receive of its
-  // input, or its forward) and frees it with the backward that completes its parameter gradients
-  // (Bwd or BwdWeight), or its forward in a plan without backwards. The exchange that follows
-  // (the input gradient's or the output's send) still reads the slot: its gradient or output
-  // buffer, which the next holder's receive of its input leaves alone.
+  // input, or its forward; with the inbox always its forward) and frees it with the backward that
+  // completes its parameter gradients (Bwd or BwdWeight), or its forward in a plan without
+  // backwards. The exchange that follows (the input gradient's or the output's send) still reads
+  // the slot: its gradient or output buffer, which the next holder's receive of its input leaves
+  // alone.
   auto completes = [](const Action& a) { return a.kind == Action::Bwd || a.kind == Action::BwdWeight; };
   const bool backwards = std::any_of(plan.begin(), plan.end(), completes);
   int n = 0;
   std::vector<int> slots = lowest_free(
-      plan, [](const Action&) { return true; },
+      plan, [&](const Action& a) { return !(inbox && a.kind == Action::RecvAct); },
       [&](const Action& a) { return completes(a) || (a.kind == Action::Fwd && !backwards); }, &n);
   if (n_slots) *n_slots = std::max(1, n);
   return slots;
 }
 
+bool PipelineExecutor::receives_into_inbox(const std::vector<Action>& plan) {
+  int direct = 0, inbox = 0;
+  assign_slots(plan, &direct, false);
+  assign_slots(plan, &inbox, true);
+  return inbox < direct;
+}
+
 int PipelineExecutor::slots_needed(const std::vector<Action>& plan) {
   int n = 0;
-  assign_slots(plan, &n);
+  assign_slots(plan, &n, receives_into_inbox(plan));
   return n;
 }
 
@@ -84,10 +92,28 @@ PipelineExecutor::PipelineExecutor(GptStage& model, Comm& pp, std::vector<Action
     TRIDENT_CHECK(a.chunk < model.stage().n_chunks,
                   str("plan action ", to_string(a), " for a stage of ", model.stage().n_chunks, " model chunks"));
   }
+  inbox_ = receives_into_inbox(plan_);
   int n_slots = 0;
-  slot_ = assign_slots(plan_, &n_slots);
+  slot_ = assign_slots(plan_, &n_slots, inbox_);
   TRIDENT_CHECK(n_slots <= model.n_slots(),
                 str("plan needs ", n_slots, " activation slots, model has ", model.n_slots()));
+  // With the inbox, each received input must be taken by its forward before the next receive.
+  takes_input_.assign(plan_.size(), 0);
+  if (inbox_) {
+    (void)model.recv_inbox();   // checks that the stage has one
+    int pending = -1;           // the plan index of the receive not yet taken
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      const Action& a = plan_[i];
+      if (a.kind == Action::RecvAct) {
+        TRIDENT_CHECK(pending < 0, str("plan receives ", to_string(a), " before the previous input is taken"));
+        pending = static_cast<int>(i);
+      } else if (a.kind == Action::Fwd && pending >= 0 && plan_[pending].micro == a.micro &&
+                 plan_[pending].chunk == a.chunk) {
+        takes_input_[i] = 1;
+        pending = -1;
+      }
+    }
+  }
   int n_stashes = 0;
   stash_ = assign_stashes(plan_, &n_stashes);
   TRIDENT_CHECK(n_stashes <= model.n_stashes(),
@@ -103,7 +129,11 @@ P2POp PipelineExecutor::p2p(const Action& a, int slot) const {
   int peer = me;
   switch (a.kind) {
     case Action::SendAct: buf = model_.slot_output(slot); peer = (me + 1) % n; break;
-    case Action::RecvAct: buf = model_.slot_input(slot); peer = (me + n - 1) % n; kind = P2POp::Recv; break;
+    case Action::RecvAct:
+      buf = inbox_ ? model_.recv_inbox() : model_.slot_input(slot);
+      peer = (me + n - 1) % n;
+      kind = P2POp::Recv;
+      break;
     case Action::SendGrad: buf = model_.slot_grad(slot); peer = (me + n - 1) % n; break;
     case Action::RecvGrad: buf = model_.slot_grad(slot); peer = (me + 1) % n; kind = P2POp::Recv; break;
     default: TRIDENT_FATAL(str("not a communication action: ", to_string(a)));
@@ -128,6 +158,7 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
     } else if (a.kind == Action::Fwd) {
       TraceRange range("forward");
       load(a.micro, slot);
+      if (takes_input_[i]) model_.take_input(slot);
       model_.forward(slot, with_grad, dloss, last_micro ? unit_done : kNone, a.chunk);
     } else if (a.kind == Action::Bwd) {
       TraceRange range("backward");

@@ -85,6 +85,7 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   // An interleaved plan counts model chunks; a slot holds one chunk's activations.
   e.activations = static_cast<double>(e.in_flight) * GptStage::slot_bytes(m, st, p.tp, B, act, acts);
   e.stashed = PipelineExecutor::stashes_needed(plan);
+  if (PipelineExecutor::receives_into_inbox(plan)) e.activations += static_cast<double>(GptStage::inbox_bytes(m, B, act));
   e.activations += static_cast<double>(e.stashed) * GptStage::stash_bytes(m, st, p.tp, B, act, acts);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
   // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).

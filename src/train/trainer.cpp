@@ -64,6 +64,7 @@ Trainer::Trainer(const RunConfig& cfg, const ParallelGroups& g, Backend& be, Bat
   }
   ActivationOptions acts = activation_options(cfg);
   acts.weight_stashes = PipelineExecutor::stashes_needed(plan);   // zero_bubble's split backward
+  acts.recv_inbox = PipelineExecutor::receives_into_inbox(plan);
   model_ = std::make_unique<GptStage>(cfg.model, g, be, B, slots, bucket_elements(cfg.parallel), train,
                                       acts, shards_ && shards_->staged() ? shards_.get() : nullptr,
                                       chunks, sharded_.get());

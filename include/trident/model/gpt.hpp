@@ -70,6 +70,10 @@ struct ActivationOptions {
   // micro-batch between its backward_input and its backward_weight (PipelineExecutor::
   // stashes_needed of the plan); 0 for the other schedules.
   int weight_stashes = 0;
+  // A (B, T, C) buffer that receives the previous stage's activation until the forward copies it
+  // into the micro-batch's slot (PipelineExecutor::receives_into_inbox: zero_bubble, whose next
+  // input arrives before the deferred weight pass frees a slot).
+  bool recv_inbox = false;
 };
 
 // The initial values of this rank's shard of p (GptStage::init_params) into dst (p.numel): each
@@ -148,6 +152,8 @@ class GptStage {
   // slot cannot hold in its dead activations (none without recompute and sequence parallelism).
   static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                             const ActivationOptions& acts = {});
+  // Bytes of the receive inbox (ActivationOptions::recv_inbox): one (B, T, C) activation.
+  static size_t inbox_bytes(const ModelConfig& m, int micro_batch, DType act);
   // Bytes of this stage's activation slots and weight-gradient stashes, all of them (what the
   // constructor allocated).
   size_t activation_bytes() const { return act_buf_.bytes(); }
@@ -202,6 +208,10 @@ class GptStage {
   TensorView slot_input(int slot) const;    // received activation (or the embedding output on stage 0)
   TensorView slot_output(int slot) const;   // the last block's output, sent to the next stage
   TensorView slot_grad(int slot) const;     // gradient w.r.t. the output on entry to backward, w.r.t. the input on exit
+  // ActivationOptions::recv_inbox: where the previous stage's activation is received, and its copy
+  // into the slot that the micro-batch's forward takes.
+  TensorView recv_inbox() const;
+  void take_input(int slot);
 
   // Host tokens of one micro-batch: inputs on the first stage, targets on the last, (B, T) each.
   void set_tokens(int slot, const int32_t* inputs, const int32_t* targets);
@@ -418,6 +428,7 @@ class GptStage {
   StageTensors gr_;  // gradient views (fp32)
   std::vector<Slot> slots_;
   std::vector<WeightStash> stashes_;
+  TensorView inbox_;   // ActivationOptions::recv_inbox
   const int32_t* docs_ = nullptr;   // the doc_start of the slot that forward/backward computes
   // The head unit's completion, held back by forward() until the slot's backward reaches its
   // first attention backward (see backward()).

@@ -14,7 +14,6 @@
 #include "trident/core/log.hpp"
 #include "trident/parallel/host_collectives.hpp"
 #include "trident/train/planner.hpp"
-#include "trident/train/schedule.hpp"
 
 namespace trident {
 
@@ -105,7 +104,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
     hw.device = false;
   }
 
-  std::vector<Candidate> ranked = rank_layouts(cfg, hw);
+  const std::vector<Candidate> ranked = rank_layouts(cfg, hw);
   if (ranked.empty()) explain_no_valid_layout(cfg, size);
   if (!ranked.front().fits) {
     double least = ranked.front().memory.total();

@@ -34,16 +34,16 @@ constexpr TensorView BlockTensors::*kBiasAndNormGrads[] = {
 //     recompute, by the next block's backward_weight, which redoes its forward or LN1 from it.
 //   dx2 -> x2: read by the block's LN2 backward, and again by selective recompute's LN2.
 //   dqkv -> qkv: read by the attention backward only (full recompute keeps no qkv in the slot).
-//   dfch -> fch: read by the MLP activation's backward, and again by a Llama's selective
-//     recompute of SwiGLU.
+//   dfch -> fch: read by the MLP activation's backward, and again by selective recompute of a
+//     separate activation (SwiGLU).
 // Under sequence parallelism x2 and x3 hold only this rank's rows.
 struct StashInSlot {
   bool dx3, dx2, dqkv, dfch;
 };
-StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, bool llama, int n_layers, int i) {
+StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, const BlockArch& arch, int n_layers, int i) {
   const bool stored = i >= rc.full;   // the slot keeps the block's activations
   const bool next_reads_input = i + 1 < n_layers && (i + 1 < rc.full || rc.selective);
-  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored, stored && !(rc.selective && llama)};
+  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored, stored && !(rc.selective && arch.separate_activation())};
 }
 
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
@@ -134,11 +134,12 @@ struct GptStage::Dims {
     rows = sp ? N / tp : N;
   }
   size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
-  // What a slot keeps of a block that is not fully recomputed.
-  // Selective drops the MLP activation of a Llama (the SwiGLU product, its own op either way) but
-  // keeps GPT-2's: its GELU runs in the fc GEMM's epilogue on the fp32 accumulator, which a
-  // recomputation from the rounded pre-activation would not reproduce bit for bit on a GPU.
-  BlockActsPlan kept() const { return {lse_elems(), true, !rc.selective, !rc.selective || !bd.llama, rows}; }
+  // What a slot keeps of a block that is not fully recomputed. Selective drops the MLP activation
+  // where it is a separate op (BlockArch::separate_activation: SwiGLU) but keeps GELU's, which
+  // the fc GEMM's epilogue computes and a redo would not reproduce bit for bit on a GPU.
+  BlockActsPlan kept() const {
+    return {lse_elems(), true, !rc.selective, !rc.selective || !bd.arch->separate_activation(), rows};
+  }
 };
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
@@ -162,7 +163,7 @@ void GptStage::plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d) {
   w.blocks.resize(d.n_layers);
   for (int i = 0; i < d.n_layers; ++i) {
     BlockStash& b = w.blocks[i];
-    const StashInSlot in = stash_in_slot(d.rc, d.sp, d.bd.llama, d.n_layers, i);
+    const StashInSlot in = stash_in_slot(d.rc, d.sp, *d.bd.arch, d.n_layers, i);
     if (!in.dx3) a.want(&b.dx3, d.act, d.N * d.C);
     if (!in.dx2) a.want(&b.dx2, d.act, d.N * d.C);
     if (!in.dfch) a.want(&b.dfch, d.act, d.N * d.bd.fc);
@@ -182,7 +183,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.dqkv, act, N * d.bd.qkv);
     a.want(&sc.datty, act, N * d.bd.att);
     a.want(&sc.dfch, act, N * d.bd.fc);
-    if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
+    if (d.bd.arch->separate_activation()) a.want(&sc.dfcg, act, N * d.bd.fc_act);
     if (d.rc.any() || d.sp) {
       a.want(&sc.ln1, act, N * C);
       a.want(&sc.ln2, act, N * C);
@@ -193,7 +194,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
-    if (!d.bd.llama) a.want(&sc.lnf_mean, DType::F32, N);
+    if (d.bd.arch->norm_centers()) a.want(&sc.lnf_mean, DType::F32, N);
     a.want(&sc.lnf_rstd, DType::F32, N);
     a.want(&sc.dlnf, act, N * C);
     if (d.score_head) {
@@ -239,7 +240,7 @@ size_t GptStage::inbox_bytes(const ModelConfig& m, int micro_batch, DType act) {
 
 GptStage::BlockStash GptStage::stash_views(const Slot& s, const WeightStash& w, int i) const {
   BlockStash k = w.blocks[i];
-  const StashInSlot in = stash_in_slot(recompute_, sp_, bd_.llama, stage_.chunk_layers(), i);
+  const StashInSlot in = stash_in_slot(recompute_, sp_, *bd_.arch, stage_.chunk_layers(), i);
   const BlockActs& l = s.layers[i];
   if (in.dx3) k.dx3 = l.x3;
   if (in.dx2) k.dx2 = l.x2;
@@ -287,7 +288,7 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   sp_ = d.sp;
   set_row_split();
   bd_ = d.bd;
-  if (m.llama()) {
+  if (bd_.arch->rotary()) {
     std::vector<float> table(static_cast<size_t>(m.positions()) * bd_.HS);
     rope_table(table.data(), m.positions(), bd_.HS, static_cast<float>(m.rope_theta));
     rope_buf_ = Buffer(be, table.size() * sizeof(float));
@@ -344,7 +345,8 @@ StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_
     const ParamInfo& p = layout_.get(name);
     return at(p.offset, p.numel);
   };
-  // Packed parameters (llama's q|k|v, gate|up): one view from the first's start over all of them.
+  // A parameter, or a packed group (llama's q|k|v, gate|up): one view from the first's start over
+  // all of them.
   auto span = [&](const std::string& first, const std::string& last) {
     const ParamInfo& a = layout_.get(first);
     const ParamInfo& b = layout_.get(last);
@@ -353,34 +355,17 @@ StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_
   StageTensors t;
   const bool tied = m_.head_is_wte();
   if (stage_.first() || (stage_.last() && tied)) t.wte = v("wte");
-  if (stage_.first() && !m_.llama()) t.wpe = v("wpe");
+  if (stage_.first() && !bd_.arch->rotary()) t.wpe = v("wpe");
   if (stage_.last()) {
     t.lnf_w = v("lnf.weight");
-    if (!m_.llama()) t.lnf_b = v("lnf.bias");
+    if (bd_.arch->norm_centers()) t.lnf_b = v("lnf.bias");
     if (m_.score_head)
       t.score_w = v("score.weight");
     else
       t.lm_head = tied ? t.wte : v("lm_head");
   }
-  for (int i = 0; i < stage_.n_layers(); ++i) {
-    std::string b = str("blocks.", stage_.layer(i), ".");
-    if (m_.llama()) {
-      BlockTensors bt;
-      bt.ln1_w = v(b + "ln1.weight");
-      bt.qkv_w = span(b + "attn.q.weight", b + "attn.v.weight");
-      if (m_.qkv_bias) bt.qkv_b = span(b + "attn.q.bias", b + "attn.v.bias");
-      bt.proj_w = v(b + "attn.proj.weight");
-      bt.ln2_w = v(b + "ln2.weight");
-      bt.fc_w = span(b + "mlp.gate.weight", b + "mlp.up.weight");
-      bt.fcproj_w = v(b + "mlp.down.weight");
-      t.blocks.push_back(bt);
-      continue;
-    }
-    t.blocks.push_back({v(b + "ln1.weight"), v(b + "ln1.bias"), v(b + "attn.qkv.weight"), v(b + "attn.qkv.bias"),
-                        v(b + "attn.proj.weight"), v(b + "attn.proj.bias"), v(b + "ln2.weight"),
-                        v(b + "ln2.bias"), v(b + "mlp.fc.weight"), v(b + "mlp.fc.bias"),
-                        v(b + "mlp.proj.weight"), v(b + "mlp.proj.bias")});
-  }
+  for (int i = 0; i < stage_.n_layers(); ++i)
+    t.blocks.push_back(bd_.arch->block_tensors(span, str("blocks.", stage_.layer(i), "."), m_));
   return t;
 }
 
@@ -936,7 +921,7 @@ BlockShape GptStage::block_shape(int rows) const {
 }
 
 void GptStage::attend(const BlockActs& a, int batch, size_t row0) {
-  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts(row0));
+  bd_.arch->position_fwd(be_, a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(row0));
   be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(row0));
 }
 
@@ -1196,7 +1181,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // writes their gradients, so it writes over fch directly.
   const bool dw_beside = tp > 1 && !keep;
   const bool dw_inline = tp == 1 && !keep;
-  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !bd_.llama;
+  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !bd_.arch->separate_activation();
   const bool dqkv_copied = keep && keep->dqkv.data == a.qkv.data;
   const TensorView dfch = keep && !dfch_copied ? keep->dfch : sc.dfch;
   const TensorView dqkv = keep && !dqkv_copied ? keep->dqkv : sc.dqkv;
@@ -1205,22 +1190,16 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
     // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
     // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    be_.matmul_gelu_bwd(bwd_rows(dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
-                        p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
+    bd_.arch->mlp_bwd(be_, bwd_rows(dfch, FC), bwd_rows(sc.dfcg, FA), TensorView{}, TensorView{}, bwd_rows(dres, C),
+                      bwd_rows(a.fcg, FA), p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(peer_rows(dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
-                        peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
+    bd_.arch->mlp_bwd(be_, peer_rows(dfch, FC), peer_rows(sc.dfcg, FA), TensorView{}, TensorView{},
+                      peer_rows(dres, C), peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
   } else {
     finish_grad_gather(s);
-    const TensorView dw = dw_inline ? g.fcproj_w : TensorView{};
-    if (bd_.llama) {
-      // down's input gradient, then SwiGLU's backward into [dgate | dup].
-      be_.matmul_bwd(sc.dfcg, dw, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
-      be_.swiglu_bwd(dfch, sc.dfcg, a.fch, N, FA);
-    } else {
-      be_.matmul_gelu_bwd(dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
-                          p.fcproj_w, a.fch, N, FA, C);
-    }
+    bd_.arch->mlp_bwd(be_, dfch, sc.dfcg, dw_inline ? g.fcproj_w : TensorView{},
+                      fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N,
+                      FA, C);
   }
   if (dfch_copied) be_.copy(keep->dfch, dfch);
   if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())
@@ -1252,14 +1231,16 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, dfch, a.ln2, p.fc_w, N, C, FC);
     be_.side_end();
   }
-  // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
-  // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
-  be_.attention_bwd(dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
-                    bd_.NKVl, bd_.HS, doc_starts());
-  if (bd_.llama) be_.rope_bwd(dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
+  // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip), or
+  // after the position step's backward where the bias is added before a rotation.
+  const bool qkv_bias_in_attention = bd_.arch->qkv_bias_in_attention_bwd();
+  be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
+                    bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
+  bd_.arch->position_bwd(be_, dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
   if (dqkv_copied) be_.copy(keep->dqkv, dqkv);
   wait_norm_gather(1);
-  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
+  be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,
+                 QKV);
   auto qkv_dw = [&] {
     if (!keep) be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
   };

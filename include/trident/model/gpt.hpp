@@ -346,7 +346,7 @@ class GptStage {
     return v.empty() ? v : v.slice(sp_row0_ * width, sp_rows_ * width);
   }
   TensorView peer_rows(TensorView v, size_t width) const {
-    return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
+    return v.empty() ? v : v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
   }
   // Split LayerNorm backward: starts the gather of the other rank's rows of the residual
   // gradient dres into slot s (this rank's are final), and waits for it, if any.

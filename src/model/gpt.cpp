@@ -44,7 +44,8 @@ struct StashInSlot {
 StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, const BlockArch& arch, int n_layers, int i) {
   const bool stored = i >= rc.full;   // the slot keeps the block's activations
   const bool next_reads_input = i + 1 < n_layers && (i + 1 < rc.full || rc.selective);
-  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored, stored && !(rc.selective && arch.separate_activation())};
+  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored,
+          stored && !(rc.selective && arch.separate_activation())};
 }
 
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
@@ -91,7 +92,7 @@ struct GptStage::WeightStash {
 };
 
 struct GptStage::Scratch {
-  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
+  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (SwiGLU)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
   TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights

@@ -165,7 +165,7 @@ class GptStage {
   void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
   // parallel.tp_overlap: with tp > 1 the forward runs each micro-batch as two halves so that
   // every TP all-reduce (with sequence parallelism: all-gather and reduce-scatter) runs beside the
-  // other half's work (see forward_blocks_halves, forward_blocks_sequence_halves). Needs an even
+  // other half's work (HalvesForward, SequenceHalvesForward in tp_overlap.cpp). Needs an even
   // micro-batch, with sequence parallelism one that divides by 2 tp; no effect with tp = 1.
   void set_tp_overlap(bool on);
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the

@@ -5,7 +5,7 @@ namespace trident {
 
 BlockDims block_dims(const ModelConfig& m, int tp) {
   BlockDims d;
-  d.llama = m.llama();
+  d.arch = &block_arch(m);
   d.NHl = m.n_head / tp;
   d.NKVl = m.kv_heads_per_rank(tp);
   d.HS = m.head_size();
@@ -13,7 +13,7 @@ BlockDims block_dims(const ModelConfig& m, int tp) {
   d.qkv = static_cast<size_t>(d.NHl + 2 * d.NKVl) * d.HS;
   d.att = static_cast<size_t>(d.NHl) * d.HS;
   d.fc_act = static_cast<size_t>(m.ffn() / tp);
-  d.fc = d.llama ? 2 * d.fc_act : d.fc_act;
+  d.fc = d.arch->fc_width(d.fc_act);
   return d;
 }
 
@@ -21,14 +21,14 @@ void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, const Bl
                      const BlockActsPlan& p) {
   const size_t C = d.C, R = p.residual_rows ? p.residual_rows : N;
   if (p.norm_outputs) a.want(&l.ln1, act, R * C);
-  if (!d.llama) a.want(&l.ln1_mean, DType::F32, R);
+  if (d.arch->norm_centers()) a.want(&l.ln1_mean, DType::F32, R);
   a.want(&l.ln1_rstd, DType::F32, R);
   a.want(&l.qkv, act, N * d.qkv);
   a.want(&l.atty, act, N * d.att);
   if (p.lse_elems) a.want(&l.lse, DType::F32, p.lse_elems);
   a.want(&l.x2, act, R * C);
   if (p.norm_outputs) a.want(&l.ln2, act, R * C);
-  if (!d.llama) a.want(&l.ln2_mean, DType::F32, R);
+  if (d.arch->norm_centers()) a.want(&l.ln2_mean, DType::F32, R);
   a.want(&l.ln2_rstd, DType::F32, R);
   a.want(&l.fch, act, N * d.fc);
   if (p.mlp_activation) a.want(&l.fcg, act, N * d.fc_act);
@@ -37,50 +37,29 @@ void plan_block_acts(ArenaLayout& a, BlockActs& l, DType act, size_t N, const Bl
 
 void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
               TensorView w, TensorView b, int rows) {
-  if (s.d.llama)
-    be.rmsnorm_fwd(out, rstd, in, w, rows, s.C, s.eps);
-  else
-    be.layernorm_fwd(out, mean, rstd, in, w, b, rows, s.C, s.eps);
+  s.d.arch->norm_fwd(be, out, mean, rstd, in, w, b, rows, s.C, s.eps);
 }
 
 void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
                      TensorView rstd, TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
                      int rows, PeerRelease release) {
-  if (!s.d.llama) {
-    add_layernorm_fwd_tp(be, sum, out, mean, rstd, a, a_peer, residual, w, b, rows, s.C, s.eps, release);
-    return;
-  }
-  TRIDENT_CHECK(a_peer.empty() && !release, "RMSNorm has no fused TP sum (parallel.tp_fused_sum is for gpt2)");
-  be.add_rmsnorm_fwd(sum, out, rstd, a, residual, w, rows, s.C, s.eps);
+  s.d.arch->add_norm_fwd(be, sum, out, mean, rstd, a, a_peer, residual, w, b, rows, s.C, s.eps, release);
 }
 
 void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                  TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
                  int rows, PeerRelease release) {
-  if (!s.d.llama) {
-    layernorm_bwd_tp(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release);
-    return;
-  }
-  TRIDENT_CHECK(dout_peer.empty() && !release && db.empty() && dsum.empty(),
-                "RMSNorm backward: no bias, no fused TP sum");
-  be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, rows, s.C);
+  s.d.arch->norm_bwd(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release);
 }
 
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows) {
-  const int fc = static_cast<int>(s.d.fc);
-  if (s.d.llama) {
-    be.matmul_fwd(a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
-    mlp_activation(be, s, a, rows);
-  } else {
-    be.matmul_gelu_fwd(a.fcg, a.fch, in, p.fc_w, p.fc_b, rows, s.C, fc);
-  }
+  s.d.arch->mlp_fwd(be, a.fch, a.fcg, in, p.fc_w, p.fc_b, rows, s.C, static_cast<int>(s.d.fc),
+                    static_cast<int>(s.d.fc_act));
 }
 
 void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows) {
-  TRIDENT_CHECK(s.d.llama, "mlp_activation: GPT-2's GELU runs in the fc GEMM's epilogue");
-  const size_t fa = s.d.fc_act, n = static_cast<size_t>(rows);
-  be.swiglu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc), rows, static_cast<int>(fa));
+  s.d.arch->mlp_activation(be, a.fcg, a.fch, rows, static_cast<int>(s.d.fc_act));
 }
 
 TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,

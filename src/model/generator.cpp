@@ -119,7 +119,7 @@ void Generator::plan(ArenaLayout& cache, ArenaLayout& a, Views& v, const ModelCo
   a.want(&v.x, act, Np * C);
   if (st.first()) a.want(&v.pe, act, Np * C);
   a.want(&v.index, DType::I32, 4 * Np + 2 * Sp);   // tokens, positions, (slot, position) rows; sampling keys
-  if (d.llama) a.want(&v.rope_rows, DType::F32, Np * HS);
+  if (d.arch->rotary()) a.want(&v.rope_rows, DType::F32, Np * HS);
   if (st.n_stages > 1) a.want(&v.drawn, DType::I32, 2 * S);
   if (st.last()) {
     a.want(&v.last, act, Sp * C);
@@ -159,7 +159,7 @@ Generator::Generator(GptStage& model, int slots, int max_len, int max_rows)
   a.bind(act_buf_.get());
   if (model.stage().last()) be.zero(v_.last);   // its padding rows go through the head: defined values
   v_.acts.x3 = v_.x;   // each block writes its output over its input (see block_forward)
-  if (block_dims(m, g.topo.tp()).llama) {
+  if (block_dims(m, g.topo.tp()).arch->rotary()) {
     const int HS = block_dims(m, g.topo.tp()).HS;
     rope_host_.resize(static_cast<size_t>(max_len) * HS);
     rope_table(rope_host_.data(), max_len, HS, static_cast<float>(m.rope_theta));
@@ -223,7 +223,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
   const BlockShape shape = model_.block_shape(np);
   const BlockDims& d = shape.d;
   TensorView rope;
-  if (d.llama) {
+  if (d.arch->rotary()) {
     std::vector<float>& table = rope_rows_host_;
     table.resize(static_cast<size_t>(n) * d.HS);
     for (int i = 0; i < n; ++i)
@@ -258,7 +258,7 @@ void Generator::feed(const std::vector<int>& slots, const std::vector<std::vecto
     for (int l = 0; l < st.n_layers(); ++l) {
       auto attention = [&](const BlockActs& a) {
         const TensorView qkv = a.qkv.slice(0, qkv_n);
-        if (d.llama) be.rope_fwd(qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, 0, nullptr);
+        d.arch->position_fwd(be, qkv, rope, 1, n, d.NHl, d.NKVl, d.HS, nullptr);
         be.attention_decode(a.atty.slice(0, atty_n), v_.k_cache[l], v_.v_cache[l], qkv, rows, n, slots_, max_len_,
                             d.NHl, d.NKVl, d.HS);
       };

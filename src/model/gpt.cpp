@@ -1,4 +1,5 @@
-// GPT-2 stage: memory plan, initialisation, and the forward/backward of one micro-batch.
+// A model stage (GPT-2 or Llama): memory plan, initialisation, and the forward/backward of one
+// micro-batch; the block's architecture is BlockArch's, the TP modes are TpStrategy's.
 #include "trident/model/gpt.hpp"
 
 #include <algorithm>
@@ -34,16 +35,17 @@ constexpr TensorView BlockTensors::*kBiasAndNormGrads[] = {
 //     recompute, by the next block's backward_weight, which redoes its forward or LN1 from it.
 //   dx2 -> x2: read by the block's LN2 backward, and again by selective recompute's LN2.
 //   dqkv -> qkv: read by the attention backward only (full recompute keeps no qkv in the slot).
-//   dfch -> fch: read by the MLP activation's backward, and again by a Llama's selective
-//     recompute of SwiGLU.
+//   dfch -> fch: read by the MLP activation's backward, and again by selective recompute of a
+//     separate activation (SwiGLU).
 // Under sequence parallelism x2 and x3 hold only this rank's rows.
 struct StashInSlot {
   bool dx3, dx2, dqkv, dfch;
 };
-StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, bool llama, int n_layers, int i) {
+StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, const BlockArch& arch, int n_layers, int i) {
   const bool stored = i >= rc.full;   // the slot keeps the block's activations
   const bool next_reads_input = i + 1 < n_layers && (i + 1 < rc.full || rc.selective);
-  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored, stored && !(rc.selective && llama)};
+  return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored,
+          stored && !(rc.selective && arch.separate_activation())};
 }
 
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
@@ -90,7 +92,7 @@ struct GptStage::WeightStash {
 };
 
 struct GptStage::Scratch {
-  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (llama)
+  TensorView dln, dqkv, datty, dfch, dfcg;     // block backward: (N,C) (N,qkv) (N,att) (N,fc) (N,fc_act) (SwiGLU)
   TensorView lnf, lnf_mean, lnf_rstd, dlnf;    // head: (N,C) (N) (N) (N,C)
   TensorView logits, rowmax, stats, losses;    // (R, V/tp) (R) (R,2) (N) f32; LM head
   TensorView seq_nll, row_weights;             // DPO: (B) this micro-batch's sequence NLLs, (N) gradient weights
@@ -134,11 +136,36 @@ struct GptStage::Dims {
     rows = sp ? N / tp : N;
   }
   size_t lse_elems() const { return B * bd.NHl * T; }   // (B, NHl, T) attention statistics of a block
-  // What a slot keeps of a block that is not fully recomputed.
-  // Selective drops the MLP activation of a Llama (the SwiGLU product, its own op either way) but
-  // keeps GPT-2's: its GELU runs in the fc GEMM's epilogue on the fp32 accumulator, which a
-  // recomputation from the rounded pre-activation would not reproduce bit for bit on a GPU.
-  BlockActsPlan kept() const { return {lse_elems(), true, !rc.selective, !rc.selective || !bd.llama, rows}; }
+  // What a slot keeps of a block that is not fully recomputed. Selective drops the MLP activation
+  // where it is a separate op (BlockArch::separate_activation: SwiGLU) but keeps GELU's, which
+  // the fc GEMM's epilogue computes and a redo would not reproduce bit for bit on a GPU.
+  BlockActsPlan kept() const {
+    return {lse_elems(), true, !rc.selective, !rc.selective || !bd.arch->separate_activation(), rows};
+  }
+};
+
+// One slot's blocks of the model chunk being run, as the TP strategies' forwards see them.
+class GptStage::Pass final : public BlockPass {
+ public:
+  Pass(GptStage& stage, const Slot& slot) : st_(stage), slot_(slot) {}
+  int n_blocks() const override { return st_.chunk_.n_layers(); }
+  int micro_batch() const override { return st_.B_; }
+  int seq_len() const override { return st_.T_; }
+  const BlockDims& dims() const override { return st_.bd_; }
+  BlockShape shape(int rows) const override { return st_.block_shape(rows); }
+  void need(int i) override { st_.need(st_.layout_.block_unit(st_.chunk_.layer_begin + i)); }
+  bool need_ends_use() const override { return st_.store_ != nullptr; }
+  void prefetch_after(int i) override { st_.prefetch_after_block(i); }
+  const BlockTensors& weights(int i) const override { return st_.block_w(i); }
+  BlockActs acts(int i) const override { return st_.work_acts(slot_, i); }
+  const BlockActs& saved(int i) const override { return slot_.layers[i]; }
+  TensorView input(int i) const override { return st_.block_input(slot_, i); }
+  void attend(const BlockActs& a, int batch, size_t row0) override { st_.attend(a, batch, row0); }
+  TensorView partial() const override { return st_.scratch_->partial; }
+
+ private:
+  GptStage& st_;
+  const Slot& slot_;
 };
 
 void GptStage::plan_slot(ArenaLayout& a, Slot& s, const Dims& d) {
@@ -162,7 +189,7 @@ void GptStage::plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d) {
   w.blocks.resize(d.n_layers);
   for (int i = 0; i < d.n_layers; ++i) {
     BlockStash& b = w.blocks[i];
-    const StashInSlot in = stash_in_slot(d.rc, d.sp, d.bd.llama, d.n_layers, i);
+    const StashInSlot in = stash_in_slot(d.rc, d.sp, *d.bd.arch, d.n_layers, i);
     if (!in.dx3) a.want(&b.dx3, d.act, d.N * d.C);
     if (!in.dx2) a.want(&b.dx2, d.act, d.N * d.C);
     if (!in.dfch) a.want(&b.dfch, d.act, d.N * d.bd.fc);
@@ -182,7 +209,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
     a.want(&sc.dqkv, act, N * d.bd.qkv);
     a.want(&sc.datty, act, N * d.bd.att);
     a.want(&sc.dfch, act, N * d.bd.fc);
-    if (d.bd.llama) a.want(&sc.dfcg, act, N * d.bd.fc_act);
+    if (d.bd.arch->separate_activation()) a.want(&sc.dfcg, act, N * d.bd.fc_act);
     if (d.rc.any() || d.sp) {
       a.want(&sc.ln1, act, N * C);
       a.want(&sc.ln2, act, N * C);
@@ -193,7 +220,7 @@ void GptStage::plan_scratch(ArenaLayout& a, Scratch& sc, const Dims& d) {
   }
   if (d.last) {
     a.want(&sc.lnf, act, N * C);
-    if (!d.bd.llama) a.want(&sc.lnf_mean, DType::F32, N);
+    if (d.bd.arch->norm_centers()) a.want(&sc.lnf_mean, DType::F32, N);
     a.want(&sc.lnf_rstd, DType::F32, N);
     a.want(&sc.dlnf, act, N * C);
     if (d.score_head) {
@@ -239,7 +266,7 @@ size_t GptStage::inbox_bytes(const ModelConfig& m, int micro_batch, DType act) {
 
 GptStage::BlockStash GptStage::stash_views(const Slot& s, const WeightStash& w, int i) const {
   BlockStash k = w.blocks[i];
-  const StashInSlot in = stash_in_slot(recompute_, sp_, bd_.llama, stage_.chunk_layers(), i);
+  const StashInSlot in = stash_in_slot(recompute_, sp_, *bd_.arch, stage_.chunk_layers(), i);
   const BlockActs& l = s.layers[i];
   if (in.dx3) k.dx3 = l.x3;
   if (in.dx2) k.dx2 = l.x2;
@@ -285,9 +312,9 @@ GptStage::GptStage(const ModelConfig& m, const ParallelGroups& groups, Backend& 
   logits_rows_ = static_cast<int>(d.logits_rows);
   recompute_ = d.rc;
   sp_ = d.sp;
-  set_row_split();
+  choose_tp_strategy();
   bd_ = d.bd;
-  if (m.llama()) {
+  if (bd_.arch->rotary()) {
     std::vector<float> table(static_cast<size_t>(m.positions()) * bd_.HS);
     rope_table(table.data(), m.positions(), bd_.HS, static_cast<float>(m.rope_theta));
     rope_buf_ = Buffer(be, table.size() * sizeof(float));
@@ -344,7 +371,8 @@ StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_
     const ParamInfo& p = layout_.get(name);
     return at(p.offset, p.numel);
   };
-  // Packed parameters (llama's q|k|v, gate|up): one view from the first's start over all of them.
+  // A parameter, or a packed group (llama's q|k|v, gate|up): one view from the first's start over
+  // all of them.
   auto span = [&](const std::string& first, const std::string& last) {
     const ParamInfo& a = layout_.get(first);
     const ParamInfo& b = layout_.get(last);
@@ -353,34 +381,17 @@ StageTensors GptStage::view_tensors(const std::function<TensorView(size_t, size_
   StageTensors t;
   const bool tied = m_.head_is_wte();
   if (stage_.first() || (stage_.last() && tied)) t.wte = v("wte");
-  if (stage_.first() && !m_.llama()) t.wpe = v("wpe");
+  if (stage_.first() && !bd_.arch->rotary()) t.wpe = v("wpe");
   if (stage_.last()) {
     t.lnf_w = v("lnf.weight");
-    if (!m_.llama()) t.lnf_b = v("lnf.bias");
+    if (bd_.arch->norm_centers()) t.lnf_b = v("lnf.bias");
     if (m_.score_head)
       t.score_w = v("score.weight");
     else
       t.lm_head = tied ? t.wte : v("lm_head");
   }
-  for (int i = 0; i < stage_.n_layers(); ++i) {
-    std::string b = str("blocks.", stage_.layer(i), ".");
-    if (m_.llama()) {
-      BlockTensors bt;
-      bt.ln1_w = v(b + "ln1.weight");
-      bt.qkv_w = span(b + "attn.q.weight", b + "attn.v.weight");
-      if (m_.qkv_bias) bt.qkv_b = span(b + "attn.q.bias", b + "attn.v.bias");
-      bt.proj_w = v(b + "attn.proj.weight");
-      bt.ln2_w = v(b + "ln2.weight");
-      bt.fc_w = span(b + "mlp.gate.weight", b + "mlp.up.weight");
-      bt.fcproj_w = v(b + "mlp.down.weight");
-      t.blocks.push_back(bt);
-      continue;
-    }
-    t.blocks.push_back({v(b + "ln1.weight"), v(b + "ln1.bias"), v(b + "attn.qkv.weight"), v(b + "attn.qkv.bias"),
-                        v(b + "attn.proj.weight"), v(b + "attn.proj.bias"), v(b + "ln2.weight"),
-                        v(b + "ln2.bias"), v(b + "mlp.fc.weight"), v(b + "mlp.fc.bias"),
-                        v(b + "mlp.proj.weight"), v(b + "mlp.proj.bias")});
-  }
+  for (int i = 0; i < stage_.n_layers(); ++i)
+    t.blocks.push_back(bd_.arch->block_tensors(span, str("blocks.", stage_.layer(i), "."), m_));
   return t;
 }
 
@@ -471,7 +482,7 @@ TensorView GptStage::slot_grad(int slot) const { return slots_[slot].grad; }
 TensorView GptStage::slot_output(int slot) const { return block_input(slots_[slot], stage_.chunk_layers()); }
 
 TensorView GptStage::block_input(const Slot& s, int i) const {
-  return i > 0 ? s.layers[i - 1].x3 : own_rows(s.input, C_);
+  return i > 0 ? s.layers[i - 1].x3 : tp_->own_rows(s.input, C_);
 }
 
 void GptStage::set_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
@@ -506,7 +517,7 @@ void GptStage::forward(int slot, bool with_grad, float dloss, const UnitDone& un
   if (chunk_.last()) {
     head_forward(s, x, with_grad, dloss);
     if (with_grad && unit_done) {
-      if (bwd_split()) sum_replicated_grads_over_tp(-1);
+      if (tp_->own_rows_backward()) sum_replicated_grads_over_tp(-1);
       if (head_done_slot_ >= 0) head_done_(layout_.head_unit());   // never dropped
       head_done_slot_ = slot;
       head_done_ = unit_done;
@@ -523,32 +534,12 @@ TensorView GptStage::forward_blocks(Slot& s) {
     // the positions, and the reduction sums the shards.
     be_.encoder_fwd(s.input, s.tokens.as<int32_t>(), p_.wte, g_.coord.tp == 0 ? p_.wpe : TensorView{}, B_, T_, C_,
                     layout_.vocab_start(), layout_.vocab_local(), doc_starts());
-    if (Request r = sum_over_tp(s.input)) r->wait(be_.stream());
+    if (Request r = tp_->sum_over_tp(s.input)) r->wait(be_.stream());
   }
   TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
                 "parallel.recompute has no tp_overlap or tp_fused_sum variant");
-  if (tp_overlap_) return sp_ ? forward_blocks_sequence_halves(s) : forward_blocks_halves(s);
-  if (sp_) return forward_blocks_sequence(s);
-  TensorView x = s.input, pending;
-  TpSum x_sum;   // of x: the previous block's MLP sum, finished by this block's first LayerNorm
-  BlockShape shape = block_shape(B_ * T_);
-  shape.fused_sum = fused_sum_;
-  for (int i = 0; i < chunk_.n_layers(); ++i) {
-    // Each block's output add is fused into the next block's first LayerNorm (the last block
-    // of the stage completes its own).
-    const bool last = i + 1 == chunk_.n_layers();
-    need(layout_.block_unit(chunk_.layer_begin + i));
-    auto attention = [&](const BlockActs& a) {
-      prefetch_after_block(i);
-      attend(a, B_);
-    };
-    const BlockActs a = work_acts(s, i);
-    x_sum = block_forward(be_, *g_.tp, block_w(i), a, x, std::move(x_sum), shape, attention, pending, last);
-    x = a.x3;
-    // A recomputed block's x2 is in the shared activations: the next block reads it first thing.
-    pending = last ? TensorView{} : a.x2;
-  }
-  return x;
+  Pass pass(*this, s);
+  return tp_overlap_fwd_ ? tp_overlap_fwd_->forward(pass) : tp_->forward(pass);
 }
 
 BlockActs GptStage::work_acts(const Slot& s, int i) const {
@@ -569,16 +560,8 @@ BlockActs GptStage::work_acts(const Slot& s, int i) const {
 BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
   const BlockActs a = work_acts(s, i);
   be_.side_join();   // the previous block's side work may still read the shared activations
-  auto attention = [&](const BlockActs& acts) { attend(acts, B_); };
-  if (sp_) {
-    attention_fwd_sequence(i, a, x, TensorView{}, attention);
-    mlp_in_fwd_sequence(i, a, x);
-    return a;
-  }
-  const BlockShape shape = block_shape(B_ * T_);
-  TpSum x_sum;
-  TpSum x2_sum = block_attention_fwd(be_, *g_.tp, block_w(i), a, x, x_sum, shape, attention, TensorView{});
-  block_mlp_in_fwd(be_, block_w(i), a, x, x2_sum, shape);
+  Pass pass(*this, s);
+  tp_->recompute(pass, i, a, x);
   return a;
 }
 
@@ -592,15 +575,15 @@ BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
   const BlockActs& kept = s.layers[i];
   const BlockTensors& p = block_w(i);
   const BlockShape shape = block_shape(B_ * T_);
-  const int rows = own_row_count();
+  const int rows = tp_->own_row_count();
   be_.side_join();   // the previous block's side work may still read the shared activations
   auto redo = [&](int ln, TensorView out, TensorView kept_out, TensorView mean, TensorView rstd, TensorView in,
                   TensorView w, TensorView b) {
     if (kept_out.empty())
-      norm_fwd(be_, shape, own_rows(out, C_), mean, rstd, in, w, b, rows);
+      norm_fwd(be_, shape, tp_->own_rows(out, C_), mean, rstd, in, w, b, rows);
     else if (sp_)
-      be_.copy(my_rows(out, C_), kept_out);
-    if (sp_) norm_gather_[ln - 1] = g_.tp->all_gather_async(out.data, sp_rows_ * C_, out.dtype, be_.stream());
+      be_.copy(tp_->my_rows(out, C_), kept_out);
+    if (sp_) norm_gather_[ln - 1] = g_.tp->all_gather_async(out.data, size_t(rows) * C_, out.dtype, be_.stream());
   };
   redo(2, a.ln2, kept.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
   redo(1, a.ln1, kept.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
@@ -615,267 +598,18 @@ void GptStage::wait_norm_gather(int ln) {
   r.reset();
 }
 
-// parallel.tp_overlap: the micro-batch as two halves of B/2 sequences, one part of a block
-// (attention or MLP, see block_forward) at a time and half after half, so that each TP
-// all-reduce runs beside the other half's part instead of holding the stream:
-//   attn(A) attn(B) | wait A: mlp(A) | wait B: mlp(B) | wait A: attn'(A) | wait B: attn'(B) ...
-// Every op is row-wise or per sequence, so the halves compute exactly what the whole does; only
-// the GEMMs' shapes (N/2 rows) differ.
-TensorView GptStage::forward_blocks_halves(Slot& s) {
-  const int NHl = bd_.NHl, half_b = B_ / 2;
-  const size_t rows = static_cast<size_t>(half_b) * T_, C = C_;
-  BlockShape shape = block_shape(static_cast<int>(rows));
-  shape.fused_sum = fused_sum_;
-  // Every GEMM here runs beside the other half's TP sum: an NCCL all-reduce, whose CTAs the
-  // margin leaves SMs to, or with fused sums a copy-engine transfer, which needs none.
-  be_.set_gemm_sm_margin(fused_sum_ ? 0 : tp_sm_margin_);
-  TpSum mlp_sum[2];
-  for (int i = 0; i < chunk_.n_layers(); ++i) {
-    need(layout_.block_unit(chunk_.layer_begin + i));
-    // Each half's activations and block input (rows [h * rows, (h + 1) * rows)).
-    BlockActs a[2];
-    TensorView x[2];
-    for (int h = 0; h < 2; ++h) {
-      a[h] = block_rows(s.layers[i], h * rows, rows, bd_, NHl);
-      x[h] = (i == 0 ? s.input : s.layers[i - 1].x3).slice(h * rows * C, rows * C);
-    }
-    TpSum attn_sum[2];
-    for (int h = 0; h < 2; ++h) {
-      TensorView pending = i == 0 ? TensorView{} : s.layers[i - 1].x2.slice(h * rows * C, rows * C);
-      auto attention = [&](const BlockActs& part) {
-        prefetch_after_block(i);
-        attend(part, half_b, h * rows);
-      };
-      attn_sum[h] = block_attention_fwd(be_, *g_.tp, block_w(i), a[h], x[h], mlp_sum[h], shape, attention, pending);
-    }
-    for (int h = 0; h < 2; ++h) mlp_sum[h] = block_mlp_fwd(be_, *g_.tp, block_w(i), a[h], x[h], attn_sum[h], shape);
-  }
-  // The last block completes its own output (the others' is added by the next block's LN1).
-  const BlockActs& out = s.layers.back();
-  for (int h = 0; h < 2; ++h) add_block_output(be_, block_rows(out, h * rows, rows, bd_, NHl), mlp_sum[h]);
-  be_.set_gemm_sm_margin(0);
-  return out.x3;
-}
-
-// parallel.sequence_parallel (Megatron's sequence parallelism): the residual stream x, x2, x3
-// is held as this rank's own rows only; the norms (and the residual adds fused into them) run on
-// those rows, their outputs are all-gathered for the column-parallel GEMMs, and the row-parallel
-// GEMMs' partial sums are reduce-scattered into own rows of sc.partial, which the next norm adds
-// to the residual. The bytes moved equal those of the all-reduces they replace.
-TensorView GptStage::forward_blocks_sequence(Slot& s) {
-  const int N = B_ * T_;
-  const bool bias_here = block_shape(N).bias_here;   // the row-parallel biases, once before the reduce-scatter
-  Stream st = be_.stream();
-  TensorView x = block_input(s, 0), pending;
-  for (int i = 0; i < chunk_.n_layers(); ++i) {
-    const bool last = i + 1 == chunk_.n_layers();
-    const BlockActs a = work_acts(s, i);
-    const BlockActs& kept = s.layers[i];
-    need(layout_.block_unit(chunk_.layer_begin + i));
-    auto attention = [&](const BlockActs& acts) {
-      prefetch_after_block(i);
-      attend(acts, B_);
-    };
-    attention_fwd_sequence(i, a, x, pending, attention);
-    if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
-    mlp_in_fwd_sequence(i, a, x);
-    if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
-    be_.matmul_fwd(scratch_->partial, a.fcg, block_w(i).fcproj_w, bias_here ? block_w(i).fcproj_b : TensorView{},
-                   N, static_cast<int>(bd_.fc_act), C_);
-    sum_over_tp(scratch_->partial)->wait(st);
-    // Each block's output add is fused into the next block's first norm (the last block of the
-    // stage completes its own).
-    if (last) be_.add(a.x3, my_rows(scratch_->partial, C_), a.x2);
-    x = a.x3;
-    pending = last ? TensorView{} : a.x2;
-  }
-  return x;
-}
-
-// parallel.tp_overlap under sequence parallelism: two halves whose steps interleave so that each
-// half's all-gather and reduce-scatter run beside the other half's GEMMs. The rows stay where
-// sequence parallelism keeps them (rank r owns rows [r N/tp, (r+1) N/tp)): half h is the h-th
-// half of every rank's rows, M = N/(2 tp) rows of whole sequences each (B divides by 2 tp), so
-// its reduce-scatter leaves every rank its own rows and its all-gather collects them into a
-// contiguous (N/2, C) half of sc.ln1, sc.ln2 or sc.partial (rank c's at row c M). Its GEMMs and
-// attention run on each rank's share in turn (tp calls of M rows), reading and writing the
-// activations' natural rows, which the backward reads as without tp_overlap: every op is
-// row-wise or per sequence, so the values are those of forward_blocks_sequence. A part of a
-// block (attention or MLP, p = 2 i or 2 i + 1) of one half is three steps:
-//   norm: wait the half's reduce-scatter, residual add and norm on own rows, start the gather;
-//   in:   wait the gather, the column-parallel GEMM and the attention or MLP activation;
-//   out:  the row-parallel GEMM into the half's partial sums, start their reduce-scatter;
-// and part p runs as  norm(A,p) out(B,p-1) in(A,p) norm(B,p) out(A,p) in(B,p),  so that each
-// collective has an `in` or `out` step beside it. With a ParamStore, whose need() ends the use of
-// the previous block's parameters, out(B,p-1) of the previous block runs before the block's
-// need() (its gather then has only the norm beside it).
-TensorView GptStage::forward_blocks_sequence_halves(Slot& s) {
-  const int tp = g_.topo.tp(), n_parts = 2 * chunk_.n_layers(), batch = B_ / (2 * tp);
-  const size_t C = C_, M = static_cast<size_t>(B_) * T_ / (2 * tp);
-  const int Mi = static_cast<int>(M), QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att),
-            FA = static_cast<int>(bd_.fc_act);
-  const BlockShape shape = block_shape(Mi);
-  const DType act = be_.compute_dtype();
-  Stream st = be_.stream();
-  Scratch& sc = *scratch_;
-  // Half h of a whole (N, width) buffer; rank c's share of such a half; this rank's rows of
-  // half h in an own-rows activation (x, x2, x3, the norms' statistics, empty where none).
-  auto half = [&](TensorView v, int h) { return v.slice(h * tp * M * C, tp * M * C); };
-  auto share = [&](TensorView v, int c) { return v.slice(c * M * C, M * C); };
-  auto own = [&](TensorView v, int h, size_t width) { return v.empty() ? v : v.slice(h * M * width, M * width); };
-  // The whole-rows activations (qkv, atty, lse, fch, fcg) of rank c's share of half h.
-  auto rows_of = [&](const BlockActs& a, int c, int h) {
-    BlockActs whole;
-    whole.qkv = a.qkv;
-    whole.atty = a.atty;
-    whole.lse = a.lse;
-    whole.fch = a.fch;
-    whole.fcg = a.fcg;
-    return block_rows(whole, (2 * static_cast<size_t>(c) + h) * M, M, bd_, bd_.NHl);
-  };
-  Request gather[2], sum[2];
-  auto norm = [&](int h, int p) {
-    const int i = p / 2;
-    const BlockTensors& w = block_w(i);
-    const BlockActs a = work_acts(s, i);
-    const TensorView x = own(block_input(s, i), h, C), partial = share(half(sc.partial, h), g_.coord.tp);
-    if (sum[h]) sum[h]->wait(st);
-    sum[h].reset();
-    const TensorView all = half(p % 2 == 0 ? a.ln1 : a.ln2, h), out = share(all, g_.coord.tp);
-    if (p % 2 == 1)
-      add_norm_fwd_tp(be_, shape, own(a.x2, h, C), out, own(a.ln2_mean, h, 1), own(a.ln2_rstd, h, 1), partial,
-                      TensorView{}, x, w.ln2_w, w.ln2_b, Mi, PeerRelease{});
-    else if (i == 0)
-      norm_fwd(be_, shape, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), x, w.ln1_w, w.ln1_b, Mi);
-    else   // the previous block's output completed: its MLP branch's sums plus its x2
-      add_norm_fwd_tp(be_, shape, x, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), partial, TensorView{},
-                      own(s.layers[i - 1].x2, h, C), w.ln1_w, w.ln1_b, Mi, PeerRelease{});
-    const TensorView kept = p % 2 == 0 ? s.layers[i].ln1 : s.layers[i].ln2;
-    if (!kept.empty()) be_.copy(own(kept, h, C), out);
-    gather[h] = g_.tp->all_gather_async(all.data, M * C, act, st);
-  };
-  auto in = [&](int h, int p) {
-    const int i = p / 2;
-    const BlockTensors& w = block_w(i);
-    const BlockActs a = work_acts(s, i);
-    gather[h]->wait(st);
-    gather[h].reset();
-    if (p % 2 == 0 && h == 0) prefetch_after_block(i);
-    for (int c = 0; c < tp; ++c) {
-      const BlockActs part = rows_of(a, c, h);
-      if (p % 2 == 1) {
-        mlp_activation_fwd(be_, shape, w, part, share(half(a.ln2, h), c), Mi);
-        continue;
-      }
-      be_.matmul_fwd(part.qkv, share(half(a.ln1, h), c), w.qkv_w, w.qkv_b, Mi, C_, QKV);
-      attend(part, batch, (2 * static_cast<size_t>(c) + h) * M);
-    }
-  };
-  auto out = [&](int h, int p) {
-    const BlockTensors& w = block_w(p / 2);
-    const BlockActs a = work_acts(s, p / 2);
-    const TensorView partial = half(sc.partial, h);
-    for (int c = 0; c < tp; ++c) {
-      const BlockActs part = rows_of(a, c, h);
-      if (p % 2 == 0)
-        be_.matmul_fwd(share(partial, c), part.atty, w.proj_w, shape.bias_here ? w.proj_b : TensorView{}, Mi, ATT, C_);
-      else
-        be_.matmul_fwd(share(partial, c), part.fcg, w.fcproj_w, shape.bias_here ? w.fcproj_b : TensorView{}, Mi, FA,
-                       C_);
-    }
-    sum[h] = g_.tp->reduce_scatter_async(partial.data, M * C, act, st);
-  };
-  // Every GEMM here runs beside one of the other half's collectives.
-  be_.set_gemm_sm_margin(tp_sm_margin_);
-  for (int p = 0; p < n_parts; ++p) {
-    const bool block_start = p % 2 == 0, out_first = p > 0 && block_start && store_;
-    if (out_first) out(1, p - 1);
-    if (block_start) need(layout_.block_unit(chunk_.layer_begin + p / 2));
-    norm(0, p);
-    if (p > 0 && !out_first) out(1, p - 1);
-    in(0, p);
-    norm(1, p);
-    out(0, p);
-    in(1, p);
-  }
-  out(1, n_parts - 1);
-  // The last block completes its own output (the others' is added by the next block's LN1).
-  const BlockActs& last = s.layers.back();
-  for (int h = 0; h < 2; ++h) {
-    sum[h]->wait(st);
-    be_.add(own(last.x3, h, C), share(half(sc.partial, h), g_.coord.tp), own(last.x2, h, C));
-  }
-  be_.set_gemm_sm_margin(0);
-  return last.x3;
-}
-
-void GptStage::attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
-                                      const AttentionStep& attention) {
-  const BlockTensors& p = block_w(i);
-  const int N = B_ * T_, rows = own_row_count();
-  const BlockShape shape = block_shape(N);
-  const TensorView partial = scratch_->partial;
-  if (pending.empty())
-    norm_fwd(be_, shape, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, rows);
-  else
-    add_norm_fwd_tp(be_, shape, x, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, my_rows(partial, C_), TensorView{},
-                    pending, p.ln1_w, p.ln1_b, rows, PeerRelease{});
-  gather_rows(a.ln1);
-  be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C_, static_cast<int>(bd_.qkv));
-  attention(a);
-  be_.matmul_fwd(partial, a.atty, p.proj_w, shape.bias_here ? p.proj_b : TensorView{}, N, static_cast<int>(bd_.att),
-                 C_);
-  sum_over_tp(partial)->wait(be_.stream());
-}
-
-void GptStage::mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x) {
-  const BlockTensors& p = block_w(i);
-  const int N = B_ * T_;
-  const BlockShape shape = block_shape(N);
-  add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(scratch_->partial, C_),
-                  TensorView{}, x, p.ln2_w, p.ln2_b, own_row_count(), PeerRelease{});
-  gather_rows(a.ln2);
-  mlp_activation_fwd(be_, shape, p, a, a.ln2, N);
-}
-
-TpSum GptStage::start_sum(TensorView v) {
-  if (sp_) return TpSum(sum_over_tp(v));
-  if (split_bwd_) return TpSum::start(*g_.tp, peer_rows(v, C_), true, be_.stream());
-  return TpSum::start(*g_.tp, v, fused_sum_, be_.stream());
-}
-
-void GptStage::start_grad_gather(Slot& s, TensorView dres) {
-  TRIDENT_CHECK(!s.grad_gather, "a residual-gradient gather was left unfinished");
-  s.grad_gather = g_.tp->all_gather_async(dres.data, sp_rows_ * C_, dres.dtype, be_.stream());
-}
-
-Request GptStage::sum_over_tp(TensorView v) {
-  if (sp_) return g_.tp->reduce_scatter_async(v.data, sp_rows_ * C_, v.dtype, be_.stream());
-  return reduce_from_tp_region_fwd_async(*g_.tp, v, be_.stream());
-}
-
-void GptStage::gather_rows(TensorView v) {
-  if (sp_) g_.tp->all_gather(v.data, sp_rows_ * C_, v.dtype, be_.stream());
-}
-
-void GptStage::set_row_split() {
-  const bool split = bwd_split();
-  sp_rows_ = split ? static_cast<size_t>(B_ * T_ / g_.topo.tp()) : 0;
-  sp_row0_ = split ? sp_rows_ * static_cast<size_t>(g_.coord.tp) : 0;
-}
-
 void GptStage::set_tp_split_layernorm_bwd(bool on) {
   split_bwd_ = on && g_.topo.tp() > 1;
   TRIDENT_CHECK(!split_bwd_ || fused_sum_, "parallel.tp_split_layernorm_bwd needs parallel.tp_fused_sum");
   TRIDENT_CHECK(!split_bwd_ || (B_ * T_) % 2 == 0,
                 str("parallel.tp_split_layernorm_bwd splits the B*T = ", B_ * T_, " rows in two: B*T must be even"));
-  set_row_split();
+  choose_tp_strategy();
 }
 
-void GptStage::finish_grad_gather(Slot& s) {
-  if (!s.grad_gather) return;
-  s.grad_gather->wait(be_.stream());
-  s.grad_gather.reset();
+void GptStage::choose_tp_strategy() {
+  tp_ = make_tp_strategy(be_, *g_.tp, g_.coord.tp, B_ * T_, C_,
+                         TpOptions{sp_, fused_sum_, split_bwd_, tp_sm_margin_});
+  tp_overlap_fwd_ = tp_overlap_ ? make_overlap_forward(*tp_) : nullptr;
 }
 
 void GptStage::sum_replicated_grads_over_tp(int block) {
@@ -899,6 +633,7 @@ void GptStage::wait_replicated_sums() {
 void GptStage::set_tp_fused_sum(bool on) {
   fused_sum_ = on && g_.topo.tp() > 1;
   TRIDENT_CHECK(!fused_sum_ || !sp_, "parallel.tp_fused_sum and parallel.sequence_parallel cannot be combined");
+  choose_tp_strategy();
   if (!fused_sum_) return;
   // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).
   PairExchange* pair = g_.tp->pair_exchange();
@@ -916,6 +651,7 @@ void GptStage::set_tp_overlap(bool on) {
   TRIDENT_CHECK(!tp_overlap_ || !sp_ || B_ % (2 * g_.topo.tp()) == 0,
                 str("parallel.tp_overlap with sequence_parallel splits each TP rank's rows in two halves of whole "
                     "sequences: train.micro_batch_size = ", B_, " must divide by 2 x tp = ", 2 * g_.topo.tp()));
+  choose_tp_strategy();
 }
 
 // The parameters the forward reads after stage block i. Their transfer is started beside the
@@ -936,7 +672,7 @@ BlockShape GptStage::block_shape(int rows) const {
 }
 
 void GptStage::attend(const BlockActs& a, int batch, size_t row0) {
-  if (bd_.llama) be_.rope_fwd(a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts(row0));
+  bd_.arch->position_fwd(be_, a.qkv, rope_, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(row0));
   be_.attention_fwd(a.atty, a.lse, a.qkv, batch, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(row0));
 }
 
@@ -1062,12 +798,12 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
     // before the unit is announced to the DP sync.
     const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
-    if (reduced_now && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (reduced_now && tp_->own_rows_backward()) sum_replicated_grads_over_tp(i);
     if (reduced_now) sum_kv_replicas(i);
     if (unit_done) held = unit;
     if (staging_) staged = unit;
   }
-  finish_grad_gather(s);   // s.grad whole before it leaves the stage or meets the embedding
+  tp_->finish_grad_gather(s.grad_gather);   // s.grad whole before it leaves the stage or meets the embedding
   be_.side_join();   // the last block's fc bias gradient, before its unit is announced
   announce();
   if (chunk_.first()) {
@@ -1117,7 +853,7 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
     be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, k.dx2, a.atty, p.proj_w, N, ATT, C);
     be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, k.dqkv, a.ln1, p.qkv_w, N, C, QKV);
     const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
-    if (reduced_now && bwd_split()) sum_replicated_grads_over_tp(i);
+    if (reduced_now && tp_->own_rows_backward()) sum_replicated_grads_over_tp(i);
     if (reduced_now) sum_kv_replicas(i);
     wait_replicated_sums();
     if (unit_done) unit_done(unit);
@@ -1127,6 +863,9 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
 }
 
 // dres enters as dL/dx3 and leaves as dL/dx (the residual stream's gradient, updated in place).
+// The block's ops as a list: the TP strategy runs each norm's backward with the TP sum of its
+// input gradient and the GEMMs it places beside that sum (NormBwdPart), and gives the rows that
+// the row-wise ops run on (bwd_rows: this rank's where the norm backward is split).
 void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, TensorView dres,
                               const std::function<void()>& before_attention, const WeightStash* stash) {
   const BlockTensors& p = block_w(i);
@@ -1137,112 +876,69 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   const TensorView prev_fcproj_b = i == 0 ? TensorView{} : stash ? stash->blocks[i - 1].grads.fcproj_b
                                                                  : block_g(i - 1).fcproj_b;
   Scratch& sc = *scratch_;
-  const int tp = g_.topo.tp(), N = B_ * T_, C = C_;
+  TpStrategy& tp = *tp_;
+  const BlockArch& arch = *bd_.arch;
+  const int N = B_ * T_, C = C_, ln_rows = tp.bwd_row_count();
   const int QKV = static_cast<int>(bd_.qkv), ATT = static_cast<int>(bd_.att), FC = static_cast<int>(bd_.fc),
             FA = static_cast<int>(bd_.fc_act);
   const BlockShape shape = block_shape(N);
-  Stream st = be_.stream();
-  // Sequence parallelism: the LayerNorm backwards run on this rank's own rows of dres (like x,
-  // x2), each starting the all-gather of the rows it updated for the GEMMs that read all rows
-  // (ln_part; the head's backward does the same for the stage's output gradient, and a stage
-  // passes its input gradient on whole), and the LayerNorm input gradients are reduce-scattered
-  // into own rows instead of all-reduced.
-  const int ln_rows = bwd_row_count();
-  // A LayerNorm's part of the backward once its input gradient sc.dln is out of the GEMMs: the
-  // TP sum of sc.dln (copy_to_tp_region's backward) runs beside the weight-gradient GEMMs, which
-  // are planned to leave parallel.tp_sm_margin SMs to it where it is an NCCL all-reduce (fused
-  // sums move on the copy engines and take no SM); ln_bwd then reads the sum, given the
-  // other rank's partial to add where the sum is fused (else empty). `first` holds the GEMMs that
-  // read dres, which ln_bwd updates. With the split LayerNorm backward only this rank's rows of
-  // sc.dln are summed (the other's partial of them received) beside `first`, and the gathering
-  // of the updated dres rows runs beside `second`. Under sequence parallelism likewise: sc.dln's
-  // reduce-scatter beside `first`, and the all-gather of the updated dres rows (which the next
-  // GEMMs read whole) beside `second`, both NCCL kernels that the margin leaves SMs to.
-  auto ln_part = [&](const std::function<void()>& first, const std::function<void()>& second,
-                     const std::function<void(TensorView, PeerRelease)>& ln_bwd) {
-    TpSum sum = start_sum(sc.dln);
-    const bool margin = sum && !split_bwd_ && !fused_sum_;   // beside an NCCL all-reduce or reduce-scatter
-    if (margin) be_.set_gemm_sm_margin(tp_sm_margin_);
-    first();
-    if (!bwd_split()) second();
-    if (margin) be_.set_gemm_sm_margin(0);
-    const TensorView peer = sum.wait(st);
-    ln_bwd(peer, sum.release_in_op());
-    sum.done(st);
-    if (bwd_split()) {
-      start_grad_gather(s, dres);
-      if (sp_) be_.set_gemm_sm_margin(tp_sm_margin_);
-      second();
-      if (sp_) be_.set_gemm_sm_margin(0);
-    }
-  };
-
-  // The proj and fcproj bias gradients are column sums of dres, which the LayerNorm backward that
-  // last updated dres adds up (layernorm_bwd's dsum): LN2's for proj, the next block's LN1 (or
-  // the final LayerNorm) for fcproj. Only the top block of a stage that is not the last receives
-  // dres from elsewhere and sums it in its matmul backward (over own rows with sequence
-  // parallelism, like the LayerNorms' sums).
+  // The proj and fcproj bias gradients are column sums of dres, which the norm backward that last
+  // updated dres adds up (norm_bwd's dsum): LN2's for proj, the next block's LN1 (or the final
+  // norm) for fcproj. Only the top block of a stage that is not the last receives dres from
+  // elsewhere and sums it in its matmul backward (over own rows where the norm backward is
+  // split, like the norms' sums).
   const bool fcproj_bias_done = i + 1 < chunk_.n_layers() || chunk_.last();
-  // The input gradients first: the TP all-reduce of each LayerNorm's input gradient runs beside
-  // weight-gradient GEMMs. With tp > 1 those are both of the part's (fcproj's and fc's, proj's
-  // and qkv's), each accumulated from the same operands as in the tp = 1 order; they read dres
-  // before the LayerNorm backward updates it.
+  const TensorView fcproj_bias = fcproj_bias_done || tp.own_rows_backward() ? TensorView{} : g.fcproj_b;
+  // The input gradients first: with tp > 1 each weight-gradient GEMM runs beside a norm's TP sum
+  // (dw_beside, placed by the strategy), accumulated from the same operands as in the tp = 1
+  // order, where it runs inside the input-gradient call (dw_inline).
   // With `keep` (backward_input) none of the four weight GEMMs runs here: the output gradients
   // they would read are kept instead, dfch and dqkv written there directly and dres copied where
-  // the dw_beside GEMMs would read it (all rows, before the LayerNorm backward updates it). Where
-  // the stash keeps dfch and dqkv over the slot's fch and qkv (stash_in_slot), the GELU backward
-  // (a GEMM epilogue) and the attention backward, which may not write over their own inputs,
-  // write to the scratch, copied there after; SwiGLU's backward reads each pair of fch before it
-  // writes their gradients, so it writes over fch directly.
-  const bool dw_beside = tp > 1 && !keep;
-  const bool dw_inline = tp == 1 && !keep;
-  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !bd_.llama;
+  // the dw_beside GEMMs would read it (all rows, before the norm backward updates it). Where the
+  // stash keeps dfch and dqkv over the slot's fch and qkv (stash_in_slot), an activation backward
+  // in the GEMM's epilogue and the attention backward, which may not write over their own inputs,
+  // write to the scratch, copied there after; a separate activation's backward (SwiGLU) reads each
+  // pair of fch before it writes their gradients, so it writes over fch directly.
+  const bool dw_beside = tp.dw_beside_sums() && !keep;
+  const bool dw_inline = !tp.dw_beside_sums() && !keep;
+  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !arch.separate_activation();
   const bool dqkv_copied = keep && keep->dqkv.data == a.qkv.data;
   const TensorView dfch = keep && !dfch_copied ? keep->dfch : sc.dfch;
   const TensorView dqkv = keep && !dqkv_copied ? keep->dqkv : sc.dqkv;
+  auto weight_grad = [&](TensorView dw, TensorView dout, TensorView in, TensorView w, int K, int M) {
+    be_.matmul_bwd(TensorView{}, dw, TensorView{}, dout, in, w, N, K, M);
+  };
+
+  // MLP: fcproj's input gradient through the activation, LN2's input gradient through fc, LN2.
   be_.side_join();   // the previous block's fc bias gradient has read dfch, written next
-  if (split_bwd_ && s.grad_gather) {
-    // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
-    // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
-    // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    be_.matmul_gelu_bwd(bwd_rows(dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
-                        p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
-    finish_grad_gather(s);
-    be_.matmul_gelu_bwd(peer_rows(dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
-                        peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
-  } else {
-    finish_grad_gather(s);
-    const TensorView dw = dw_inline ? g.fcproj_w : TensorView{};
-    if (bd_.llama) {
-      // down's input gradient, then SwiGLU's backward into [dgate | dup].
-      be_.matmul_bwd(sc.dfcg, dw, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
-      be_.swiglu_bwd(dfch, sc.dfcg, a.fch, N, FA);
-    } else {
-      be_.matmul_gelu_bwd(dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
-                          p.fcproj_w, a.fch, N, FA, C);
-    }
-  }
+  tp.mlp_out_backward(s.grad_gather, [&](const RowView& rows, int n) {
+    arch.mlp_bwd(be_, rows(dfch, FC), rows(sc.dfcg, FA), dw_inline ? g.fcproj_w : TensorView{}, fcproj_bias,
+                 rows(dres, C), rows(a.fcg, FA), p.fcproj_w, rows(a.fch, FC), n, FA, C);
+  });
   if (dfch_copied) be_.copy(keep->dfch, dfch);
-  if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())
-    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w,
+  if (!fcproj_bias_done && tp.own_rows_backward() && !g.fcproj_b.empty())
+    be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, tp.bwd_rows(dres, C), tp.bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
   wait_norm_gather(2);
   be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);
-  ln_part(
-      [&] {
-        if (dw_beside) be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
-        if (keep) be_.copy(keep->dx3, dres);
-      },
-      [&] {
-        if (!keep) be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);
-      },
-      [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b, bwd_rows(sc.dln, C), dln_peer,
-                    saved_rows(a.x2, C), p.ln2_w, saved_rows(a.ln2_mean, 1), saved_rows(a.ln2_rstd, 1), ln_rows,
-                    release);
-      });
+  tp.norm_backward({NormSite::mlp,
+                    [&] {
+                      if (dw_beside) weight_grad(g.fcproj_w, dres, a.fcg, p.fcproj_w, FA, C);
+                      if (keep) be_.copy(keep->dx3, dres);
+                    },
+                    [&] {
+                      if (!keep) weight_grad(g.fc_w, dfch, a.ln2, p.fc_w, C, FC);
+                    },
+                    [&](TensorView dln_peer, PeerRelease release) {
+                      norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b,
+                                  tp.bwd_rows(sc.dln, C), dln_peer, tp.saved_rows(a.x2, C), p.ln2_w,
+                                  tp.saved_rows(a.ln2_mean, 1), tp.saved_rows(a.ln2_rstd, 1), ln_rows, release);
+                    }},
+                   sc.dln, dres, s.grad_gather);
 
-  finish_grad_gather(s);
+  // Attention: proj's input gradient, the attention and position backward, LN1's input gradient
+  // through qkv, LN1.
+  tp.finish_grad_gather(s.grad_gather);
   be_.matmul_bwd(sc.datty, dw_inline ? g.proj_w : TensorView{}, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
   before_attention();
   // The fc bias gradient (column sums of dfch: 4·N·C bf16 read, memory-bound) runs beside the
@@ -1252,34 +948,30 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fc_b, dfch, a.ln2, p.fc_w, N, C, FC);
     be_.side_end();
   }
-  // GPT-2's qkv bias gradient comes out of the attention backward (summed while dqkv is on chip);
-  // Llama's is summed after RoPE's backward, since the bias is added before the rotation.
-  be_.attention_bwd(dqkv, bd_.llama ? TensorView{} : g.qkv_b, sc.datty, a.qkv, a.atty, a.lse, B_, T_, bd_.NHl,
-                    bd_.NKVl, bd_.HS, doc_starts());
-  if (bd_.llama) be_.rope_bwd(dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, 0, doc_starts());
+  // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip), or
+  // after the position step's backward where the bias is added before a rotation.
+  const bool qkv_bias_in_attention = arch.qkv_bias_in_attention_bwd();
+  be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
+                    bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
+  arch.position_bwd(be_, dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
   if (dqkv_copied) be_.copy(keep->dqkv, dqkv);
   wait_norm_gather(1);
-  be_.matmul_bwd(sc.dln, TensorView{}, bd_.llama ? g.qkv_b : TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
-  auto qkv_dw = [&] {
-    if (!keep) be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, dqkv, a.ln1, p.qkv_w, N, C, QKV);
-  };
-  ln_part(
-      [&] {
-        if (dw_beside) be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, dres, a.atty, p.proj_w, N, ATT, C);
-        if (keep) be_.copy(keep->dx2, dres);
-        if (!sp_) qkv_dw();
-      },
-      // Under sequence parallelism the qkv weight gradient (which does not read dres) runs beside
-      // the gather of dres's rows for the next block. With the split backward that gather runs
-      // beside the next block's first GEMM, on this rank's rows (or the stage's end waits for it).
-      [&] {
-        if (sp_) qkv_dw();
-      },
-      [&](TensorView dln_peer, PeerRelease release) {
-        norm_bwd_tp(be_, shape, bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
-                    bwd_rows(sc.dln, C), dln_peer, saved_rows(x, C), p.ln1_w, saved_rows(a.ln1_mean, 1),
-                    saved_rows(a.ln1_rstd, 1), ln_rows, release);
-      });
+  be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,
+                 QKV);
+  tp.norm_backward({NormSite::attention,
+                    [&] {
+                      if (dw_beside) weight_grad(g.proj_w, dres, a.atty, p.proj_w, ATT, C);
+                      if (keep) be_.copy(keep->dx2, dres);
+                    },
+                    [&] {
+                      if (!keep) weight_grad(g.qkv_w, dqkv, a.ln1, p.qkv_w, C, QKV);
+                    },
+                    [&](TensorView dln_peer, PeerRelease release) {
+                      norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
+                                  tp.bwd_rows(sc.dln, C), dln_peer, tp.saved_rows(x, C), p.ln1_w,
+                                  tp.saved_rows(a.ln1_mean, 1), tp.saved_rows(a.ln1_rstd, 1), ln_rows, release);
+                    }},
+                   sc.dln, dres, s.grad_gather);
 }
 
 // Final LayerNorm, then the loss: a reward model's score head (score_head_forward), or the
@@ -1291,9 +983,9 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   need(layout_.tied_unit());
   // With sequence parallelism x is this rank's rows: the final LayerNorm runs there and its
   // output is gathered; the head's input gradient is reduce-scattered back.
-  norm_fwd(be_, block_shape(B_ * T_), own_rows(sc.lnf, C_), own_rows(sc.lnf_mean, 1), own_rows(sc.lnf_rstd, 1), x,
-           p_.lnf_w, p_.lnf_b, own_row_count());
-  gather_rows(sc.lnf);
+  norm_fwd(be_, block_shape(B_ * T_), tp_->own_rows(sc.lnf, C_), tp_->own_rows(sc.lnf_mean, 1),
+           tp_->own_rows(sc.lnf_rstd, 1), x, p_.lnf_w, p_.lnf_b, tp_->own_row_count());
+  tp_->gather_rows(sc.lnf);
   if (m_.score_head) {
     if (value_)
       value_head_forward(s, x, with_grad, dloss);
@@ -1329,7 +1021,7 @@ void GptStage::head_forward(Slot& s, TensorView x, bool with_grad, float dloss) 
   if (!s.nll_out.empty()) be_.segment_sum(s.nll_out, sc.losses, B_, T_);
   if (!s.token_nll_out.empty()) be_.copy(s.token_nll_out, sc.losses);
   if (!with_grad) return;
-  final_norm_backward(s, x, start_sum(sc.dlnf));   // copy_to_tp_region's backward
+  final_norm_backward(s, x, tp_->start_sum(sc.dlnf));   // copy_to_tp_region's backward
 }
 
 // Logits of sc.lnf and vocab-parallel cross-entropy in row chunks, so the (rows, V/tp) logits
@@ -1416,11 +1108,12 @@ void GptStage::final_norm_backward(Slot& s, TensorView x, TpSum dlnf_sum) {
   // The last block's fcproj bias gradient: the column sums of s.grad (see block_backward).
   const TensorView fcproj_bias = chunk_.n_layers() > 0 ? block_g(chunk_.n_layers() - 1).fcproj_b : TensorView{};
   const TensorView dlnf_peer = dlnf_sum.wait(st);
-  norm_bwd_tp(be_, block_shape(B_ * T_), bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias, bwd_rows(sc.dlnf, C),
-              dlnf_peer, saved_rows(x, C), p_.lnf_w, bwd_rows(sc.lnf_mean, 1), bwd_rows(sc.lnf_rstd, 1),
-              bwd_row_count(), dlnf_sum.release_in_op());
+  TpStrategy& tp = *tp_;
+  norm_bwd_tp(be_, block_shape(B_ * T_), tp.bwd_rows(s.grad, C), gr_.lnf_w, gr_.lnf_b, fcproj_bias,
+              tp.bwd_rows(sc.dlnf, C), dlnf_peer, tp.saved_rows(x, C), p_.lnf_w, tp.bwd_rows(sc.lnf_mean, 1),
+              tp.bwd_rows(sc.lnf_rstd, 1), tp.bwd_row_count(), dlnf_sum.release_in_op());
   dlnf_sum.done(st);
-  if (bwd_split()) start_grad_gather(s, s.grad);
+  if (tp.own_rows_backward()) tp.start_grad_gather(s.grad_gather, s.grad);
 }
 
 void GptStage::set_dpo(const DpoArgs& a) {

@@ -264,8 +264,8 @@ double block_activation_bytes(const ModelConfig& m, int tp, int micro_batch, int
   const double residual = (selective ? 2 : 4) * a * rows * d.C;    // x2, x3 (and ln1, ln2)
   // Over tp: qkv, atty, fch, and fcg unless selective drops it (a Llama's SwiGLU product; GPT-2
   // keeps its GELU output, which the fc GEMM's epilogue computes).
-  const double split = a * N * (d.qkv + d.att + d.fc + (selective && d.llama ? 0 : d.fc_act));
-  const double stats = 4.0 * rows * (d.llama ? 2 : 4) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
+  const double split = a * N * (d.qkv + d.att + d.fc + (selective && d.arch->separate_activation() ? 0 : d.fc_act));
+  const double stats = 4.0 * rows * (d.arch->norm_centers() ? 4 : 2) + 4.0 * N * d.NHl;   // norm mean/rstd, attention lse
   return residual + split + stats;
 }
 

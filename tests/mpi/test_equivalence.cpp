@@ -314,7 +314,7 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
                 sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
 }
 
-// parallel.tp_overlap under sequence parallelism (forward_blocks_sequence_halves): each half's
+// parallel.tp_overlap under sequence parallelism (SequenceHalvesForward): each half's
 // norms, GEMMs and attention run on whole sequences of each rank's rows and write the rows that
 // the forward without tp_overlap writes, each reduce-scatter sums the same ranks' partials of a
 // row, and the backward is the same: losses and weights are those of sequence parallelism alone

@@ -1,7 +1,7 @@
 // One transformer block's forward, GPT-2 or Llama, shared by training (full causal attention
 // over the micro-batch) and generation (attention over a KV cache): only the attention step
-// differs. The two architectures differ only in the norm (LayerNorm or RMSNorm), the MLP (GELU
-// or SwiGLU), the biases and where positions enter (the embedding or RoPE in the attention step).
+// differs. What the architectures do differently (the norm, the MLP activation, the biases, the
+// position step) is BlockDims::arch (block_arch.hpp); these ops are the same for both.
 #pragma once
 
 #include <functional>
@@ -9,6 +9,7 @@
 #include "trident/backend/backend.hpp"
 #include "trident/config/run_config.hpp"
 #include "trident/core/arena.hpp"
+#include "trident/model/block_arch.hpp"
 #include "trident/model/tp_regions.hpp"
 #include "trident/parallel/comm.hpp"
 
@@ -23,7 +24,7 @@ struct BlockTensors {
 
 // Widths of a block's activations on one TP rank (NHl = NH/tp query heads, NKVl key/value heads).
 struct BlockDims {
-  bool llama = false;
+  const BlockArch* arch = nullptr;   // block_arch of the model
   int NHl = 0, NKVl = 0, HS = 0;
   size_t C = 0;       // the residual stream (whole on every rank)
   size_t qkv = 0;     // (NHl + 2 NKVl) HS
@@ -68,8 +69,8 @@ struct BlockShape {
   BlockDims d;
 };
 
-// The block's norms: LayerNorm (gpt2) or RMSNorm (llama, no mean and no bias), in the forms the
-// TP regions use (a partial of the other TP rank added inside: LayerNorm only).
+// The block's norms (BlockArch's, with the shape's C and eps), in the forms the TP regions use (a
+// partial of the other TP rank added inside, see TpSum).
 void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
               TensorView w, TensorView b, int rows);
 void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
@@ -79,17 +80,15 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
                  TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
                  int rows, PeerRelease release);
 
-// The MLP's up projection and activation of `rows` rows of `in` into a.fch, a.fcg: fc and GELU
-// (gpt2) or the packed gate|up GEMM and SwiGLU (llama).
+// The MLP's up projection and activation of `rows` rows of `in` into a.fch, a.fcg (BlockArch::mlp_fwd).
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows);
 
-// A Llama's MLP activation, the SwiGLU of a.fch into a.fcg, `rows` rows: what mlp_activation_fwd
-// applies after its GEMM and selective recompute redoes (GPT-2's GELU runs in the fc GEMM's
-// epilogue, on the fp32 accumulator, and selective recompute keeps its output).
+// A separate MLP activation (BlockArch::separate_activation) of a.fch into a.fcg, `rows` rows:
+// what mlp_activation_fwd applies after its GEMM and selective recompute redoes.
 void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int rows);
 
-// Fills a.atty (and a.lse where used) from a.qkv (llama: rotating its q and k first).
+// Fills a.atty (and a.lse where used) from a.qkv (after BlockArch::position_fwd on its q and k).
 using AttentionStep = std::function<void(const BlockActs& a)>;
 
 // x3 = x2 + reduce_tp(fcproj(act(fc(copy_tp(ln2(x2))))))   with   x2 = x + reduce_tp(proj(attn(qkv(copy_tp(ln1(x))))))

@@ -14,6 +14,7 @@
 #include "trident/config/run_config.hpp"
 #include "trident/model/block.hpp"
 #include "trident/model/layout.hpp"
+#include "trident/model/tp_strategy.hpp"
 #include "trident/parallel/groups.hpp"
 
 namespace trident {
@@ -164,12 +165,15 @@ class GptStage {
   void set_param_fetch(ParamFetch* fetch) { fetch_ = fetch; }
   // parallel.tp_overlap: with tp > 1 the forward runs each micro-batch as two halves so that
   // every TP all-reduce (with sequence parallelism: all-gather and reduce-scatter) runs beside the
-  // other half's work (see forward_blocks_halves, forward_blocks_sequence_halves). Needs an even
+  // other half's work (HalvesForward, SequenceHalvesForward in tp_overlap.cpp). Needs an even
   // micro-batch, with sequence parallelism one that divides by 2 tp; no effect with tp = 1.
   void set_tp_overlap(bool on);
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
   // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
-  void set_tp_sm_margin(int sms) { tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0; }
+  void set_tp_sm_margin(int sms) {
+    tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0;
+    choose_tp_strategy();
+  }
   // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
   // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
   // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
@@ -296,6 +300,7 @@ class GptStage {
   struct Scratch;
   struct Dims;
   struct BlockStash;
+  class Pass;
   struct WeightStash;
   static void plan_slot(ArenaLayout& a, Slot& s, const Dims& d);
   static void plan_stash(ArenaLayout& a, WeightStash& w, const Dims& d);
@@ -312,66 +317,25 @@ class GptStage {
   void select_chunk(int chunk);
   const BlockTensors& block_w(int i) const { return p_.blocks[block0_ + i]; }
   const BlockTensors& block_g(int i) const { return gr_.blocks[block0_ + i]; }
-  TensorView forward_blocks(Slot& s);   // embedding (first stage) and blocks; returns the last output
-  TensorView forward_blocks_halves(Slot& s);   // the blocks as two staggered halves (tp_overlap)
-  TensorView forward_blocks_sequence(Slot& s);  // the blocks with sequence parallelism
-  TensorView forward_blocks_sequence_halves(Slot& s);  // the same as two staggered halves (tp_overlap)
-  // The parts of a block's forward under sequence parallelism (as block_attention_fwd and
-  // block_mlp_in_fwd), a.ln1 and a.ln2 whole (N, C), a's residual rows this rank's. Attention:
-  // x completed, when `pending` is given, from the previous block's MLP branch (left reduced in
-  // sc.partial) and x2, fused with LN1 on own rows; LN1 gathered, qkv, attention, proj left
-  // reduced in sc.partial. MLP: a.x2 = that branch + x with LN2 on own rows, gathered, fc and
-  // activation.
-  void attention_fwd_sequence(int i, const BlockActs& a, TensorView x, TensorView pending,
-                              const AttentionStep& attention);
-  void mlp_in_fwd_sequence(int i, const BlockActs& a, TensorView x);
+  // Embedding (first stage) and blocks, the blocks by the forward strategy (tp_overlap_fwd_ or
+  // tp_); returns the last output.
+  TensorView forward_blocks(Slot& s);
   // Block i's input: the stage's (this rank's rows under sequence parallelism) or the output of
   // block i - 1.
   TensorView block_input(const Slot& s, int i) const;
-  // The rows of an (N, width) activation this rank computes row-wise ops on: under sequence
-  // parallelism its own [sp_row0_, sp_row0_ + sp_rows_), else all of them; own_row_count() rows.
-  TensorView own_rows(TensorView v, size_t width) const { return sp_ ? my_rows(v, width) : v; }
-  int own_row_count() const { return sp_ ? static_cast<int>(sp_rows_) : B_ * T_; }
-  // The rows the backward's LayerNorms run on: own rows under sequence parallelism or the split
-  // LayerNorm backward, else all; bwd_row_count() rows.
-  bool bwd_split() const { return sp_ || split_bwd_; }
-  TensorView bwd_rows(TensorView v, size_t width) const { return bwd_split() ? my_rows(v, width) : v; }
-  // The same rows of a block's residual-stream activation or norm statistics, which under
-  // sequence parallelism the slot holds as those rows only.
-  TensorView saved_rows(TensorView v, size_t width) const { return sp_ ? v : bwd_rows(v, width); }
-  int bwd_row_count() const { return bwd_split() ? static_cast<int>(sp_rows_) : B_ * T_; }
-  // With rows split between the ranks: this rank's [sp_row0_, sp_row0_ + sp_rows_), and the
-  // other rank's (tp = 2). Empty views (statistics RMSNorm has none of) stay empty.
-  TensorView my_rows(TensorView v, size_t width) const {
-    return v.empty() ? v : v.slice(sp_row0_ * width, sp_rows_ * width);
-  }
-  TensorView peer_rows(TensorView v, size_t width) const {
-    return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
-  }
-  // Split LayerNorm backward: starts the gather of the other rank's rows of the residual
-  // gradient dres into slot s (this rank's are final), and waits for it, if any.
-  void start_grad_gather(Slot& s, TensorView dres);
-  void finish_grad_gather(Slot& s);
-  void set_row_split();   // sp_rows_, sp_row0_ for sequence parallelism or the split backward
-  // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
-  // sequence parallelism reduce-scattered into own rows. Wait before v is read.
-  Request sum_over_tp(TensorView v);
-  // The same for a LayerNorm's input gradient v, whose LayerNorm backward adds the other rank's
-  // partial: with parallel.tp_fused_sum the partials are exchanged instead (see TpSum), and
-  // with the split LayerNorm backward only the other rank's rows of v are sent.
-  TpSum start_sum(TensorView v);
-  // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
-  void gather_rows(TensorView v);
   // Starts the TP sums of the replicated (LayerNorm, row-parallel bias) gradients of stage block
   // `block` (-1: the final LayerNorm), which sequence parallelism and the split LayerNorm
   // backward leave as partial sums over each rank's rows. Called once a step, after the last
   // micro-batch's contribution; wait_replicated_sums() before the gradients are announced.
   void sum_replicated_grads_over_tp(int block);
   void wait_replicated_sums();
+  // The TP strategy of the options (tp_sm_margin_, fused_sum_, split_bwd_, tp_overlap_ and
+  // sequence parallelism), picked again whenever one of them is set.
+  void choose_tp_strategy();
   void prefetch_after_block(int i);
   void require_grads(const char* op) const;   // fatal for a stage built without gradients
-  // Causal attention of a micro-batch of `batch` sequences: a.atty, a.lse from a.qkv (llama:
-  // after rotating its q and k in place); the sequences start at row row0 of the micro-batch.
+  // Causal attention of a micro-batch of `batch` sequences: a.atty, a.lse from a.qkv (after the
+  // architecture's position step on its q and k); the sequences start at row row0 of the micro-batch.
   void attend(const BlockActs& a, int batch, size_t row0 = 0);
   // doc_start of the micro-batch being computed from its row row0, nullptr when unpacked.
   const int32_t* doc_starts(size_t row0 = 0) const { return docs_ ? docs_ + row0 : nullptr; }
@@ -450,7 +414,8 @@ class GptStage {
   std::vector<Request> replicated_sums_;   // sum_replicated_grads_over_tp's, in flight
   int tp_sm_margin_ = 0;
   bool sp_ = false;
-  size_t sp_rows_ = 0, sp_row0_ = 0;
+  std::unique_ptr<TpStrategy> tp_;
+  std::unique_ptr<TpForward> tp_overlap_fwd_;   // parallel.tp_overlap's forward; null without it
   void need(int unit) {
     if (fetch_ && unit >= 0) fetch_->need(unit);
   }

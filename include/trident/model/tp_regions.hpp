@@ -2,7 +2,7 @@
 //   copy_to_tp_region:     forward identity,   backward all-reduce (of the input gradient)
 //   reduce_from_tp_region: forward all-reduce, backward identity
 // Only the non-identity halves need code, and both are one all-reduce: the backward's goes
-// through the forward's function (GptStage::sum_over_tp, which comments the pairing).
+// through the forward's (TpStrategy::sum_over_tp and start_sum in tp_strategy.hpp, which comment the pairing).
 #pragma once
 
 #include <exception>

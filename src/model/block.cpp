@@ -46,12 +46,10 @@ void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean,
 void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
                      TensorView rstd, TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
                      int rows, PeerRelease release) {
-  if (!s.d.llama) {
+  if (s.d.llama)
+    add_rmsnorm_fwd_tp(be, sum, out, rstd, a, a_peer, residual, w, rows, s.C, s.eps, release);
+  else
     add_layernorm_fwd_tp(be, sum, out, mean, rstd, a, a_peer, residual, w, b, rows, s.C, s.eps, release);
-    return;
-  }
-  TRIDENT_CHECK(a_peer.empty() && !release, "RMSNorm has no fused TP sum (parallel.tp_fused_sum is for gpt2)");
-  be.add_rmsnorm_fwd(sum, out, rstd, a, residual, w, rows, s.C, s.eps);
 }
 
 void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
@@ -61,9 +59,8 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
     layernorm_bwd_tp(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release);
     return;
   }
-  TRIDENT_CHECK(dout_peer.empty() && !release && db.empty() && dsum.empty(),
-                "RMSNorm backward: no bias, no fused TP sum");
-  be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, rows, s.C);
+  TRIDENT_CHECK(db.empty() && dsum.empty(), "RMSNorm backward: Llama's norms and the layers before them have no bias");
+  rmsnorm_bwd_tp(be, din_accum, dw, dout, dout_peer, in, w, rstd, rows, s.C, release);
 }
 
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
@@ -81,6 +78,17 @@ void mlp_activation(Backend& be, const BlockShape& s, const BlockActs& a, int ro
   TRIDENT_CHECK(s.d.llama, "mlp_activation: GPT-2's GELU runs in the fc GEMM's epilogue");
   const size_t fa = s.d.fc_act, n = static_cast<size_t>(rows);
   be.swiglu_fwd(a.fcg.slice(0, n * fa), a.fch.slice(0, n * s.d.fc), rows, static_cast<int>(fa));
+}
+
+void mlp_down_bwd(Backend& be, const BlockShape& s, TensorView dfch, TensorView dfcg, TensorView dw, TensorView dbias,
+                  TensorView dout, TensorView fcg, TensorView fcproj_w, TensorView fch, int rows) {
+  const int fa = static_cast<int>(s.d.fc_act);
+  if (s.d.llama) {
+    be.matmul_bwd(dfcg, dw, dbias, dout, fcg, fcproj_w, rows, fa, s.C);
+    be.swiglu_bwd(dfch, dfcg, fch, rows, fa);
+  } else {
+    be.matmul_gelu_bwd(dfch, dw, dbias, dout, fcg, fcproj_w, fch, rows, fa, s.C);
+  }
 }
 
 TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum x_sum,

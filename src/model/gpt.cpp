@@ -1205,22 +1205,15 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     // The gather of dres's other rows (started by the LayerNorm above this block) runs beside
     // the fcproj input gradient of this rank's rows; the other rows follow once they are in.
     // (With tp > 1 neither fcproj's weight nor its bias gradient comes out of this call.)
-    be_.matmul_gelu_bwd(bwd_rows(dfch, FC), TensorView{}, TensorView{}, bwd_rows(dres, C), bwd_rows(a.fcg, FA),
-                        p.fcproj_w, bwd_rows(a.fch, FC), ln_rows, FA, C);
+    mlp_down_bwd(be_, shape, bwd_rows(dfch, FC), bwd_rows(sc.dfcg, FA), TensorView{}, TensorView{},
+                 bwd_rows(dres, C), bwd_rows(a.fcg, FA), p.fcproj_w, bwd_rows(a.fch, FC), ln_rows);
     finish_grad_gather(s);
-    be_.matmul_gelu_bwd(peer_rows(dfch, FC), TensorView{}, TensorView{}, peer_rows(dres, C),
-                        peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows, FA, C);
+    mlp_down_bwd(be_, shape, peer_rows(dfch, FC), peer_rows(sc.dfcg, FA), TensorView{}, TensorView{},
+                 peer_rows(dres, C), peer_rows(a.fcg, FA), p.fcproj_w, peer_rows(a.fch, FC), ln_rows);
   } else {
     finish_grad_gather(s);
-    const TensorView dw = dw_inline ? g.fcproj_w : TensorView{};
-    if (bd_.llama) {
-      // down's input gradient, then SwiGLU's backward into [dgate | dup].
-      be_.matmul_bwd(sc.dfcg, dw, TensorView{}, dres, a.fcg, p.fcproj_w, N, FA, C);
-      be_.swiglu_bwd(dfch, sc.dfcg, a.fch, N, FA);
-    } else {
-      be_.matmul_gelu_bwd(dfch, dw, fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg,
-                          p.fcproj_w, a.fch, N, FA, C);
-    }
+    mlp_down_bwd(be_, shape, dfch, sc.dfcg, dw_inline ? g.fcproj_w : TensorView{},
+                 fcproj_bias_done || bwd_split() ? TensorView{} : g.fcproj_b, dres, a.fcg, p.fcproj_w, a.fch, N);
   }
   if (dfch_copied) be_.copy(keep->dfch, dfch);
   if (!fcproj_bias_done && bwd_split() && !g.fcproj_b.empty())

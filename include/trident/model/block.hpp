@@ -69,7 +69,7 @@ struct BlockShape {
 };
 
 // The block's norms: LayerNorm (gpt2) or RMSNorm (llama, no mean and no bias), in the forms the
-// TP regions use (a partial of the other TP rank added inside: LayerNorm only).
+// TP regions use (with parallel.tp_fused_sum, the other TP rank's partial added inside).
 void norm_fwd(Backend& be, const BlockShape& s, TensorView out, TensorView mean, TensorView rstd, TensorView in,
               TensorView w, TensorView b, int rows);
 void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorView out, TensorView mean,
@@ -83,6 +83,14 @@ void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorV
 // (gpt2) or the packed gate|up GEMM and SwiGLU (llama).
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,
                         int rows);
+
+// The MLP's down projection backward to its input and the activation's backward, `rows` rows:
+// dfch (rows, fc) from dout (rows, C), the forward's fcg (rows, fc_act) and fch (rows, fc), and
+// fcproj_w; dw, dbias (fcproj's, each where given) +=. GELU's backward runs in the GEMM's
+// epilogue (gpt2); SwiGLU's follows the GEMM, through dfcg (rows, fc_act), and may write over fch
+// (llama; dfcg unused for gpt2).
+void mlp_down_bwd(Backend& be, const BlockShape& s, TensorView dfch, TensorView dfcg, TensorView dw, TensorView dbias,
+                  TensorView dout, TensorView fcg, TensorView fcproj_w, TensorView fch, int rows);
 
 // A Llama's MLP activation, the SwiGLU of a.fch into a.fcg, `rows` rows: what mlp_activation_fwd
 // applies after its GEMM and selective recompute redoes (GPT-2's GELU runs in the fc GEMM's

@@ -170,9 +170,9 @@ class GptStage {
   // parallel.tp_sm_margin: with tp > 1, the GEMMs that run beside a TP all-reduce (the
   // tp_overlap forward, the backward's weight-gradient GEMMs) leave this many SMs to it.
   void set_tp_sm_margin(int sms) { tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0; }
-  // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
-  // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
-  // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
+  // parallel.tp_fused_sum: with tp = 2, the TP sums that a norm reads (the blocks' forward
+  // outputs and the backward's norm input gradients) are exchanged as partials (on GPUs by the
+  // copy engines, no SM) and added inside the LayerNorm or RMSNorm kernels: same values as the
   // all-reduces. Collective over the TP group; an input error with the reason where the group
   // cannot (two nodes, no peer access). Not with sequence parallelism.
   void set_tp_fused_sum(bool on);
@@ -346,7 +346,7 @@ class GptStage {
     return v.empty() ? v : v.slice(sp_row0_ * width, sp_rows_ * width);
   }
   TensorView peer_rows(TensorView v, size_t width) const {
-    return v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
+    return v.empty() ? v : v.slice((sp_row0_ == 0 ? sp_rows_ : 0) * width, sp_rows_ * width);
   }
   // Split LayerNorm backward: starts the gather of the other rank's rows of the residual
   // gradient dres into slot s (this rank's are final), and waits for it, if any.

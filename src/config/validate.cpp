@@ -98,8 +98,6 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
   // split a block's sums into halves or partials have no recompute yet.
   require(p.recompute == "none" || p.tp == 1 || (!p.tp_overlap && !p.tp_fused_sum), "parallel.recompute",
           p.recompute, "cannot be combined with parallel.tp_overlap or tp_fused_sum yet; turn those off");
-  require(!m.llama() || p.tp == 1 || !p.tp_fused_sum, "parallel.tp_fused_sum", "true",
-          "is for gpt2 (its LayerNorm kernels add the partials); set it to false for model.arch = llama");
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
   require(m.n_layer % p.pp == 0, "parallel.pp", p.pp,
           str("must divide model.n_layer = ", m.n_layer, " (each stage holds n_layer/pp blocks)"));

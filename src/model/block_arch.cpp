@@ -64,15 +64,13 @@ class LlamaBlock final : public BlockArch {
   void add_norm_fwd(Backend& be, TensorView sum, TensorView out, TensorView, TensorView rstd, TensorView a,
                     TensorView a_peer, TensorView residual, TensorView w, TensorView, int rows, int C, float eps,
                     PeerRelease release) const override {
-    TRIDENT_CHECK(a_peer.empty() && !release, "RMSNorm has no fused TP sum (parallel.tp_fused_sum is for gpt2)");
-    be.add_rmsnorm_fwd(sum, out, rstd, a, residual, w, rows, C, eps);
+    add_rmsnorm_fwd_tp(be, sum, out, rstd, a, a_peer, residual, w, rows, C, eps, release);
   }
   void norm_bwd(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                 TensorView dout_peer, TensorView in, TensorView w, TensorView, TensorView rstd, int rows, int C,
                 PeerRelease release) const override {
-    TRIDENT_CHECK(dout_peer.empty() && !release && db.empty() && dsum.empty(),
-                  "RMSNorm backward: no bias, no fused TP sum");
-    be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, rows, C);
+    TRIDENT_CHECK(db.empty() && dsum.empty(), "RMSNorm backward: Llama's norms and the layers before them have no bias");
+    rmsnorm_bwd_tp(be, din_accum, dw, dout, dout_peer, in, w, rstd, rows, C, release);
   }
 
   bool separate_activation() const override { return true; }

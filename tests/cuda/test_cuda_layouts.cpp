@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "learnable_source.hpp"
 #include "test_support.hpp"
@@ -212,9 +214,11 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
 }
 
 // Llama on 2 GPUs against 1 GPU: tp 2 (the key/value heads split), with sequence parallelism and
-// selective recompute, with tp_overlap (alone and with sequence parallelism), pp 2 under 1F1B and
-// zero_bubble (whose split backward must give 1F1B's losses bit for bit), and dp 2 under ZeRO-1
-// and ZeRO-2.
+// selective recompute, with tp_overlap (alone and with sequence parallelism), with fused sums
+// (parallel.tp_fused_sum: copy-engine partials added by the RMSNorms; alone and with tp_overlap,
+// each bit for bit the losses of the same layout without them) and with the split norm backward
+// too, pp 2 under 1F1B and zero_bubble (whose split backward must give 1F1B's losses bit for
+// bit), and dp 2 under ZeRO-1 and ZeRO-2.
 TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -246,6 +250,21 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
          c.parallel.sequence_parallel = true;
          c.parallel.tp_overlap = true;
        }},
+      {"tp2 fused sums",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.tp_fused_sum = true;
+       }},
+      {"tp2 tp_overlap fused sums",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.tp_overlap = c.parallel.tp_fused_sum = true;
+       }},
+      {"tp2 tp_overlap fused split norm bwd",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.tp_overlap = c.parallel.tp_fused_sum = c.parallel.tp_split_layernorm_bwd = true;
+       }},
       {"pp2 1f1b", [](RunConfig& c) { c.parallel.pp = 2; }},
       {"pp2 zero_bubble",
        [](RunConfig& c) {
@@ -255,15 +274,26 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
       {"dp2 zero1", [](RunConfig& c) { c.parallel.zero = 1; }},
       {"dp2 zero2", [](RunConfig& c) { c.parallel.zero = 2; }},
   };
-  std::vector<double> pp2_1f1b;
+  // The fused sums' layouts and the layouts that give their losses bit for bit.
+  const std::map<std::string, std::string> same_bits_as = {{"tp2 fused sums", "tp2"},
+                                                           {"tp2 tp_overlap fused sums", "tp2 tp_overlap"}};
+  std::map<std::string, std::vector<double>> losses;
   for (const L& l : layouts) {
     RunConfig c = llama_config();
     l.apply(c);
     SCOPED_TRACE(l.name);
     std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
     if (rank != 0) continue;
-    if (std::string(l.name) == "pp2 1f1b") pp2_1f1b = got;
+    losses[l.name] = got;
+    if (auto same = same_bits_as.find(l.name); same != same_bits_as.end()) {
+      const std::vector<double>& want = losses.at(same->second);
+      double to_plain = 0;
+      for (int s = 0; s < kSteps; ++s) to_plain = std::max(to_plain, std::fabs(got[s] - want[s]));
+      std::printf("    largest loss difference to %s: %.3e\n", same->second.c_str(), to_plain);
+      EXPECT_EQ(to_plain, 0.0) << "fused sums must round as the all-reduce does";
+    }
     if (std::string(l.name) == "pp2 zero_bubble") {
+      const std::vector<double>& pp2_1f1b = losses.at("pp2 1f1b");
       double to_1f1b = 0;
       for (int s = 0; s < kSteps; ++s) to_1f1b = std::max(to_1f1b, std::fabs(got[s] - pp2_1f1b[s]));
       std::printf("    largest loss difference to pp2 1f1b: %.3e\n", to_1f1b);

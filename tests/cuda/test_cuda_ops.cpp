@@ -1567,6 +1567,71 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
   EXPECT_EQ(flag_values[1], 5u) << "layernorm_bwd with N = 0 did not free its partial";
 }
 
+// The same for the RMSNorms (Llama with parallel.tp_fused_sum): add_rmsnorm_fwd given a_peer and
+// rmsnorm_bwd given dout_peer against the plain ops on the pair's sum made by a separate add, bit
+// for bit, freeing their partials (PeerRelease) on every path. C = 37 takes the scalar paths, 96
+// the separate backward kernels (the summed gradient in scratch), 768, 1600 and 2048 the fused
+// backward kernel; N = 0 runs no kernel and frees the partials all the same.
+TEST_F(CudaOps, RmsNormsAddPeerPartialsExactly) {
+  for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600},
+                            RowsCase{64, 2048}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+    const int N = k.N, C = k.C;
+    const size_t NC = static_cast<size_t>(N) * C;
+    auto act = [&](const Vec& v) { return upload(gpu(), v, DType::BF16); };
+    auto f32 = [&](size_t n) { return upload(gpu(), Vec(n), DType::F32); };
+    Tensor a = act(residual_stream(NC, 171)), peer = act(residual_stream(NC, 172));
+    Tensor residual = act(residual_stream(NC, 173)), w = act(near_one(C, 174));
+    Tensor dout = act(random_vector(NC, 176)), dpeer = act(random_vector(NC, 177));
+    std::vector<std::vector<unsigned char>> got[2];
+    for (const bool fused : {true, false}) {
+      Tensor sum = act(Vec(NC)), out = act(Vec(NC)), pair = act(Vec(NC)), din = act(random_vector(NC, 178));
+      Tensor rstd = f32(N), dw = f32(C);
+      if (fused) {
+        Tensor flags = f32(4), counters = f32(2);   // two 64-bit freed flags, two block counters (zeros)
+        auto* flag = static_cast<uint64_t*>(flags.view().data);
+        auto* counter = static_cast<unsigned*>(counters.view().data);
+        gpu_peer().add_rmsnorm_fwd(sum.view(), out.view(), rstd.view(), a.view(), peer.view(), residual.view(),
+                                   w.view(), N, C, 1e-5f, PeerRelease{flag, 7, counter});
+        gpu_peer().rmsnorm_bwd(din.view(), dw.view(), dout.view(), dpeer.view(), sum.view(), w.view(), rstd.view(), N,
+                               C, PeerRelease{flag + 1, 9, counter + 1});
+        uint64_t flag_values[2] = {};
+        unsigned counter_values[2] = {1, 1};
+        std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
+        std::memcpy(counter_values, download_bits(gpu(), counters.view()).data(), sizeof counter_values);
+        EXPECT_EQ(flag_values[0], 7u) << "add_rmsnorm_fwd did not free its partial";
+        EXPECT_EQ(flag_values[1], 9u) << "rmsnorm_bwd did not free its partial";
+        EXPECT_EQ(counter_values[0], 0u) << "add_rmsnorm_fwd left its block counter set";
+        EXPECT_EQ(counter_values[1], 0u) << "rmsnorm_bwd left its block counter set";
+      } else {
+        gpu().add(pair.view(), a.view(), peer.view());
+        gpu().add_rmsnorm_fwd(sum.view(), out.view(), rstd.view(), pair.view(), residual.view(), w.view(), N, C,
+                              1e-5f);
+        gpu().add(pair.view(), dout.view(), dpeer.view());
+        gpu().rmsnorm_bwd(din.view(), dw.view(), pair.view(), sum.view(), w.view(), rstd.view(), N, C);
+      }
+      for (const Tensor* t : {&sum, &out, &rstd, &din, &dw}) got[fused].push_back(download_bits(gpu(), t->view()));
+    }
+    const char* names[] = {"sum", "out", "rstd", "din", "dw"};
+    for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(got[0][i] == got[1][i]) << names[i] << " differs";
+  }
+  const int C = 2048;
+  auto act = [&](size_t n) { return upload(gpu(), Vec(n), DType::BF16); };
+  auto f32 = [&](size_t n) { return upload(gpu(), Vec(n), DType::F32); };
+  Tensor rows = act(C), peer_rows = act(C), w = act(C), stats = f32(1), dw = f32(C);
+  // (0, C) and (0) views that still point somewhere: an empty view is a missing argument.
+  const TensorView x = rows.view().slice(0, 0), peer = peer_rows.view().slice(0, 0), s = stats.view().slice(0, 0);
+  Tensor flags = f32(4), counters = f32(2);
+  auto* flag = static_cast<uint64_t*>(flags.view().data);
+  auto* counter = static_cast<unsigned*>(counters.view().data);
+  gpu_peer().add_rmsnorm_fwd(x, x, s, x, peer, x, w.view(), 0, C, 1e-5f, PeerRelease{flag, 3, counter});
+  gpu_peer().rmsnorm_bwd(x, dw.view(), x, peer, x, w.view(), s, 0, C, PeerRelease{flag + 1, 5, counter + 1});
+  uint64_t flag_values[2] = {};
+  std::memcpy(flag_values, download_bits(gpu(), flags.view()).data(), sizeof flag_values);
+  EXPECT_EQ(flag_values[0], 3u) << "add_rmsnorm_fwd with N = 0 did not free its partial";
+  EXPECT_EQ(flag_values[1], 5u) << "rmsnorm_bwd with N = 0 did not free its partial";
+}
+
 // The weight gradient (cuBLASLt) and the bias gradient (our column sums) accumulate over two
 // calls, as over micro-batches; shapes of GPT-2's MLP. (Run K used cuBLASLt's BGRADB epilogue
 // for the bias here; any future fused form must keep this test.)

@@ -4,7 +4,9 @@
 // with gradient accumulation from the same initial weights on the same global batches as one
 // rank does: per-step losses and the final gathered weights must agree within 1e-5. For GPT-2
 // and for a Llama (grouped-query attention whose key/value heads tp = 4 and 8 replicate, q/k/v
-// biases, untied head).
+// biases, untied head). With tp = 2 the TP performance variants (tp_overlap, tp_fused_sum, the
+// split norm backward) are held to plain tp 2 bit for bit (the split backward to one rank), for
+// both.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -100,6 +102,33 @@ RunConfig llama_config() {
   return c;
 }
 
+// The largest relative error of got's per-step losses against ref's.
+double loss_error(const RunResult& got, const RunResult& ref) {
+  double err = 0;
+  for (int s = 0; s < kSteps; ++s)
+    err = std::max(err, std::fabs(got.losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]));
+  return err;
+}
+
+// The largest relative L2 error of got's weights against ref's, on kTol's scale (the key bias left
+// out, the cancelling q/k/v bias gradients scaled by kTol / kCancellingTol); its tensor's name in
+// *worst. A tensor missing from got is an infinite error.
+double weight_error(const RunResult& got, const RunResult& ref, std::string* worst) {
+  double err = 0;
+  for (const auto& [tname, want] : ref.params.tensors) {
+    auto it = got.params.tensors.find(tname);
+    const double e = it == got.params.tensors.end()
+                         ? HUGE_VAL
+                         : test::rel_l2(without_key_bias(tname, it->second), without_key_bias(tname, want)) *
+                               (cancelling_gradient(tname) ? kTol / kCancellingTol : 1.0);
+    if (e > err) {
+      err = e;
+      *worst = tname;
+    }
+  }
+  return err;
+}
+
 struct LayoutSweep {
   double worst_loss = 0, worst_weight = 0;
   int runs = 0;
@@ -155,21 +184,10 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
             for (const auto& [tname, w] : want.params.tensors)
               EXPECT_EQ(got.params.tensors.at(tname), w) << "zero_bubble against 1f1b: " << tname;
           }
-          double loss_err = 0, weight_err = 0;
-          std::string worst_tensor;
-          for (int s = 0; s < kSteps; ++s)
-            loss_err = std::max(loss_err, std::fabs(got.losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]));
           ASSERT_EQ(got.params.tensors.size(), ref.params.tensors.size());
-          for (const auto& [tname, want] : ref.params.tensors) {
-            auto it = got.params.tensors.find(tname);
-            ASSERT_NE(it, got.params.tensors.end()) << tname;
-            double e = test::rel_l2(without_key_bias(tname, it->second), without_key_bias(tname, want)) *
-                       (cancelling_gradient(tname) ? kTol / kCancellingTol : 1.0);
-            if (e > weight_err) {
-              weight_err = e;
-              worst_tensor = tname;
-            }
-          }
+          const double loss_err = loss_error(got, ref);
+          std::string worst_tensor;
+          const double weight_err = weight_error(got, ref, &worst_tensor);
           EXPECT_LE(loss_err, kTol) << "losses";
           EXPECT_LE(weight_err, kTol) << "weights, worst tensor " << worst_tensor;
           EXPECT_LE(got.params.max_replica_diff, 1e-6) << "replicas disagree";
@@ -183,6 +201,84 @@ void every_layout(const RunConfig& base, const RunResult& ref, int rank, int wor
     }
 }
 
+// The tp = 2 performance variants on cfg's layout (tp set to 2, the rest of the world dp) against
+// plain tp 2, checked on rank 0. parallel.tp_overlap (the forward as two staggered half
+// micro-batches) computes exactly what the whole micro-batch does: with tp = 2 (a + b needs no
+// order) every loss and weight bit. parallel.tp_fused_sum (the partials exchanged and added by the
+// norms, LayerNorm or RMSNorm, and the last block's output add, instead of all-reduced): the same
+// a + b, so the same bits again, alone and with tp_overlap; under zero_bubble (pp > 1), whose
+// input-gradient pass sums the norm gradients as partials too, 1F1B's bits.
+// parallel.tp_split_layernorm_bwd: the backward's norms on half the rows each, their parameter
+// gradients TP-summed: another summation order, so held to the one-rank run `ref` within kTol
+// (under 1F1B and, with pp > 1, GPipe, whose last stage runs every forward, each starting a
+// gather of the head's input-gradient rows, before any backward), and under zero_bubble, whose
+// input-gradient pass gathers the residual gradient's rows before it keeps them for the weight
+// pass, to 1F1B's bits. Returns the number of runs.
+int expect_tp2_variants(RunConfig cfg, const RunResult& ref, int rank) {
+  cfg.parallel.tp = 2;
+  const std::string where = str(cfg.model.arch, cfg.model.llama() ? str(" kv", cfg.model.n_kv_head) : "", " tp2 pp",
+                                cfg.parallel.pp, cfg.parallel.zero ? str(" zero", cfg.parallel.zero) : "");
+  const bool pipeline = cfg.parallel.pp > 1;
+  const RunResult whole = train(cfg, MPI_COMM_WORLD);
+  cfg.parallel.tp_overlap = true;
+  const RunResult halves = train(cfg, MPI_COMM_WORLD);
+  cfg.parallel.tp_fused_sum = true;
+  const RunResult fused_halves = train(cfg, MPI_COMM_WORLD);
+  cfg.parallel.tp_overlap = false;
+  const RunResult fused = train(cfg, MPI_COMM_WORLD);
+  RunResult fused_zero_bubble;
+  if (pipeline) {
+    cfg.parallel.schedule = "zero_bubble";
+    fused_zero_bubble = train(cfg, MPI_COMM_WORLD);
+    cfg.parallel.schedule = "1f1b";
+  }
+  cfg.parallel.tp_overlap = cfg.parallel.tp_split_layernorm_bwd = true;
+  const RunResult split = train(cfg, MPI_COMM_WORLD);
+  RunResult split_gpipe, split_zero_bubble;
+  if (pipeline) {
+    cfg.parallel.schedule = "gpipe";
+    split_gpipe = train(cfg, MPI_COMM_WORLD);
+    cfg.parallel.schedule = "zero_bubble";
+    split_zero_bubble = train(cfg, MPI_COMM_WORLD);
+  }
+  const int runs = pipeline ? 8 : 5;
+  if (rank != 0) return runs;
+  for (const RunResult* got : {&split, static_cast<const RunResult*>(&split_gpipe)}) {
+    if (got->losses.empty()) continue;
+    const char* schedule = got == &split ? "1f1b" : "gpipe";
+    const double loss_err = loss_error(*got, ref);
+    std::string worst_tensor;
+    const double weight_err = weight_error(*got, ref, &worst_tensor);
+    EXPECT_LE(loss_err, kTol) << where << " split norm backward, " << schedule << ": losses";
+    EXPECT_LE(weight_err, kTol) << where << " split norm backward, " << schedule << ": weights, worst tensor "
+                                << worst_tensor;
+    EXPECT_LE(got->params.max_replica_diff, 1e-6) << where << " split norm backward, " << schedule << ": replicas";
+    std::printf("  %s %s tp_overlap + fused + split norm backward: loss rel err %.2e  weight rel err %.2e (%s)  "
+                "replica diff %.1e\n",
+                where.c_str(), schedule, loss_err, weight_err, worst_tensor.c_str(), got->params.max_replica_diff);
+  }
+  const std::pair<const char*, const RunResult*> zero_bubble_variants[] = {
+      {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum + split norm backward", &split}};
+  for (const auto& [what, want] : zero_bubble_variants) {
+    const RunResult* got = want == &fused ? &fused_zero_bubble : &split_zero_bubble;
+    if (got->losses.empty()) continue;
+    EXPECT_EQ(got->losses, want->losses) << where << " " << what << ": zero_bubble changed the losses";
+    for (const auto& [tname, w] : want->params.tensors)
+      EXPECT_EQ(got->params.tensors.at(tname), w) << where << " " << what << ", zero_bubble: " << tname;
+    std::printf("  %s %s zero_bubble: losses and weights bit-identical to 1f1b\n", where.c_str(), what);
+  }
+  const std::pair<const char*, const RunResult*> variants[] = {
+      {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
+  for (const auto& [what, got] : variants) {
+    EXPECT_EQ(got->losses, whole.losses) << where << " " << what << " changed the losses";
+    for (const auto& [tname, want] : whole.params.tensors)
+      EXPECT_EQ(got->params.tensors.at(tname), want) << where << " " << what << ": " << tname;
+    std::printf("  %s %s: losses and weights bit-identical to plain tp2 (%.1f vs %.1f ms/step)\n", where.c_str(),
+                what, got->ms_per_step, whole.ms_per_step);
+  }
+  return runs;
+}
+
 TEST(Equivalence, EveryLayoutMatchesOneRank) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -194,88 +290,16 @@ TEST(Equivalence, EveryLayoutMatchesOneRank) {
   every_layout(base_config(), ref, rank, world, sweep);
   const double worst_loss = sweep.worst_loss, worst_weight = sweep.worst_weight;
   int& runs = sweep.runs;
-  // parallel.tp_overlap (the forward as two staggered half micro-batches) computes exactly what
-  // the whole micro-batch does: with tp = 2 (a + b needs no order) every loss and weight bit.
   if (world % 2 == 0) {
     RunConfig cfg = base_config();
-    cfg.parallel.tp = 2;
     cfg.parallel.pp = world >= 4 ? 2 : 1;
-    const RunResult whole = train(cfg, MPI_COMM_WORLD);
-    cfg.parallel.tp_overlap = true;
-    const RunResult halves = train(cfg, MPI_COMM_WORLD);
-    // parallel.tp_fused_sum: the partials exchanged and added by the LayerNorms (and the last
-    // block's output add) instead of all-reduced: the same a + b, so the same bits again.
-    cfg.parallel.tp_fused_sum = true;
-    const RunResult fused_halves = train(cfg, MPI_COMM_WORLD);
-    cfg.parallel.tp_overlap = false;
-    const RunResult fused = train(cfg, MPI_COMM_WORLD);
-    // zero_bubble's input-gradient pass sums the LayerNorm gradients as partials too: 1F1B's bits.
-    RunResult fused_zero_bubble;
-    if (cfg.parallel.pp > 1) {
-      cfg.parallel.schedule = "zero_bubble";
-      fused_zero_bubble = train(cfg, MPI_COMM_WORLD);
-      cfg.parallel.schedule = "1f1b";
-    }
-    // parallel.tp_split_layernorm_bwd: the backward's LayerNorms on half the rows each, their
-    // parameter gradients TP-summed: another summation order, so held to the one-rank run.
-    cfg.parallel.tp_overlap = cfg.parallel.tp_split_layernorm_bwd = true;
-    const RunResult split = train(cfg, MPI_COMM_WORLD);
-    // ... and under GPipe, whose last stage runs every forward (each starting a gather of the
-    // head's input-gradient rows) before any backward.
-    // And under zero_bubble, whose input-gradient pass gathers the residual gradient's rows
-    // before it keeps them for the weight pass: 1F1B's bits.
-    RunResult split_gpipe, split_zero_bubble;
-    if (cfg.parallel.pp > 1) {
-      cfg.parallel.schedule = "gpipe";
-      split_gpipe = train(cfg, MPI_COMM_WORLD);
-      cfg.parallel.schedule = "zero_bubble";
-      split_zero_bubble = train(cfg, MPI_COMM_WORLD);
-      cfg.parallel.schedule = "1f1b";
-    }
-    // With tp = 1 the option does nothing, and needs no even micro-batch.
+    runs += expect_tp2_variants(cfg, ref, rank);
+    // With tp = 1 tp_overlap does nothing, and needs no even micro-batch.
     RunConfig single = base_config();
     single.parallel.tp_overlap = true;
     single.train.micro_batch_size = 1;
     EXPECT_NO_THROW(train(single, MPI_COMM_WORLD));
-    runs += cfg.parallel.pp > 1 ? 9 : 6;
-    if (rank == 0) {
-      for (const RunResult* got : {&split, static_cast<const RunResult*>(&split_gpipe)}) {
-        if (got->losses.empty()) continue;
-        const char* schedule = got == &split ? "1f1b" : "gpipe";
-        double loss_err = 0;
-        for (int s = 0; s < kSteps; ++s)
-          loss_err = std::max(loss_err, std::fabs(got->losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]));
-        double weight_err = 0;
-        for (const auto& [tname, want] : ref.params.tensors)
-          weight_err = std::max(weight_err, test::rel_l2(without_key_bias(tname, got->params.tensors.at(tname)),
-                                                         without_key_bias(tname, want)));
-        EXPECT_LE(loss_err, kTol) << "split LayerNorm backward, " << schedule << ": losses";
-        EXPECT_LE(weight_err, kTol) << "split LayerNorm backward, " << schedule << ": weights";
-        EXPECT_LE(got->params.max_replica_diff, 1e-6) << "split LayerNorm backward, " << schedule << ": replicas";
-        std::printf("  tp2 pp%d %s tp_overlap + fused + split LayerNorm backward: loss rel err %.2e  weight rel err "
-                    "%.2e  replica diff %.1e\n",
-                    cfg.parallel.pp, schedule, loss_err, weight_err, got->params.max_replica_diff);
-      }
-      const std::pair<const char*, const RunResult*> zero_bubble_variants[] = {
-          {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum + split LayerNorm backward", &split}};
-      for (const auto& [what, want] : zero_bubble_variants) {
-        const RunResult* got = want == &fused ? &fused_zero_bubble : &split_zero_bubble;
-        if (got->losses.empty()) continue;
-        EXPECT_EQ(got->losses, want->losses) << what << ": zero_bubble changed the losses";
-        for (const auto& [tname, w] : want->params.tensors)
-          EXPECT_EQ(got->params.tensors.at(tname), w) << what << ", zero_bubble: " << tname;
-        std::printf("  tp2 pp%d %s zero_bubble: losses and weights bit-identical to 1f1b\n", cfg.parallel.pp, what);
-      }
-      const std::pair<const char*, const RunResult*> variants[] = {
-          {"tp_overlap", &halves}, {"tp_fused_sum", &fused}, {"tp_overlap + tp_fused_sum", &fused_halves}};
-      for (const auto& [what, got] : variants) {
-        EXPECT_EQ(got->losses, whole.losses) << what << " changed the losses";
-        for (const auto& [tname, want] : whole.params.tensors)
-          EXPECT_EQ(got->params.tensors.at(tname), want) << what << ": " << tname;
-        std::printf("  tp2 pp%d %s: losses and weights bit-identical to plain tp2 (%.1f vs %.1f ms/step)\n",
-                    cfg.parallel.pp, what, got->ms_per_step, whole.ms_per_step);
-      }
-    }
+    ++runs;
   }
   if (rank == 0)
     std::printf("%d layouts on %d ranks; worst loss rel err %.2e, worst weight rel err %.2e; one rank %.1f ms/step; "
@@ -294,24 +318,34 @@ TEST(Equivalence, EveryLlamaLayoutMatchesOneRank) {
   if (rank == 0) ref = train(llama_config(), MPI_COMM_SELF);
   LayoutSweep sweep;
   every_layout(llama_config(), ref, rank, world, sweep);
-  // parallel.tp_overlap: the two half micro-batches compute what the whole does, bit for bit.
-  if (world % 2 == 0) {
-    RunConfig cfg = llama_config();
-    cfg.parallel.tp = 2;
-    const RunResult whole = train(cfg, MPI_COMM_WORLD);
-    cfg.parallel.tp_overlap = true;
-    const RunResult halves = train(cfg, MPI_COMM_WORLD);
-    sweep.runs += 2;
-    if (rank == 0) {
-      EXPECT_EQ(halves.losses, whole.losses) << "tp_overlap changed the losses";
-      for (const auto& [tname, want] : whole.params.tensors)
-        EXPECT_EQ(halves.params.tensors.at(tname), want) << "tp_overlap: " << tname;
-    }
-  }
   if (rank == 0)
     std::printf("llama: %d layouts on %d ranks; worst loss rel err %.2e, worst weight rel err %.2e; losses %.5f -> "
                 "%.5f\n",
                 sweep.runs, world, sweep.worst_loss, sweep.worst_weight, ref.losses.front(), ref.losses.back());
+}
+
+// The tp = 2 variants of expect_tp2_variants for Llama (the RMSNorms adding the partials), key/value
+// heads split: tp 2 on 2 ranks, tp 2 x pp 2 and dp 2 x tp 2 under ZeRO-1 on 4; on 2 ranks also
+// with the one key/value head replicated over the pair (its gradient summed by sum_kv_replicas).
+TEST(Equivalence, LlamaTpVariantsMatchPlainTp2) {
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world != 2 && world != 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
+  for (const int n_kv_head : {2, 1}) {
+    if (n_kv_head == 1 && world != 2) continue;
+    RunConfig cfg = llama_config();
+    cfg.model.n_kv_head = n_kv_head;
+    RunResult ref;
+    if (rank == 0) ref = train(cfg, MPI_COMM_SELF);
+    cfg.parallel.pp = world / 2;
+    expect_tp2_variants(cfg, ref, rank);
+    if (world == 4) {
+      cfg.parallel.pp = 1;
+      cfg.parallel.zero = 1;
+      expect_tp2_variants(cfg, ref, rank);
+    }
+  }
 }
 
 // parallel.tp_overlap under sequence parallelism (SequenceHalvesForward): each half's

@@ -330,7 +330,7 @@ TEST(Config, BadInputCases) {
   expect_error({"--log.every", "0"}, w, {"log.every"});
   expect_error({"--model.n_layer", "two"}, w, {"model.n_layer"});
   // Llama: key/value heads over TP (split, or replicated when tp is a multiple), its MLP width,
-  // options gpt2 has no place for, and the gpt2-only fused TP sums.
+  // options gpt2 has no place for, and the fused TP sums.
   // Each call's options over these (an option may be given once).
   auto with = [](std::map<std::string, std::string> extra) {
     std::map<std::string, std::string> o = {{"--model.arch", "llama"}, {"--model.n_head", "6"},
@@ -348,8 +348,14 @@ TEST(Config, BadInputCases) {
                {"parallel.tp = 2", "model.ffn_hidden_size = 97"});
   expect_error(with({{"--model.n_embd", "90"}}), w,
                {"model.n_embd", "15", "even"});
-  expect_error(with({{"--parallel.tp", "2"}, {"--parallel.tp_fused_sum", "true"}}), 2,
-               {"parallel.tp_fused_sum", "model.arch = llama"});
+  // The fused TP sums (RMSNorm kernels add the partials), alone and with the split backward, on
+  // tp 2 only, as for gpt2.
+  EXPECT_NO_THROW(parse(with({{"--parallel.tp", "2"}, {"--parallel.tp_fused_sum", "true"},
+                              {"--parallel.tp_split_layernorm_bwd", "true"}, {"--parallel.tp_overlap", "true"},
+                              {"--train.micro_batch_size", "2"}}),
+                        2));
+  expect_error(with({{"--parallel.tp", "6"}, {"--parallel.tp_fused_sum", "true"}}), 6,
+               {"parallel.tp_fused_sum", "tp = 2", "tp = 6"});
   expect_error({"--model.ffn_hidden_size", "100"}, w, {"model.ffn_hidden_size = 100", "needs model.arch = llama"});
   expect_error({"--model.tie_embeddings", "false"}, w, {"model.tie_embeddings", "needs model.arch = llama"});
   expect_error({"--model.tie_embeddings", "maybe"}, w, {"model.tie_embeddings", "true, false or auto"});

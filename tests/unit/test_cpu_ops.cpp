@@ -11,6 +11,7 @@
 
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/core/rng.hpp"
 
 namespace trident {
@@ -253,6 +254,45 @@ TEST(CpuOps, AddRmsNormIsAddThenRmsNorm) {
   EXPECT_EQ(a, sum);
   EXPECT_EQ(out, out_ref);
   EXPECT_EQ(rstd, rstd_ref);
+}
+
+// parallel.tp_fused_sum: the RMSNorms given the other TP rank's partial (PeerOps' a_peer,
+// dout_peer) compute exactly what the plain ops compute from the pair's sum (what the all-reduce
+// they replace leaves), and with no partial exactly what the plain ops compute.
+TEST(CpuOps, RmsNormsAddPeerPartialsExactly) {
+  auto be = make_cpu_backend();
+  PeerOps& peer_ops = peer_ops_of(*be, "RmsNormsAddPeerPartialsExactly");
+  const int N = 6, C = 40;
+  const float eps = 1e-5f;
+  const Vec a = random_vector(N * C, 221, 2.0f), a_peer = random_vector(N * C, 222, 2.0f);
+  const Vec residual = random_vector(N * C, 223, 2.0f), w = random_vector(C, 224);
+  const Vec dout = random_vector(N * C, 225), dout_peer = random_vector(N * C, 226);
+  const Vec din0 = random_vector(N * C, 227), dw0 = random_vector(C, 228);
+  Vec a_pair(N * C), dout_pair(N * C);
+  for (int i = 0; i < N * C; ++i) {
+    a_pair[i] = a[i] + a_peer[i];
+    dout_pair[i] = dout[i] + dout_peer[i];
+  }
+  for (const bool with_peer : {true, false}) {
+    SCOPED_TRACE(with_peer ? "with the peer's partials" : "without a partial");
+    const Vec& a_ref = with_peer ? a_pair : a;
+    const Vec& dout_ref = with_peer ? dout_pair : dout;
+    // The forward over a in place, as a model calls it; then the backward from its sum.
+    Vec sum = a, out(N * C), rstd(N), sum_ref = a_ref, out_ref(N * C), rstd_ref(N);
+    peer_ops.add_rmsnorm_fwd(view(sum), view(out), view(rstd), view(sum), with_peer ? view(a_peer) : TensorView{},
+                             view(residual), view(w), N, C, eps);
+    be->add_rmsnorm_fwd(view(sum_ref), view(out_ref), view(rstd_ref), view(sum_ref), view(residual), view(w), N, C,
+                        eps);
+    EXPECT_EQ(sum, sum_ref);
+    EXPECT_EQ(out, out_ref);
+    EXPECT_EQ(rstd, rstd_ref);
+    Vec din = din0, dw = dw0, din_ref = din0, dw_ref = dw0;
+    peer_ops.rmsnorm_bwd(view(din), view(dw), view(dout), with_peer ? view(dout_peer) : TensorView{}, view(sum),
+                         view(w), view(rstd), N, C);
+    be->rmsnorm_bwd(view(din_ref), view(dw_ref), view(dout_ref), view(sum_ref), view(w), view(rstd_ref), N, C);
+    EXPECT_EQ(din, din_ref);
+    EXPECT_EQ(dw, dw_ref);
+  }
 }
 
 // ---------------------------------------------------------------- matmul

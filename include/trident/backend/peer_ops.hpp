@@ -1,6 +1,6 @@
 // PeerOps: the ops of the two-rank fast path that read the other rank's partial sum, an optional
 // extension of a Backend (Backend::peer_ops(), null where a backend has none). Only that path
-// uses it: fused TP sums (parallel.tp_fused_sum, the LayerNorms). Conventions as in backend.hpp;
+// uses it: fused TP sums (parallel.tp_fused_sum, the LayerNorms and RMSNorms). Conventions as in backend.hpp;
 // each op with an empty peer is its Backend namesake.
 #pragma once
 
@@ -26,6 +26,14 @@ class PeerOps {
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                              TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
                              int N, int C, PeerRelease release = {}) = 0;
+
+  // The same two for RMSNorm (Llama): Backend::add_rmsnorm_fwd with a_peer, Backend::rmsnorm_bwd
+  // with dout_peer, each pair's sum rounded to act first, and `release` as above.
+  virtual void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView a_peer,
+                               TensorView residual, TensorView w, int N, int C, float eps,
+                               PeerRelease release = {}) = 0;
+  virtual void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
+                           TensorView w, TensorView rstd, int N, int C, PeerRelease release = {}) = 0;
 };
 
 // be's PeerOps; fatal where it has none (`what` names the path that needs them).

@@ -60,8 +60,8 @@ struct ParallelConfig {
   double timeout_s = 600.0;         // a collective that takes longer aborts the job
   bool auto_layout = false;         // parallel.auto: pick (tp, pp, zero, micro batch) with the planner
   bool tp_overlap = false;          // tp > 1: forward as two staggered half micro-batches (TP all-reduces beside work)
-  bool tp_fused_sum = false;        // tp = 2: TP sums as exchanged partials added in the LayerNorms
-  bool tp_split_layernorm_bwd = false;   // with tp_fused_sum: backward LayerNorms on half the rows each
+  bool tp_fused_sum = false;        // tp = 2: TP sums as exchanged partials added in the norms
+  bool tp_split_layernorm_bwd = false;   // with tp_fused_sum: backward norms on half the rows each
   bool sequence_parallel = false;   // tp > 1: LayerNorms on 1/tp of the rows (reduce-scatter + all-gather)
   int tp_sm_margin = 0;             // tp > 1: SMs the GEMMs beside a TP all-reduce leave free (0: none)
   int tp_comm_ctas = 0;             // NCCL: most CTAs of a TP collective (0: NCCL's choice)

@@ -174,11 +174,12 @@ class GptStage {
     tp_sm_margin_ = g_.topo.tp() > 1 ? sms : 0;
     choose_tp_strategy();
   }
-  // parallel.tp_fused_sum: with tp = 2, the TP sums that a LayerNorm reads (the blocks' forward
-  // outputs and the backward's LayerNorm input gradients) are exchanged as partials (on GPUs by
-  // the copy engines, no SM) and added inside the LayerNorm kernels: same values as the
-  // all-reduces. Collective over the TP group; an input error with the reason where the group
-  // cannot (two nodes, no peer access). Not with sequence parallelism.
+  // parallel.tp_fused_sum: with tp = 2, the TP sums that a norm reads (the blocks' forward
+  // outputs and the backward's norm input gradients) are exchanged as partials (on GPUs by the
+  // copy engines, no SM) and added inside the LayerNorm or RMSNorm kernels: same values as the
+  // all-reduces (with sequence parallelism, the reduce-scatters and all-gathers: SequenceTp).
+  // Collective over the TP group; an input error with the reason where the group cannot (two
+  // nodes, no peer access).
   void set_tp_fused_sum(bool on);
   // parallel.tp_split_layernorm_bwd (with tp_fused_sum, so tp = 2): the backward's LayerNorms
   // run on this TP rank's half of the rows, as under sequence parallelism (each rank receives

@@ -101,8 +101,9 @@ class TpSum {
   bool released_in_op_ = false;   // release_in_op() handed the release to an op
 };
 
-// The LayerNorm ops that read a TP sum, given TpSum::wait's partial and release_in_op's release:
-// through the backend's PeerOps where there is a partial (a fused sum), else the Backend op.
+// The norm ops that read a TP sum (LayerNorm, and RMSNorm for Llama), given TpSum::wait's partial
+// and release_in_op's release: through the backend's PeerOps where there is a partial (a fused
+// sum), else the Backend op.
 inline void add_layernorm_fwd_tp(Backend& be, TensorView sum, TensorView out, TensorView mean, TensorView rstd,
                                  TensorView a, TensorView a_peer, TensorView residual, TensorView w, TensorView b,
                                  int N, int C, float eps, PeerRelease release) {
@@ -121,6 +122,24 @@ inline void layernorm_bwd_tp(Backend& be, TensorView din_accum, TensorView dw, T
   else
     peer_ops_of(be, "parallel.tp_fused_sum")
         .layernorm_bwd(din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, N, C, release);
+}
+
+inline void add_rmsnorm_fwd_tp(Backend& be, TensorView sum, TensorView out, TensorView rstd, TensorView a,
+                               TensorView a_peer, TensorView residual, TensorView w, int N, int C, float eps,
+                               PeerRelease release) {
+  if (a_peer.empty() && !release)
+    be.add_rmsnorm_fwd(sum, out, rstd, a, residual, w, N, C, eps);
+  else
+    peer_ops_of(be, "parallel.tp_fused_sum")
+        .add_rmsnorm_fwd(sum, out, rstd, a, a_peer, residual, w, N, C, eps, release);
+}
+
+inline void rmsnorm_bwd_tp(Backend& be, TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer,
+                           TensorView in, TensorView w, TensorView rstd, int N, int C, PeerRelease release) {
+  if (dout_peer.empty() && !release)
+    be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, N, C);
+  else
+    peer_ops_of(be, "parallel.tp_fused_sum").rmsnorm_bwd(din_accum, dw, dout, dout_peer, in, w, rstd, N, C, release);
 }
 
 }  // namespace trident

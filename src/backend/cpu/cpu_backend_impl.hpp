@@ -52,8 +52,13 @@ class CpuBackend final : public Backend, public PeerOps {
                      int C, PeerRelease release) override;
 
   void rmsnorm_fwd(TensorView out, TensorView rstd, TensorView in, TensorView w, int N, int C, float eps) override;
+  using Backend::add_rmsnorm_fwd;
+  void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView a_peer,
+                       TensorView residual, TensorView w, int N, int C, float eps, PeerRelease release) override;
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
                    int N, int C) override;
+  void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
+                   TensorView w, TensorView rstd, int N, int C, PeerRelease release) override;
 
   void add(TensorView out, TensorView a, TensorView b) override;
   void gelu_fwd(TensorView out, TensorView in) override;

@@ -1,6 +1,7 @@
 // CpuBackend RMSNorm (Llama): row statistics and dw column sums accumulate in double.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cpu_backend_impl.hpp"
 #include "cpu_common.hpp"
@@ -31,6 +32,29 @@ void CpuBackend::rmsnorm_fwd(TensorView out, TensorView rstd, TensorView in, Ten
     float* orow = o + static_cast<size_t>(n) * C;
     for (int c = 0; c < C; ++c) orow[c] = xr[c] * r * wt[c];
   }
+}
+
+void CpuBackend::add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView a_peer,
+                                 TensorView residual, TensorView w, int N, int C, float eps, PeerRelease release) {
+  TRIDENT_CHECK(!release, "add_rmsnorm_fwd: the CPU backend cannot free a partial itself");
+  if (!a_peer.empty()) {
+    add(sum, a, a_peer);
+    a = sum;
+  }
+  add_rmsnorm_fwd(sum, out, rstd, a, residual, w, N, C, eps);
+}
+
+void CpuBackend::rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
+                             TensorView w, TensorView rstd, int N, int C, PeerRelease release) {
+  TRIDENT_CHECK(!release, "rmsnorm_bwd: the CPU backend cannot free a partial itself");
+  if (dout_peer.empty()) {
+    rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, N, C);
+    return;
+  }
+  std::vector<float> summed(static_cast<size_t>(N) * C);   // (N, C) dout + dout_peer, the pair's sum
+  const TensorView pair(summed.data(), DType::F32, summed.size());
+  add(pair, dout, dout_peer);
+  rmsnorm_bwd(din_accum, dw, pair, in, w, rstd, N, C);
 }
 
 void CpuBackend::rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w,

@@ -431,21 +431,35 @@ class CudaBackend final : public Backend, public PeerOps {
 
   void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView residual, TensorView w,
                        int N, int C, float eps) override {
+    add_rmsnorm_fwd(sum, out, rstd, a, TensorView{}, residual, w, N, C, eps, PeerRelease{});
+  }
+
+  void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView a_peer,
+                       TensorView residual, TensorView w, int N, int C, float eps, PeerRelease release) override {
+    TRIDENT_CHECK(!release || !a_peer.empty(), "add_rmsnorm_fwd: a release without a_peer");
     gpu::ProfileScope prof(stream_, "add_rmsnorm_fwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::add_rmsnorm_fwd(act(sum, NC, "add_rmsnorm_fwd: sum"), act(out, NC, "add_rmsnorm_fwd: out"),
                          f32(rstd, N, "add_rmsnorm_fwd: rstd"), act(a, NC, "add_rmsnorm_fwd: a"),
+                         act_optional(a_peer, NC, "add_rmsnorm_fwd: a_peer"),
                          act(residual, NC, "add_rmsnorm_fwd: residual"), act(w, C, "add_rmsnorm_fwd: w"), N, C, eps,
-                         stream_);
+                         release, stream_);
   }
 
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
                    int N, int C) override {
+    rmsnorm_bwd(din_accum, dw, dout, TensorView{}, in, w, rstd, N, C, PeerRelease{});
+  }
+
+  void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
+                   TensorView w, TensorView rstd, int N, int C, PeerRelease release) override {
+    TRIDENT_CHECK(!release || !dout_peer.empty(), "rmsnorm_bwd: a release without dout_peer");
     gpu::ProfileScope prof(stream_, "rmsnorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
     gpu::rmsnorm_bwd(act(din_accum, NC, "rmsnorm_bwd: din_accum"), f32(dw, C, "rmsnorm_bwd: dw"),
-                     act(dout, NC, "rmsnorm_bwd: dout"), act(in, NC, "rmsnorm_bwd: in"), act(w, C, "rmsnorm_bwd: w"),
-                     f32(rstd, N, "rmsnorm_bwd: rstd"), N, C, *scratch_, stream_);
+                     act(dout, NC, "rmsnorm_bwd: dout"), act_optional(dout_peer, NC, "rmsnorm_bwd: dout_peer"),
+                     act(in, NC, "rmsnorm_bwd: in"), act(w, C, "rmsnorm_bwd: w"), f32(rstd, N, "rmsnorm_bwd: rstd"),
+                     N, C, release, *scratch_, stream_);
   }
 
   // ---- elementwise

@@ -2,6 +2,7 @@
 // per-chunk partials added in a fixed order, so the backward pass is deterministic.
 #include "layernorm.cuh"
 #include "elementwise.cuh"
+#include "peer_partial.cuh"
 #include "reduce.cuh"
 
 namespace trident::gpu {
@@ -9,48 +10,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
-
-// The other GPU's freed flag = value: a relaxed system-scope store (its reader is that GPU).
-__device__ __forceinline__ void store_flag(uint64_t* flag, uint64_t value) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
-}
-
-// PeerRelease: the kernel that reads the other TP rank's partial frees it from the block that
-// finishes last. Every block counts itself in after a barrier (its reads of the partial are done
-// then: each value read went into a store before it), and the last one resets the counter for
-// the slot's next partial (read by a later kernel of the same stream) and writes the other GPU's
-// freed flag, after a system-scope fence: the flag's reader is the other GPU, whose copy engine
-// then overwrites the slot. Called by every thread of every block of the grid: a kernel that
-// uses it must not return early (a block that never counts in would leave the counter wrong for
-// the slot's next partial).
-__device__ __forceinline__ void release_when_last(uint64_t* flag, uint64_t value, unsigned* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(counter, 1u) + 1 == gridDim.x) {
-      *counter = 0;
-      __threadfence_system();
-      store_flag(flag, value);
-    }
-  }
-}
-
-// The same for a path whose kernels cannot write it: one thread, after the work queued before.
-__global__ void release_kernel(uint64_t* flag, uint64_t value) { store_flag(flag, value); }
-
-void release_after(const PeerRelease& release, cudaStream_t stream) {
-  release_kernel<<<1, 1, 0, stream>>>(release.flag, release.value);
-  CUDA_CHECK_LAUNCH("release_kernel");
-}
-
-// v += the kWidth values at src, each sum rounded to bf16 (as a bf16 add leaves it).
-template <int kWidth>
-__device__ __forceinline__ void add_rounded(float (&v)[kWidth], const bf16* src) {
-  float r[kWidth];
-  load_vec(r, src);
-#pragma unroll
-  for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));
-}
 
 // One row of layernorm_fwd_kernel (one warp).
 // Rows are walked in pieces of kWidth elements per lane (kVec when the row length and the
@@ -452,17 +411,18 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
   if (dsum) add_column_sums(dsum, din_accum, N, C, scratch, stream);
 }
 
-bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
-                       int N, int C, Scratch& scratch, cudaStream_t stream) {
+bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in,
+                       const bf16* w, const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch,
+                       cudaStream_t stream) {
   size_t smem = 0;
-  FusedBwdKernel kernel = C % kVec == 0 && aligned16(din_accum, dout, in, w)
-                              ? fused_bwd_kernel<false, false, true>(C, &smem)
-                              : nullptr;
+  FusedBwdKernel kernel = nullptr;
+  if (C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer)))
+    kernel = dout_peer ? fused_bwd_kernel<false, true, true>(C, &smem) : fused_bwd_kernel<false, false, true>(C, &smem);
   if (!kernel || N == 0) return false;
   const int n_chunks = ceil_div(N, kFusedRows);
   float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
-  kernel<<<n_chunks, kThreads, smem, stream>>>(din_accum, partial_dw, nullptr, nullptr, dout, nullptr, in, w, nullptr,
-                                               rstd, N, C, PeerRelease{});
+  kernel<<<n_chunks, kThreads, smem, stream>>>(din_accum, partial_dw, nullptr, nullptr, dout, dout_peer, in, w, nullptr,
+                                               rstd, N, C, release);
   CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel (RMSNorm)");
   add_column_partials(dw, partial_dw, n_chunks, C, stream);
   return true;

@@ -25,10 +25,11 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
                    const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C,
                    const PeerRelease& release, Scratch& scratch, cudaStream_t stream);
 
-// The RMSNorm backward (rmsnorm_bwd's contract) in the fused LayerNorm backward's one pass, where
-// that kernel exists for C (a multiple of 8 up to 2,048, whole 256-column groups up to 1,024);
-// false, with nothing queued, elsewhere.
-bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
-                       int N, int C, Scratch& scratch, cudaStream_t stream);
+// The RMSNorm backward (rmsnorm_bwd's contract, dout_peer and release included) in the fused
+// LayerNorm backward's one pass, where that kernel exists for C (a multiple of 8 up to 2,048,
+// whole 256-column groups up to 1,024); false, with nothing queued, elsewhere and for N = 0.
+bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in,
+                       const bf16* w, const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch,
+                       cudaStream_t stream);
 
 }  // namespace trident::gpu

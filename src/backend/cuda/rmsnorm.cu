@@ -1,6 +1,8 @@
 // RMSNorm kernels: one warp per row for the row-wise work, as the LayerNorm kernels; the dw column
 // sums go through per-chunk partials added in a fixed order, so the backward pass is deterministic.
+#include "elementwise.cuh"
 #include "layernorm.cuh"
+#include "peer_partial.cuh"
 #include "reduce.cuh"
 #include "rmsnorm.cuh"
 
@@ -10,15 +12,16 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 
-// One row per warp, in pieces of kWidth elements per lane (kVec when the row length and the
-// addresses allow 16-byte accesses, else 1); the second pass over a row hits the L1 cache. With
-// kResidual the row is first summed: sum = bf16(in + residual) is stored (it may overwrite `in`:
-// each lane rewrites only what it read) and normalised, saving the separate add's pass.
+// One row of rmsnorm_fwd_kernel (one warp), in pieces of kWidth elements per lane (kVec when the
+// row length and the addresses allow 16-byte accesses, else 1); the second pass over a row hits
+// the L1 cache. With kResidual the row is first summed: sum = bf16(in + residual) is stored (it
+// may overwrite `in`: each lane rewrites only what it read) and normalised, saving the separate
+// add's pass; with `peer` too (the other TP rank's partial of `in`), sum = bf16(bf16(in + peer) +
+// residual), the pair's sum rounded as the all-reduce it replaces would leave it.
 template <int kWidth, bool kResidual>
-__global__ void rmsnorm_fwd_kernel(bf16* out, float* rstd, const bf16* in, const bf16* residual, bf16* sum,
-                                   const bf16* w, int N, int C, float eps) {
-  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= N) return;
+__device__ __forceinline__ void rmsnorm_row(bf16* out, float* rstd, const bf16* in, const bf16* peer,
+                                            const bf16* residual, bf16* sum, const bf16* w, int row, int lane, int C,
+                                            float eps) {
   const size_t off = static_cast<size_t>(row) * C;
   const bf16* x = kResidual ? sum + off : in + off;
   float ss = 0.0f;
@@ -26,10 +29,8 @@ __global__ void rmsnorm_fwd_kernel(bf16* out, float* rstd, const bf16* in, const
     float v[kWidth];
     load_vec(v, in + off + c);
     if (kResidual) {
-      float r[kWidth];
-      load_vec(r, residual + off + c);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) v[k] = to_float(to_bf16(v[k] + r[k]));   // the stored, rounded sum
+      if (peer) add_rounded(v, peer + off + c);
+      add_rounded(v, residual + off + c);   // the stored, rounded sum
       store_vec(sum + off + c, v);
     }
 #pragma unroll
@@ -46,6 +47,15 @@ __global__ void rmsnorm_fwd_kernel(bf16* out, float* rstd, const bf16* in, const
     for (int k = 0; k < kWidth; ++k) v[k] = v[k] * r * wv[k];
     store_vec(o + c, v);
   }
+}
+
+// With release.flag (and peer), the last block frees the peer partial (release_when_last).
+template <int kWidth, bool kResidual>
+__global__ void rmsnorm_fwd_kernel(bf16* out, float* rstd, const bf16* in, const bf16* peer, const bf16* residual,
+                                   bf16* sum, const bf16* w, int N, int C, float eps, PeerRelease release) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row < N) rmsnorm_row<kWidth, kResidual>(out, rstd, in, peer, residual, sum, w, row, lane, C, eps);
+  if (release.flag) release_when_last(release.flag, release.value, release.counter);
 }
 
 // din += rstd * (dnorm - norm * mean(dnorm * norm)), dnorm = dout * w, norm = in * rstd: one warp
@@ -106,27 +116,47 @@ void rmsnorm_fwd(bf16* out, float* rstd, const bf16* in, const bf16* w, int N, i
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(out, in, w);
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, false> : rmsnorm_fwd_kernel<1, false>;
-  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, w, N, C, eps);
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, nullptr, w, N, C, eps,
+                                                                PeerRelease{});
   CUDA_CHECK_LAUNCH("rmsnorm_fwd");
 }
 
-void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* residual, const bf16* w, int N,
-                     int C, float eps, cudaStream_t stream) {
-  if (N == 0 || C == 0) return;
-  const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w);
+void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* a_peer, const bf16* residual,
+                     const bf16* w, int N, int C, float eps, const PeerRelease& release, cudaStream_t stream) {
+  if (N == 0 || C == 0) {
+    if (release) release_after(release, stream);
+    return;
+  }
+  const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w) && (!a_peer || aligned16(a_peer));
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, true> : rmsnorm_fwd_kernel<1, true>;
-  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, a, residual, sum, w, N, C, eps);
+  kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, a, a_peer, residual, sum, w, N, C, eps,
+                                                                release);
   CUDA_CHECK_LAUNCH("add_rmsnorm_fwd");
 }
 
-void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* in, const bf16* w, const float* rstd,
-                 int N, int C, Scratch& scratch, cudaStream_t stream) {
-  if (N == 0 || C == 0) return;
-  if (rmsnorm_bwd_fused(din_accum, dw, dout, in, w, rstd, N, C, scratch, stream)) return;
-  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w);
+void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
+                 const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch, cudaStream_t stream) {
+  if (N == 0 || C == 0) {
+    if (release) release_after(release, stream);
+    return;
+  }
+  if (rmsnorm_bwd_fused(din_accum, dw, dout, dout_peer, in, w, rstd, N, C, release, scratch, stream)) return;
+  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
   const int n_chunks = column_chunks(N, "rmsnorm_bwd");
-  // (n_chunks, C): each partial row starts 16-byte aligned when C is a multiple of kVec (scratch is).
-  float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
+  const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
+  // (n_chunks, C) dw partials, each row 16-byte aligned when C is a multiple of kVec (scratch is);
+  // then, with dout_peer, the summed gradient (N, C) the kernels read, as layernorm_bwd's.
+  Carver measure;
+  measure.take<float>(chunk_elems);
+  if (dout_peer) measure.take<bf16>(static_cast<size_t>(N) * C);
+  Carver carve(scratch.get(measure.used(), stream));
+  float* partial_dw = carve.take<float>(chunk_elems);
+  if (dout_peer) {
+    bf16* summed = carve.take<bf16>(static_cast<size_t>(N) * C);
+    add(summed, dout, dout_peer, static_cast<size_t>(N) * C, stream);
+    if (release) release_after(release, stream);   // the add was dout_peer's only reader
+    dout = summed;
+  }
   const auto din_kernel = vec ? rmsnorm_din_kernel<kVec> : rmsnorm_din_kernel<1>;
   din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, rstd, N, C);
   CUDA_CHECK_LAUNCH("rmsnorm_din_kernel");

@@ -62,7 +62,7 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "with tp = 2, exchange the TP partial sums that a norm (LayerNorm or RMSNorm) reads instead of all-reducing "
     "them, and add them inside the norm kernels (same values); on GPUs the copy engines move them, leaving every "
     "SM to the compute beside (the two GPUs of a TP group must share a node with peer access); best with "
-    "parallel.tp_overlap");
+    "parallel.tp_overlap; with parallel.sequence_parallel its reduce-scatters and all-gathers go the same way");
   v("parallel.tp_split_layernorm_bwd", c.parallel.tp_split_layernorm_bwd,
     "with parallel.tp_fused_sum, run the backward's norms on each TP rank's half of the rows (the residual "
     "gradient's rows gathered beside a weight-gradient GEMM) instead of on all of them on both");

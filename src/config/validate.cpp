@@ -148,8 +148,6 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
               "TP rank's rows are split into two halves of whole sequences); turn tp_overlap off or change it"));
   require(!p.tp_fused_sum || p.tp <= 2, "parallel.tp_fused_sum", "true",
           str("needs tp = 2 (the partial sums go between two ranks), not tp = ", p.tp, "; turn it off"));
-  require(!p.tp_fused_sum || p.tp == 1 || !p.sequence_parallel, "parallel.tp_fused_sum", "true",
-          "cannot be combined with parallel.sequence_parallel; turn one of them off");
   require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",
           "needs parallel.tp_fused_sum = true");
   const int64_t n_micro = t.global_batch_size / per_round;

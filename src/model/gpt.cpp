@@ -632,7 +632,6 @@ void GptStage::wait_replicated_sums() {
 
 void GptStage::set_tp_fused_sum(bool on) {
   fused_sum_ = on && g_.topo.tp() > 1;
-  TRIDENT_CHECK(!fused_sum_ || !sp_, "parallel.tp_fused_sum and parallel.sequence_parallel cannot be combined");
   choose_tp_strategy();
   if (!fused_sum_) return;
   // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).

@@ -111,23 +111,25 @@ class SequenceHalvesForward final : public TpForward {
       whole.fcg = a.fcg;
       return block_rows(whole, (2 * static_cast<size_t>(c) + h) * M, M, d, d.NHl);
     };
-    Request gather[2], sum[2];
+    Request gather[2];
+    TpSum sum[2];
     auto norm = [&](int h, int p) {
       const int i = p / 2;
       const BlockTensors& w = pass.weights(i);
       const BlockActs a = pass.acts(i);
       const TensorView x = own(pass.input(i), h, C), partial = share(half(partial_all, h), rank);
-      if (sum[h]) sum[h]->wait(st);
-      sum[h].reset();
+      const TensorView peer = sum[h].wait(st);
+      const PeerRelease release = sum[h].release_in_op();
       const TensorView all = half(p % 2 == 0 ? a.ln1 : a.ln2, h), out = share(all, rank);
       if (p % 2 == 1)
         add_norm_fwd_tp(be, shape, own(a.x2, h, C), out, own(a.ln2_mean, h, 1), own(a.ln2_rstd, h, 1), partial,
-                        TensorView{}, x, w.ln2_w, w.ln2_b, Mi, PeerRelease{});
+                        peer, x, w.ln2_w, w.ln2_b, Mi, release);
       else if (i == 0)
         norm_fwd(be, shape, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), x, w.ln1_w, w.ln1_b, Mi);
       else   // the previous block's output completed: its MLP branch's sums plus its x2
-        add_norm_fwd_tp(be, shape, x, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), partial, TensorView{},
-                        own(pass.saved(i - 1).x2, h, C), w.ln1_w, w.ln1_b, Mi, PeerRelease{});
+        add_norm_fwd_tp(be, shape, x, out, own(a.ln1_mean, h, 1), own(a.ln1_rstd, h, 1), partial, peer,
+                        own(pass.saved(i - 1).x2, h, C), w.ln1_w, w.ln1_b, Mi, release);
+      sum[h].done(st);
       const TensorView kept = p % 2 == 0 ? pass.saved(i).ln1 : pass.saved(i).ln2;
       if (!kept.empty()) be.copy(own(kept, h, C), out);
       gather[h] = comm.all_gather_async(all.data, M * C, act, st);
@@ -162,9 +164,10 @@ class SequenceHalvesForward final : public TpForward {
           be.matmul_fwd(share(partial, c), part.fcg, w.fcproj_w, shape.bias_here ? w.fcproj_b : TensorView{}, Mi,
                         FA, Ci);
       }
-      sum[h] = comm.reduce_scatter_async(partial.data, M * C, act, st);
+      sum[h] = tp_.start_row_sum(partial, M);
     };
-    // Every GEMM here runs beside one of the other half's collectives.
+    // Every GEMM here runs beside one of the other half's collectives (the margin is 0 where fused
+    // sums move them by copy engine).
     be.set_gemm_sm_margin(tp_.margin_beside_sums());
     for (int p = 0; p < n_parts; ++p) {
       const bool block_start = p % 2 == 0, out_first = p > 0 && block_start && pass.need_ends_use();
@@ -181,8 +184,10 @@ class SequenceHalvesForward final : public TpForward {
     // The last block completes its own output (the others' is added by the next block's LN1).
     const BlockActs& last = pass.saved(pass.n_blocks() - 1);
     for (int h = 0; h < 2; ++h) {
-      sum[h]->wait(st);
-      be.add(own(last.x3, h, C), share(half(partial_all, h), rank), own(last.x2, h, C));
+      const TensorView mine = share(half(partial_all, h), rank), peer = sum[h].wait(st);
+      if (!peer.empty()) be.add(mine, mine, peer);   // the pair's sum, rounded as the reduce-scatter's
+      sum[h].done(st);
+      be.add(own(last.x3, h, C), mine, own(last.x2, h, C));
     }
     be.set_gemm_sm_margin(0);
     return last.x3;

@@ -17,6 +17,10 @@ Request TpStrategy::sum_over_tp(TensorView v) { return reduce_from_tp_region_fwd
 
 TpSum TpStrategy::start_sum(TensorView v) { return TpSum::start(tp_, v, false, be_.stream()); }
 
+TpSum TpStrategy::start_row_sum(TensorView v, size_t rows) {
+  return TpSum(tp_.reduce_scatter_async(v.data, rows * C_, v.dtype, be_.stream()));
+}
+
 void TpStrategy::mlp_out_backward(Request& gather, const std::function<void(const RowView&, int)>& op) {
   finish_grad_gather(gather);
   op([](TensorView v, size_t) { return v; }, N_);
@@ -138,17 +142,27 @@ class FusedTp final : public PlainTp {
 // adds fused into them) run on those rows, their outputs are all-gathered for the
 // column-parallel GEMMs, and the row-parallel GEMMs' partial sums are reduce-scattered into own
 // rows of pass.partial(), which the next norm adds to the residual. The bytes moved equal those
-// of the all-reduces they replace.
+// of the all-reduces they replace. With parallel.tp_fused_sum (tp = 2) the pair's reduce-scatter
+// is the split norm backward's exchange, forward and backward: each rank sends the other rank's
+// rows of a partial on the copy engines and the norm of its own rows adds the other's partial of
+// them (the reduce-scatter's sum, so the same bits); its all-gathers go over the copy engines too
+// (NcclComm's pair gather), so no collective of the pass takes an SM.
 class SequenceTp final : public TpStrategy {
  public:
-  using TpStrategy::TpStrategy;
+  SequenceTp(Backend& be, Comm& tp, int tp_rank, int rows, int C, const TpOptions& o)
+      : TpStrategy(be, tp, tp_rank, rows, C, o, true), fused_(o.fused_sum) {}
   bool own_rows_forward() const override { return true; }
 
   Request sum_over_tp(TensorView v) override {
     return tp_.reduce_scatter_async(v.data, rows_ * C_, v.dtype, be_.stream());
   }
   void gather_rows(TensorView v) override { tp_.all_gather(v.data, rows_ * C_, v.dtype, be_.stream()); }
-  TpSum start_sum(TensorView v) override { return TpSum(sum_over_tp(v)); }
+  TpSum start_sum(TensorView v) override { return start_row_sum(v, rows_); }
+  TpSum start_row_sum(TensorView v, size_t rows) override {
+    if (!fused_) return TpStrategy::start_row_sum(v, rows);
+    return TpSum::start(tp_, v.slice((rank_ == 0 ? rows : 0) * C_, rows * C_), true, be_.stream());
+  }
+  int margin_beside_sums() const override { return fused_ ? 0 : margin_; }
 
   TensorView forward(BlockPass& pass) override {
     const int B = pass.micro_batch();
@@ -156,6 +170,7 @@ class SequenceTp final : public TpStrategy {
     const TensorView partial = pass.partial();
     Stream st = be_.stream();
     TensorView x = pass.input(0), pending;
+    TpSum x_sum;   // the previous block's MLP branch, summed into own rows of the partial
     for (int i = 0; i < pass.n_blocks(); ++i) {
       const bool last = i + 1 == pass.n_blocks();
       const BlockActs a = pass.acts(i);
@@ -166,16 +181,21 @@ class SequenceTp final : public TpStrategy {
         pass.prefetch_after(i);
         pass.attend(acts, B, 0);
       };
-      attention_fwd(pass, i, a, x, pending, attention);
+      TpSum x2_sum = attention_fwd(pass, i, a, x, pending, x_sum, attention);
       if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
-      mlp_in_fwd(pass, i, a, x);
+      mlp_in_fwd(pass, i, a, x, x2_sum);
       if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
       be_.matmul_fwd(partial, a.fcg, w.fcproj_w, bias_here ? w.fcproj_b : TensorView{}, N_,
                      static_cast<int>(pass.dims().fc_act), C_);
-      sum_over_tp(partial)->wait(st);
+      x_sum = start_sum(partial);
       // Each block's output add is fused into the next block's first norm (the last block of the
       // stage completes its own).
-      if (last) be_.add(a.x3, my_rows(partial, C_), a.x2);
+      if (last) {
+        const TensorView own = my_rows(partial, C_), peer = x_sum.wait(st);
+        if (!peer.empty()) be_.add(own, own, peer);   // the pair's sum, rounded as the reduce-scatter's
+        x_sum.done(st);
+        be_.add(a.x3, own, a.x2);
+      }
       x = a.x3;
       pending = last ? TensorView{} : a.x2;
     }
@@ -185,17 +205,18 @@ class SequenceTp final : public TpStrategy {
   void recompute(BlockPass& pass, int i, const BlockActs& a, TensorView x) override {
     const int B = pass.micro_batch();
     auto attention = [&](const BlockActs& acts) { pass.attend(acts, B, 0); };
-    attention_fwd(pass, i, a, x, TensorView{}, attention);
-    mlp_in_fwd(pass, i, a, x);
+    TpSum x_sum;
+    TpSum x2_sum = attention_fwd(pass, i, a, x, TensorView{}, x_sum, attention);
+    mlp_in_fwd(pass, i, a, x, x2_sum);
   }
 
   // The sum of dln is a reduce-scatter into own rows beside the GEMMs that read dres; the
   // all-gather of the updated dres rows (which the next GEMMs read whole) beside the other GEMM:
-  // both NCCL kernels that the margin leaves SMs to.
+  // both NCCL kernels that the margin leaves SMs to, or with fused sums copy-engine transfers.
   void norm_backward(const NormBwdPart& part, TensorView dln, TensorView dres, Request& gather) override {
     Stream st = be_.stream();
     TpSum sum = start_sum(dln);
-    const bool margin = static_cast<bool>(sum);
+    const bool margin = sum && !fused_;
     if (margin) be_.set_gemm_sm_margin(margin_);
     part.reads_dres();
     if (margin) be_.set_gemm_sm_margin(0);
@@ -203,51 +224,61 @@ class SequenceTp final : public TpStrategy {
     part.norm_bwd(peer, sum.release_in_op());
     sum.done(st);
     start_grad_gather(gather, dres);
-    be_.set_gemm_sm_margin(margin_);
+    if (!fused_) be_.set_gemm_sm_margin(margin_);
     part.other();
-    be_.set_gemm_sm_margin(0);
+    if (!fused_) be_.set_gemm_sm_margin(0);
   }
 
  private:
   // The parts of a block's forward (as block_attention_fwd and block_mlp_in_fwd), a.ln1 and a.ln2
   // whole (N, C), a's residual rows this rank's. Attention: x completed, when `pending` is given,
-  // from the previous block's MLP branch (left reduced in the partial) and x2, fused with LN1 on
-  // own rows; LN1 gathered, qkv, attention, proj left reduced in the partial. MLP: a.x2 = that
-  // branch + x with LN2 on own rows, gathered, fc and activation.
-  void attention_fwd(BlockPass& pass, int i, const BlockActs& a, TensorView x, TensorView pending,
-                     const AttentionStep& attention) {
+  // from the previous block's MLP branch (x_sum: its sum into own rows of the partial, finished
+  // here) and x2, fused with LN1 on own rows; LN1 gathered, qkv, attention, proj into the
+  // partial, whose sum it returns started. MLP: a.x2 = that branch (x2_sum finished) + x with LN2
+  // on own rows, gathered, fc and activation.
+  TpSum attention_fwd(BlockPass& pass, int i, const BlockActs& a, TensorView x, TensorView pending, TpSum& x_sum,
+                      const AttentionStep& attention) {
     const BlockTensors& p = pass.weights(i);
     const int rows = own_row_count();
     const BlockShape shape = pass.shape(N_);
     const TensorView partial = pass.partial();
-    if (pending.empty())
+    Stream st = be_.stream();
+    if (pending.empty()) {
       norm_fwd(be_, shape, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, rows);
-    else
-      add_norm_fwd_tp(be_, shape, x, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, my_rows(partial, C_),
-                      TensorView{}, pending, p.ln1_w, p.ln1_b, rows, PeerRelease{});
+    } else {
+      const TensorView peer = x_sum.wait(st);
+      add_norm_fwd_tp(be_, shape, x, my_rows(a.ln1, C_), a.ln1_mean, a.ln1_rstd, my_rows(partial, C_), peer,
+                      pending, p.ln1_w, p.ln1_b, rows, x_sum.release_in_op());
+      x_sum.done(st);
+    }
     gather_rows(a.ln1);
     be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N_, C_, static_cast<int>(pass.dims().qkv));
     attention(a);
     be_.matmul_fwd(partial, a.atty, p.proj_w, shape.bias_here ? p.proj_b : TensorView{}, N_,
                    static_cast<int>(pass.dims().att), C_);
-    sum_over_tp(partial)->wait(be_.stream());
+    return start_sum(partial);
   }
 
-  void mlp_in_fwd(BlockPass& pass, int i, const BlockActs& a, TensorView x) {
+  void mlp_in_fwd(BlockPass& pass, int i, const BlockActs& a, TensorView x, TpSum& x2_sum) {
     const BlockTensors& p = pass.weights(i);
     const BlockShape shape = pass.shape(N_);
-    add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(pass.partial(), C_),
-                    TensorView{}, x, p.ln2_w, p.ln2_b, own_row_count(), PeerRelease{});
+    Stream st = be_.stream();
+    const TensorView peer = x2_sum.wait(st);
+    add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(pass.partial(), C_), peer,
+                    x, p.ln2_w, p.ln2_b, own_row_count(), x2_sum.release_in_op());
+    x2_sum.done(st);
     gather_rows(a.ln2);
     mlp_activation_fwd(be_, shape, p, a, a.ln2, N_);
   }
+
+  const bool fused_;   // parallel.tp_fused_sum: the pair's row sums as exchanged partials
 };
 
 }  // namespace
 
 std::unique_ptr<TpStrategy> make_tp_strategy(Backend& be, Comm& tp, int tp_rank, int rows, int C,
                                              const TpOptions& o) {
-  if (o.sequence_parallel) return std::make_unique<SequenceTp>(be, tp, tp_rank, rows, C, o, true);
+  if (o.sequence_parallel) return std::make_unique<SequenceTp>(be, tp, tp_rank, rows, C, o);
   if (o.fused_sum) return std::make_unique<FusedTp>(be, tp, tp_rank, rows, C, o, o.split_norm_bwd);
   return std::make_unique<PlainTp>(be, tp, tp_rank, rows, C, o, false);
 }

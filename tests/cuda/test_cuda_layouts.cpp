@@ -163,17 +163,19 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
   // ZeRO-1 case with the DP communicator capped at 8 CTAs (parallel.dp_comm_ctas); tp2 also
   // with sequence parallelism (alone and with tp_overlap), and with fused sums
   // (parallel.tp_fused_sum: copy-engine partials added by the LayerNorms), alone and with
-  // tp_overlap; those are also compared with plain tp2.
+  // tp_overlap; those are also compared with plain tp2, and fused sums under sequence parallelism
+  // with sequence parallelism's losses (bit for bit without tp_overlap).
   struct L {
     int tp, pp, zero;
     const char* schedule;
     bool tp_overlap = false, sp = false, fused = false, split = false;
   };
-  std::vector<double> plain_tp2;
+  std::vector<double> plain_tp2, sp_tp2[2];   // sp_tp2[tp_overlap]
   for (L l : {L{2, 1, 0, "1f1b"}, L{2, 1, 0, "1f1b", true}, L{2, 1, 0, "1f1b", false, true},
               L{2, 1, 0, "1f1b", true, true},
               L{2, 1, 0, "1f1b", false, false, true}, L{2, 1, 0, "1f1b", true, false, true},
-              L{2, 1, 0, "1f1b", true, false, true, true}, L{1, 2, 0, "1f1b"},
+              L{2, 1, 0, "1f1b", true, false, true, true}, L{2, 1, 0, "1f1b", false, true, true},
+              L{2, 1, 0, "1f1b", true, true, true}, L{1, 2, 0, "1f1b"},
               L{1, 2, 0, "gpipe"}, L{1, 1, 0, "1f1b"}, L{1, 1, 1, "1f1b"}}) {
     RunConfig c = config();
     c.parallel.tp = l.tp;
@@ -188,7 +190,7 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     if (l.zero) c.parallel.dp_comm_ctas = 8;
     const std::string name = str("tp", l.tp, " pp", l.pp, " dp", 2 / (l.tp * l.pp), " zero", l.zero, " ", l.schedule,
                                  l.split        ? " tp_overlap fused split LN bwd"
-                                 : l.fused      ? (l.tp_overlap ? " tp_overlap fused sums" : " fused sums")
+                                 : l.fused      ? str(l.sp ? " sp" : "", l.tp_overlap ? " tp_overlap" : "", " fused sums")
                                  : l.tp_overlap ? (l.sp ? " sp tp_overlap margin 8 ctas 8"
                                                         : " tp_overlap margin 8 ctas 8")
                                  : l.sp         ? " sequence parallel"
@@ -202,7 +204,15 @@ TEST(CudaLayouts, TwoGpuLayoutsMatchOneGpu) {
     std::printf("  %-24s losses %.4f -> %.4f, worst rel diff to 1 GPU %.2e\n", name.c_str(), got.front(), got.back(),
                 worst);
     if (l.tp == 2 && !l.tp_overlap && !l.sp && !l.fused) plain_tp2 = got;
-    if (l.fused && !l.split) {   // the split backward sums the LayerNorm gradients in another order
+    if (l.sp && !l.fused) sp_tp2[l.tp_overlap] = got;
+    if (l.sp && l.fused) {   // the pair's reduce-scatter as exchanged partials: the same sums
+      double to_sp = 0;
+      for (int s = 0; s < kSteps; ++s) to_sp = std::max(to_sp, std::fabs(got[s] - sp_tp2[l.tp_overlap][s]));
+      std::printf("    largest loss difference to sequence parallelism with NCCL: %.3e\n", to_sp);
+      // (With tp_overlap the NCCL run plans its GEMMs with an SM margin, which may change their bits.)
+      if (!l.tp_overlap) EXPECT_EQ(to_sp, 0.0) << "fused sums must round as the reduce-scatter does";
+    }
+    if (l.fused && !l.split && !l.sp) {   // the split backward sums the LayerNorm gradients in another order
       double to_plain = 0;
       for (int s = 0; s < kSteps; ++s) to_plain = std::max(to_plain, std::fabs(got[s] - plain_tp2[s]));
       std::printf("    largest loss difference to plain tp2: %.3e\n", to_plain);

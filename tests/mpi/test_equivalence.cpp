@@ -354,7 +354,8 @@ TEST(Equivalence, LlamaTpVariantsMatchPlainTp2) {
 // row, and the backward is the same: losses and weights are those of sequence parallelism alone
 // bit for bit. tp 2 (pp 1 and, on 4 ranks, pp 2 under 1F1B, and dp 2 under ZeRO-3, whose
 // parameters of a block are needed only once the previous block's last GEMM is queued) and tp 4
-// (8 sequences per micro-batch: two halves of every rank's two), GPT-2 and Llama.
+// (8 sequences per micro-batch: two halves of every rank's two), GPT-2 and Llama; at tp 2 also
+// with fused sums, alone and with tp_overlap.
 TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -375,15 +376,27 @@ TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
       cfg.parallel.sequence_parallel = true;
       const RunResult whole = train(cfg, MPI_COMM_WORLD);
       cfg.parallel.tp_overlap = true;
-      const RunResult halves = train(cfg, MPI_COMM_WORLD);
+      std::vector<std::pair<std::string, RunResult>> variants;
+      variants.emplace_back("tp_overlap", train(cfg, MPI_COMM_WORLD));
+      // With fused sums (tp 2) the row sums and gathers go over the pair's copy engines, the
+      // norms adding the other rank's partial of their rows: the reduce-scatter's sum, so the
+      // same bits again.
+      if (c.tp == 2) {
+        cfg.parallel.tp_fused_sum = true;
+        variants.emplace_back("tp_overlap + tp_fused_sum", train(cfg, MPI_COMM_WORLD));
+        cfg.parallel.tp_overlap = false;
+        variants.emplace_back("tp_fused_sum", train(cfg, MPI_COMM_WORLD));
+      }
       if (rank != 0) continue;
       const std::string name =
           str(model.model.arch, " dp", c.dp, " tp", c.tp, " pp", c.pp, " zero", c.zero, " B", c.micro_batch, " sp");
-      EXPECT_EQ(halves.losses, whole.losses) << name << ": tp_overlap changed the losses";
-      for (const auto& [tname, want] : whole.params.tensors)
-        EXPECT_EQ(halves.params.tensors.at(tname), want) << name << ", tp_overlap: " << tname;
-      std::printf("  %s tp_overlap: losses and weights bit-identical (%.1f vs %.1f ms/step)\n", name.c_str(),
-                  halves.ms_per_step, whole.ms_per_step);
+      for (const auto& [what, got] : variants) {
+        EXPECT_EQ(got.losses, whole.losses) << name << ": " << what << " changed the losses";
+        for (const auto& [tname, want] : whole.params.tensors)
+          EXPECT_EQ(got.params.tensors.at(tname), want) << name << ", " << what << ": " << tname;
+        std::printf("  %s %s: losses and weights bit-identical (%.1f vs %.1f ms/step)\n", name.c_str(), what.c_str(),
+                    got.ms_per_step, whole.ms_per_step);
+      }
     }
 }
 

@@ -308,8 +308,6 @@ TEST(Config, BadInputCases) {
                 "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
                4, {"parallel.sequence_parallel", "6 rows", "tp = 4"});
   expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true"}, 4, {"parallel.tp_fused_sum", "tp = 2", "tp = 4"});
-  expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true"}, 2,
-               {"parallel.tp_fused_sum", "parallel.sequence_parallel"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_split_layernorm_bwd", "true"}, 2,
                {"parallel.tp_split_layernorm_bwd", "parallel.tp_fused_sum"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.tp_split_layernorm_bwd", "true",

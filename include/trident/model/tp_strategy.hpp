@@ -111,6 +111,9 @@ class TpStrategy : public TpForward {
   virtual Request sum_over_tp(TensorView v);
   // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
   virtual void gather_rows(TensorView) {}
+  // Sequence parallelism's reduce-scatter of v, (tp x rows, C) partial sums, into this rank's
+  // rows [rank x rows, ...) of v, started (TpSum: the norm reading those rows finishes it).
+  virtual TpSum start_row_sum(TensorView v, size_t rows);
   // The SM margin of GEMMs that run beside a forward TP sum (none beside a copy-engine transfer).
   virtual int margin_beside_sums() const { return margin_; }
   // Recomputes block i's forward from its complete input x up to the MLP activation into a

@@ -355,7 +355,7 @@ TEST(Equivalence, LlamaTpVariantsMatchPlainTp2) {
 // bit for bit. tp 2 (pp 1 and, on 4 ranks, pp 2 under 1F1B, and dp 2 under ZeRO-3, whose
 // parameters of a block are needed only once the previous block's last GEMM is queued) and tp 4
 // (8 sequences per micro-batch: two halves of every rank's two), GPT-2 and Llama; at tp 2 also
-// with fused sums, alone and with tp_overlap.
+// with fused sums, alone, with tp_overlap and (pp 2) under zero_bubble.
 TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -386,6 +386,10 @@ TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
         variants.emplace_back("tp_overlap + tp_fused_sum", train(cfg, MPI_COMM_WORLD));
         cfg.parallel.tp_overlap = false;
         variants.emplace_back("tp_fused_sum", train(cfg, MPI_COMM_WORLD));
+        if (c.pp > 1) {   // the split backward's gathers and sums beside the deferred weight passes
+          cfg.parallel.schedule = "zero_bubble";
+          variants.emplace_back("tp_fused_sum zero_bubble", train(cfg, MPI_COMM_WORLD));
+        }
       }
       if (rank != 0) continue;
       const std::string name =

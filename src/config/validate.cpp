@@ -96,8 +96,10 @@ void validate_parallel(ParallelConfig& p, const ModelConfig& m, int world) {
           p.recompute_layers, str("must be between 0 (all blocks of a stage) and model.n_layer = ", m.n_layer));
   // The recomputed forward is the plain one or sequence parallelism's: the TP variants that
   // split a block's sums into halves or partials have no recompute yet.
-  require(p.recompute == "none" || p.tp == 1 || (!p.tp_overlap && !p.tp_fused_sum), "parallel.recompute",
-          p.recompute, "cannot be combined with parallel.tp_overlap or tp_fused_sum yet; turn those off");
+  require(p.recompute == "none" || p.tp == 1 || (!p.tp_overlap && (!p.tp_fused_sum || p.sequence_parallel)),
+          "parallel.recompute", p.recompute,
+          "cannot be combined with parallel.tp_overlap, nor with tp_fused_sum without sequence_parallel, yet; turn "
+          "those off");
   require(m.padded_vocab(p.tp) % p.tp == 0, "parallel.tp", p.tp, "must divide the padded vocabulary");
   require(m.n_layer % p.pp == 0, "parallel.pp", p.pp,
           str("must divide model.n_layer = ", m.n_layer, " (each stage holds n_layer/pp blocks)"));

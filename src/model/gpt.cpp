@@ -536,8 +536,8 @@ TensorView GptStage::forward_blocks(Slot& s) {
                     layout_.vocab_start(), layout_.vocab_local(), doc_starts());
     if (Request r = tp_->sum_over_tp(s.input)) r->wait(be_.stream());
   }
-  TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || fused_sum_),
-                "parallel.recompute has no tp_overlap or tp_fused_sum variant");
+  TRIDENT_CHECK(!recompute_.any() || !(tp_overlap_ || (fused_sum_ && !sp_)),
+                "parallel.recompute has no tp_overlap variant, nor a tp_fused_sum one without sequence parallelism");
   Pass pass(*this, s);
   return tp_overlap_fwd_ ? tp_overlap_fwd_->forward(pass) : tp_->forward(pass);
 }

@@ -249,6 +249,12 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
          c.parallel.sequence_parallel = true;
          c.parallel.recompute = "selective";
        }},
+      {"tp2 sp fused selective recompute",
+       [](RunConfig& c) {
+         c.parallel.tp = 2;
+         c.parallel.sequence_parallel = c.parallel.tp_fused_sum = true;
+         c.parallel.recompute = "selective";
+       }},
       {"tp2 tp_overlap",
        [](RunConfig& c) {
          c.parallel.tp = 2;
@@ -285,8 +291,10 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
       {"dp2 zero2", [](RunConfig& c) { c.parallel.zero = 2; }},
   };
   // The fused sums' layouts and the layouts that give their losses bit for bit.
-  const std::map<std::string, std::string> same_bits_as = {{"tp2 fused sums", "tp2"},
-                                                           {"tp2 tp_overlap fused sums", "tp2 tp_overlap"}};
+  const std::map<std::string, std::string> same_bits_as = {
+      {"tp2 fused sums", "tp2"},
+      {"tp2 tp_overlap fused sums", "tp2 tp_overlap"},
+      {"tp2 sp fused selective recompute", "tp2 sp selective recompute"}};
   std::map<std::string, std::vector<double>> losses;
   for (const L& l : layouts) {
     RunConfig c = llama_config();

@@ -410,7 +410,7 @@ void expect_recompute_changes_no_bit(RunConfig cfg, MPI_Comm comm, int rank,
                                      const std::vector<std::pair<const char*, int>>& modes) {
   const std::string where = str(cfg.model.arch, " tp", cfg.parallel.tp, " pp", cfg.parallel.pp, " ",
                                 cfg.parallel.schedule, cfg.parallel.virtual_stages > 1 ? " v2" : "",
-                                cfg.parallel.sequence_parallel ? " sp" : "");
+                                cfg.parallel.sequence_parallel ? " sp" : "", cfg.parallel.tp_fused_sum ? " fused" : "");
   const RunResult plain = train(cfg, comm);
   for (const auto& [mode, layers] : modes) {
     cfg.parallel.recompute = mode;
@@ -462,7 +462,8 @@ TEST(Equivalence, RecomputeChangesNoBit) {
 
 // The same under sequence parallelism (tp 2), whose slots keep only each rank's rows of the
 // residual stream and norm outputs: the norms redone on own rows, or those kept copied, and
-// gathered again in the backward; against sequence parallelism without recompute.
+// gathered again in the backward; against sequence parallelism without recompute, with NCCL-style
+// collectives and with fused sums.
 TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -471,6 +472,8 @@ TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
   for (RunConfig cfg : {base_config(), llama_config()}) {
     cfg.parallel.tp = 2;
     cfg.parallel.sequence_parallel = true;
+    expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});
+    cfg.parallel.tp_fused_sum = true;
     expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});
   }
 }

@@ -362,6 +362,8 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.recompute", "some"}, w, {"parallel.recompute = some", "none, selective or full"});
   expect_error({"--parallel.recompute", "selective", "--parallel.tp", "2", "--parallel.tp_overlap", "true"}, 2,
                {"parallel.recompute = selective", "tp_overlap"});
+  expect_error({"--parallel.recompute", "full", "--parallel.tp", "2", "--parallel.tp_fused_sum", "true"}, 2,
+               {"parallel.recompute = full", "tp_fused_sum without sequence_parallel"});
   expect_error({"--parallel.recompute_layers", "13"}, w, {"parallel.recompute_layers = 13", "model.n_layer = 12"});
 }
 

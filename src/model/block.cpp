@@ -67,7 +67,7 @@ TpSum block_forward(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
   TpSum x2_sum = block_attention_fwd(be, tp, p, a, x, x_sum, s, attention, pending);
   TpSum x3_sum = block_mlp_fwd(be, tp, p, a, x, x2_sum, s);
   if (!add_output) return x3_sum;
-  add_block_output(be, a, x3_sum);
+  add_block_output(be, a.x3, a.x3, x3_sum, a.x2);
   return TpSum{};
 }
 
@@ -108,12 +108,13 @@ TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
   return TpSum::start(tp, a.x3, s.fused_sum, st);
 }
 
-void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum) {
+void add_block_output(Backend& be, TensorView x3, TensorView partial, TpSum& sum, TensorView x2) {
   Stream st = be.stream();
-  const TensorView x3_peer = x3_sum.wait(st);
-  if (!x3_peer.empty()) be.add(a.x3, a.x3, x3_peer);   // the pair's sum, rounded as the all-reduce's
-  x3_sum.done(st);
-  be.add(a.x3, a.x3, a.x2);
+  const TensorView peer = sum.wait(st);
+  // The pair's sum, rounded before x2 is added, as the all-reduce or reduce-scatter leaves it.
+  if (!peer.empty()) be.add(partial, partial, peer);
+  sum.done(st);
+  be.add(x3, partial, x2);
 }
 
 BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, const BlockDims& d, size_t lse_per_row) {

@@ -53,7 +53,10 @@ class HalvesForward final : public TpForward {
     }
     // The last block completes its own output (the others' is added by the next block's LN1).
     const BlockActs& out = pass.saved(pass.n_blocks() - 1);
-    for (int h = 0; h < 2; ++h) add_block_output(be, block_rows(out, h * rows, rows, d, NHl), mlp_sum[h]);
+    for (int h = 0; h < 2; ++h) {
+      const BlockActs part = block_rows(out, h * rows, rows, d, NHl);
+      add_block_output(be, part.x3, part.x3, mlp_sum[h], part.x2);
+    }
     be.set_gemm_sm_margin(0);
     return out.x3;
   }
@@ -183,12 +186,8 @@ class SequenceHalvesForward final : public TpForward {
     out(1, n_parts - 1);
     // The last block completes its own output (the others' is added by the next block's LN1).
     const BlockActs& last = pass.saved(pass.n_blocks() - 1);
-    for (int h = 0; h < 2; ++h) {
-      const TensorView mine = share(half(partial_all, h), rank), peer = sum[h].wait(st);
-      if (!peer.empty()) be.add(mine, mine, peer);   // the pair's sum, rounded as the reduce-scatter's
-      sum[h].done(st);
-      be.add(own(last.x3, h, C), mine, own(last.x2, h, C));
-    }
+    for (int h = 0; h < 2; ++h)
+      add_block_output(be, own(last.x3, h, C), share(half(partial_all, h), rank), sum[h], own(last.x2, h, C));
     be.set_gemm_sm_margin(0);
     return last.x3;
   }

@@ -168,7 +168,6 @@ class SequenceTp final : public TpStrategy {
     const int B = pass.micro_batch();
     const bool bias_here = pass.shape(N_).bias_here;   // the row-parallel biases, once before the reduce-scatter
     const TensorView partial = pass.partial();
-    Stream st = be_.stream();
     TensorView x = pass.input(0), pending;
     TpSum x_sum;   // the previous block's MLP branch, summed into own rows of the partial
     for (int i = 0; i < pass.n_blocks(); ++i) {
@@ -190,12 +189,7 @@ class SequenceTp final : public TpStrategy {
       x_sum = start_sum(partial);
       // Each block's output add is fused into the next block's first norm (the last block of the
       // stage completes its own).
-      if (last) {
-        const TensorView own = my_rows(partial, C_), peer = x_sum.wait(st);
-        if (!peer.empty()) be_.add(own, own, peer);   // the pair's sum, rounded as the reduce-scatter's
-        x_sum.done(st);
-        be_.add(a.x3, own, a.x2);
-      }
+      if (last) add_block_output(be_, a.x3, my_rows(partial, C_), x_sum, a.x2);
       x = a.x3;
       pending = last ? TensorView{} : a.x2;
     }

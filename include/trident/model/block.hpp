@@ -119,8 +119,10 @@ TpSum block_mlp_fwd(Backend& be, Comm& tp, const BlockTensors& p, const BlockAct
 // block_mlp_fwd's start, and all that recomputing a block's activations needs of the MLP.
 void block_mlp_in_fwd(Backend& be, const BlockTensors& p, const BlockActs& a, TensorView x, TpSum& x2_sum,
                       const BlockShape& s);
-// x3 = x3 + x3_sum's partial + x2: the output add of a block whose x3 no next block completes.
-void add_block_output(Backend& be, const BlockActs& a, TpSum& x3_sum);
+// x3 = (partial + sum's other-rank partial, where the sum is fused) + x2, `sum` finished: the
+// output add of a block whose x3 no next block completes (partial the MLP branch, summed in place
+// by the sum: x3 itself, or under sequence parallelism this rank's rows of the partial buffer).
+void add_block_output(Backend& be, TensorView x3, TensorView partial, TpSum& sum, TensorView x2);
 // The activations of rows [row0, row0 + rows) of a block's (whole sequences: rows = b*T); lse
 // (B, NHl, T) by the same sequences (lse_per_row = NHl), empty where a has none.
 BlockActs block_rows(const BlockActs& a, size_t row0, size_t rows, const BlockDims& d, size_t lse_per_row);

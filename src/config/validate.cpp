@@ -148,8 +148,11 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
           "train.micro_batch_size", t.micro_batch_size,
           str("must divide by 2 x parallel.tp = ", 2 * p.tp, " with parallel.tp_overlap and sequence_parallel (each "
               "TP rank's rows are split into two halves of whole sequences); turn tp_overlap off or change it"));
-  require(!p.tp_fused_sum || p.tp <= 2, "parallel.tp_fused_sum", "true",
-          str("needs tp = 2 (the partial sums go between two ranks), not tp = ", p.tp, "; turn it off"));
+  require(!p.tp_fused_sum || p.tp <= 2 || p.sequence_parallel, "parallel.tp_fused_sum", "true",
+          str("needs parallel.sequence_parallel = true with tp = ", p.tp,
+              " (beyond two ranks the partial sums are exchanged by rows); turn one on or this off"));
+  require(!p.tp_split_layernorm_bwd || p.tp <= 2, "parallel.tp_split_layernorm_bwd", "true",
+          str("needs tp = 2, not tp = ", p.tp, " (sequence_parallel runs every norm on own rows); turn it off"));
   require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",
           "needs parallel.tp_fused_sum = true");
   const int64_t n_micro = t.global_batch_size / per_round;

@@ -634,9 +634,8 @@ void GptStage::set_tp_fused_sum(bool on) {
   fused_sum_ = on && g_.topo.tp() > 1;
   choose_tp_strategy();
   if (!fused_sum_) return;
-  // The largest partial: a LayerNorm input gradient of the whole micro-batch, (B*T, C).
   PairExchange* pair = g_.tp->pair_exchange();
-  const size_t max_bytes = static_cast<size_t>(B_) * T_ * C_ * dtype_size(be_.compute_dtype());
+  const size_t max_bytes = partial_slot_bytes(B_, T_, C_, g_.topo.tp(), be_.compute_dtype());
   const std::string why = pair ? pair->enable_partials(max_bytes)
                                : str("the ", g_.tp->name(), " communicator has no partial-sum exchange");
   if (!why.empty()) throw InputError(str("parallel.tp_fused_sum = true: ", why, "; set it to false"));

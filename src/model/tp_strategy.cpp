@@ -142,11 +142,12 @@ class FusedTp final : public PlainTp {
 // adds fused into them) run on those rows, their outputs are all-gathered for the
 // column-parallel GEMMs, and the row-parallel GEMMs' partial sums are reduce-scattered into own
 // rows of pass.partial(), which the next norm adds to the residual. The bytes moved equal those
-// of the all-reduces they replace. With parallel.tp_fused_sum (tp = 2) the pair's reduce-scatter
-// is the split norm backward's exchange, forward and backward: each rank sends the other rank's
-// rows of a partial on the copy engines and the norm of its own rows adds the other's partial of
-// them (the reduce-scatter's sum, so the same bits); its all-gathers go over the copy engines too
-// (NcclComm's pair gather), so no collective of the pass takes an SM.
+// of the all-reduces they replace. With parallel.tp_fused_sum the reduce-scatter is an exchange of
+// rows, forward and backward: each rank sends every other rank that rank's rows of a partial on
+// the copy engines, and the norm of its own rows adds the partials it received (with tp = 2 the
+// reduce-scatter's sum, so the same bits; with more ranks their partials are first added up in
+// rank order); its all-gathers go over the copy engines too (NcclComm's gathers over its pair
+// links), so no collective of the pass takes an SM.
 class SequenceTp final : public TpStrategy {
  public:
   SequenceTp(Backend& be, Comm& tp, int tp_rank, int rows, int C, const TpOptions& o)
@@ -160,7 +161,7 @@ class SequenceTp final : public TpStrategy {
   TpSum start_sum(TensorView v) override { return start_row_sum(v, rows_); }
   TpSum start_row_sum(TensorView v, size_t rows) override {
     if (!fused_) return TpStrategy::start_row_sum(v, rows);
-    return TpSum::start(tp_, v.slice((rank_ == 0 ? rows : 0) * C_, rows * C_), true, be_.stream());
+    return TpSum::start_rows(tp_, be_, v, rows * C_, be_.stream());
   }
   int margin_beside_sums() const override { return fused_ ? 0 : margin_; }
 

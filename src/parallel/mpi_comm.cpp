@@ -77,23 +77,33 @@ class MpiPartial : public PartialWork {
 }  // namespace
 
 std::string MpiComm::enable_partials(size_t max_bytes) {
-  if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; fused sums need exactly 2");
-  partial_slots_.assign(kPartialSlots, std::vector<char>(max_bytes));
-  slot_held_ = std::make_shared<std::vector<char>>(kPartialSlots, 0);
+  if (size_ < 2) return str("the ", name_, " group has one rank; fused sums need two or more");
+  partial_slots_.assign(size_, {});
+  partial_seq_.assign(size_, 0);
+  slot_held_.assign(size_, nullptr);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    partial_slots_[r].assign(kPartialSlots, std::vector<char>(max_bytes));
+    slot_held_[r] = std::make_shared<std::vector<char>>(kPartialSlots, 0);
+  }
   return "";
 }
 
-PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, Stream) {
-  const size_t bytes = partial_bytes(*this, count, t, partial_slots_.empty() ? 0 : partial_slots_[0].size());
-  const int k = static_cast<int>(partial_seq_++ % kPartialSlots);
-  TRIDENT_CHECK(!(*slot_held_)[k], str("partial-sum slot ", k, " reused before its partial was released"));
-  (*slot_held_)[k] = 1;
-  char* slot = partial_slots_[k].data();
+PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, int to, Stream) {
+  TRIDENT_CHECK(to >= 0 && to < size_ && to != rank_,
+                str("a partial sum sent to rank ", to, " of the ", name_, " group of ", size_, " from rank ", rank_));
+  const bool enabled = !partial_slots_.empty() && !partial_slots_[to].empty();
+  const size_t bytes = partial_bytes(*this, count, t, enabled ? partial_slots_[to][0].size() : 0);
+  const int k = static_cast<int>(partial_seq_[to]++ % kPartialSlots);
+  std::vector<char>& held = *slot_held_[to];
+  TRIDENT_CHECK(!held[k], str("partial-sum slot ", k, " of rank ", to, " reused before its partial was released"));
+  held[k] = 1;
+  char* slot = partial_slots_[to][k].data();
   std::vector<MPI_Request> reqs(2);
-  const int n = mpi_count(bytes, "a message"), peer = 1 - rank_;
-  MPI_CHECK(MPI_Irecv(slot, n, MPI_BYTE, peer, 1, comm_, &reqs[0]));
-  MPI_CHECK(MPI_Isend(buf, n, MPI_BYTE, peer, 1, comm_, &reqs[1]));
-  return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, slot_held_, k);
+  const int n = mpi_count(bytes, "a message");
+  MPI_CHECK(MPI_Irecv(slot, n, MPI_BYTE, to, 1, comm_, &reqs[0]));
+  MPI_CHECK(MPI_Isend(buf, n, MPI_BYTE, to, 1, comm_, &reqs[1]));
+  return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, slot_held_[to], k);
 }
 
 void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -88,9 +88,11 @@ MemoryEstimate stage_memory(const RunConfig& cfg, const Hardware& hw, int stage)
   if (PipelineExecutor::receives_into_inbox(plan)) e.activations += static_cast<double>(GptStage::inbox_bytes(m, B, act));
   e.activations += static_cast<double>(e.stashed) * GptStage::stash_bytes(m, st, p.tp, B, act, acts);
   e.scratch = static_cast<double>(GptStage::scratch_bytes(m, st, p.tp, B, act, acts));
-  // parallel.tp_fused_sum: the other rank's partials, up to (B*T, C) each (PairExchange::enable_partials).
-  if (p.tp_fused_sum && p.tp == 2)
-    e.scratch += static_cast<double>(kPartialSlots) * B * m.seq_len * m.n_embd * dtype_size(act);
+  // parallel.tp_fused_sum: the other ranks' partials, kPartialSlots slots from each
+  // (PairExchange::enable_partials).
+  if (p.tp_fused_sum && p.tp >= 2)
+    e.scratch += static_cast<double>(kPartialSlots) * (p.tp - 1) *
+                 static_cast<double>(GptStage::partial_slot_bytes(B, m.seq_len, m.n_embd, p.tp, act));
   // As the trainer allocates them: inputs, targets and document starts of every micro-batch of the
   // step (I32), its step statistics (f32), and the optimizer's piece tables of the DP rank with
   // the most (shard boundaries cut parameters into slightly different numbers of pieces).

@@ -1,7 +1,8 @@
 // Multi-GPU layouts (NCCL) against one GPU: tp2 (also with parallel.tp_overlap, with sequence
 // parallelism, with parallel.tp_fused_sum and with parallel.tp_split_layernorm_bwd), pp2 under
 // both schedules, dp2 with ZeRO 0 and 1 train 20 steps on the same global batches; losses must
-// agree within bf16 tolerance. Also one whole step of the CUDA backend against the CPU backend
+// agree within bf16 tolerance. On 4 GPUs (cuda_layouts_4gpu) tp 4 with sequence parallelism, with
+// and without fused sums. Also one whole step of the CUDA backend against the CPU backend
 // from the same initial weights, and generation with graph-replayed decode steps against without.
 #include <gtest/gtest.h>
 
@@ -323,6 +324,54 @@ TEST(CudaLayouts, LlamaTwoGpuLayoutsMatchOneGpu) {
                 got.back(), worst);
     EXPECT_LE(worst, kLayoutTol);
     EXPECT_LT(got.back(), got.front() - 1.0) << "loss does not fall";
+  }
+}
+
+// Sequence parallelism on 4 GPUs against 1 GPU, GPT-2 and Llama (its 2 key/value heads
+// replicated over the pairs of ranks): with NCCL's reduce-scatters and all-gathers, and with fused
+// sums (parallel.tp_fused_sum: each rank's rows of a partial sent to that rank over the pair links'
+// copy engines, the other ranks' partials added up in rank order, then by the norms), alone, with
+// tp_overlap and with selective recompute. Registered on 4 ranks (cuda_layouts_4gpu); where fewer
+// GPUs or ranks are there it skips.
+TEST(CudaLayouts, FourGpuSequenceParallelMatchesOneGpu) {
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (!have_gpus(1)) GTEST_SKIP() << "no GPU: CUDA tests skipped";
+  if (!have_gpus(4) || world != 4) GTEST_SKIP() << "needs 4 GPUs and 4 ranks (cuda_layouts_4gpu)";
+  for (const bool llama : {false, true}) {
+    const RunConfig base = llama ? llama_config() : config();
+    std::vector<double> ref;
+    if (rank == 0) ref = train(base, MPI_COMM_SELF, true, kSteps).losses;
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct L {
+      const char* name;
+      bool fused, overlap;
+      const char* recompute;
+    };
+    std::vector<double> sp;
+    for (const L& l : {L{"tp4 sp", false, false, "none"}, L{"tp4 sp fused sums", true, false, "none"},
+                       L{"tp4 sp tp_overlap fused sums", true, true, "none"},
+                       L{"tp4 sp fused selective recompute", true, false, "selective"}}) {
+      RunConfig c = base;
+      c.parallel.tp = 4;
+      c.parallel.sequence_parallel = true;
+      c.parallel.tp_fused_sum = l.fused;
+      c.parallel.tp_overlap = l.overlap;
+      c.parallel.recompute = l.recompute;
+      c.train.micro_batch_size = 8;   // tp_overlap halves each rank's rows: B divides by 2 x tp
+      SCOPED_TRACE(l.name);
+      std::vector<double> got = train(c, MPI_COMM_WORLD, true, kSteps).losses;
+      if (rank != 0) continue;
+      double worst = 0, to_sp = 0;
+      for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::fabs(got[s] - ref[s]) / ref[s]);
+      if (sp.empty()) sp = got;
+      for (int s = 0; s < kSteps; ++s) to_sp = std::max(to_sp, std::fabs(got[s] - sp[s]) / sp[s]);
+      std::printf("  %s %-34s losses %.4f -> %.4f, worst rel diff to 1 GPU %.2e, to tp4 sp %.2e\n",
+                  llama ? "llama" : "gpt2", l.name, got.front(), got.back(), worst, to_sp);
+      EXPECT_LE(worst, kLayoutTol);
+      EXPECT_LT(got.back(), got.front() - 1.0) << "loss does not fall";
+    }
   }
 }
 

@@ -24,6 +24,12 @@ add_test(NAME cuda_layouts COMMAND ${MPIEXEC_EXECUTABLE} -np 2 ${TRIDENT_MPIEXEC
          $<TARGET_FILE:cuda_layouts>)
 set_tests_properties(cuda_layouts PROPERTIES LABELS cuda ENVIRONMENT NCCL_NVLS_ENABLE=0
                      SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped")
+# The 4-GPU layouts (sequence parallelism with and without fused sums at tp 4): skipped, with
+# the message above, without GPUs, and with "needs 4 GPUs" where fewer are there.
+add_test(NAME cuda_layouts_4gpu COMMAND ${MPIEXEC_EXECUTABLE} -np 4 ${TRIDENT_MPIEXEC_FLAGS} -x NCCL_NVLS_ENABLE=0
+         $<TARGET_FILE:cuda_layouts> --gtest_filter=CudaLayouts.FourGpu*)
+set_tests_properties(cuda_layouts_4gpu PROPERTIES LABELS cuda ENVIRONMENT NCCL_NVLS_ENABLE=0
+                     SKIP_REGULAR_EXPRESSION "no GPU: CUDA tests skipped;needs 4 GPUs")
 
 if(TRIDENT_TEST_HOOKS)
   add_test(NAME cuda_launch_checks COMMAND ${CMAKE_CURRENT_LIST_DIR}/launch_checks.sh $<TARGET_FILE:trident>

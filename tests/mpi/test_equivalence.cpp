@@ -378,7 +378,7 @@ TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
       cfg.parallel.tp_overlap = true;
       std::vector<std::pair<std::string, RunResult>> variants;
       variants.emplace_back("tp_overlap", train(cfg, MPI_COMM_WORLD));
-      // With fused sums (tp 2) the row sums and gathers go over the pair's copy engines, the
+      // With fused sums (tp 2) the row sums and gathers go over the pair's link, the
       // norms adding the other rank's partial of their rows: the reduce-scatter's sum, so the
       // same bits again.
       if (c.tp == 2) {
@@ -391,6 +391,17 @@ TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
           variants.emplace_back("tp_fused_sum zero_bubble", train(cfg, MPI_COMM_WORLD));
         }
       }
+      // Beyond two ranks the fused row sums add the other ranks' partials in rank order before the
+      // norm adds them to its own: another order than the reduce-scatter's, so held to the
+      // reduce-scatter's run within kTol; with tp_overlap the halves sum in that same order, so
+      // the same bits as without it.
+      RunResult fused, fused_halves;
+      if (c.tp > 2) {
+        cfg.parallel.tp_fused_sum = true;
+        fused_halves = train(cfg, MPI_COMM_WORLD);
+        cfg.parallel.tp_overlap = false;
+        fused = train(cfg, MPI_COMM_WORLD);
+      }
       if (rank != 0) continue;
       const std::string name =
           str(model.model.arch, " dp", c.dp, " tp", c.tp, " pp", c.pp, " zero", c.zero, " B", c.micro_batch, " sp");
@@ -401,6 +412,18 @@ TEST(Equivalence, SequenceParallelTpOverlapChangesNoBit) {
         std::printf("  %s %s: losses and weights bit-identical (%.1f vs %.1f ms/step)\n", name.c_str(), what.c_str(),
                     got.ms_per_step, whole.ms_per_step);
       }
+      if (fused.losses.empty()) continue;
+      std::string worst_tensor;
+      const double loss_err = loss_error(fused, whole), weight_err = weight_error(fused, whole, &worst_tensor);
+      EXPECT_LE(loss_err, kTol) << name << " tp_fused_sum: losses";
+      EXPECT_LE(weight_err, kTol) << name << " tp_fused_sum: weights, worst tensor " << worst_tensor;
+      EXPECT_LE(fused.params.max_replica_diff, 1e-6) << name << " tp_fused_sum: replicas";
+      EXPECT_EQ(fused_halves.losses, fused.losses) << name << " tp_overlap + tp_fused_sum changed the losses";
+      for (const auto& [tname, want] : fused.params.tensors)
+        EXPECT_EQ(fused_halves.params.tensors.at(tname), want) << name << " tp_overlap + tp_fused_sum: " << tname;
+      std::printf("  %s tp_fused_sum: loss rel err %.2e  weight rel err %.2e (%s) against the reduce-scatter; "
+                  "with tp_overlap bit-identical\n",
+                  name.c_str(), loss_err, weight_err, worst_tensor.c_str());
     }
 }
 
@@ -468,10 +491,16 @@ TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (world != 2) GTEST_SKIP() << "runs on 2 ranks";
+  if (world != 2 && world != 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
   for (RunConfig cfg : {base_config(), llama_config()}) {
-    cfg.parallel.tp = 2;
+    cfg.parallel.tp = world;
     cfg.parallel.sequence_parallel = true;
+    if (world == 4) {   // the fused row sums over four ranks (partials added up in rank order)
+      cfg.train.micro_batch_size = 8;
+      cfg.parallel.tp_fused_sum = true;
+      expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"selective", 1}});
+      continue;
+    }
     expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});
     cfg.parallel.tp_fused_sum = true;
     expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"full", 0}, {"selective", 1}});

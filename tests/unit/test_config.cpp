@@ -307,7 +307,13 @@ TEST(Config, BadInputCases) {
   expect_error({"--parallel.tp", "4", "--parallel.sequence_parallel", "true", "--model.seq_len", "3",
                 "--train.micro_batch_size", "2", "--train.global_batch_size", "2"},
                4, {"parallel.sequence_parallel", "6 rows", "tp = 4"});
-  expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true"}, 4, {"parallel.tp_fused_sum", "tp = 2", "tp = 4"});
+  expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true"}, 4,
+               {"parallel.tp_fused_sum", "parallel.sequence_parallel = true", "tp = 4"});
+  EXPECT_NO_THROW(parse({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true"},
+                        4));
+  expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true",
+                "--parallel.tp_split_layernorm_bwd", "true"},
+               4, {"parallel.tp_split_layernorm_bwd", "needs tp = 2", "tp = 4"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_split_layernorm_bwd", "true"}, 2,
                {"parallel.tp_split_layernorm_bwd", "parallel.tp_fused_sum"});
   expect_error({"--parallel.tp", "2", "--parallel.tp_fused_sum", "true", "--parallel.tp_split_layernorm_bwd", "true",
@@ -347,13 +353,13 @@ TEST(Config, BadInputCases) {
   expect_error(with({{"--model.n_embd", "90"}}), w,
                {"model.n_embd", "15", "even"});
   // The fused TP sums (RMSNorm kernels add the partials), alone and with the split backward, on
-  // tp 2 only, as for gpt2.
+  // tp 2, beyond it with sequence parallelism only, as for gpt2.
   EXPECT_NO_THROW(parse(with({{"--parallel.tp", "2"}, {"--parallel.tp_fused_sum", "true"},
                               {"--parallel.tp_split_layernorm_bwd", "true"}, {"--parallel.tp_overlap", "true"},
                               {"--train.micro_batch_size", "2"}}),
                         2));
   expect_error(with({{"--parallel.tp", "6"}, {"--parallel.tp_fused_sum", "true"}}), 6,
-               {"parallel.tp_fused_sum", "tp = 2", "tp = 6"});
+               {"parallel.tp_fused_sum", "sequence_parallel", "tp = 6"});
   expect_error({"--model.ffn_hidden_size", "100"}, w, {"model.ffn_hidden_size = 100", "needs model.arch = llama"});
   expect_error({"--model.tie_embeddings", "false"}, w, {"model.tie_embeddings", "needs model.arch = llama"});
   expect_error({"--model.tie_embeddings", "maybe"}, w, {"model.tie_embeddings", "true, false or auto"});

@@ -153,6 +153,13 @@ class GptStage {
   // slot cannot hold in its dead activations (none without recompute and sequence parallelism).
   static size_t stash_bytes(const ModelConfig& m, const StageInfo& st, int tp, int micro_batch, DType act,
                             const ActivationOptions& acts = {});
+  // Bytes of one slot of the fused TP sums (parallel.tp_fused_sum; PairExchange::enable_partials
+  // reserves kPartialSlots of them per other rank): with tp = 2 a whole (B*T, C) partial (a
+  // LayerNorm input gradient of the micro-batch), beyond (sequence parallelism) one rank's rows.
+  static size_t partial_slot_bytes(int micro_batch, int seq_len, int C, int tp, DType act) {
+    const size_t whole = static_cast<size_t>(micro_batch) * seq_len * C * dtype_size(act);
+    return tp <= 2 ? whole : whole / static_cast<size_t>(tp);
+  }
   // Bytes of the receive inbox (ActivationOptions::recv_inbox): one (B, T, C) activation.
   static size_t inbox_bytes(const ModelConfig& m, int micro_batch, DType act);
   // Bytes of this stage's activation slots and weight-gradient stashes, all of them (what the

@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "trident/backend/peer_ops.hpp"
 #include "trident/core/tensor.hpp"
@@ -24,10 +25,11 @@ inline Request reduce_from_tp_region_fwd_async(Comm& tp, TensorView x, Stream s)
   return tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
 }
 
-// A TP sum of partials x in flight, for an op that can add the other rank's partial itself
-// (PeerOps::add_layernorm_fwd's a_peer, layernorm_bwd's dout_peer). Either x is all-reduced in
-// place, or, with parallel.tp_fused_sum (tp = 2), this rank's partial is sent to the other
-// (PairExchange) and wait() returns the other's for the reading op to add. Usage:
+// A TP sum of partials x in flight, for an op that can add the other ranks' partial itself
+// (PeerOps::add_layernorm_fwd's a_peer, layernorm_bwd's dout_peer). Either x is all-reduced (or
+// reduce-scattered) in place, or, with parallel.tp_fused_sum, this rank's partials are sent to the
+// ranks that sum them (PairExchange) and wait() returns the sum of the partials the other ranks
+// sent this rank, for the reading op to add to its own. Usage:
 //   TpSum sum = TpSum::start(tp, x, fused, s);  ... other work ...
 //   TensorView peer = sum.wait(s);   // empty: x holds the sum
 //   op(x, peer, ...);  sum.done(s);
@@ -36,24 +38,25 @@ class TpSum {
   TpSum() = default;
   explicit TpSum(Request reduce) : reduce_(std::move(reduce)) {}   // a sum that completes x in place
   TpSum(TpSum&&) = default;
-  // A sum dropped before done() would leave the other rank waiting for a slot: fatal.
+  // A sum dropped before done() would leave the other ranks waiting for a slot: fatal.
   TpSum& operator=(TpSum&& o) noexcept {
     check_done();
     reduce_ = std::move(o.reduce_);
-    partial_ = std::move(o.partial_);
+    partials_ = std::move(o.partials_);
     x_ = o.x_;
+    be_ = o.be_;
     released_in_op_ = o.released_in_op_;
     return *this;
   }
   ~TpSum() { check_done(); }
 
+  // The sum of x over a group of two: all-reduced in place, or fused (the whole x to the other rank).
   static TpSum start(Comm& tp, TensorView x, bool fused, Stream s) {
     TpSum sum;
     if (tp.size() == 1) return sum;
     if (fused) {
-      PairExchange* pair = tp.pair_exchange();
-      TRIDENT_CHECK(pair, str("a fused sum on the ", tp.name(), " communicator, which has no pair exchange"));
-      sum.partial_ = pair->send_partial_async(x.data, x.numel, x.dtype, s);
+      TRIDENT_CHECK(tp.size() == 2, str("a fused sum of a whole buffer over the ", tp.size(), " ranks of ", tp.name()));
+      sum.partials_.push_back(exchange(tp).send_partial_async(x.data, x.numel, x.dtype, 1 - tp.rank(), s));
       sum.x_ = x;
     } else {
       sum.reduce_ = tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
@@ -61,44 +64,76 @@ class TpSum {
     return sum;
   }
 
-  explicit operator bool() const { return reduce_ || partial_; }
+  // The fused sum of rows: x holds one block of `block` elements per rank of tp, block r summed by
+  // rank r; this rank sends every other rank its block, and wait() returns the sum of the other
+  // ranks' partials of this rank's block (with more than two ranks added up by be, in rank order).
+  static TpSum start_rows(Comm& tp, Backend& be, TensorView x, size_t block, Stream s) {
+    TpSum sum;
+    if (tp.size() == 1) return sum;
+    PairExchange& ex = exchange(tp);
+    for (int r = 0; r < tp.size(); ++r) {
+      if (r == tp.rank()) continue;
+      const TensorView part = x.slice(static_cast<size_t>(r) * block, block);
+      sum.partials_.push_back(ex.send_partial_async(part.data, part.numel, part.dtype, r, s));
+    }
+    sum.x_ = x.slice(static_cast<size_t>(tp.rank()) * block, block);
+    sum.be_ = &be;
+    return sum;
+  }
 
-  // Orders s after the sum; the other rank's partial of x to add, or empty when x holds the sum.
-  // x itself may be overwritten after this.
+  explicit operator bool() const { return reduce_ || !partials_.empty(); }
+
+  // Orders s after the sum; the other ranks' partial of x to add, or empty when x holds the sum.
+  // x itself may be overwritten after this. With several partials the first one's slot receives
+  // their sum (each add rounded to act), and the others are released.
   TensorView wait(Stream s) {
     if (reduce_) reduce_->wait(s);
-    if (!partial_) return TensorView{};
-    partial_->wait(s);
-    return TensorView(const_cast<void*>(partial_->peer()), x_.dtype, x_.numel);
+    if (partials_.empty()) return TensorView{};
+    for (PartialRequest& p : partials_) p->wait(s);
+    const TensorView first(const_cast<void*>(partials_[0]->peer()), x_.dtype, x_.numel);
+    for (size_t i = 1; i < partials_.size(); ++i) {
+      be_->add(first, first, TensorView(const_cast<void*>(partials_[i]->peer()), x_.dtype, x_.numel));
+      partials_[i]->release(s);
+    }
+    partials_.resize(1);
+    return first;
   }
 
   // For the one op that reads wait()'s partial, where it can free the partial itself (a fused
   // sum on GPUs): pass this to it, and done() then only closes the sum. Empty otherwise.
   PeerRelease release_in_op() {
-    if (!partial_) return {};
-    PeerRelease r = partial_->device_release();
+    if (partials_.empty()) return {};
+    PeerRelease r = partials_[0]->device_release();
     released_in_op_ = static_cast<bool>(r);
     return r;
   }
 
   // After the ops that read wait()'s partial are queued on s.
   void done(Stream s) {
-    if (partial_ && !released_in_op_) partial_->release(s);
-    partial_.reset();
+    if (!partials_.empty() && !released_in_op_)
+      for (PartialRequest& p : partials_) p->release(s);
+    partials_.clear();
     reduce_.reset();
     released_in_op_ = false;
   }
 
  private:
+  static PairExchange& exchange(Comm& tp) {
+    PairExchange* ex = tp.pair_exchange();
+    TRIDENT_CHECK(ex, str("a fused sum on the ", tp.name(), " communicator, which has no pair exchange"));
+    return *ex;
+  }
+
   void check_done() const {
-    if ((reduce_ || partial_) && std::uncaught_exceptions() == 0)
-      TRIDENT_FATAL("a TP sum was dropped before done(): the other rank would wait for it");
+    if ((reduce_ || !partials_.empty()) && std::uncaught_exceptions() == 0)
+      TRIDENT_FATAL("a TP sum was dropped before done(): the other ranks would wait for it");
   }
 
   Request reduce_;
-  PartialRequest partial_;
-  TensorView x_;
-  bool released_in_op_ = false;   // release_in_op() handed the release to an op
+  std::vector<PartialRequest> partials_;   // one per other rank of a fused sum, by rank
+  TensorView x_;                           // this rank's partial (its block of a row sum)
+  Backend* be_ = nullptr;                  // adds the partials of a row sum over more than two ranks
+  bool released_in_op_ = false;            // release_in_op() handed the release to an op
 };
 
 // The norm ops that read a TP sum (LayerNorm, and RMSNorm for Llama), given TpSum::wait's partial

@@ -51,8 +51,8 @@ class Comm {
   virtual Request exchange_async(const std::vector<P2POp>& ops, Stream s) = 0;
   virtual void barrier() = 0;
 
-  // The two-rank fused TP sums' operations (pair_exchange.hpp), or null where this communicator
-  // has none.
+  // The fused TP sums' operations between the pairs of ranks of this group (pair_exchange.hpp), or
+  // null where this communicator has none.
   virtual PairExchange* pair_exchange() { return nullptr; }
 
   void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream s) {

@@ -31,18 +31,19 @@ class MpiComm : public Comm, public PairExchange {
   PairExchange* pair_exchange() override { return this; }
 
   std::string enable_partials(size_t max_bytes) override;
-  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override;
+  PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) override;
 
  private:
   MPI_Comm comm_;
   std::string name_;
   double timeout_s_;
   int rank_ = 0, size_ = 1;
-  // Fused sums: the other rank's partials land in a ring of slots; slot_held_[k] while slot k's
-  // partial is unreleased (a send that would reuse it is a bug).
-  std::vector<std::vector<char>> partial_slots_;
-  long partial_seq_ = 0;
-  std::shared_ptr<std::vector<char>> slot_held_;
+  // Fused sums: each other rank's partials land in a ring of slots of their own (by that rank);
+  // slot_held_[r][k] while slot k's partial from rank r is unreleased (a send that would reuse it
+  // is a bug).
+  std::vector<std::vector<std::vector<char>>> partial_slots_;
+  std::vector<long> partial_seq_;
+  std::vector<std::shared_ptr<std::vector<char>>> slot_held_;
 };
 
 // Aborts every rank of MPI_COMM_WORLD; registered as core's abort hook.

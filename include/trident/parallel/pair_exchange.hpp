@@ -1,6 +1,6 @@
-// PairExchange: the operations of the two-rank fast path, an optional extension of a Comm
-// (Comm::pair_exchange(), null where a communicator has none). Only that path uses it: fused TP
-// sums (parallel.tp_fused_sum).
+// PairExchange: the operations of the fast path between the pairs of ranks of a group inside one
+// node, an optional extension of a Comm (Comm::pair_exchange(), null where a communicator has
+// none). Only that path uses it: fused TP sums (parallel.tp_fused_sum).
 #pragma once
 
 #include <memory>
@@ -11,11 +11,12 @@
 
 namespace trident {
 
-// Partial sums of the other rank a PairExchange holds at once (enable_partials reserves this many).
+// Partial sums from each other rank a PairExchange holds at once (enable_partials reserves this
+// many per other rank).
 constexpr int kPartialSlots = 4;
 
-// A partial sum sent to the other rank of a pair (PairExchange::send_partial_async). wait(s)
-// orders s after the other rank's partial has arrived; it is then readable at peer() by the ops
+// A partial sum sent to another rank of the group (PairExchange::send_partial_async). wait(s)
+// orders s after that rank's partial has arrived; it is then readable at peer() by the ops
 // queued on s, until release(s), queued after the last of them, lets the other rank reuse the
 // space. Instead of release(s), the one op that reads it may free it itself where
 // device_release() is not empty (a PeerOps op's PeerRelease).
@@ -31,15 +32,18 @@ class PairExchange {
  public:
   virtual ~PairExchange() = default;
 
-  // Fused sums for groups of two ranks (parallel.tp_fused_sum): instead of all-reducing a
-  // buffer of partial sums in place, each rank sends its partial to the other and the op that
-  // reads the sum adds the two (a + b rounds the same on both ranks, so replicas stay equal).
-  // enable_partials is collective and called once: it reserves room for partials of up to
-  // max_bytes and returns "" or, on every rank, why this group cannot (then nothing changed).
+  // Fused sums (parallel.tp_fused_sum): instead of all-reducing (or reduce-scattering) a buffer of
+  // partial sums, each rank sends its partial of a block of rows to the rank that sums that block,
+  // and the op that reads the sum adds the partials it received (with two ranks a + b rounds the
+  // same on both, so replicas stay equal). enable_partials is collective and called once: it
+  // reserves room for partials of up to max_bytes from each other rank and returns "" or, on every
+  // rank, why this group cannot (then nothing changed).
   virtual std::string enable_partials(size_t max_bytes) = 0;
-  // Sends `count` elements at buf (after the work queued on s) to the other rank; buf may be
-  // reused once the request's wait(s) has been queued. Needs enable_partials first.
-  virtual PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) = 0;
+  // Sends `count` elements at buf (after the work queued on s) to rank `to` of the group; the
+  // request holds the partial `to` sends this rank in return (the same call on `to`: partials
+  // between two ranks pair up in the order of their sends). buf may be reused once the request's
+  // wait(s) has been queued. Needs enable_partials first.
+  virtual PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) = 0;
 };
 
 // For send_partial_async: the partial's size in bytes, checked against the slots that

@@ -249,7 +249,12 @@ class NcclComm : public Comm, public PairExchange {
   }
 
   ~NcclComm() override {
-    link_.reset();
+    // In increasing partner order on every rank: each link's teardown is collective over its pair,
+    // and that order lets the lowest pair still waited on always finish.
+    for (std::unique_ptr<PeerLink>& link : links_) link.reset();
+    for (MPI_Comm& pair : pair_comms_) MPI_Comm_free(&pair);
+    for (cudaEvent_t e : gathered_) cudaEventDestroy(e);
+    if (join_) cudaStreamDestroy(join_);
     Watchdog::instance().remove_comm(comm_);
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
@@ -278,10 +283,20 @@ class NcclComm : public Comm, public PairExchange {
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
     const size_t bytes = count * dtype_size(t);
-    if (link_ && bytes <= link_->slot_bytes()) {   // a pair with fused sums: by the copy engines
+    if (!links_.empty() && bytes <= slot_bytes_) {   // fused sums inside a node: by the copy engines
       std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " all-gather ", count));
-      link_->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, static_cast<cudaStream_t>(s.handle),
-                    p->done);
+      const cudaStream_t stream = static_cast<cudaStream_t>(s.handle);
+      if (size_ == 2) {
+        links_[1 - rank_]->gather(base + rank_ * bytes, base + (1 - rank_) * bytes, bytes, stream, p->done);
+      } else {
+        // Each pair's copies on its own link (copy stream), joined into one event.
+        for (int r = 0; r < size_; ++r) {
+          if (r == rank_) continue;
+          links_[r]->gather(base + rank_ * bytes, base + r * bytes, bytes, stream, gathered_[r]);
+          CUDA_HOST_CHECK(cudaStreamWaitEvent(join_, gathered_[r], 0));
+        }
+        CUDA_HOST_CHECK(cudaEventRecord(p->done, join_));
+      }
       Watchdog::instance().watch(p);
       return std::make_unique<NcclWork>(std::move(p));
     }
@@ -310,50 +325,79 @@ class NcclComm : public Comm, public PairExchange {
   void barrier() override { MPI_Barrier(mpi_); }
   PairExchange* pair_exchange() override { return this; }
 
+  // One PeerLink per pair of the group's ranks, each over a communicator of that pair (made in the
+  // same order on every rank: each split is collective over the group, each link over its pair).
   std::string enable_partials(size_t max_bytes) override {
-    const std::string why = pair_problem("fused sums");
+    const std::string why = group_problem("fused sums");
     if (!why.empty()) return why;
-    link_ = std::make_unique<PeerLink>(mpi_, max_bytes);
-    log_info(str("parallel.tp_fused_sum: partial sums by copy engine, flags ",
-                 link_->flags_copied() ? "copied (no direct remote writes)" : "written directly"));
+    links_.resize(size_);
+    for (int i = 0; i < size_; ++i) {
+      for (int j = i + 1; j < size_; ++j) {
+        const bool mine = rank_ == i || rank_ == j;
+        MPI_Comm pair = MPI_COMM_NULL;
+        MPI_CHECK(MPI_Comm_split(mpi_, mine ? 0 : MPI_UNDEFINED, rank_, &pair));
+        if (!mine) continue;
+        pair_comms_.push_back(pair);
+        links_[rank_ == i ? j : i] = std::make_unique<PeerLink>(pair, max_bytes);
+      }
+    }
+    slot_bytes_ = max_bytes;
+    if (size_ > 2) {
+      CUDA_HOST_CHECK(cudaStreamCreateWithFlags(&join_, cudaStreamNonBlocking));
+      gathered_.assign(size_, nullptr);
+      for (cudaEvent_t& e : gathered_) CUDA_HOST_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    const PeerLink& any = *links_[rank_ == 0 ? 1 : 0];
+    log_info(str("parallel.tp_fused_sum: partial sums by copy engine between ", size_, " GPUs, flags ",
+                 any.flags_copied() ? "copied (no direct remote writes)" : "written directly"));
     return "";
   }
 
-  PartialRequest send_partial_async(const void* buf, size_t count, DType t, Stream s) override {
-    const size_t bytes = partial_bytes(*this, count, t, link_ ? link_->slot_bytes() : 0);
+  PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) override {
+    TRIDENT_CHECK(to >= 0 && to < size_ && to != rank_,
+                  str("a partial sum sent to rank ", to, " of the ", name_, " group of ", size_, " from rank ", rank_));
+    const size_t bytes = partial_bytes(*this, count, t, links_.empty() ? 0 : slot_bytes_);
+    PeerLink& link = *links_[to];
     // Named by size: the profile then tells the forward's half micro-batches from the rest.
     std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " partial sum ", count));
-    const uint64_t seq = link_->send(buf, bytes, static_cast<cudaStream_t>(s.handle));
-    return std::make_unique<PeerPartial>(*link_, seq, std::move(p));
+    const uint64_t seq = link.send(buf, bytes, static_cast<cudaStream_t>(s.handle));
+    return std::make_unique<PeerPartial>(link, seq, std::move(p));
   }
 
  private:
-  // Why this group cannot link its two GPUs directly ("" if it can): both GPUs in this node, with
-  // peer access and the driver's 64-bit stream memory operations. Collective: every rank checks,
-  // and all return the first reason found.
-  std::string pair_problem(const char* what) {
-    if (size_ != 2) return str("the ", name_, " group has ", size_, " ranks; ", what, " need exactly 2");
+  // Why this group cannot link its GPUs directly ("" if it can): all of them in this node, each
+  // with peer access to every other and the driver's 64-bit stream memory operations. Collective:
+  // every rank checks, and all return the first reason found.
+  std::string group_problem(const char* what) {
+    if (size_ < 2) return str("the ", name_, " group has one rank; ", what, " need two or more");
     const int node_size = node_ranks(mpi_, gpus_per_node_).local_size;
-    int device = 0, devices[2] = {};
+    int device = 0;
+    std::vector<int> devices(size_);
     CUDA_HOST_CHECK(cudaGetDevice(&device));
-    MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices, 1, MPI_INT, mpi_));
-    int peer_access = 0, mem_ops = 0;
-    if (node_size == 2) CUDA_HOST_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[1 - rank_]));
+    MPI_CHECK(MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, mpi_));
+    int mem_ops = 0;
     CU_CHECK(StreamMemOps::get().attribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
     std::string why;
-    if (node_size != 2)
-      why = str("the two ranks of the ", name_, " group run on different nodes",
+    if (node_size != size_) {
+      why = str("the ", size_, " ranks of the ", name_, " group run on more than one node",
                 gpus_per_node_ ? str(" (parallel.gpus_per_node = ", gpus_per_node_, ")") : std::string());
-    else if (!peer_access)
-      why = str("GPU ", device, " cannot access GPU ", devices[1 - rank_], " directly (no peer access)");
-    else if (!mem_ops)
+    } else if (!mem_ops) {
       why = str("GPU ", device, " has no 64-bit stream memory operations");
+    } else {
+      for (int r = 0; r < size_ && why.empty(); ++r) {
+        int peer_access = 0;
+        if (r != rank_) CUDA_HOST_CHECK(cudaDeviceCanAccessPeer(&peer_access, device, devices[r]));
+        if (r != rank_ && !peer_access)
+          why = str("GPU ", device, " cannot access GPU ", devices[r], " directly (no peer access)");
+      }
+    }
     // Every rank returns the same reason (the first rank's that has one), so all stop alike.
-    char mine[256] = {}, all[2][256] = {};
+    char mine[256] = {};
+    std::vector<char> all(static_cast<size_t>(size_) * sizeof mine);
     std::snprintf(mine, sizeof mine, "%s", why.c_str());
-    MPI_CHECK(MPI_Allgather(mine, sizeof mine, MPI_CHAR, all, sizeof mine, MPI_CHAR, mpi_));
-    for (const auto& reason : all)
-      if (reason[0]) return reason;
+    MPI_CHECK(MPI_Allgather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, mpi_));
+    for (int r = 0; r < size_; ++r)
+      if (all[r * sizeof mine]) return std::string(&all[r * sizeof mine]);
     return "";
   }
 
@@ -378,7 +422,13 @@ class NcclComm : public Comm, public PairExchange {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
-  std::unique_ptr<PeerLink> link_;   // fused sums (enable_partials)
+  // Fused sums (enable_partials): links_[r] to rank r (null at this rank), over pair_comms_; with
+  // more than two ranks a gather joins its links' copies on join_ (gathered_[r]: link r's).
+  std::vector<std::unique_ptr<PeerLink>> links_;
+  std::vector<MPI_Comm> pair_comms_;
+  size_t slot_bytes_ = 0;
+  cudaStream_t join_ = nullptr;
+  std::vector<cudaEvent_t> gathered_;
 };
 
 }  // namespace

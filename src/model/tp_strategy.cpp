@@ -3,6 +3,8 @@
 // parallelism (parallel.sequence_parallel), each with its whole-micro-batch forward.
 #include "trident/model/tp_strategy.hpp"
 
+#include <vector>
+
 namespace trident {
 
 TpStrategy::TpStrategy(Backend& be, Comm& tp, int tp_rank, int rows, int C, const TpOptions& o, bool split_rows)
@@ -185,9 +187,11 @@ class SequenceTp final : public TpStrategy {
       if (!kept.ln1.empty()) be_.copy(kept.ln1, my_rows(a.ln1, C_));
       mlp_in_fwd(pass, i, a, x, x2_sum);
       if (!kept.ln2.empty()) be_.copy(kept.ln2, my_rows(a.ln2, C_));
-      be_.matmul_fwd(partial, a.fcg, w.fcproj_w, bias_here ? w.fcproj_b : TensorView{}, N_,
-                     static_cast<int>(pass.dims().fc_act), C_);
-      x_sum = start_sum(partial);
+      const size_t FA = pass.dims().fc_act;
+      x_sum = row_gemms(partial, [&](size_t r0, int n) {
+        be_.matmul_fwd(partial.slice(r0 * C_, n * C_), a.fcg.slice(r0 * FA, n * FA), w.fcproj_w,
+                       bias_here ? w.fcproj_b : TensorView{}, n, static_cast<int>(FA), C_);
+      });
       // Each block's output add is fused into the next block's first norm (the last block of the
       // stage completes its own).
       if (last) add_block_output(be_, a.x3, my_rows(partial, C_), x_sum, a.x2);
@@ -246,12 +250,16 @@ class SequenceTp final : public TpStrategy {
                       pending, p.ln1_w, p.ln1_b, rows, x_sum.release_in_op());
       x_sum.done(st);
     }
-    gather_rows(a.ln1);
-    be_.matmul_fwd(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N_, C_, static_cast<int>(pass.dims().qkv));
+    const size_t QKV = pass.dims().qkv, ATT = pass.dims().att;
+    column_gemms(a.ln1, [&](size_t r0, int n) {
+      be_.matmul_fwd(a.qkv.slice(r0 * QKV, n * QKV), a.ln1.slice(r0 * C_, n * C_), p.qkv_w, p.qkv_b, n, C_,
+                     static_cast<int>(QKV));
+    });
     attention(a);
-    be_.matmul_fwd(partial, a.atty, p.proj_w, shape.bias_here ? p.proj_b : TensorView{}, N_,
-                   static_cast<int>(pass.dims().att), C_);
-    return start_sum(partial);
+    return row_gemms(partial, [&](size_t r0, int n) {
+      be_.matmul_fwd(partial.slice(r0 * C_, n * C_), a.atty.slice(r0 * ATT, n * ATT), p.proj_w,
+                     shape.bias_here ? p.proj_b : TensorView{}, n, static_cast<int>(ATT), C_);
+    });
   }
 
   void mlp_in_fwd(BlockPass& pass, int i, const BlockActs& a, TensorView x, TpSum& x2_sum) {
@@ -262,8 +270,55 @@ class SequenceTp final : public TpStrategy {
     add_norm_fwd_tp(be_, shape, a.x2, my_rows(a.ln2, C_), a.ln2_mean, a.ln2_rstd, my_rows(pass.partial(), C_), peer,
                     x, p.ln2_w, p.ln2_b, own_row_count(), x2_sum.release_in_op());
     x2_sum.done(st);
-    gather_rows(a.ln2);
-    mlp_activation_fwd(be_, shape, p, a, a.ln2, N_);
+    // The MLP's activations of whole rows (block_rows of them only: a's residual rows are own rows).
+    BlockActs whole;
+    whole.fch = a.fch;
+    whole.fcg = a.fcg;
+    column_gemms(a.ln2, [&](size_t r0, int n) {
+      mlp_activation_fwd(be_, pass.shape(n), p, block_rows(whole, r0, n, pass.dims(), pass.dims().NHl),
+                         a.ln2.slice(r0 * C_, n * C_), n);
+    });
+  }
+
+  // The column-parallel GEMMs op(row0, rows) of an all-gathered norm output v, (N, C). With fused
+  // sums op runs on this rank's rows beside the gathers of the others' rows, then on each other
+  // rank's rows as they land (ranks rank + 1, rank + 2, ...); else after the gather, on all rows.
+  void column_gemms(TensorView v, const std::function<void(size_t, int)>& op) {
+    if (!fused_) {
+      gather_rows(v);
+      op(0, N_);
+      return;
+    }
+    Stream st = be_.stream();
+    std::vector<Request> each = tp_.pair_exchange()->gather_each_async(v.data, rows_ * C_, v.dtype, st);
+    const int rows = static_cast<int>(rows_);
+    op(row0_, rows);
+    for (int k = 1; k < tp_.size(); ++k) {
+      const int r = (rank_ + k) % tp_.size();
+      each[r]->wait(st);
+      op(static_cast<size_t>(r) * rows_, rows);
+    }
+  }
+
+  // The row-parallel GEMMs op(row0, rows) into the partial (N, C) whose rows their ranks sum,
+  // the sum returned started. With fused sums op runs on each other rank's rows, sent as soon as
+  // they are done (ranks rank + 1, rank + 2, ...), then on this rank's; else on all rows, then the
+  // reduce-scatter.
+  TpSum row_gemms(TensorView partial, const std::function<void(size_t, int)>& op) {
+    if (!fused_) {
+      op(0, N_);
+      return start_sum(partial);
+    }
+    Stream st = be_.stream();
+    const int rows = static_cast<int>(rows_);
+    TpSum sum = TpSum::rows(tp_, be_, partial, rows_ * C_);
+    for (int k = 1; k < tp_.size(); ++k) {
+      const int r = (rank_ + k) % tp_.size();
+      op(static_cast<size_t>(r) * rows_, rows);
+      sum.send(r, st);
+    }
+    op(row0_, rows);
+    return sum;
   }
 
   const bool fused_;   // parallel.tp_fused_sum: the pair's row sums as exchanged partials

@@ -106,6 +106,22 @@ PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType 
   return std::make_unique<MpiPartial>(std::move(reqs), str(name_, " partial sum"), timeout_s_, slot, slot_held_[to], k);
 }
 
+std::vector<Request> MpiComm::gather_each_async(void* buf, size_t count, DType t, Stream) {
+  const size_t bytes =
+      partial_bytes(*this, count, t, partial_slots_.empty() ? 0 : partial_slots_[rank_ == 0 ? 1 : 0][0].size());
+  char* base = static_cast<char*>(buf);
+  const int n = mpi_count(bytes, "a message");
+  std::vector<Request> each(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    std::vector<MPI_Request> reqs(2);
+    MPI_CHECK(MPI_Irecv(base + r * bytes, n, MPI_BYTE, r, 2, comm_, &reqs[0]));
+    MPI_CHECK(MPI_Isend(base + rank_ * bytes, n, MPI_BYTE, r, 2, comm_, &reqs[1]));
+    each[r] = std::make_unique<MpiWork>(std::move(reqs), str(name_, " gather from rank ", r), timeout_s_);
+  }
+  return each;
+}
+
 void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 MpiComm::MpiComm(MPI_Comm comm, std::string name, double timeout_s)

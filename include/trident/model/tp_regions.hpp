@@ -44,6 +44,9 @@ class TpSum {
     reduce_ = std::move(o.reduce_);
     partials_ = std::move(o.partials_);
     x_ = o.x_;
+    tp_ = o.tp_;
+    whole_ = o.whole_;
+    block_ = o.block_;
     be_ = o.be_;
     released_in_op_ = o.released_in_op_;
     return *this;
@@ -56,7 +59,8 @@ class TpSum {
     if (tp.size() == 1) return sum;
     if (fused) {
       TRIDENT_CHECK(tp.size() == 2, str("a fused sum of a whole buffer over the ", tp.size(), " ranks of ", tp.name()));
-      sum.partials_.push_back(exchange(tp).send_partial_async(x.data, x.numel, x.dtype, 1 - tp.rank(), s));
+      sum.partials_.resize(2);
+      sum.partials_[1 - tp.rank()] = exchange(tp).send_partial_async(x.data, x.numel, x.dtype, 1 - tp.rank(), s);
       sum.x_ = x;
     } else {
       sum.reduce_ = tp.all_reduce_async(x.data, x.numel, x.dtype, ReduceOp::Sum, s);
@@ -65,53 +69,69 @@ class TpSum {
   }
 
   // The fused sum of rows: x holds one block of `block` elements per rank of tp, block r summed by
-  // rank r; this rank sends every other rank its block, and wait() returns the sum of the other
-  // ranks' partials of this rank's block (with more than two ranks added up by be, in rank order).
-  static TpSum start_rows(Comm& tp, Backend& be, TensorView x, size_t block, Stream s) {
+  // rank r. send(r, s) sends rank r its block (once each, any order; start_rows sends them all),
+  // and wait() returns the sum of the other ranks' partials of this rank's block (with more than
+  // two ranks added up by be, in rank order).
+  static TpSum rows(Comm& tp, Backend& be, TensorView x, size_t block) {
     TpSum sum;
     if (tp.size() == 1) return sum;
-    PairExchange& ex = exchange(tp);
-    for (int r = 0; r < tp.size(); ++r) {
-      if (r == tp.rank()) continue;
-      const TensorView part = x.slice(static_cast<size_t>(r) * block, block);
-      sum.partials_.push_back(ex.send_partial_async(part.data, part.numel, part.dtype, r, s));
-    }
+    sum.partials_.resize(static_cast<size_t>(tp.size()));
+    sum.tp_ = &tp;
+    sum.whole_ = x;
+    sum.block_ = block;
     sum.x_ = x.slice(static_cast<size_t>(tp.rank()) * block, block);
     sum.be_ = &be;
     return sum;
   }
+  void send(int r, Stream s) {
+    TRIDENT_CHECK(tp_ && r != tp_->rank() && !partials_.at(static_cast<size_t>(r)),
+                  str("a row sum's block ", r, " sent twice, or to its own rank"));
+    const TensorView part = whole_.slice(static_cast<size_t>(r) * block_, block_);
+    partials_[static_cast<size_t>(r)] = exchange(*tp_).send_partial_async(part.data, part.numel, part.dtype, r, s);
+  }
+  static TpSum start_rows(Comm& tp, Backend& be, TensorView x, size_t block, Stream s) {
+    TpSum sum = rows(tp, be, x, block);
+    for (int r = 0; r < tp.size(); ++r)
+      if (r != tp.rank()) sum.send(r, s);
+    return sum;
+  }
 
-  explicit operator bool() const { return reduce_ || !partials_.empty(); }
+  explicit operator bool() const { return reduce_ || holds(); }
 
   // Orders s after the sum; the other ranks' partial of x to add, or empty when x holds the sum.
-  // x itself may be overwritten after this. With several partials the first one's slot receives
-  // their sum (each add rounded to act), and the others are released.
+  // x itself may be overwritten after this. With several partials the lowest rank's slot receives
+  // their sum (added in rank order, each add rounded to act), and the others are released.
   TensorView wait(Stream s) {
     if (reduce_) reduce_->wait(s);
-    if (partials_.empty()) return TensorView{};
-    for (PartialRequest& p : partials_) p->wait(s);
-    const TensorView first(const_cast<void*>(partials_[0]->peer()), x_.dtype, x_.numel);
-    for (size_t i = 1; i < partials_.size(); ++i) {
-      be_->add(first, first, TensorView(const_cast<void*>(partials_[i]->peer()), x_.dtype, x_.numel));
-      partials_[i]->release(s);
+    PartialRequest* lowest = first();
+    if (!lowest) return TensorView{};
+    for (PartialRequest& p : partials_)
+      if (p) p->wait(s);
+    const TensorView sum(const_cast<void*>((*lowest)->peer()), x_.dtype, x_.numel);
+    for (PartialRequest& p : partials_) {
+      if (!p || &p == lowest) continue;
+      be_->add(sum, sum, TensorView(const_cast<void*>(p->peer()), x_.dtype, x_.numel));
+      p->release(s);
+      p.reset();
     }
-    partials_.resize(1);
-    return first;
+    return sum;
   }
 
   // For the one op that reads wait()'s partial, where it can free the partial itself (a fused
   // sum on GPUs): pass this to it, and done() then only closes the sum. Empty otherwise.
   PeerRelease release_in_op() {
-    if (partials_.empty()) return {};
-    PeerRelease r = partials_[0]->device_release();
+    PartialRequest* p = first();
+    if (!p) return {};
+    PeerRelease r = (*p)->device_release();
     released_in_op_ = static_cast<bool>(r);
     return r;
   }
 
   // After the ops that read wait()'s partial are queued on s.
   void done(Stream s) {
-    if (!partials_.empty() && !released_in_op_)
-      for (PartialRequest& p : partials_) p->release(s);
+    if (!released_in_op_)
+      for (PartialRequest& p : partials_)
+        if (p) p->release(s);
     partials_.clear();
     reduce_.reset();
     released_in_op_ = false;
@@ -124,16 +144,33 @@ class TpSum {
     return *ex;
   }
 
+  // The partial of the lowest other rank, or null where none is held.
+  PartialRequest* first() {
+    for (PartialRequest& p : partials_)
+      if (p) return &p;
+    return nullptr;
+  }
+  bool holds() const {
+    for (const PartialRequest& p : partials_)
+      if (p) return true;
+    return false;
+  }
+
   void check_done() const {
-    if ((reduce_ || !partials_.empty()) && std::uncaught_exceptions() == 0)
+    if ((reduce_ || holds()) && std::uncaught_exceptions() == 0)
       TRIDENT_FATAL("a TP sum was dropped before done(): the other ranks would wait for it");
   }
 
   Request reduce_;
-  std::vector<PartialRequest> partials_;   // one per other rank of a fused sum, by rank
+  std::vector<PartialRequest> partials_;   // a fused sum's partials from the other ranks, by rank
   TensorView x_;                           // this rank's partial (its block of a row sum)
-  Backend* be_ = nullptr;                  // adds the partials of a row sum over more than two ranks
-  bool released_in_op_ = false;            // release_in_op() handed the release to an op
+  // A row sum's: the group, the whole (tp x block) partial and the block size; be adds up the
+  // partials over more than two ranks.
+  Comm* tp_ = nullptr;
+  TensorView whole_;
+  size_t block_ = 0;
+  Backend* be_ = nullptr;
+  bool released_in_op_ = false;   // release_in_op() handed the release to an op
 };
 
 // The norm ops that read a TP sum (LayerNorm, and RMSNorm for Llama), given TpSum::wait's partial

@@ -32,6 +32,7 @@ class MpiComm : public Comm, public PairExchange {
 
   std::string enable_partials(size_t max_bytes) override;
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) override;
+  std::vector<Request> gather_each_async(void* buf, size_t count, DType t, Stream s) override;
 
  private:
   MPI_Comm comm_;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trident/peer/peer_release.hpp"
 #include "trident/parallel/comm.hpp"
@@ -44,6 +45,11 @@ class PairExchange {
   // between two ranks pair up in the order of their sends). buf may be reused once the request's
   // wait(s) has been queued. Needs enable_partials first.
   virtual PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) = 0;
+  // The all-gather of `count` elements per rank in place in buf (this rank's at rank x count) as
+  // one request per other rank (null at this rank's place), each done once that rank's block is
+  // in: ops that read one block can start before the others arrive. Needs enable_partials first
+  // (blocks up to its max_bytes).
+  virtual std::vector<Request> gather_each_async(void* buf, size_t count, DType t, Stream s) = 0;
 };
 
 // For send_partial_async: the partial's size in bytes, checked against the slots that

@@ -353,6 +353,20 @@ class NcclComm : public Comm, public PairExchange {
     return "";
   }
 
+  std::vector<Request> gather_each_async(void* buf, size_t count, DType t, Stream s) override {
+    const size_t bytes = partial_bytes(*this, count, t, links_.empty() ? 0 : slot_bytes_);
+    char* base = static_cast<char*>(buf);
+    std::vector<Request> each(size_);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::shared_ptr<Pending> p = Watchdog::instance().begin(str(name_, " gather from rank ", r));
+      links_[r]->gather(base + rank_ * bytes, base + r * bytes, bytes, static_cast<cudaStream_t>(s.handle), p->done);
+      Watchdog::instance().watch(p);
+      each[r] = std::make_unique<NcclWork>(std::move(p));
+    }
+    return each;
+  }
+
   PartialRequest send_partial_async(const void* buf, size_t count, DType t, int to, Stream s) override {
     TRIDENT_CHECK(to >= 0 && to < size_ && to != rank_,
                   str("a partial sum sent to rank ", to, " of the ", name_, " group of ", size_, " from rank ", rank_));

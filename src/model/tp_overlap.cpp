@@ -114,7 +114,12 @@ class SequenceHalvesForward final : public TpForward {
       whole.fcg = a.fcg;
       return block_rows(whole, (2 * static_cast<size_t>(c) + h) * M, M, d, d.NHl);
     };
+    // With fused sums (the rows exchanged between the pairs of ranks) the gathers and the sums go
+    // by rank: a rank's share of the column-parallel GEMM waits only for that rank's rows (own
+    // share first), and each share of the row-parallel GEMM is sent as soon as it is done.
+    const bool by_rank = tp_.exchanges_rows();
     Request gather[2];
+    std::vector<Request> gathered[2];
     TpSum sum[2];
     auto norm = [&](int h, int p) {
       const int i = p / 2;
@@ -135,16 +140,23 @@ class SequenceHalvesForward final : public TpForward {
       sum[h].done(st);
       const TensorView kept = p % 2 == 0 ? pass.saved(i).ln1 : pass.saved(i).ln2;
       if (!kept.empty()) be.copy(own(kept, h, C), out);
-      gather[h] = comm.all_gather_async(all.data, M * C, act, st);
+      if (by_rank)
+        gathered[h] = comm.pair_exchange()->gather_each_async(all.data, M * C, act, st);
+      else
+        gather[h] = comm.all_gather_async(all.data, M * C, act, st);
     };
     auto in = [&](int h, int p) {
       const int i = p / 2;
       const BlockTensors& w = pass.weights(i);
       const BlockActs a = pass.acts(i);
-      gather[h]->wait(st);
-      gather[h].reset();
+      if (!by_rank) {
+        gather[h]->wait(st);
+        gather[h].reset();
+      }
       if (p % 2 == 0 && h == 0) pass.prefetch_after(i);
-      for (int c = 0; c < tp; ++c) {
+      for (int k = 0; k < tp; ++k) {
+        const int c = by_rank ? (rank + k) % tp : k;
+        if (by_rank && c != rank) gathered[h][c]->wait(st);
         const BlockActs part = rows_of(a, c, h);
         if (p % 2 == 1) {
           mlp_activation_fwd(be, shape, w, part, share(half(a.ln2, h), c), Mi);
@@ -153,12 +165,15 @@ class SequenceHalvesForward final : public TpForward {
         be.matmul_fwd(part.qkv, share(half(a.ln1, h), c), w.qkv_w, w.qkv_b, Mi, Ci, QKV);
         pass.attend(part, batch, (2 * static_cast<size_t>(c) + h) * M);
       }
+      gathered[h].clear();
     };
     auto out = [&](int h, int p) {
       const BlockTensors& w = pass.weights(p / 2);
       const BlockActs a = pass.acts(p / 2);
       const TensorView partial = half(partial_all, h);
-      for (int c = 0; c < tp; ++c) {
+      if (by_rank) sum[h] = TpSum::rows(comm, be, partial, M * C);
+      for (int k = 0; k < tp; ++k) {
+        const int c = by_rank ? (rank + k + 1) % tp : k;   // by rank: the others' shares first, own last
         const BlockActs part = rows_of(a, c, h);
         if (p % 2 == 0)
           be.matmul_fwd(share(partial, c), part.atty, w.proj_w, shape.bias_here ? w.proj_b : TensorView{}, Mi, ATT,
@@ -166,8 +181,9 @@ class SequenceHalvesForward final : public TpForward {
         else
           be.matmul_fwd(share(partial, c), part.fcg, w.fcproj_w, shape.bias_here ? w.fcproj_b : TensorView{}, Mi,
                         FA, Ci);
+        if (by_rank && c != rank) sum[h].send(c, st);
       }
-      sum[h] = tp_.start_row_sum(partial, M);
+      if (!by_rank) sum[h] = tp_.start_row_sum(partial, M);
     };
     // Every GEMM here runs beside one of the other half's collectives (the margin is 0 where fused
     // sums move them by copy engine).

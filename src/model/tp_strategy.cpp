@@ -166,6 +166,7 @@ class SequenceTp final : public TpStrategy {
     return TpSum::start_rows(tp_, be_, v, rows * C_, be_.stream());
   }
   int margin_beside_sums() const override { return fused_ ? 0 : margin_; }
+  bool exchanges_rows() const override { return fused_; }
 
   TensorView forward(BlockPass& pass) override {
     const int B = pass.micro_batch();

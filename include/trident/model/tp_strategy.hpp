@@ -109,6 +109,9 @@ class TpStrategy : public TpForward {
   // The TP sum of the partial (N, C) v, started (null when tp = 1): all-reduced, or under
   // sequence parallelism reduce-scattered into own rows. Wait before v is read.
   virtual Request sum_over_tp(TensorView v);
+  // Whether the row sums and gathers of sequence parallelism go between the pairs of ranks
+  // (parallel.tp_fused_sum: TpSum::rows, PairExchange::gather_each_async), by rank.
+  virtual bool exchanges_rows() const { return false; }
   // Under sequence parallelism, gathers every rank's own rows of the (N, C) v (else nothing).
   virtual void gather_rows(TensorView) {}
   // Sequence parallelism's reduce-scatter of v, (tp x rows, C) partial sums, into this rank's

@@ -345,15 +345,16 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     const double weight = stage_weight_flops_per_token(m, st, p.tp) * tokens_micro / p.tp / rate;
     // Per layer two all-reduces of (B, T, C) forward (attention and MLP outputs), exposed (with
     // parallel.tp_overlap alone too: on H100 what they save the GEMMs beside them lose, 73.2%
-    // against 73.0% tp2 scaling; with tp_overlap and tp_fused_sum the copy engines move them
-    // beside the other half's work, which keeps every SM, and they are not counted); the
+    // against 73.0% tp2 scaling; with tp_fused_sum the copy engines move them beside other work,
+    // which keeps every SM, and they are not counted: with tp_overlap beside the other half's,
+    // under sequence parallelism beside the GEMMs of the other ranks' rows); the
     // embedding sum on the first stage; on the last the head's input gradient and the fp32 row
     // max and softmax statistics (3 floats a token). Per layer two more backward (the
     // LayerNorms' input gradients), each beside the weight-gradient GEMMs of its part and exposed
     // only beyond them: fcproj's and fc's (16 C^2 FLOPs a token over tp), proj's and qkv's (8 C^2).
     double tp_s = 0;
     if (p.tp > 1) {
-      const bool forward_hidden = p.tp_overlap && p.tp_fused_sum;
+      const bool forward_hidden = p.tp_fused_sum && (p.tp_overlap || p.sequence_parallel);
       const double tp_bytes = ((forward_hidden ? 0 : 2.0 * st.n_layers()) + st.first() + st.last()) * act_msg +
                               (st.last() ? 12 * tokens_micro : 0);
       const double all_reduce = ring_factor(p.tp) * act_msg / bw_tp;

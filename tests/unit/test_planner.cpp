@@ -489,6 +489,11 @@ TEST(Planner, BackwardTensorParallelAllReducesHideBehindWeightGradients) {
   const double with_partials = estimate_memory(c, hw).scratch;
   c.parallel.tp_fused_sum = false;
   EXPECT_NEAR(with_partials - estimate_memory(c, hw).scratch, kPartialSlots * msg, 1e-6);
+  // Sequence parallelism with fused sums (no tp_overlap): the forward's transfers run beside the
+  // GEMMs of the other ranks' rows, not counted either.
+  c.parallel.tp_overlap = false;
+  c.parallel.sequence_parallel = c.parallel.tp_fused_sum = true;
+  EXPECT_NEAR(estimate_time(c, hw).tp_s, exposed - 4 * 2 * 4 * msg / bw + backward, 1e-12);
 }
 
 // ZeRO-3's all-gathers, counted by hand: 4 blocks of a bucket each, dp 2, one stage, 2

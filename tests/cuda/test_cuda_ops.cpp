@@ -1632,6 +1632,32 @@ TEST_F(CudaOps, RmsNormsAddPeerPartialsExactly) {
   EXPECT_EQ(flag_values[1], 5u) << "rmsnorm_bwd with N = 0 did not free its partial";
 }
 
+// The other ranks' partials of a fused row sum beyond tp = 2 (PeerOps::sum_partials): one pass
+// that gives the bits of the chained bf16 adds it replaces, in place into the first partial too,
+// for 16-byte-aligned sizes and the element-by-element tail (odd n, a view off alignment).
+TEST_F(CudaOps, SumPartialsGivesTheChainedAddsBits) {
+  for (const size_t n : {size_t{1} << 20, size_t{4099}}) {
+    for (const int count : {2, 3, 7}) {
+      SCOPED_TRACE(announce(str("n=", n, " partials=", count)));
+      std::vector<Tensor> parts;
+      for (int j = 0; j < count; ++j)
+        parts.push_back(upload(gpu(), random_vector(n + 1, 181 + static_cast<uint64_t>(j), 2.0f), DType::BF16));
+      // n + 1 elements each: the second round reads [1, n + 1), 2 bytes off 16-byte alignment.
+      for (const size_t off : {size_t{0}, size_t{1}}) {
+        std::vector<TensorView> views;
+        for (const Tensor& t : parts) views.push_back(t.view().slice(off, n));
+        Tensor chained = upload(gpu(), Vec(n), DType::BF16), out = upload(gpu(), Vec(n), DType::BF16);
+        gpu().copy(chained.view(), views[0]);
+        for (int j = 1; j < count; ++j) gpu().add(chained.view(), chained.view(), views[static_cast<size_t>(j)]);
+        gpu_peer().sum_partials(out.view(), views);
+        EXPECT_TRUE(download_bits(gpu(), out.view()) == download_bits(gpu(), chained.view())) << "offset " << off;
+        gpu_peer().sum_partials(views[0], views);   // in place
+        EXPECT_TRUE(download_bits(gpu(), views[0]) == download_bits(gpu(), chained.view())) << "in place, offset " << off;
+      }
+    }
+  }
+}
+
 // The weight gradient (cuBLASLt) and the bias gradient (our column sums) accumulate over two
 // calls, as over micro-batches; shapes of GPT-2's MLP. (Run K used cuBLASLt's BGRADB epilogue
 // for the bias here; any future fused form must keep this test.)

@@ -295,6 +295,25 @@ TEST(CpuOps, RmsNormsAddPeerPartialsExactly) {
   }
 }
 
+// The other ranks' partials of a fused row sum beyond tp = 2: added in order, as chained adds.
+TEST(CpuOps, SumPartialsAddsInOrder) {
+  auto be = make_cpu_backend();
+  PeerOps& peer_ops = peer_ops_of(*be, "SumPartialsAddsInOrder");
+  const size_t n = 257;
+  std::vector<Vec> parts;
+  for (int j = 0; j < 4; ++j) parts.push_back(random_vector(n, 231 + static_cast<uint64_t>(j), 3.0f));
+  Vec want = parts[0];
+  for (int j = 1; j < 4; ++j)
+    for (size_t i = 0; i < n; ++i) want[i] = want[i] + parts[static_cast<size_t>(j)][i];
+  std::vector<TensorView> views;
+  for (Vec& p : parts) views.push_back(view(p));
+  Vec out(n);
+  peer_ops.sum_partials(view(out), views);
+  EXPECT_EQ(out, want);
+  peer_ops.sum_partials(views[0], views);   // in place into the first
+  EXPECT_EQ(parts[0], want);
+}
+
 // ---------------------------------------------------------------- matmul
 
 void check_matmul_gradients(bool with_bias) {

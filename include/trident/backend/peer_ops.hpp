@@ -1,8 +1,11 @@
 // PeerOps: the ops of the two-rank fast path that read the other rank's partial sum, an optional
 // extension of a Backend (Backend::peer_ops(), null where a backend has none). Only that path
-// uses it: fused TP sums (parallel.tp_fused_sum, the LayerNorms and RMSNorms). Conventions as in backend.hpp;
+// uses it: fused TP sums (parallel.tp_fused_sum, the LayerNorms and RMSNorms, and the sum of the
+// other ranks' partials beyond tp = 2). Conventions as in backend.hpp;
 // each op with an empty peer is its Backend namesake.
 #pragma once
+
+#include <vector>
 
 #include "trident/backend/backend.hpp"
 #include "trident/peer/peer_release.hpp"
@@ -34,6 +37,12 @@ class PeerOps {
                                PeerRelease release = {}) = 0;
   virtual void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
                            TensorView w, TensorView rstd, int N, int C, PeerRelease release = {}) = 0;
+
+  // The partials of more than one other rank (fused row sums beyond tp = 2) as one peer partial
+  // for the ops above: out = (parts[0] + parts[1]) + parts[2] ..., each add rounded to act, in one
+  // pass (at most kMaxPartials parts, each of out's size; out may be parts[0]).
+  static constexpr int kMaxPartials = 8;
+  virtual void sum_partials(TensorView out, const std::vector<TensorView>& parts) = 0;
 };
 
 // be's PeerOps; fatal where it has none (`what` names the path that needs them).

@@ -108,9 +108,13 @@ class TpSum {
     for (PartialRequest& p : partials_)
       if (p) p->wait(s);
     const TensorView sum(const_cast<void*>((*lowest)->peer()), x_.dtype, x_.numel);
+    std::vector<TensorView> parts;
+    for (PartialRequest& p : partials_)
+      if (p) parts.emplace_back(const_cast<void*>(p->peer()), x_.dtype, x_.numel);
+    if (parts.size() == 1) return sum;
+    peer_ops_of(*be_, "parallel.tp_fused_sum").sum_partials(sum, parts);
     for (PartialRequest& p : partials_) {
       if (!p || &p == lowest) continue;
-      be_->add(sum, sum, TensorView(const_cast<void*>(p->peer()), x_.dtype, x_.numel));
       p->release(s);
       p.reset();
     }

@@ -60,6 +60,7 @@ class CpuBackend final : public Backend, public PeerOps {
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
                    TensorView w, TensorView rstd, int N, int C, PeerRelease release) override;
 
+  void sum_partials(TensorView out, const std::vector<TensorView>& parts) override;
   void add(TensorView out, TensorView a, TensorView b) override;
   void gelu_fwd(TensorView out, TensorView in) override;
   void gelu_bwd(TensorView din, TensorView dout, TensorView pre) override;

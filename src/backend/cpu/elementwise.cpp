@@ -33,6 +33,22 @@ void CpuBackend::add(TensorView out, TensorView a, TensorView b) {
   for (long i = 0; i < static_cast<long>(n); ++i) o[i] = x[i] + y[i];
 }
 
+void CpuBackend::sum_partials(TensorView out, const std::vector<TensorView>& parts) {
+  TRIDENT_CHECK(!parts.empty() && parts.size() <= static_cast<size_t>(kMaxPartials),
+                str("sum_partials: ", parts.size(), " partials (1 to ", kMaxPartials, ")"));
+  const size_t n = out.numel;
+  std::vector<const float*> p;
+  for (const TensorView& v : parts) p.push_back(f32_data(v, n, "sum_partials: a partial"));
+  float* o = f32_data(out, n, "sum_partials: out");
+  const long m = static_cast<long>(p.size());
+#pragma omp parallel for schedule(static) if (cpu::worth_threads(n))
+  for (long i = 0; i < static_cast<long>(n); ++i) {
+    float v = p[0][i];
+    for (long j = 1; j < m; ++j) v += p[j][i];
+    o[i] = v;
+  }
+}
+
 void CpuBackend::gelu_fwd(TensorView out, TensorView in) {
   const size_t n = out.numel;
   float* o = f32_data(out, n, "gelu_fwd: out");

@@ -14,6 +14,7 @@
 #include "elementwise.cuh"
 #include "encoder.cuh"
 #include "layernorm.cuh"
+#include "peer_partial.cuh"
 #include "matmul.cuh"
 #include "policy_loss.cuh"
 #include "preference.cuh"
@@ -460,6 +461,17 @@ class CudaBackend final : public Backend, public PeerOps {
                      act(dout, NC, "rmsnorm_bwd: dout"), act_optional(dout_peer, NC, "rmsnorm_bwd: dout_peer"),
                      act(in, NC, "rmsnorm_bwd: in"), act(w, C, "rmsnorm_bwd: w"), f32(rstd, N, "rmsnorm_bwd: rstd"),
                      N, C, release, *scratch_, stream_);
+  }
+
+  void sum_partials(TensorView out, const std::vector<TensorView>& parts) override {
+    TRIDENT_CHECK(!parts.empty() && parts.size() <= static_cast<size_t>(kMaxPartials),
+                  str("sum_partials: ", parts.size(), " partials (1 to ", kMaxPartials, ")"));
+    gpu::ProfileScope prof(stream_, "sum_partials", out.numel, static_cast<long>(parts.size()));
+    const size_t n = out.numel;
+    gpu::Partials p;
+    p.count = static_cast<int>(parts.size());
+    for (int i = 0; i < p.count; ++i) p.part[i] = act(parts[static_cast<size_t>(i)], n, "sum_partials: a partial");
+    gpu::sum_partials(act(out, n, "sum_partials: out"), p, n, stream_);
   }
 
   // ---- elementwise

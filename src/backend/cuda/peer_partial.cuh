@@ -35,6 +35,14 @@ __device__ __forceinline__ void release_when_last(uint64_t* flag, uint64_t value
 // The same for a path whose kernels cannot write it: one thread, after the work queued before.
 void release_after(const PeerRelease& release, cudaStream_t stream);
 
+// The other ranks' partials of a fused row sum beyond tp = 2 (PeerOps::sum_partials).
+struct Partials {
+  const bf16* part[8] = {};
+  int count = 0;
+};
+// out = (part[0] + part[1]) + part[2] ..., each add rounded to bf16, n elements (out may be part[0]).
+void sum_partials(bf16* out, const Partials& parts, size_t n, cudaStream_t stream);
+
 // v += the kWidth values at src, each sum rounded to bf16 (as a bf16 add leaves it).
 template <int kWidth>
 __device__ __forceinline__ void add_rounded(float (&v)[kWidth], const bf16* src) {

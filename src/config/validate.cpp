@@ -151,6 +151,8 @@ void validate_train(const TrainConfig& t, const ParallelConfig& p) {
   require(!p.tp_fused_sum || p.tp <= 2 || p.sequence_parallel, "parallel.tp_fused_sum", "true",
           str("needs parallel.sequence_parallel = true with tp = ", p.tp,
               " (beyond two ranks the partial sums are exchanged by rows); turn one on or this off"));
+  require(!p.tp_fused_sum || p.tp <= 8, "parallel.tp_fused_sum", "true",
+          str("needs tp <= 8 (the GPUs of one node), not tp = ", p.tp, "; turn it off"));
   require(!p.tp_split_layernorm_bwd || p.tp <= 2, "parallel.tp_split_layernorm_bwd", "true",
           str("needs tp = 2, not tp = ", p.tp, " (sequence_parallel runs every norm on own rows); turn it off"));
   require(!p.tp_split_layernorm_bwd || p.tp == 1 || p.tp_fused_sum, "parallel.tp_split_layernorm_bwd", "true",

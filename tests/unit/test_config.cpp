@@ -311,6 +311,9 @@ TEST(Config, BadInputCases) {
                {"parallel.tp_fused_sum", "parallel.sequence_parallel = true", "tp = 4"});
   EXPECT_NO_THROW(parse({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true"},
                         4));
+  expect_error({"--parallel.tp", "16", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true",
+                "--model.n_head", "16", "--model.n_embd", "256"},
+               16, {"parallel.tp_fused_sum", "tp <= 8", "tp = 16"});
   expect_error({"--parallel.tp", "4", "--parallel.tp_fused_sum", "true", "--parallel.sequence_parallel", "true",
                 "--parallel.tp_split_layernorm_bwd", "true"},
                4, {"parallel.tp_split_layernorm_bwd", "needs tp = 2", "tp = 4"});

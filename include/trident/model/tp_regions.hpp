@@ -58,7 +58,8 @@ class TpSum {
     TpSum sum;
     if (tp.size() == 1) return sum;
     if (fused) {
-      TRIDENT_CHECK(tp.size() == 2, str("a fused sum of a whole buffer over the ", tp.size(), " ranks of ", tp.name()));
+      TRIDENT_CHECK(tp.size() == 2, str("a fused sum of a whole buffer over the ", tp.size(), " ranks of ", tp.name(),
+                                        " (beyond two ranks fused sums need sequence parallelism)"));
       sum.partials_.resize(2);
       sum.partials_[1 - tp.rank()] = exchange(tp).send_partial_async(x.data, x.numel, x.dtype, 1 - tp.rank(), s);
       sum.x_ = x;
@@ -112,6 +113,7 @@ class TpSum {
     for (PartialRequest& p : partials_)
       if (p) parts.emplace_back(const_cast<void*>(p->peer()), x_.dtype, x_.numel);
     if (parts.size() == 1) return sum;
+    TRIDENT_CHECK(s.handle == be_->stream().handle, "a fused row sum waited on a stream other than its backend's");
     peer_ops_of(*be_, "parallel.tp_fused_sum").sum_partials(sum, parts);
     for (PartialRequest& p : partials_) {
       if (!p || &p == lowest) continue;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "trident/backend/peer_ops.hpp"
 #include "trident/peer/peer_release.hpp"
 
 namespace trident::gpu {
@@ -37,7 +38,7 @@ void release_after(const PeerRelease& release, cudaStream_t stream);
 
 // The other ranks' partials of a fused row sum beyond tp = 2 (PeerOps::sum_partials).
 struct Partials {
-  const bf16* part[8] = {};
+  const bf16* part[PeerOps::kMaxPartials] = {};
   int count = 0;
 };
 // out = (part[0] + part[1]) + part[2] ..., each add rounded to bf16, n elements (out may be part[0]).

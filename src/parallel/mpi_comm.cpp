@@ -78,6 +78,7 @@ class MpiPartial : public PartialWork {
 
 std::string MpiComm::enable_partials(size_t max_bytes) {
   if (size_ < 2) return str("the ", name_, " group has one rank; fused sums need two or more");
+  slot_bytes_ = max_bytes;
   partial_slots_.assign(size_, {});
   partial_seq_.assign(size_, 0);
   slot_held_.assign(size_, nullptr);
@@ -92,8 +93,7 @@ std::string MpiComm::enable_partials(size_t max_bytes) {
 PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType t, int to, Stream) {
   TRIDENT_CHECK(to >= 0 && to < size_ && to != rank_,
                 str("a partial sum sent to rank ", to, " of the ", name_, " group of ", size_, " from rank ", rank_));
-  const bool enabled = !partial_slots_.empty() && !partial_slots_[to].empty();
-  const size_t bytes = partial_bytes(*this, count, t, enabled ? partial_slots_[to][0].size() : 0);
+  const size_t bytes = partial_bytes(*this, count, t, slot_bytes_);
   const int k = static_cast<int>(partial_seq_[to]++ % kPartialSlots);
   std::vector<char>& held = *slot_held_[to];
   TRIDENT_CHECK(!held[k], str("partial-sum slot ", k, " of rank ", to, " reused before its partial was released"));
@@ -107,8 +107,7 @@ PartialRequest MpiComm::send_partial_async(const void* buf, size_t count, DType 
 }
 
 std::vector<Request> MpiComm::gather_each_async(void* buf, size_t count, DType t, Stream) {
-  const size_t bytes =
-      partial_bytes(*this, count, t, partial_slots_.empty() ? 0 : partial_slots_[rank_ == 0 ? 1 : 0][0].size());
+  const size_t bytes = partial_bytes(*this, count, t, slot_bytes_);
   char* base = static_cast<char*>(buf);
   const int n = mpi_count(bytes, "a message");
   std::vector<Request> each(size_);

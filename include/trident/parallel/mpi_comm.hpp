@@ -43,6 +43,7 @@ class MpiComm : public Comm, public PairExchange {
   // slot_held_[r][k] while slot k's partial from rank r is unreleased (a send that would reuse it
   // is a bug).
   std::vector<std::vector<std::vector<char>>> partial_slots_;
+  size_t slot_bytes_ = 0;   // each slot's size (enable_partials' max_bytes; 0 before it)
   std::vector<long> partial_seq_;
   std::vector<std::shared_ptr<std::vector<char>>> slot_held_;
 };

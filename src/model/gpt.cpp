@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "trident/core/arena.hpp"
 #include "trident/core/rng.hpp"
@@ -46,6 +47,16 @@ StashInSlot stash_in_slot(const RecomputePlan& rc, bool sp, const BlockArch& arc
   const bool next_reads_input = i + 1 < n_layers && (i + 1 < rc.full || rc.selective);
   return {!sp && !next_reads_input, !sp && stored && !rc.selective, stored,
           stored && !(rc.selective && arch.separate_activation())};
+}
+
+// A gradient computed into a scratch buffer goes into the slot by exchanging the two buffers: the
+// slot's activation of the same size is dead (its last reader has run), so it becomes the
+// scratch's, and the slot holds the gradient until backward_weight releases it. The slots and the
+// scratch are the only owners of their views, which are never planned again.
+void hand_to_slot(TensorView& slot_view, TensorView& scratch_view) {
+  TRIDENT_CHECK(slot_view.numel == scratch_view.numel && slot_view.dtype == scratch_view.dtype,
+                "weight-gradient stash: slot and scratch buffers differ in size");
+  std::swap(slot_view, scratch_view);
 }
 
 uint64_t name_stream(const std::string& name) {   // FNV-1a: the RNG stream of a tensor
@@ -895,8 +906,9 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // the dw_beside GEMMs would read it (all rows, before the norm backward updates it). Where the
   // stash keeps dfch and dqkv over the slot's fch and qkv (stash_in_slot), an activation backward
   // in the GEMM's epilogue and the attention backward, which may not write over their own inputs,
-  // write to the scratch, copied there after; a separate activation's backward (SwiGLU) reads each
-  // pair of fch before it writes their gradients, so it writes over fch directly.
+  // write to the scratch, whose buffer then becomes the slot's (hand_to_slot: no copy); a
+  // separate activation's backward (SwiGLU) reads each pair of fch before it writes their
+  // gradients, so it writes over fch directly.
   const bool dw_beside = tp.dw_beside_sums() && !keep;
   const bool dw_inline = !tp.dw_beside_sums() && !keep;
   const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !arch.separate_activation();
@@ -913,7 +925,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     arch.mlp_bwd(be_, rows(dfch, FC), rows(sc.dfcg, FA), dw_inline ? g.fcproj_w : TensorView{}, fcproj_bias,
                  rows(dres, C), rows(a.fcg, FA), p.fcproj_w, rows(a.fch, FC), n, FA, C);
   });
-  if (dfch_copied) be_.copy(keep->dfch, dfch);
+  if (dfch_copied) hand_to_slot(s.layers[i].fch, sc.dfch);
   if (!fcproj_bias_done && tp.own_rows_backward() && !g.fcproj_b.empty())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, tp.bwd_rows(dres, C), tp.bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
@@ -952,7 +964,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
                     bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
   arch.position_bwd(be_, dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
-  if (dqkv_copied) be_.copy(keep->dqkv, dqkv);
+  if (dqkv_copied) hand_to_slot(s.layers[i].qkv, sc.dqkv);
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,
                  QKV);

@@ -1,5 +1,6 @@
 // Executes a pipeline plan: grouped exchanges are posted together and completed before the next
-// compute action, matching the rendezvous model the plan tests simulate.
+// compute action other than a weight-gradient pass, matching the rendezvous model the plan tests
+// simulate.
 #include "trident/train/executor.hpp"
 
 #include <algorithm>
@@ -143,16 +144,29 @@ P2POp PipelineExecutor::p2p(const Action& a, int slot) const {
 
 void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, const UnitDone& unit_done) {
   static const UnitDone kNone;
+  const Stream stream = model_.backend().stream();
   std::vector<P2POp> group;
+  // The last group posted, in flight until the next compute that is not a weight-gradient pass:
+  // the weight passes after a group run beside its transfers (they read only their own
+  // micro-batch's slot and stash, which no transfer of the group touches, and write parameter
+  // gradients), as the plan tests' rendezvous model runs them. Any other compute, and the next
+  // group, wait for it first.
+  Request in_flight;
+  auto settle = [&] {
+    if (in_flight) in_flight->wait(stream);
+    in_flight.reset();
+  };
   for (size_t i = 0; i < plan_.size(); ++i) {
     const Action& a = plan_[i];
     const int slot = slot_[i];
     // A chunk's parameter gradients are final with its last micro-batch.
     const bool last_micro = a.micro == n_micro_ - 1;
+    if (!a.is_comm() && a.kind != Action::BwdWeight) settle();
     if (a.is_comm()) {
       group.push_back(p2p(a, slot));
       if (!a.grouped) {
-        pp_.exchange(group, model_.backend().stream());
+        settle();
+        in_flight = pp_.exchange_async(group, stream);
         group.clear();
       }
     } else if (a.kind == Action::Fwd) {
@@ -173,6 +187,7 @@ void PipelineExecutor::run(const Loader& load, bool with_grad, float dloss, cons
       model_.backward_weight(slot, stash_[i], last_micro ? unit_done : kNone, a.chunk);
     }
   }
+  settle();
   TRIDENT_CHECK(group.empty(), "plan ends inside a communication group");
 }
 

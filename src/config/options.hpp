@@ -59,10 +59,12 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "work (experimental; needs an even train.micro_batch_size, with parallel.sequence_parallel one that divides by "
     "2 x tp: each TP rank's rows in two halves, all-gathers and reduce-scatters beside the other half's GEMMs)");
   v("parallel.tp_fused_sum", c.parallel.tp_fused_sum,
-    "with tp = 2, exchange the TP partial sums that a norm (LayerNorm or RMSNorm) reads instead of all-reducing "
-    "them, and add them inside the norm kernels (same values); on GPUs the copy engines move them, leaving every "
-    "SM to the compute beside (the two GPUs of a TP group must share a node with peer access); best with "
-    "parallel.tp_overlap; with parallel.sequence_parallel its reduce-scatters and all-gathers go the same way");
+    "exchange the TP partial sums that a norm (LayerNorm or RMSNorm) reads instead of all-reducing them, and add "
+    "them inside the norm kernels (same values); on GPUs the copy engines move them, leaving every SM to the "
+    "compute beside (the GPUs of a TP group must share a node with peer access). Without "
+    "parallel.sequence_parallel tp must be 2 (best with parallel.tp_overlap); with it any tp up to 8: its "
+    "reduce-scatters and all-gathers go the same way, each rank's rows to every other rank, and the forward's "
+    "GEMMs run by rank beside them");
   v("parallel.tp_split_layernorm_bwd", c.parallel.tp_split_layernorm_bwd,
     "with parallel.tp_fused_sum, run the backward's norms on each TP rank's half of the rows (the residual "
     "gradient's rows gathered beside a weight-gradient GEMM) instead of on all of them on both");

@@ -30,6 +30,7 @@ class MpiWork : public CommWork {
 
   void wait(Stream) override {
     if (done_) return;
+    TraceRange range("wait", what_.c_str());   // "wait pp send/recv": where a rank blocks on a transfer
     auto start = std::chrono::steady_clock::now();
     for (long spins = 0;; ++spins) {
       int flag = 0;

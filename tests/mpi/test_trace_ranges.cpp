@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "test_support.hpp"
 #include "trident/backend/cpu_backend.hpp"
@@ -86,6 +87,36 @@ TEST(TraceRanges, PipelineStep) {
   EXPECT_EQ(r["forward"], 4 + 4) << "4 micro-batches trained and 4 evaluated";
   EXPECT_EQ(r["backward"], 4);
   remove_dir(dir);
+}
+
+// zero_bubble's weight-gradient passes run while the exchange group posted before them is in
+// flight: on every stage some backward_weight range opens after a group's post ("pp send/recv")
+// and before its wait ("wait pp send/recv"), as the plan simulator times them. An executor that
+// completed each group right after posting it would open none that way.
+TEST(TraceRanges, ZeroBubbleWeightPassesRunBesideTransfers) {
+  RunConfig cfg = config(1, 2);
+  cfg.parallel.schedule = "zero_bubble";
+  ParallelGroups g = test::mpi_groups(cfg, MPI_COMM_WORLD);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  RandomTokens data(cfg.model.seq_len, cfg.model.vocab_size, 3);
+  Trainer trainer(cfg, g, *be, data);
+  static std::vector<std::string> order;
+  order.clear();
+  set_trace_hooks(TraceHooks{[](const char* name) { order.emplace_back(name); }, [] {}});
+  trainer.train_step(0);
+  set_trace_hooks(TraceHooks{});
+  int weight_passes = 0, beside = 0;
+  bool in_flight = false;
+  for (const std::string& name : order) {
+    if (name == "pp send/recv") in_flight = true;
+    if (name == "wait pp send/recv") in_flight = false;
+    if (name == "backward_weight") {
+      ++weight_passes;
+      beside += in_flight ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(weight_passes, 4) << "one weight pass per micro-batch";
+  EXPECT_GT(beside, 0) << "no weight pass ran while an exchange group was in flight";
 }
 
 TEST(TraceRanges, DataParallelStep) {

@@ -48,8 +48,8 @@ void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorVie
 
 void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                  TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                 int rows, PeerRelease release) {
-  s.d.arch->norm_bwd(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release);
+                 int rows, PeerRelease release, TensorView din_keep) {
+  s.d.arch->norm_bwd(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, s.C, release, din_keep);
 }
 
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,

@@ -23,8 +23,8 @@ class Gpt2Block final : public BlockArch {
   }
   void norm_bwd(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                 TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int rows, int C,
-                PeerRelease release) const override {
-    layernorm_bwd_tp(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, C, release);
+                PeerRelease release, TensorView din_keep) const override {
+    layernorm_bwd_tp(be, din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, rows, C, release, din_keep);
   }
 
   bool separate_activation() const override { return false; }
@@ -68,9 +68,9 @@ class LlamaBlock final : public BlockArch {
   }
   void norm_bwd(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                 TensorView dout_peer, TensorView in, TensorView w, TensorView, TensorView rstd, int rows, int C,
-                PeerRelease release) const override {
+                PeerRelease release, TensorView din_keep) const override {
     TRIDENT_CHECK(db.empty() && dsum.empty(), "RMSNorm backward: Llama's norms and the layers before them have no bias");
-    rmsnorm_bwd_tp(be, din_accum, dw, dout, dout_peer, in, w, rstd, rows, C, release);
+    rmsnorm_bwd_tp(be, din_accum, dw, dout, dout_peer, in, w, rstd, rows, C, release, din_keep);
   }
 
   bool separate_activation() const override { return true; }

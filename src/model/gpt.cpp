@@ -915,6 +915,10 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   const bool dqkv_copied = keep && keep->dqkv.data == a.qkv.data;
   const TensorView dfch = keep && !dfch_copied ? keep->dfch : sc.dfch;
   const TensorView dqkv = keep && !dqkv_copied ? keep->dqkv : sc.dqkv;
+  // dL/dx3 and dL/dx2 for the weight pass: with one TP rank the norm backward that updates dres in
+  // place writes its old rows there as it reads them (din_keep); with more, a copy beside the TP
+  // sum (the norm then runs with a peer partial, or on part of the rows).
+  const bool keep_in_norm = keep && g_.topo.tp() == 1;
   auto weight_grad = [&](TensorView dw, TensorView dout, TensorView in, TensorView w, int K, int M) {
     be_.matmul_bwd(TensorView{}, dw, TensorView{}, dout, in, w, N, K, M);
   };
@@ -934,7 +938,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   tp.norm_backward({NormSite::mlp,
                     [&] {
                       if (dw_beside) weight_grad(g.fcproj_w, dres, a.fcg, p.fcproj_w, FA, C);
-                      if (keep) be_.copy(keep->dx3, dres);
+                      if (keep && !keep_in_norm) be_.copy(keep->dx3, dres);
                     },
                     [&] {
                       if (!keep) weight_grad(g.fc_w, dfch, a.ln2, p.fc_w, C, FC);
@@ -942,7 +946,8 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
                     [&](TensorView dln_peer, PeerRelease release) {
                       norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b,
                                   tp.bwd_rows(sc.dln, C), dln_peer, tp.saved_rows(a.x2, C), p.ln2_w,
-                                  tp.saved_rows(a.ln2_mean, 1), tp.saved_rows(a.ln2_rstd, 1), ln_rows, release);
+                                  tp.saved_rows(a.ln2_mean, 1), tp.saved_rows(a.ln2_rstd, 1), ln_rows, release,
+                                  keep_in_norm ? keep->dx3 : TensorView{});
                     }},
                    sc.dln, dres, s.grad_gather);
 
@@ -971,7 +976,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   tp.norm_backward({NormSite::attention,
                     [&] {
                       if (dw_beside) weight_grad(g.proj_w, dres, a.atty, p.proj_w, ATT, C);
-                      if (keep) be_.copy(keep->dx2, dres);
+                      if (keep && !keep_in_norm) be_.copy(keep->dx2, dres);
                     },
                     [&] {
                       if (!keep) weight_grad(g.qkv_w, dqkv, a.ln1, p.qkv_w, C, QKV);
@@ -979,7 +984,8 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
                     [&](TensorView dln_peer, PeerRelease release) {
                       norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,
                                   tp.bwd_rows(sc.dln, C), dln_peer, tp.saved_rows(x, C), p.ln1_w,
-                                  tp.saved_rows(a.ln1_mean, 1), tp.saved_rows(a.ln1_rstd, 1), ln_rows, release);
+                                  tp.saved_rows(a.ln1_mean, 1), tp.saved_rows(a.ln1_rstd, 1), ln_rows, release,
+                                  keep_in_norm ? keep->dx2 : TensorView{});
                     }},
                    sc.dln, dres, s.grad_gather);
 }

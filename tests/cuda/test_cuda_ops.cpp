@@ -381,7 +381,9 @@ TEST_F(CudaOps, LayerNormBwd) {
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
   // N = 200 partly filled; so do C = 1536 (6 groups, one block per multiprocessor), 1600 (7
   // groups, the last one a quarter filled) and 2048 (8 groups).
-  // Every shape runs with and without dsum (its own kernel on the fused path).
+  // Every shape runs with and without dsum (its own kernel on the fused path); without it also with
+  // din_keep (the residual gradient before the update, the weight pass's operand): exactly din's
+  // old values on both paths (the fused kernel stores the rows it loads, the others copy first).
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
                             RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}, RowsCase{77, 1536},
                             RowsCase{77, 1600}, RowsCase{45, 2048}})
@@ -399,13 +401,18 @@ TEST_F(CudaOps, LayerNormBwd) {
     Both dout = act(random_vector(NC, 24));
     Both din = act(random_vector(NC, 25));  // din_accum: the residual gradient already there
     Both dw = f32(random_vector(k.C, 26)), db = f32(random_vector(k.C, 27)), dsum = f32(random_vector(k.C, 28));
+    Both keep = act(Vec(NC));
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
       be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), v(in), v(w), v(mean),
-                        v(rstd), k.N, k.C);
+                        v(rstd), k.N, k.C, with_sum ? TensorView{} : v(keep));
     }
     expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
+    if (!with_sum) {
+      expect_close(keep, 0.0, "layernorm_bwd din_keep");
+      EXPECT_EQ(download(gpu(), keep.gpu.view()), round_bf16(random_vector(NC, 25))) << "din_keep: din's old values";
+    }
     // fp32 column sums over N rows against double sums.
     expect_close(dw, 1e-4, "layernorm_bwd dw");
     expect_close(db, 1e-4, "layernorm_bwd db");
@@ -1313,12 +1320,14 @@ TEST_F(CudaOps, RmsNormBwd) {
     Both dout = act(random_vector(NC, 313));
     Both din = act(random_vector(NC, 314));  // din_accum: the residual gradient already there
     Both dw = f32(random_vector(k.C, 315));
+    Both keep = act(Vec(NC));   // din_keep: din's old values, as for layernorm_bwd
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->rmsnorm_bwd(v(din), v(dw), v(dout), v(in), v(w), v(rstd), k.N, k.C);
+      be->rmsnorm_bwd(v(din), v(dw), v(dout), v(in), v(w), v(rstd), k.N, k.C, v(keep));
     }
     expect_close(din, kOneRounding, "rmsnorm_bwd din_accum");  // fp32 sum, one rounding
+    EXPECT_EQ(download(gpu(), keep.gpu.view()), round_bf16(random_vector(NC, 314))) << "din_keep: din's old values";
     expect_close(dw, 1e-4, "rmsnorm_bwd dw");                  // fp32 vs double column sums over N rows
   }
 }

@@ -200,8 +200,11 @@ class Backend {
   // din_accum (N,C) act += dL/din (the residual stream's gradient); dw, db (C) f32 +=. dsum (C)
   // f32, if given, += column sums of din_accum after the update: the bias gradient of the linear
   // layer whose output gradient the residual stream's is, summed while the rows are on chip.
+  // din_keep (N,C) act, if given (not aliasing din_accum), gets din_accum as it was before the
+  // update, written as the rows are read: the residual gradient a deferred weight pass still needs.
   virtual void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
-                             TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) = 0;
+                             TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C,
+                             TensorView din_keep = {}) = 0;
 
   // ---- RMSNorm (Llama): out = in * rstd * w, rstd = 1 / sqrt(mean(in^2) + eps) in fp32 (Hugging
   // Face's LlamaRMSNorm, computed in fp32 and rounded to act once).
@@ -216,9 +219,10 @@ class Backend {
     rmsnorm_fwd(out, rstd, sum, w, N, C, eps);
   }
   // din_accum (N,C) act += dL/din (the residual stream's gradient); dw (C) f32 +=. in is the
-  // forward's input (add_rmsnorm_fwd's sum), rstd its saved statistics.
+  // forward's input (add_rmsnorm_fwd's sum), rstd its saved statistics. din_keep as for
+  // layernorm_bwd.
   virtual void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w,
-                           TensorView rstd, int N, int C) = 0;
+                           TensorView rstd, int N, int C, TensorView din_keep = {}) = 0;
 
   // ---- elementwise
   virtual void add(TensorView out, TensorView a, TensorView b) = 0;      // out = a + b (act)

@@ -78,7 +78,7 @@ void add_norm_fwd_tp(Backend& be, const BlockShape& s, TensorView sum, TensorVie
                      int rows, PeerRelease release);
 void norm_bwd_tp(Backend& be, const BlockShape& s, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                  TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd,
-                 int rows, PeerRelease release);
+                 int rows, PeerRelease release, TensorView din_keep = {});
 
 // The MLP's up projection and activation of `rows` rows of `in` into a.fch, a.fcg (BlockArch::mlp_fwd).
 void mlp_activation_fwd(Backend& be, const BlockShape& s, const BlockTensors& p, const BlockActs& a, TensorView in,

@@ -34,9 +34,10 @@ class BlockArch {
                             int rows, int C, float eps, PeerRelease release) const = 0;
   // din_accum += the input gradient of dout + dout_peer; dw, db += the weight and bias gradients,
   // dsum += the column sums of the updated din_accum (the row-parallel bias gradient before it).
+  // din_keep, if given, gets din_accum as it was before (Backend::layernorm_bwd; not with a peer).
   virtual void norm_bwd(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                         TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
-                        TensorView rstd, int rows, int C, PeerRelease release) const = 0;
+                        TensorView rstd, int rows, int C, PeerRelease release, TensorView din_keep) const = 0;
 
   // The MLP: up projection (fc_act wide after the activation, fc_width(fc_act) before it) and
   // activation into fch, fcg. A separate activation (SwiGLU, true) is its own op after the GEMM,

@@ -194,12 +194,14 @@ inline void add_layernorm_fwd_tp(Backend& be, TensorView sum, TensorView out, Te
 
 inline void layernorm_bwd_tp(Backend& be, TensorView din_accum, TensorView dw, TensorView db, TensorView dsum,
                              TensorView dout, TensorView dout_peer, TensorView in, TensorView w, TensorView mean,
-                             TensorView rstd, int N, int C, PeerRelease release) {
-  if (dout_peer.empty() && !release)
-    be.layernorm_bwd(din_accum, dw, db, dsum, dout, in, w, mean, rstd, N, C);
-  else
+                             TensorView rstd, int N, int C, PeerRelease release, TensorView din_keep = {}) {
+  if (dout_peer.empty() && !release) {
+    be.layernorm_bwd(din_accum, dw, db, dsum, dout, in, w, mean, rstd, N, C, din_keep);
+  } else {
+    TRIDENT_CHECK(din_keep.empty(), "layernorm_bwd_tp: din_keep with a peer partial");
     peer_ops_of(be, "parallel.tp_fused_sum")
         .layernorm_bwd(din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, N, C, release);
+  }
 }
 
 inline void add_rmsnorm_fwd_tp(Backend& be, TensorView sum, TensorView out, TensorView rstd, TensorView a,
@@ -213,11 +215,14 @@ inline void add_rmsnorm_fwd_tp(Backend& be, TensorView sum, TensorView out, Tens
 }
 
 inline void rmsnorm_bwd_tp(Backend& be, TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer,
-                           TensorView in, TensorView w, TensorView rstd, int N, int C, PeerRelease release) {
-  if (dout_peer.empty() && !release)
-    be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, N, C);
-  else
+                           TensorView in, TensorView w, TensorView rstd, int N, int C, PeerRelease release,
+                           TensorView din_keep = {}) {
+  if (dout_peer.empty() && !release) {
+    be.rmsnorm_bwd(din_accum, dw, dout, in, w, rstd, N, C, din_keep);
+  } else {
+    TRIDENT_CHECK(din_keep.empty(), "rmsnorm_bwd_tp: din_keep with a peer partial");
     peer_ops_of(be, "parallel.tp_fused_sum").rmsnorm_bwd(din_accum, dw, dout, dout_peer, in, w, rstd, N, C, release);
+  }
 }
 
 }  // namespace trident

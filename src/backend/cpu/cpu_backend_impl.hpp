@@ -44,7 +44,9 @@ class CpuBackend final : public Backend, public PeerOps {
                          TensorView a_peer, TensorView residual, TensorView w, TensorView b, int N, int C, float eps,
                          PeerRelease release) override;
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
-                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override {
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C,
+                     TensorView din_keep = {}) override {
+    keep_before_update(din_keep, din_accum, "layernorm_bwd");
     layernorm_bwd(din_accum, dw, db, dsum, dout, TensorView{}, in, w, mean, rstd, N, C, PeerRelease{});
   }
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
@@ -56,7 +58,7 @@ class CpuBackend final : public Backend, public PeerOps {
   void add_rmsnorm_fwd(TensorView sum, TensorView out, TensorView rstd, TensorView a, TensorView a_peer,
                        TensorView residual, TensorView w, int N, int C, float eps, PeerRelease release) override;
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
-                   int N, int C) override;
+                   int N, int C, TensorView din_keep = {}) override;
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
                    TensorView w, TensorView rstd, int N, int C, PeerRelease release) override;
 
@@ -123,6 +125,14 @@ class CpuBackend final : public Backend, public PeerOps {
   PeerOps* peer_ops() override { return this; }
 
  private:
+  // The norm backwards' din_keep: din_accum's values before the update (a plain copy here).
+  void keep_before_update(TensorView din_keep, TensorView din_accum, const char* op) {
+    if (din_keep.empty()) return;
+    TRIDENT_CHECK(din_keep.data != din_accum.data && din_keep.numel == din_accum.numel,
+                  str(op, ": din_keep must be a separate buffer of din_accum's size"));
+    copy(din_keep, din_accum);
+  }
+
   // alloc() may be called from several host threads (e.g. a comm thread); the size table
   // behind peak_bytes() is guarded.
   mutable std::mutex mutex_;

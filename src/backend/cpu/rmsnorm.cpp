@@ -58,7 +58,8 @@ void CpuBackend::rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dou
 }
 
 void CpuBackend::rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w,
-                             TensorView rstd, int N, int C) {
+                             TensorView rstd, int N, int C, TensorView din_keep) {
+  keep_before_update(din_keep, din_accum, "rmsnorm_bwd");
   const size_t NC = static_cast<size_t>(N) * C;
   float* dx = f32_data(din_accum, NC, "rmsnorm_bwd: din_accum");  // (N, C)
   float* dwt = f32_data(dw, C, "rmsnorm_bwd: dw");                // (C)

@@ -50,6 +50,12 @@ float* f32(TensorView v, size_t n, const char* what) { return data_of<float>(v, 
 
 // As above for optional arguments: nullptr when the view is empty.
 bf16* act_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : act(v, n, what); }
+// A norm backward's din_keep: null when not given; a separate buffer of din_accum's size.
+bf16* keep_of(TensorView din_keep, TensorView din_accum, const char* op) {
+  if (din_keep.empty()) return nullptr;
+  TRIDENT_CHECK(din_keep.data != din_accum.data, str(op, ": din_keep must not alias din_accum"));
+  return act(din_keep, din_accum.numel, op);
+}
 float* f32_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : f32(v, n, what); }
 
 // The position table may hold more rows (the model's block size) than this batch's T uses.
@@ -404,17 +410,25 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
-                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C) override {
-    layernorm_bwd(din_accum, dw, db, dsum, dout, TensorView{}, in, w, mean, rstd, N, C, PeerRelease{});
+                     TensorView in, TensorView w, TensorView mean, TensorView rstd, int N, int C,
+                     TensorView din_keep = {}) override {
+    layernorm_bwd(din_accum, dw, db, dsum, dout, TensorView{}, in, w, mean, rstd, N, C, PeerRelease{}, din_keep);
   }
 
   void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
                      TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
                      int C, PeerRelease release) override {
+    layernorm_bwd(din_accum, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, N, C, release, TensorView{});
+  }
+
+  void layernorm_bwd(TensorView din_accum, TensorView dw, TensorView db, TensorView dsum, TensorView dout,
+                     TensorView dout_peer, TensorView in, TensorView w, TensorView mean, TensorView rstd, int N,
+                     int C, PeerRelease release, TensorView din_keep) {
     TRIDENT_CHECK(!release || !dout_peer.empty(), "layernorm_bwd: a release without dout_peer");
     gpu::ProfileScope prof(stream_, "layernorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
-    gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), f32(dw, C, "layernorm_bwd: dw"),
+    gpu::layernorm_bwd(act(din_accum, NC, "layernorm_bwd: din_accum"), keep_of(din_keep, din_accum, "layernorm_bwd"),
+                       f32(dw, C, "layernorm_bwd: dw"),
                        f32(db, C, "layernorm_bwd: db"), f32_optional(dsum, C, "layernorm_bwd: dsum"),
                        act(dout, NC, "layernorm_bwd: dout"), act_optional(dout_peer, NC, "layernorm_bwd: dout_peer"),
                        act(in, NC, "layernorm_bwd: in"), act(w, C, "layernorm_bwd: w"),
@@ -448,16 +462,22 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView in, TensorView w, TensorView rstd,
-                   int N, int C) override {
-    rmsnorm_bwd(din_accum, dw, dout, TensorView{}, in, w, rstd, N, C, PeerRelease{});
+                   int N, int C, TensorView din_keep = {}) override {
+    rmsnorm_bwd(din_accum, dw, dout, TensorView{}, in, w, rstd, N, C, PeerRelease{}, din_keep);
   }
 
   void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
                    TensorView w, TensorView rstd, int N, int C, PeerRelease release) override {
+    rmsnorm_bwd(din_accum, dw, dout, dout_peer, in, w, rstd, N, C, release, TensorView{});
+  }
+
+  void rmsnorm_bwd(TensorView din_accum, TensorView dw, TensorView dout, TensorView dout_peer, TensorView in,
+                   TensorView w, TensorView rstd, int N, int C, PeerRelease release, TensorView din_keep) {
     TRIDENT_CHECK(!release || !dout_peer.empty(), "rmsnorm_bwd: a release without dout_peer");
     gpu::ProfileScope prof(stream_, "rmsnorm_bwd", N, C);
     const size_t NC = rows_x_cols(N, C);
-    gpu::rmsnorm_bwd(act(din_accum, NC, "rmsnorm_bwd: din_accum"), f32(dw, C, "rmsnorm_bwd: dw"),
+    gpu::rmsnorm_bwd(act(din_accum, NC, "rmsnorm_bwd: din_accum"), keep_of(din_keep, din_accum, "rmsnorm_bwd"),
+                     f32(dw, C, "rmsnorm_bwd: dw"),
                      act(dout, NC, "rmsnorm_bwd: dout"), act_optional(dout_peer, NC, "rmsnorm_bwd: dout_peer"),
                      act(in, NC, "rmsnorm_bwd: in"), act(w, C, "rmsnorm_bwd: w"), f32(rstd, N, "rmsnorm_bwd: rstd"),
                      N, C, release, *scratch_, stream_);

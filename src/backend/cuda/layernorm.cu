@@ -162,7 +162,7 @@ struct Raw8 {
 // 8 rows of 3 x C bf16 in flight still cover the memory latency.
 template <int kGroups, bool kSum, bool kPeer, bool kRms = false>
 __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
-    layernorm_bwd_fused_kernel(bf16* din_accum, float* partial_dw, float* partial_db, float* partial_ds,
+    layernorm_bwd_fused_kernel(bf16* din_accum, bf16* din_keep, float* partial_dw, float* partial_db, float* partial_ds,
                                const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
                                const float* mean, const float* rstd, int N, int C, PeerRelease release) {
   constexpr int kC = kGroups * 32 * kVec;   // the shared-memory rows' length
@@ -199,6 +199,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
         }
         x[gi].load(in + off + c);
         d[gi].load(din_accum + off + c);
+        if (din_keep) *reinterpret_cast<uint4*>(din_keep + off + c) = d[gi].bits;
       } else {
         g[gi].bits = x[gi].bits = d[gi].bits = make_uint4(0, 0, 0, 0);
       }
@@ -261,8 +262,8 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 4 ? 2 : 1)
 // The fused kernel for this C with its shared memory (allowed on every call, see allow_smem), or
 // null where C is not a multiple of kVec, is above 8 groups of 32 lanes x kVec columns (2,048),
 // or is up to 4 groups but not whole ones (those rows take the separate kernels, as before).
-using FusedBwdKernel = void (*)(bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*,
-                                const float*, const float*, int, int, PeerRelease);
+using FusedBwdKernel = void (*)(bf16*, bf16*, float*, float*, float*, const bf16*, const bf16*, const bf16*,
+                                const bf16*, const float*, const float*, int, int, PeerRelease);
 template <bool kSum, bool kPeer, bool kRms = false>
 FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   constexpr int kGroupCols = 32 * kVec;
@@ -347,14 +348,21 @@ void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf1
   CUDA_CHECK_LAUNCH("add_layernorm_fwd");
 }
 
-void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf16* dout, const bf16* dout_peer,
-                   const bf16* in, const bf16* w, const float* mean, const float* rstd, int N, int C,
-                   const PeerRelease& release, Scratch& scratch, cudaStream_t stream) {
+void keep_rows(bf16* din_keep, const bf16* din_accum, int N, int C, cudaStream_t stream) {
+  if (!din_keep) return;
+  CUDA_CHECK(cudaMemcpyAsync(din_keep, din_accum, static_cast<size_t>(N) * C * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                             stream));
+}
+
+void layernorm_bwd(bf16* din_accum, bf16* din_keep, float* dw, float* db, float* dsum, const bf16* dout,
+                   const bf16* dout_peer, const bf16* in, const bf16* w, const float* mean, const float* rstd, int N,
+                   int C, const PeerRelease& release, Scratch& scratch, cudaStream_t stream) {
   if (N == 0 || C == 0) {
     if (release) release_after(release, stream);
     return;
   }
-  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
+  const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer)) &&
+                   (!din_keep || aligned16(din_keep));
   // C in whole 256-column groups up to 1,024 (GPT-2 124M, 350M) or any multiple of 8 from 1,032
   // to 2,048 (774M, 1.5B): one fused pass.
   size_t fused_smem = 0;
@@ -373,8 +381,8 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     float* partial_dw = static_cast<float*>(scratch.get((dsum ? 3 : 2) * chunk_elems * sizeof(float), stream));
     float* partial_db = partial_dw + chunk_elems;
     float* partial_ds = dsum ? partial_db + chunk_elems : nullptr;
-    kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, partial_dw, partial_db, partial_ds, dout, dout_peer,
-                                                       in, w, mean, rstd, N, C, release);
+    kernel<<<n_chunks, kThreads, fused_smem, stream>>>(din_accum, din_keep, partial_dw, partial_db, partial_ds, dout,
+                                                       dout_peer, in, w, mean, rstd, N, C, release);
     CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel");
     if (dsum) {
       add_column_partials({dw, db, dsum}, partial_dw, n_chunks, C, stream);
@@ -399,6 +407,7 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
     if (release) release_after(release, stream);   // the add was dout_peer's only reader
     dout = summed;
   }
+  keep_rows(din_keep, din_accum, N, C, stream);
   const auto din_kernel = vec ? layernorm_din_kernel<kVec> : layernorm_din_kernel<1>;
   din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_din_kernel");
@@ -411,18 +420,19 @@ void layernorm_bwd(bf16* din_accum, float* dw, float* db, float* dsum, const bf1
   if (dsum) add_column_sums(dsum, din_accum, N, C, scratch, stream);
 }
 
-bool rmsnorm_bwd_fused(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in,
-                       const bf16* w, const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch,
-                       cudaStream_t stream) {
+bool rmsnorm_bwd_fused(bf16* din_accum, bf16* din_keep, float* dw, const bf16* dout, const bf16* dout_peer,
+                       const bf16* in, const bf16* w, const float* rstd, int N, int C, const PeerRelease& release,
+                       Scratch& scratch, cudaStream_t stream) {
   size_t smem = 0;
   FusedBwdKernel kernel = nullptr;
-  if (C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer)))
+  if (C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer)) &&
+      (!din_keep || aligned16(din_keep)))
     kernel = dout_peer ? fused_bwd_kernel<false, true, true>(C, &smem) : fused_bwd_kernel<false, false, true>(C, &smem);
   if (!kernel || N == 0) return false;
   const int n_chunks = ceil_div(N, kFusedRows);
   float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
-  kernel<<<n_chunks, kThreads, smem, stream>>>(din_accum, partial_dw, nullptr, nullptr, dout, dout_peer, in, w, nullptr,
-                                               rstd, N, C, release);
+  kernel<<<n_chunks, kThreads, smem, stream>>>(din_accum, din_keep, partial_dw, nullptr, nullptr, dout, dout_peer, in,
+                                               w, nullptr, rstd, N, C, release);
   CUDA_CHECK_LAUNCH("layernorm_bwd_fused_kernel (RMSNorm)");
   add_column_partials(dw, partial_dw, n_chunks, C, stream);
   return true;

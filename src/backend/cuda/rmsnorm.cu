@@ -134,13 +134,14 @@ void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf1
   CUDA_CHECK_LAUNCH("add_rmsnorm_fwd");
 }
 
-void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
-                 const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch, cudaStream_t stream) {
+void rmsnorm_bwd(bf16* din_accum, bf16* din_keep, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in,
+                 const bf16* w, const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch,
+                 cudaStream_t stream) {
   if (N == 0 || C == 0) {
     if (release) release_after(release, stream);
     return;
   }
-  if (rmsnorm_bwd_fused(din_accum, dw, dout, dout_peer, in, w, rstd, N, C, release, scratch, stream)) return;
+  if (rmsnorm_bwd_fused(din_accum, din_keep, dw, dout, dout_peer, in, w, rstd, N, C, release, scratch, stream)) return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
   const int n_chunks = column_chunks(N, "rmsnorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;
@@ -157,6 +158,7 @@ void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_
     if (release) release_after(release, stream);   // the add was dout_peer's only reader
     dout = summed;
   }
+  keep_rows(din_keep, din_accum, N, C, stream);
   const auto din_kernel = vec ? rmsnorm_din_kernel<kVec> : rmsnorm_din_kernel<1>;
   din_kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(din_accum, dout, in, w, rstd, N, C);
   CUDA_CHECK_LAUNCH("rmsnorm_din_kernel");

@@ -18,8 +18,10 @@ void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf1
 
 // din_accum (N,C) += dL/din; dw (C) += (deterministic: partial column sums in scratch). With
 // dout_peer (the other TP rank's partial of dout) the gradient is bf16(dout + dout_peer), and
-// `release` as for add_rmsnorm_fwd (after the last kernel that reads dout_peer).
-void rmsnorm_bwd(bf16* din_accum, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in, const bf16* w,
-                 const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch, cudaStream_t stream);
+// `release` as for add_rmsnorm_fwd (after the last kernel that reads dout_peer); din_keep as for
+// layernorm_bwd.
+void rmsnorm_bwd(bf16* din_accum, bf16* din_keep, float* dw, const bf16* dout, const bf16* dout_peer, const bf16* in,
+                 const bf16* w, const float* rstd, int N, int C, const PeerRelease& release, Scratch& scratch,
+                 cudaStream_t stream);
 
 }  // namespace trident::gpu

@@ -43,7 +43,6 @@ class Gpt2Block final : public BlockArch {
 
   bool rotary() const override { return false; }
   void position_fwd(Backend&, TensorView, TensorView, int, int, int, int, int, const int32_t*) const override {}
-  void position_bwd(Backend&, TensorView, TensorView, int, int, int, int, int, const int32_t*) const override {}
   bool qkv_bias_in_attention_bwd() const override { return true; }
 
   BlockTensors block_tensors(const ParamSpan& at, const std::string& b, const ModelConfig&) const override {
@@ -96,10 +95,6 @@ class LlamaBlock final : public BlockArch {
   void position_fwd(Backend& be, TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS,
                     const int32_t* doc_start) const override {
     be.rope_fwd(qkv, rope, B, T, NH, NKV, HS, 0, doc_start);
-  }
-  void position_bwd(Backend& be, TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS,
-                    const int32_t* doc_start) const override {
-    be.rope_bwd(dqkv, rope, B, T, NH, NKV, HS, 0, doc_start);
   }
   bool qkv_bias_in_attention_bwd() const override { return false; }
 

@@ -964,11 +964,11 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     be_.side_end();
   }
   // The qkv bias gradient comes out of the attention backward (summed while dqkv is on chip), or
-  // after the position step's backward where the bias is added before a rotation.
+  // after the rotary embedding's backward (which the attention backward applies) where the bias
+  // is added before a rotation.
   const bool qkv_bias_in_attention = arch.qkv_bias_in_attention_bwd();
   be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
-                    bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
-  arch.position_bwd(be_, dqkv, rope_, B_, T_, bd_.NHl, bd_.NKVl, bd_.HS, doc_starts());
+                    bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(), arch.rotary() ? rope_ : TensorView{});
   if (dqkv_copied) hand_to_slot(s.layers[i].qkv, sc.dqkv);
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,

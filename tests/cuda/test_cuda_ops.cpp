@@ -160,7 +160,10 @@ class CudaOps : public ::testing::Test {
 
   // attention_bwd on both backends from the CPU forward's out and lse, with or without the bias
   // gradient (the kernels skip their column sums without it); docs: packed sequences' doc_start.
-  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias, const Both* docs = nullptr) {
+  // with_rope: RoPE's backward fused (the GPU kernels rotate dq and dk back before rounding; the
+  // CPU calls rope_bwd after).
+  void attention_bwd_both(int B, int T, int NH, int NKV, int HS, bool with_bias, const Both* docs = nullptr,
+                          bool with_rope = false) {
     const size_t BTC = static_cast<size_t>(B) * T * NH * HS, C_qkv = static_cast<size_t>(NH + 2 * NKV) * HS;
     const size_t rows = static_cast<size_t>(B) * NH * T, BTC_qkv = static_cast<size_t>(B) * T * C_qkv;
     Both qkv = act(random_vector(BTC_qkv, 81, 2.0f));
@@ -172,17 +175,20 @@ class CudaOps : public ::testing::Test {
     Both dout = act(random_vector(BTC, 82));
     Both dqkv = act(Vec(BTC_qkv));
     Both dbias = f32(random_vector(C_qkv, 83));  // accumulates onto this
+    Vec table_host(with_rope ? static_cast<size_t>(T) * HS : 1, 0.0f);
+    if (with_rope) rope_table(table_host.data(), T, HS, 10000.0f);
+    Both table = f32(table_host);
     for (Backend* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
       const int32_t* doc_start = docs ? (g ? docs->gpu : docs->cpu).ptr<int32_t>() : nullptr;
       be->attention_bwd(v(dqkv), with_bias ? v(dbias) : TensorView{}, v(dout), v(qkv), v(out), v(lse), B, T, NH, NKV,
-                        HS, doc_start);
+                        HS, doc_start, with_rope ? v(table) : TensorView{});
     }
     // Same formulas in fp32 on the same inputs (D = dout . out on both); the GPU rounds each
     // gradient once; exp() ulps and summation order add a little. The bias gradient sums the
     // rounded values on the GPU (the key part is ~0 on both: softmax ignores a key bias).
-    expect_close(dqkv, 5e-3, "attention_bwd dqkv");
+    expect_close(dqkv, 5e-3, with_rope ? "attention_bwd dqkv, rope" : "attention_bwd dqkv");
     if (with_bias) expect_close(dbias, 5e-3, "attention_bwd dbias");
   }
 
@@ -598,6 +604,7 @@ TEST_F(CudaOps, AttentionBwd) {
     const bool with_bias = (&k - kAttentionCases) % 2 == 0;
     SCOPED_TRACE(announce(describe(k) + (with_bias ? " with dbias" : "")));
     attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, with_bias);
+    if (!with_bias && k.HS % 2 == 0) attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, false, nullptr, true);
   }
 }
 
@@ -633,6 +640,7 @@ TEST_F(CudaOps, PackedAttention) {
       expect_close(out, kOneRounding, "packed attention_fwd out");
       expect_close(lse, kFp32Order, "packed attention_fwd lse");
       attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, max_len == 5, &docs);
+      if (max_len != 5 && k.HS % 2 == 0) attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, false, &docs, true);
     }
   }
 }

@@ -268,9 +268,13 @@ class Backend {
   // dqkv (same layout as qkv) act = gradient of the loss w.r.t. qkv, from dout (B,T,NH,HS), the
   // key/value gradients summed over each group's query heads; dbias ((NH + 2 NKV) HS) f32, if
   // given, += column sums of dqkv over the B T rows: the gradient of a bias added to qkv, which a
-  // backend can sum while dqkv is still on chip. doc_start as the forward's.
+  // backend can sum while dqkv is still on chip. doc_start as the forward's. With rope (a
+  // rope_table, T rows at least), the q and k gradients leave rotated back as rope_bwd (pos0 = 0)
+  // after this call would leave them: the backward of rope_fwd before the attention, fused where
+  // the backend can (rotated in fp32 before the one rounding); not with dbias.
   virtual void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                             TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) = 0;
+                             TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start,
+                             TensorView rope = {}) = 0;
 
   // ---- rotary position embedding (Hugging Face rotate_half convention: the two halves of a head
   // are rotated against each other, element d with d + HS/2, not interleaved pairs).

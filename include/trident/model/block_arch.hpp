@@ -58,11 +58,10 @@ class BlockArch {
                        TensorView fcg, TensorView fcproj_w, TensorView fch, int rows, int fc_act, int C) const = 0;
 
   // Positions: learned rows added by the embedding (false), or rotary embeddings (true) applied
-  // in place to q and k before the attention and undone on their gradient after it.
+  // in place to q and k before the attention and undone on their gradient by the attention's
+  // backward (Backend::attention_bwd's rope).
   virtual bool rotary() const = 0;
   virtual void position_fwd(Backend& be, TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS,
-                            const int32_t* doc_start) const = 0;
-  virtual void position_bwd(Backend& be, TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS,
                             const int32_t* doc_start) const = 0;
   // Where the qkv bias gradient is summed: in the attention backward while dqkv is on chip (true),
   // or in the qkv GEMM's backward after the position step's (a bias added before the rotation).

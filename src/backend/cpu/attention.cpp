@@ -188,8 +188,11 @@ void CpuBackend::attention_fwd(TensorView out, TensorView lse, TensorView qkv, i
 }
 
 void CpuBackend::attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                               TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) {
+                               TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start,
+                               TensorView rope) {
+  TRIDENT_CHECK(rope.empty() || dbias.empty(), "attention_bwd: rope with dbias (a bias added before the rotation)");
   attention_backward(dqkv, dbias, dout, qkv, out, lse, B, T, NH, NKV, HS, doc_start);
+  if (!rope.empty()) rope_bwd(dqkv, rope, B, T, NH, NKV, HS, 0, doc_start);
 }
 
 // attention_fwd's row arithmetic (attend_row) with keys and values read from the cache:

@@ -81,7 +81,8 @@ class CpuBackend final : public Backend, public PeerOps {
   void sample_shard(TensorView stats, TensorView logits, const int32_t* keys, uint64_t seed, float temperature, int N,
                     int v_local, int v_valid, int vocab_start) override;
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out,
-                     TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) override;
+                     TensorView lse, int B, int T, int NH, int NKV, int HS, const int32_t* doc_start,
+                     TensorView rope = {}) override;
   void rope_fwd(TensorView qkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,
                 const int32_t* doc_start) override;
   void rope_bwd(TensorView dqkv, TensorView rope, int B, int T, int NH, int NKV, int HS, int pos0,

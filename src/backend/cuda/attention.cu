@@ -4,6 +4,7 @@
 #include "attention.cuh"
 #include "attention_mma.cuh"
 #include "reduce.cuh"
+#include "rope.cuh"
 
 namespace trident::gpu {
 namespace {
@@ -514,8 +515,8 @@ void attention_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_st
 }
 
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   const int32_t* doc_start, int B, int T, int NH, int NKV, int HS, Scratch& scratch,
-                   cudaStream_t stream) {
+                   const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV, int HS,
+                   Scratch& scratch, cudaStream_t stream) {
   check_shape(B, T, NH, NKV, HS, "attention_bwd");
   if (B * T * NH == 0) return;
   const size_t rows = static_cast<size_t>(B) * T * NH, row_width = qkv_row_stride(NH, NKV, HS);
@@ -538,7 +539,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
   if (mma) {
-    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, HS, stream);
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, HS, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
     return;
   }
@@ -551,8 +552,10 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
       dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
   CUDA_CHECK_LAUNCH("attention_dq_kernel");
-  // The generic kernels leave the bias gradient to a column sum of what they wrote.
+  // The generic kernels leave the bias gradient to a column sum of what they wrote, and RoPE's
+  // backward to its own pass.
   if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
+  if (rope) rope_rotate(dqkv, rope, doc_start, B, T, NH, NKV, HS, 0, -1.0f, stream);
 }
 
 void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const int32_t* rows, int N, int S,

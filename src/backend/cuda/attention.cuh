@@ -22,10 +22,12 @@ void attention_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_st
 // dqkv (B,T,NH+2NKV,HS) from dout (B,T,NH,HS), recomputing probabilities from lse, the key and
 // value gradients summed over each group's query heads; with dbias, also dbias ((NH+2NKV) HS) +=
 // column sums of dqkv over the B T rows (the qkv bias gradient). Deterministic: every output
-// element is summed by one thread in a fixed order.
+// element is summed by one thread in a fixed order. With rope (a rope_table; not with dbias) the
+// q and k gradients leave rotated back as rope_rotate(sign -1) would leave them: the tensor-core
+// kernels rotate them before their one rounding, the generic ones call it after.
 void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                   const int32_t* doc_start, int B, int T, int NH, int NKV, int HS, Scratch& scratch,
-                   cudaStream_t stream);
+                   const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV, int HS,
+                   Scratch& scratch, cudaStream_t stream);
 
 // Stores the keys and values of the N new tokens of qkv (N,NH+2NKV,HS), token i at slot rows[2i] and
 // position rows[2i + 1] (rows (N,2) on the device), into k_cache, v_cache (S,NKV,Tmax,HS); then

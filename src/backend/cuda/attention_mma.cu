@@ -210,19 +210,42 @@ __device__ __forceinline__ void tiles_landed() {
 // Writes a warp's (16, HS) accumulator, row r scaled by factor[r / 8], as bf16 to rows
 // [row0, row0 + 16) of dst (rows dst_stride elements apart; rows >= T are skipped). The rows go
 // through this warp's own 16 rows of the (kBlockRows, HS) tile `stage`, which must be free by
-// now, so that the global stores are 16 bytes wide.
+// now, so that the global stores are 16 bytes wide. With `rope` (a rope_table) each row leaves
+// rotated back as rope_bwd rotates a gradient row (element d against d + HS/2 at the row's
+// position: its index, less its document's start docs[row] where docs is given), in fp32 before
+// the one rounding: a lane holds both elements of each pair (tiles dt and dt + HS/16).
 template <class Mma, int HS>
 __device__ __forceinline__ void store_rows(bf16* dst, size_t dst_stride, int row0, int T, const float (&acc)[HS / 8][4],
-                                           const float (&factor)[2], bf16* stage, int warp, int lane) {
+                                           const float (&factor)[2], bf16* stage, int warp, int lane,
+                                           const float* rope = nullptr, const int32_t* docs = nullptr) {
   constexpr int kChunks = HS / 8;
   const int stage_row0 = warp * kWarpRows;
+  auto put = [&](int r, int dt, float x0, float x1) {
+    *reinterpret_cast<__nv_bfloat162*>(
+        stage + Mma::template offset<HS, kBlockRows>(stage_row0 + lane / 4 + 8 * r, dt) + (lane % 4) * 2) =
+        __floats2bfloat162_rn(x0, x1);
+  };
+  if (rope) {
+    constexpr int kHalf = HS / 16;   // tiles of a head's first half
 #pragma unroll
-  for (int dt = 0; dt < HS / 8; ++dt) {
+    for (int r = 0; r < 2; ++r) {
+      const int t = min(row0 + lane / 4 + 8 * r, T - 1);   // rows past T are not stored
+      const float* cs = rope + static_cast<size_t>(t - (docs ? docs[t] : 0)) * HS;
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<__nv_bfloat162*>(
-          stage + Mma::template offset<HS, kBlockRows>(stage_row0 + lane / 4 + 8 * r, dt) + (lane % 4) * 2) =
-          __floats2bfloat162_rn(acc[dt][2 * r] * factor[r], acc[dt][2 * r + 1] * factor[r]);
+      for (int dt = 0; dt < kHalf; ++dt) {
+        const int d = dt * 8 + (lane % 4) * 2;
+        const float2 c = *reinterpret_cast<const float2*>(cs + d), s = *reinterpret_cast<const float2*>(cs + HS / 2 + d);
+        const float a0 = acc[dt][2 * r] * factor[r], a1 = acc[dt][2 * r + 1] * factor[r];
+        const float b0 = acc[dt + kHalf][2 * r] * factor[r], b1 = acc[dt + kHalf][2 * r + 1] * factor[r];
+        put(r, dt, a0 * c.x + b0 * s.x, a1 * c.y + b1 * s.y);
+        put(r, dt + kHalf, b0 * c.x - a0 * s.x, b1 * c.y - a1 * s.y);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int dt = 0; dt < HS / 8; ++dt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) put(r, dt, acc[dt][2 * r] * factor[r], acc[dt][2 * r + 1] * factor[r]);
   }
   __syncwarp();
 #pragma unroll
@@ -459,7 +482,8 @@ constexpr size_t dkv_smem_bytes() {
 template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                             const float* delta, const int32_t* doc_start, int T, int NH, int NKV, float scale) {
+                             const float* delta, const int32_t* doc_start, const float* rope, int T, int NH, int NKV,
+                             float scale) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -537,7 +561,7 @@ __global__ void __launch_bounds__(kThreads)
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
   __syncthreads();  // every warp's products have read k_s and v_s
   store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor,
-                      k_s, warp, lane);
+                      k_s, warp, lane, rope, docs);
   store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor,
                       v_s, warp, lane);
   if (bias_partials) {
@@ -569,7 +593,8 @@ constexpr int dq_min_blocks() {
 template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
     attention_dq_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                            const float* delta, const int32_t* doc_start, int T, int NH, int NKV, float scale) {
+                            const float* delta, const int32_t* doc_start, const float* rope, int T, int NH, int NKV,
+                            float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   bf16* do_s = q_s + Mma::template tile_elems<HS, kBlockRows>();     // (kBlockRows, HS)
@@ -633,7 +658,7 @@ __global__ void __launch_bounds__(kThreads, dq_min_blocks<Mma, HS>())
   const float factor[2] = {scale, scale};
   __syncthreads();  // every warp's products have read q_s
   store_rows<Mma, HS>(dqkv + qkv_offset(b, h, 0, T, NH, NKV, HS), row_stride, q0 + warp * kWarpRows, T, dq, factor,
-                      q_s, warp, lane);
+                      q_s, warp, lane, rope, docs);
   if (bias_partials) {
     __syncthreads();  // every warp's rows are staged
     store_column_sums<Mma, HS>(bias_partials + bias_partial_offset(b, q0 / kBlockRows, h, 0, NH, NKV, HS), q_s,
@@ -656,18 +681,18 @@ void launch_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start
 
 template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, float scale,
-                cudaStream_t stream) {
+                const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
+                float scale, cudaStream_t stream) {
   const int blocks = ceil_div(T, kBlockRows);
   const auto dkv = doc_start ? attention_dkv_mma_kernel<Mma, HS, true> : attention_dkv_mma_kernel<Mma, HS, false>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
   dkv<<<dim3(B * NKV, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse,
-                                                                              delta, doc_start, T, NH, NKV, scale);
+                                                                              delta, doc_start, rope, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
   const auto dq = doc_start ? attention_dq_mma_kernel<Mma, HS, true> : attention_dq_mma_kernel<Mma, HS, false>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
   dq<<<dim3(B * NH, blocks), kThreads, dq_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse, delta,
-                                                                           doc_start, T, NH, NKV, scale);
+                                                                           doc_start, rope, T, NH, NKV, scale);
   CUDA_CHECK_LAUNCH("attention_dq_mma_kernel");
 }
 
@@ -722,12 +747,14 @@ void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_s
 
 template <int HS>
 void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                    const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, float scale,
-                    cudaStream_t stream) {
+                    const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
+                    float scale, cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale,
+                             stream);
   } else {
-    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale,
+                            stream);
   }
 }
 
@@ -756,13 +783,13 @@ void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const int32_t* do
 }
 
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                       const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, int HS,
-                       cudaStream_t stream) {
+                       const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
+                       int HS, cudaStream_t stream) {
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, stream);
   } else {
-    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, stream);
   }
 }
 

@@ -23,10 +23,11 @@ void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const int32_t* do
                        int NKV, int HS, cudaStream_t stream);
 
 // As attention_bwd, given delta (B,NH,T) = rowsum(dout * out). With bias_partials, also writes
-// the column sums of dqkv per (b, 64-row block): (B ceil(T / 64), (NH + 2 NKV) HS) floats.
+// the column sums of dqkv per (b, 64-row block): (B ceil(T / 64), (NH + 2 NKV) HS) floats. With
+// rope (a rope_table; not with bias_partials) dq and dk are stored rotated back (rope_bwd fused).
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
-                       const float* delta, const int32_t* doc_start, int B, int T, int NH, int NKV, int HS,
-                       cudaStream_t stream);
+                       const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
+                       int HS, cudaStream_t stream);
 
 // Rows of a block of the tensor-core kernels (and of each bias_partials chunk).
 constexpr int kAttentionBlockRows = 64;

@@ -579,13 +579,17 @@ class CudaBackend final : public Backend, public PeerOps {
   }
 
   void attention_bwd(TensorView dqkv, TensorView dbias, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                     int B, int T, int NH, int NKV, int HS, const int32_t* doc_start) override {
+                     int B, int T, int NH, int NKV, int HS, const int32_t* doc_start, TensorView rope = {}) override {
     gpu::ProfileScope prof(stream_, "attention_bwd", B * T, NH, HS);
+    TRIDENT_CHECK(rope.empty() || dbias.empty(), "attention_bwd: rope with dbias (a bias added before the rotation)");
+    if (!rope.empty()) check_rope_args(rope, T, NH, NKV, HS, 0, "attention_bwd");
     const size_t BT = rows_x_cols(B, T), C = rows_x_cols(NH, HS), C_qkv = rows_x_cols(NH + 2 * NKV, HS);
     gpu::attention_bwd(act(dqkv, BT * C_qkv, "attention_bwd: dqkv"),
                        f32_optional(dbias, C_qkv, "attention_bwd: dbias"), act(dout, BT * C, "attention_bwd: dout"),
                        act(qkv, BT * C_qkv, "attention_bwd: qkv"), act(out, BT * C, "attention_bwd: out"),
-                       f32(lse, BT * NH, "attention_bwd: lse"), doc_start, B, T, NH, NKV, HS, *scratch_, stream_);
+                       f32(lse, BT * NH, "attention_bwd: lse"), doc_start,
+                       rope.empty() ? nullptr : f32(rope, rope.numel, "attention_bwd: rope"), B, T, NH, NKV, HS,
+                       *scratch_, stream_);
   }
 
   void attention_decode(TensorView out, TensorView k_cache, TensorView v_cache, TensorView qkv, const int32_t* rows,

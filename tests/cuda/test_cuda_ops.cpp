@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_support.hpp"
@@ -387,14 +388,14 @@ TEST_F(CudaOps, LayerNormBwd) {
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
   // N = 200 partly filled; so do C = 1536 (6 groups, one block per multiprocessor), 1600 (7
   // groups, the last one a quarter filled) and 2048 (8 groups).
-  // Every shape runs with and without dsum (its own kernel on the fused path); without it also with
-  // din_keep (the residual gradient before the update, the weight pass's operand): exactly din's
-  // old values on both paths (the fused kernel stores the rows it loads, the others copy first).
+  // Every shape runs with dsum (its own kernel on the fused path), with din_keep (the residual
+  // gradient before the update, the weight pass's operand: exactly din's old values on both paths,
+  // the fused kernel storing the rows it loads, the others copying first), and with both.
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
                             RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}, RowsCase{77, 1536},
                             RowsCase{77, 1600}, RowsCase{45, 2048}})
-  for (const bool with_sum : {true, false}) {
-    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "")));
+  for (const auto& [with_sum, with_keep] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "", with_keep ? " with din_keep" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 21));
     Both w = act(near_one(k.C, 22)), b = act(random_vector(k.C, 23, 0.1f));
@@ -412,10 +413,10 @@ TEST_F(CudaOps, LayerNormBwd) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
       be->layernorm_bwd(v(din), v(dw), v(db), with_sum ? v(dsum) : TensorView{}, v(dout), v(in), v(w), v(mean),
-                        v(rstd), k.N, k.C, with_sum ? TensorView{} : v(keep));
+                        v(rstd), k.N, k.C, with_keep ? v(keep) : TensorView{});
     }
     expect_close(din, kOneRounding, "layernorm_bwd din_accum");  // fp32 sum, one rounding
-    if (!with_sum) {
+    if (with_keep) {
       expect_close(keep, 0.0, "layernorm_bwd din_keep");
       EXPECT_EQ(download(gpu(), keep.gpu.view()), round_bf16(random_vector(NC, 25))) << "din_keep: din's old values";
     }

@@ -1,6 +1,8 @@
 // Causal flash-attention kernels for any head size up to 128: FlashAttention-2 structure with
 // fp32 SIMT math on bf16 tiles in shared memory. Head sizes 64 and 128 go to the tensor-core
 // kernels of attention_mma.cu instead; these remain the path for every other shape.
+#include <cstdint>
+
 #include "attention.cuh"
 #include "attention_mma.cuh"
 #include "reduce.cuh"
@@ -539,8 +541,13 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
   if (mma) {
-    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, HS, stream);
+    // The kernels read the table's cos and sin in pairs (8-byte loads; every row is then aligned
+    // too, HS being even); a table off that boundary takes the separate pass.
+    const bool rope_in_kernels = rope && reinterpret_cast<uintptr_t>(rope) % 8 == 0;
+    attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope_in_kernels ? rope : nullptr, B, T,
+                      NH, NKV, HS, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
+    if (rope && !rope_in_kernels) rope_rotate(dqkv, rope, doc_start, B, T, NH, NKV, HS, 0, -1.0f, stream);
     return;
   }
 

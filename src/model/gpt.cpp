@@ -911,10 +911,10 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   // gradients, so it writes over fch directly.
   const bool dw_beside = tp.dw_beside_sums() && !keep;
   const bool dw_inline = !tp.dw_beside_sums() && !keep;
-  const bool dfch_copied = keep && keep->dfch.data == a.fch.data && !arch.separate_activation();
-  const bool dqkv_copied = keep && keep->dqkv.data == a.qkv.data;
-  const TensorView dfch = keep && !dfch_copied ? keep->dfch : sc.dfch;
-  const TensorView dqkv = keep && !dqkv_copied ? keep->dqkv : sc.dqkv;
+  const bool dfch_handed = keep && keep->dfch.data == a.fch.data && !arch.separate_activation();
+  const bool dqkv_handed = keep && keep->dqkv.data == a.qkv.data;
+  const TensorView dfch = keep && !dfch_handed ? keep->dfch : sc.dfch;
+  const TensorView dqkv = keep && !dqkv_handed ? keep->dqkv : sc.dqkv;
   // dL/dx3 and dL/dx2 for the weight pass: with one TP rank the norm backward that updates dres in
   // place writes its old rows there as it reads them (din_keep); with more, a copy beside the TP
   // sum (the norm then runs with a peer partial, or on part of the rows).
@@ -929,7 +929,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
     arch.mlp_bwd(be_, rows(dfch, FC), rows(sc.dfcg, FA), dw_inline ? g.fcproj_w : TensorView{}, fcproj_bias,
                  rows(dres, C), rows(a.fcg, FA), p.fcproj_w, rows(a.fch, FC), n, FA, C);
   });
-  if (dfch_copied) hand_to_slot(s.layers[i].fch, sc.dfch);
+  if (dfch_handed) hand_to_slot(s.layers[i].fch, sc.dfch);
   if (!fcproj_bias_done && tp.own_rows_backward() && !g.fcproj_b.empty())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, tp.bwd_rows(dres, C), tp.bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
@@ -969,7 +969,7 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   const bool qkv_bias_in_attention = arch.qkv_bias_in_attention_bwd();
   be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
                     bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(), arch.rotary() ? rope_ : TensorView{});
-  if (dqkv_copied) hand_to_slot(s.layers[i].qkv, sc.dqkv);
+  if (dqkv_handed) hand_to_slot(s.layers[i].qkv, sc.dqkv);
   wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,
                  QKV);

@@ -105,6 +105,13 @@ inline void check_rope_args(TensorView rope, int T, int NH, int NKV, int HS, int
                     "..", pos0 + T - 1));
 }
 
+// The check every backend's layernorm_bwd/rmsnorm_bwd makes of a given din_keep: a separate buffer
+// of din_accum's size (`op` names the caller).
+inline void check_din_keep(TensorView din_keep, TensorView din_accum, const char* op) {
+  TRIDENT_CHECK(din_keep.data != din_accum.data && din_keep.numel == din_accum.numel,
+                str(op, ": din_keep must be a separate buffer of din_accum's size"));
+}
+
 // What a steady-state training step must not do, counted since the backend was made: device
 // allocations (including op scratch growth), GEMM plans (cuBLASLt descriptors and algorithm
 // searches) built, and host waits for the device. `trident bench` prints the timed steps' share.

@@ -129,8 +129,7 @@ class CpuBackend final : public Backend, public PeerOps {
   // The norm backwards' din_keep: din_accum's values before the update (a plain copy here).
   void keep_before_update(TensorView din_keep, TensorView din_accum, const char* op) {
     if (din_keep.empty()) return;
-    TRIDENT_CHECK(din_keep.data != din_accum.data && din_keep.numel == din_accum.numel,
-                  str(op, ": din_keep must be a separate buffer of din_accum's size"));
+    check_din_keep(din_keep, din_accum, op);
     copy(din_keep, din_accum);
   }
 

@@ -540,29 +540,27 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
                                                                                                     B, T, NH, HS);
     CUDA_CHECK_LAUNCH("attention_delta_kernel");
   }
+  // The tensor-core kernels rotate dq and dk back as they store them, reading the table's cos and
+  // sin in pairs (8-byte loads; every row is then aligned too, HS being even). The generic kernels,
+  // and a table off that boundary, leave RoPE's backward to its own pass after them.
+  const bool rope_in_kernels = mma && rope && reinterpret_cast<uintptr_t>(rope) % 8 == 0;
   if (mma) {
-    // The kernels read the table's cos and sin in pairs (8-byte loads; every row is then aligned
-    // too, HS being even); a table off that boundary takes the separate pass.
-    const bool rope_in_kernels = rope && reinterpret_cast<uintptr_t>(rope) % 8 == 0;
     attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope_in_kernels ? rope : nullptr, B, T,
                       NH, NKV, HS, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
-    if (rope && !rope_in_kernels) rope_rotate(dqkv, rope, doc_start, B, T, NH, NKV, HS, 0, -1.0f, stream);
-    return;
+  } else {
+    const float scale = 1.0f / sqrtf(static_cast<float>(HS));
+    const int blocks = ceil_div(T, kRows);
+    attention_dkv_kernel<<<dim3(B * NKV, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile),
+                           stream>>>(dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
+    CUDA_CHECK_LAUNCH("attention_dkv_kernel");
+    attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
+        dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
+    CUDA_CHECK_LAUNCH("attention_dq_kernel");
+    // The generic kernels leave the bias gradient to a column sum of what they wrote.
+    if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
   }
-
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-  const int blocks = ceil_div(T, kRows);
-  attention_dkv_kernel<<<dim3(B * NKV, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 2 * kTile), stream>>>(
-      dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
-  CUDA_CHECK_LAUNCH("attention_dkv_kernel");
-  attention_dq_kernel<<<dim3(B * NH, blocks), kThreads, smem_bytes(HS, 2 * kRows + 2 * kTile, 0), stream>>>(
-      dqkv, dout, qkv, lse, delta, doc_start, T, NH, NKV, HS, scale);
-  CUDA_CHECK_LAUNCH("attention_dq_kernel");
-  // The generic kernels leave the bias gradient to a column sum of what they wrote, and RoPE's
-  // backward to its own pass.
-  if (dbias) add_column_sums(dbias, dqkv, B * T, static_cast<int>(row_width), scratch, stream);
-  if (rope) rope_rotate(dqkv, rope, doc_start, B, T, NH, NKV, HS, 0, -1.0f, stream);
+  if (rope && !rope_in_kernels) rope_rotate(dqkv, rope, doc_start, B, T, NH, NKV, HS, 0, -1.0f, stream);
 }
 
 void attention_decode(bf16* out, bf16* k_cache, bf16* v_cache, const bf16* qkv, const int32_t* rows, int N, int S,

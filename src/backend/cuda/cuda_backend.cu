@@ -50,10 +50,10 @@ float* f32(TensorView v, size_t n, const char* what) { return data_of<float>(v, 
 
 // As above for optional arguments: nullptr when the view is empty.
 bf16* act_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : act(v, n, what); }
-// A norm backward's din_keep: null when not given; a separate buffer of din_accum's size.
+// A norm backward's din_keep: null when not given, else checked (check_din_keep).
 bf16* keep_of(TensorView din_keep, TensorView din_accum, const char* op) {
   if (din_keep.empty()) return nullptr;
-  TRIDENT_CHECK(din_keep.data != din_accum.data, str(op, ": din_keep must not alias din_accum"));
+  check_din_keep(din_keep, din_accum, op);
   return act(din_keep, din_accum.numel, op);
 }
 float* f32_optional(TensorView v, size_t n, const char* what) { return v.empty() ? nullptr : f32(v, n, what); }

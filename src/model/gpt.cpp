@@ -579,10 +579,12 @@ BlockActs GptStage::recompute_block(const Slot& s, int i, TensorView x) {
 // Selective recompute redoes the norms from their saved inputs (rewriting the saved statistics
 // with the same values) and the MLP activation from the saved pre-activation: the forward's ops
 // on the same values. Under sequence parallelism each rank redoes its own rows of a norm, or
-// copies those the slot kept, and the whole output is gathered beside the backward's first GEMMs.
-BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
+// copies those the slot kept, and the whole output is gathered beside the backward's GEMMs up to
+// the weight-gradient GEMM that reads it.
+BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x, bool weights) {
   if (i < recompute_.full) return recompute_block(s, i, x);
   const BlockActs a = work_acts(s, i);
+  if (!weights) return a;   // the input gradients read the slot's residual rows and statistics only
   const BlockActs& kept = s.layers[i];
   const BlockTensors& p = block_w(i);
   const BlockShape shape = block_shape(B_ * T_);
@@ -594,7 +596,9 @@ BlockActs GptStage::backward_acts(const Slot& s, int i, TensorView x) {
       norm_fwd(be_, shape, tp_->own_rows(out, C_), mean, rstd, in, w, b, rows);
     else if (sp_)
       be_.copy(tp_->my_rows(out, C_), kept_out);
-    if (sp_) norm_gather_[ln - 1] = g_.tp->all_gather_async(out.data, size_t(rows) * C_, out.dtype, be_.stream());
+    if (!sp_) return;
+    TRIDENT_CHECK(!norm_gather_[ln - 1], str("the gather of LN", ln, "'s output of a block was left unfinished"));
+    norm_gather_[ln - 1] = g_.tp->all_gather_async(out.data, size_t(rows) * C_, out.dtype, be_.stream());
   };
   redo(2, a.ln2, kept.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
   redo(1, a.ln1, kept.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
@@ -801,7 +805,8 @@ void GptStage::backward_pass(int slot, const UnitDone& unit_done, int chunk, int
       announce();
       if (i > 0) prefetch(layout_.block_unit(chunk_.layer_begin + i - 1));
     };
-    block_backward(i, s, backward_acts(s, i, x), x, s.grad, before_attention, split ? &stashes_[stash] : nullptr);
+    block_backward(i, s, backward_acts(s, i, x, !split), x, s.grad, before_attention,
+                   split ? &stashes_[stash] : nullptr);
     if (split) continue;   // backward_weight completes the unit and announces it
     // unit_done comes with the step's last micro-batch (PipelineExecutor); a staged unit is
     // reduced on every one. Either way the replicated gradients are complete, and the sum runs
@@ -844,9 +849,7 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
   for (int i = chunk_.n_layers() - 1; i >= 0; --i) {
     const int unit = layout_.block_unit(chunk_.layer_begin + i);
     need(unit);
-    const BlockActs a = backward_acts(s, i, block_input(s, i));
-    wait_norm_gather(2);
-    wait_norm_gather(1);
+    const BlockActs a = backward_acts(s, i, block_input(s, i), true);
     const BlockStash k = stash_views(s, stashes_[stash], i);
     const BlockTensors& p = block_w(i);
     const BlockTensors& g = block_g(i);
@@ -858,8 +861,10 @@ void GptStage::backward_weight(int slot, int stash, const UnitDone& unit_done, i
       if (!(k.grads.*field).empty() && (field != &BlockTensors::fcproj_b || fcproj_bias_stashed))
         be_.accumulate(g.*field, k.grads.*field);
     be_.matmul_bwd(TensorView{}, g.fcproj_w, TensorView{}, k.dx3, a.fcg, p.fcproj_w, N, FA, C);
+    wait_norm_gather(2);
     be_.matmul_bwd(TensorView{}, g.fc_w, TensorView{}, k.dfch, a.ln2, p.fc_w, N, C, FC);
     be_.matmul_bwd(TensorView{}, g.proj_w, TensorView{}, k.dx2, a.atty, p.proj_w, N, ATT, C);
+    wait_norm_gather(1);
     be_.matmul_bwd(TensorView{}, g.qkv_w, TensorView{}, k.dqkv, a.ln1, p.qkv_w, N, C, QKV);
     const bool reduced_now = unit_done || (staging_ && staging_->per_micro(unit));
     if (reduced_now && tp_->own_rows_backward()) sum_replicated_grads_over_tp(i);
@@ -933,15 +938,16 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   if (!fcproj_bias_done && tp.own_rows_backward() && !g.fcproj_b.empty())
     be_.matmul_bwd(TensorView{}, TensorView{}, g.fcproj_b, tp.bwd_rows(dres, C), tp.bwd_rows(a.fcg, FA), p.fcproj_w,
                    ln_rows, FA, C);
-  wait_norm_gather(2);
-  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);
+  be_.matmul_bwd(sc.dln, TensorView{}, TensorView{}, dfch, a.ln2, p.fc_w, N, C, FC);   // input gradient only
   tp.norm_backward({NormSite::mlp,
                     [&] {
                       if (dw_beside) weight_grad(g.fcproj_w, dres, a.fcg, p.fcproj_w, FA, C);
                       if (keep && !keep_in_norm) be_.copy(keep->dx3, dres);
                     },
                     [&] {
-                      if (!keep) weight_grad(g.fc_w, dfch, a.ln2, p.fc_w, C, FC);
+                      if (keep) return;
+                      wait_norm_gather(2);
+                      weight_grad(g.fc_w, dfch, a.ln2, p.fc_w, C, FC);
                     },
                     [&](TensorView dln_peer, PeerRelease release) {
                       norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln2_w, g.ln2_b, g.proj_b,
@@ -970,16 +976,17 @@ void GptStage::block_backward(int i, Slot& s, const BlockActs& a, TensorView x, 
   be_.attention_bwd(dqkv, qkv_bias_in_attention ? g.qkv_b : TensorView{}, sc.datty, a.qkv, a.atty, a.lse, B_, T_,
                     bd_.NHl, bd_.NKVl, bd_.HS, doc_starts(), arch.rotary() ? rope_ : TensorView{});
   if (dqkv_handed) hand_to_slot(s.layers[i].qkv, sc.dqkv);
-  wait_norm_gather(1);
   be_.matmul_bwd(sc.dln, TensorView{}, qkv_bias_in_attention ? TensorView{} : g.qkv_b, dqkv, a.ln1, p.qkv_w, N, C,
-                 QKV);
+                 QKV);   // input (and bias) gradient only
   tp.norm_backward({NormSite::attention,
                     [&] {
                       if (dw_beside) weight_grad(g.proj_w, dres, a.atty, p.proj_w, ATT, C);
                       if (keep && !keep_in_norm) be_.copy(keep->dx2, dres);
                     },
                     [&] {
-                      if (!keep) weight_grad(g.qkv_w, dqkv, a.ln1, p.qkv_w, C, QKV);
+                      if (keep) return;
+                      wait_norm_gather(1);
+                      weight_grad(g.qkv_w, dqkv, a.ln1, p.qkv_w, C, QKV);
                     },
                     [&](TensorView dln_peer, PeerRelease release) {
                       norm_bwd_tp(be_, shape, tp.bwd_rows(dres, C), g.ln1_w, g.ln1_b, prev_fcproj_b,

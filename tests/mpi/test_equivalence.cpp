@@ -486,7 +486,8 @@ TEST(Equivalence, RecomputeChangesNoBit) {
 // The same under sequence parallelism (tp 2), whose slots keep only each rank's rows of the
 // residual stream and norm outputs: the norms redone on own rows, or those kept copied, and
 // gathered again in the backward; against sequence parallelism without recompute, with NCCL-style
-// collectives and with fused sums.
+// collectives and with fused sums; on four ranks with tp 4 and fused sums, and tp 2 x pp 2 under
+// zero_bubble (whose input pass redoes and gathers nothing: only its weight pass reads them).
 TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -498,6 +499,11 @@ TEST(Equivalence, RecomputeWithSequenceParallelChangesNoBit) {
     if (world == 4) {   // the fused row sums over four ranks (partials added up in rank order)
       cfg.train.micro_batch_size = 8;
       cfg.parallel.tp_fused_sum = true;
+      expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"selective", 1}});
+      cfg.parallel.tp = 2;
+      cfg.parallel.pp = 2;
+      cfg.parallel.schedule = "zero_bubble";
+      cfg.train.micro_batch_size = 4;
       expect_recompute_changes_no_bit(cfg, MPI_COMM_WORLD, rank, {{"selective", 1}});
       continue;
     }

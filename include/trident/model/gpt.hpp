@@ -359,9 +359,12 @@ class GptStage {
   BlockActs recompute_block(const Slot& s, int i, TensorView x);
   // Block i's activations for its backward, input x: recomputed (full), or the slot's with what it
   // does not keep redone (selective) and the norm outputs gathered whole again (sequence
-  // parallelism; the gathers run beside the backward's first GEMMs, see wait_norm_gathers).
-  BlockActs backward_acts(const Slot& s, int i, TensorView x);
-  // Orders the stream after the gather of a backward's LN2 (ln = 2) or LN1 (1) output.
+  // parallelism; each gather runs beside the GEMMs before the weight-gradient GEMM that reads it,
+  // which waits for it: wait_norm_gather). The norm outputs and the MLP activation feed only the
+  // weight-gradient GEMMs: without `weights` (backward_input) they are neither redone nor gathered.
+  BlockActs backward_acts(const Slot& s, int i, TensorView x, bool weights);
+  // Orders the stream after the gather of a backward's LN2 (ln = 2) or LN1 (1) output, if one is
+  // in flight.
   void wait_norm_gather(int ln);
   // before_attention runs just before the block's attention backward is queued; a holds the
   // block's activations (the slot's, or recomputed). With `stash` (backward_input) the weight

@@ -125,6 +125,7 @@ CudaOptions cuda_options(const CudaConfig& c) {
   o.attention_kernels = c.attention_kernels == "mma"     ? AttentionKernels::Mma
                         : c.attention_kernels == "wgmma" ? AttentionKernels::Wgmma
                                                          : AttentionKernels::Auto;
+  o.attention_dkv_parts = c.attention_dkv_parts;
   o.side_stream = c.side_stream;
   o.graphs = c.graphs;
   o.gemm_autotune = c.gemm_autotune;

@@ -261,6 +261,10 @@ void visit_run_options(RunConfig& c, Visitor&& v) {
     "tensor-core attention kernels: auto (the wgmma engine on H100/H200, with the warp-specialized forward at "
     "head size 64; mma.sync elsewhere), wgmma (the wgmma engine's single-warpgroup forward) or mma (the mma.sync "
     "engine everywhere)");
+  v("cuda.attention_dkv_parts", c.cuda.attention_dkv_parts,
+    "the attention backward's dK/dV blocks: at most this many parts of a key/value group's query heads, a block "
+    "each, their sums added in part order (the largest divisor of the group up to it); 0 splits a group only where "
+    "its blocks would not fill the GPU (a small batch of few key/value heads)");
   v("cuda.side_stream", c.cuda.side_stream,
     "run side ops (e.g. the fc bias gradient) on a second stream beside the main work; false queues them in order");
   v("cuda.graphs", c.cuda.graphs,

@@ -279,6 +279,8 @@ void validate_run_config(RunConfig& cfg, int world_size) {
   const std::string& kernels = cfg.cuda.attention_kernels;
   require(kernels == "auto" || kernels == "wgmma" || kernels == "mma", "cuda.attention_kernels", kernels,
           "must be auto, wgmma or mma");
+  require(cfg.cuda.attention_dkv_parts >= 0, "cuda.attention_dkv_parts", cfg.cuda.attention_dkv_parts,
+          "must be 0 (by shape) or a positive number of parts");
   validate_model(cfg.model);
   validate_parallel(cfg.parallel, cfg.model, world_size);
   validate_train(cfg.train, cfg.parallel);

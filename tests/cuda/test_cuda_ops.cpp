@@ -1426,6 +1426,46 @@ TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
 
 // Tensor-core (HS 64, 128) and generic (HS 37) kernels, multi-head and with 4 query heads per
 // key/value head (whose key and value gradients sum over the group).
+// The dK/dV blocks with a key/value group's query heads in parts (cuda.attention_dkv_parts): one
+// block per group, two or three parts, and the split the shape gives; each against the CPU,
+// multi-head and grouped-query, with the bias gradient, RoPE fused and packed documents, and
+// each part count giving the same bits on every run. A backend's construction sets the part
+// count for the process (as the attention engine), so the fixture's backend runs with it.
+TEST_F(CudaOps, AttentionBwdQueryHeadsInParts) {
+  auto use_parts = [](int at_most) {
+    CudaOptions options = g_options;
+    options.attention_dkv_parts = at_most;
+    make_cuda_backend(0, options);
+  };
+  for (const int at_most : {1, 2, 3, 0}) {
+    use_parts(at_most);
+    for (const AttentionCase& k : {AttentionCase{1, 520, 32, 8, 64}, AttentionCase{1, 300, 12, 2, 128},
+                                   AttentionCase{2, 100, 6, 1, 64}, AttentionCase{1, 37, 2, 2, 128}}) {
+      SCOPED_TRACE(announce(describe(k) + str(", at most ", at_most, " parts")));
+      attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, true);
+      attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, false, nullptr, true);
+      Both docs = ints(packed_doc_start(k.B, k.T, 40, 77));
+      attention_bwd_both(k.B, k.T, k.NH, k.NKV, k.HS, false, &docs);
+      // Three runs, the same bits.
+      Tensor qkv = upload(gpu(), random_vector(qkv_elems(k), 131, 2.0f), DType::BF16);
+      Tensor dout = upload(gpu(), random_vector(out_elems(k), 132), DType::BF16);
+      Tensor out = upload(gpu(), Vec(out_elems(k)), DType::BF16);
+      Tensor lse = upload(gpu(), Vec(static_cast<size_t>(k.B) * k.NH * k.T), DType::F32);
+      gpu().attention_fwd(out.view(), lse.view(), qkv.view(), k.B, k.T, k.NH, k.NKV, k.HS, nullptr);
+      std::vector<unsigned char> first;
+      for (int run = 0; run < 3; ++run) {
+        Tensor dqkv = upload(gpu(), Vec(qkv_elems(k)), DType::BF16);
+        gpu().attention_bwd(dqkv.view(), TensorView{}, dout.view(), qkv.view(), out.view(), lse.view(), k.B, k.T,
+                            k.NH, k.NKV, k.HS, nullptr);
+        const auto bits = download_bits(gpu(), dqkv.view());
+        if (run == 0) first = bits;
+        EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+      }
+    }
+  }
+  use_parts(g_options.attention_dkv_parts);
+}
+
 TEST_F(CudaOps, AttentionBwdIsDeterministic) {
   for (int HS : {64, 128, 37}) {
     for (int NKV : {4, 1}) {

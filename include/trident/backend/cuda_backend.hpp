@@ -18,9 +18,11 @@ enum class AttentionKernels { Auto, Wgmma, Mma };
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
 // Switches for comparisons and debugging (the [cuda] options); the defaults are the fast path.
-// The attention kernels and sync_launches hold for the whole process: the newest backend's win.
+// The attention kernels, attention_dkv_parts and sync_launches hold for the whole process: the
+// newest backend's win.
 struct CudaOptions {
   AttentionKernels attention_kernels = AttentionKernels::Auto;
+  int attention_dkv_parts = 0;  // at most this many parts of a group's query heads per dK/dV block; 0 = by shape
   bool side_stream = true;      // false: side ops queued in order on the main stream
   bool graphs = true;           // false: make_replay() gives a plain replay (every op queued each run)
   bool gemm_autotune = true;    // false: cuBLASLt's heuristic first choice for every GEMM

@@ -179,6 +179,7 @@ struct LogConfig {
 // CUDA backend switches for comparisons and debugging; the defaults are the fast path.
 struct CudaConfig {
   std::string attention_kernels = "auto";   // auto | wgmma | mma
+  int attention_dkv_parts = 0;      // at most this many parts of a group's query heads per dK/dV block; 0 = by shape
   bool side_stream = true;          // false: side ops queued in order on the main stream
   bool graphs = true;               // false: generation's decode steps queue every op (no CUDA graphs)
   bool gemm_autotune = true;        // false: cuBLASLt's heuristic first choice

@@ -523,13 +523,25 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   if (B * T * NH == 0) return;
   const size_t rows = static_cast<size_t>(B) * T * NH, row_width = qkv_row_stride(NH, NKV, HS);
   const bool mma = attention_mma_supported(HS, {dqkv, dout, qkv});
-  // Scratch: delta, then (tensor-core kernels with a bias gradient) the bias column-sum partials.
+  // Scratch: delta, then (tensor-core kernels with a bias gradient) the bias column-sum partials,
+  // then (tensor-core kernels with the group's query heads in parts) the dK/dV parts' sums and
+  // their arrival counters.
   const int n_chunks = B * ceil_div(T, kAttentionBlockRows);
-  const size_t delta_bytes = (rows * sizeof(float) + 15) / 16 * 16;
-  const size_t partial_bytes = mma && dbias ? n_chunks * row_width * sizeof(float) : 0;
-  auto* base = static_cast<unsigned char*>(scratch.get(delta_bytes + partial_bytes, stream));
-  float* delta = reinterpret_cast<float*>(base);  // (B, NH, T)
-  float* bias_partials = partial_bytes ? reinterpret_cast<float*>(base + delta_bytes) : nullptr;
+  DkvParts split;
+  if (mma) split.parts = attention_dkv_parts(B, T, NH, NKV);
+  float* delta = nullptr;   // (B, NH, T)
+  float* bias_partials = nullptr;
+  auto carve = [&](Carver& c) {
+    delta = c.take<float>(rows);
+    if (mma && dbias) bias_partials = c.take<float>(static_cast<size_t>(n_chunks) * row_width);
+    if (split.parts == 1) return;
+    split.partials = c.take<float>(attention_dkv_partial_floats(B, T, NKV, HS, split.parts));
+    split.arrivals = c.take<unsigned>(static_cast<size_t>(n_chunks) * NKV);
+  };
+  Carver measure;
+  carve(measure);
+  Carver carver(scratch.get(measure.used(), stream));
+  carve(carver);
   if (attention_mma_supported(HS, {dout, out})) {  // HS 64 or 128 on 16-byte rows
     const long long threads = static_cast<long long>(rows) * (HS / kVec);
     const auto kernel = HS == 64 ? attention_delta_vec_kernel<64 / kVec> : attention_delta_vec_kernel<128 / kVec>;
@@ -546,7 +558,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
   const bool rope_in_kernels = mma && rope && reinterpret_cast<uintptr_t>(rope) % 8 == 0;
   if (mma) {
     attention_bwd_mma(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope_in_kernels ? rope : nullptr, B, T,
-                      NH, NKV, HS, stream);
+                      NH, NKV, HS, split, stream);
     if (dbias) add_column_partials(dbias, bias_partials, n_chunks, static_cast<int>(row_width), stream);
   } else {
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));

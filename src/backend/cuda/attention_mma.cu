@@ -474,16 +474,72 @@ constexpr size_t dkv_smem_bytes() {
          4 * kQTile * sizeof(float) + Mma::kAlign - 16;
 }
 
+// Where a key block's dK, dV are summed over several blocks (DkvParts): each writes its fp32
+// sums to its place in `partials` (thread-major, so the stores are coalesced), and the block that
+// arrives last adds all the parts up in part order (the same bits whichever arrives last) and
+// returns true; the others return false and are done.
+template <int HS>
+__device__ __forceinline__ bool combine_parts(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], float* partials,
+                                              unsigned* arrivals, size_t tile, int part, int parts) {
+  constexpr int kVecs = HS / 8;   // float4 per accumulator and thread
+  float4* all = reinterpret_cast<float4*>(partials);
+  const size_t part_vecs = 2 * kVecs * kThreads;
+  float4* mine = all + (tile * parts + part) * part_vecs;
+#pragma unroll
+  for (int dt = 0; dt < kVecs; ++dt) {
+    mine[dt * kThreads + threadIdx.x] = make_float4(dk[dt][0], dk[dt][1], dk[dt][2], dk[dt][3]);
+    mine[(kVecs + dt) * kThreads + threadIdx.x] = make_float4(dv[dt][0], dv[dt][1], dv[dt][2], dv[dt][3]);
+  }
+  __threadfence();   // the sums are visible device-wide before this block counts itself in
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(arrivals + tile, 1u) == static_cast<unsigned>(parts - 1);
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  // One accumulator vector at a time, the parts in order (few registers beside dk and dv).
+  const float4* first = all + tile * parts * part_vecs + threadIdx.x;
+  auto sum_parts = [&](float (&acc)[4], int vec) {
+    float4 a = __ldcg(first + vec * kThreads);
+#pragma unroll 1
+    for (int p = 1; p < parts; ++p) {
+      const float4 b = __ldcg(first + p * part_vecs + vec * kThreads);
+      a.x += b.x;
+      a.y += b.y;
+      a.z += b.z;
+      a.w += b.w;
+    }
+    acc[0] = a.x;
+    acc[1] = a.y;
+    acc[2] = a.z;
+    acc[3] = a.w;
+  };
+#pragma unroll
+  for (int dt = 0; dt < kVecs; ++dt) {
+    sum_parts(dk[dt], dt);
+    sum_parts(dv[dt], kVecs + dt);
+  }
+  return true;
+}
+
 // dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
-// each query head of the group in turn, through one pipeline, so each key's sum over the group
-// is accumulated in registers in one order.
+// each query head of the group (or of its part `blockIdx.x % parts`, DkvParts) in turn, through
+// one pipeline, so each key's sum over those heads is accumulated in registers in one order.
 // kPacked: the queries of each head end at the first one of a document after the block's last
 // key (query_end); queries of an earlier document than a key's are hidden.
+// Blocks per multiprocessor the dK/dV kernel is compiled for: 3 at HS = 64 (at most 170
+// registers), where the code of the split heads' sums (combine_parts) would otherwise take the
+// packed kernel to 238 registers and two blocks; the compiler's choice at HS = 128 (two blocks).
+template <int HS>
+constexpr int dkv_min_blocks() {
+  return HS == 64 ? 3 : 1;
+}
+
 template <class Mma, int HS, bool kPacked>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, dkv_min_blocks<HS>())
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
                              const float* delta, const int32_t* doc_start, const float* rope, int T, int NH, int NKV,
-                             float scale) {
+                             float scale, DkvParts split) {
   constexpr int kQTile = dkv_query_tile<HS>(), kQTiles8 = kQTile / 8;
   constexpr int kKeyElems = Mma::template tile_elems<HS, kBlockRows>(), kQElems = Mma::template tile_elems<HS, kQTile>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -492,7 +548,8 @@ __global__ void __launch_bounds__(kThreads)
   bf16* qdo_s = v_s + kKeyElems;                                       // 2 stages of Q, dout (kQTile, HS)
   float* stats_s = reinterpret_cast<float*>(qdo_s + 4 * kQElems);      // 2 stages of lse, delta (kQTile)
 
-  const int b = blockIdx.x / NKV, kvh = blockIdx.x % NKV, group = NH / NKV;
+  const int part = blockIdx.x % split.parts, b = blockIdx.x / split.parts / NKV, kvh = blockIdx.x / split.parts % NKV;
+  const int group = NH / NKV, heads = group / split.parts;   // the query heads of this part
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k0 = blockIdx.y * kBlockRows;  // early keys see the most queries and go first
   const size_t row_stride = qkv_row_stride(NH, NKV, HS), dout_stride = static_cast<size_t>(NH) * HS;
@@ -509,7 +566,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<Mma, HS, kBlockRows>(k_s, qkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0, T);
   load_tile<Mma, HS, kBlockRows>(v_s, qkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0, T);
   // Query tiles start at k0: earlier queries do not see these keys.
-  int h = kvh * group, q0 = k0;  // the query head and first query of tile j
+  int h = kvh * group + part * heads, q0 = k0;  // the query head and first query of tile j
   load_queries(0, h, q0);
 
   // This lane's accumulator elements 0, 1 belong to key key_lo, elements 2, 3 to key_lo + 8;
@@ -518,7 +575,7 @@ __global__ void __launch_bounds__(kThreads)
   const float scale_log2 = scale * kLog2e;
   const int32_t* docs = kPacked ? doc_start + static_cast<size_t>(b) * T : nullptr;
   const int q_end = kPacked ? query_end(docs, min(T, k0 + kBlockRows) - 1, T) : T;
-  const int n_tiles = group * ((q_end - k0 + kQTile - 1) / kQTile);
+  const int n_tiles = heads * ((q_end - k0 + kQTile - 1) / kQTile);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
     tiles_landed<Mma>();
@@ -560,6 +617,10 @@ __global__ void __launch_bounds__(kThreads)
 
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
   __syncthreads();  // every warp's products have read k_s and v_s
+  if (split.parts > 1 &&
+      !combine_parts<HS>(dk, dv, split.partials, split.arrivals,
+                         static_cast<size_t>(blockIdx.x / split.parts) * gridDim.y + blockIdx.y, part, split.parts))
+    return;
   store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 1, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dk, dk_factor,
                       k_s, warp, lane, rope, docs);
   store_rows<Mma, HS>(dqkv + qkv_offset(b, kvh, 2, T, NH, NKV, HS), row_stride, k0 + warp * kWarpRows, T, dv, dv_factor,
@@ -682,12 +743,14 @@ void launch_fwd(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_start
 template <class Mma, int HS>
 void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
                 const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
-                float scale, cudaStream_t stream) {
+                float scale, const DkvParts& split, cudaStream_t stream) {
   const int blocks = ceil_div(T, kBlockRows);
   const auto dkv = doc_start ? attention_dkv_mma_kernel<Mma, HS, true> : attention_dkv_mma_kernel<Mma, HS, false>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
-  dkv<<<dim3(B * NKV, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(dqkv, bias_partials, dout, qkv, lse,
-                                                                              delta, doc_start, rope, T, NH, NKV, scale);
+  if (split.parts > 1)
+    CUDA_CHECK(cudaMemsetAsync(split.arrivals, 0, static_cast<size_t>(B) * NKV * blocks * sizeof(unsigned), stream));
+  dkv<<<dim3(B * NKV * split.parts, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(
+      dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, T, NH, NKV, scale, split);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
   const auto dq = doc_start ? attention_dq_mma_kernel<Mma, HS, true> : attention_dq_mma_kernel<Mma, HS, false>;
   allow_smem(dq, dq_smem_bytes<Mma, HS>());
@@ -748,15 +811,17 @@ void launch_fwd_any(bf16* out, float* lse, const bf16* qkv, const int32_t* doc_s
 template <int HS>
 void launch_bwd_any(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
                     const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
-                    float scale, cudaStream_t stream) {
+                    float scale, const DkvParts& split, cudaStream_t stream) {
   if (use_wgmma()) {
-    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale,
+    launch_bwd<GroupMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, split,
                              stream);
   } else {
-    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale,
+    launch_bwd<WarpMma, HS>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, split,
                             stream);
   }
 }
+
+int g_dkv_parts_at_most = 0;   // set_attention_dkv_parts (0: by shape)
 
 }  // namespace
 
@@ -782,14 +847,39 @@ void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const int32_t* do
   }
 }
 
+void set_attention_dkv_parts(int at_most) { g_dkv_parts_at_most = at_most; }
+
+int attention_dkv_parts(int B, int T, int NH, int NKV) {
+  const int group = NH / NKV;
+  const long long per_part = static_cast<long long>(B) * NKV * ceil_div(T, kBlockRows);
+  const long long enough = 4LL * multiprocessors();
+  int parts = 1;
+  for (int p = 1; p <= group; ++p) {
+    if (group % p) continue;
+    if (g_dkv_parts_at_most > 0 && p > g_dkv_parts_at_most) break;
+    parts = p;
+    if (g_dkv_parts_at_most == 0 && per_part * p >= enough) break;
+  }
+  return parts;
+}
+
+size_t attention_dkv_partial_floats(int B, int T, int NKV, int HS, int parts) {
+  if (parts <= 1) return 0;
+  return static_cast<size_t>(B) * NKV * ceil_div(T, kBlockRows) * parts * 2 * (HS / 8) * 4 * kThreads;
+}
+
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,
                        const float* delta, const int32_t* doc_start, const float* rope, int B, int T, int NH, int NKV,
-                       int HS, cudaStream_t stream) {
+                       int HS, const DkvParts& split, cudaStream_t stream) {
+  TRIDENT_CHECK(split.parts >= 1 && (NH / NKV) % split.parts == 0 && (split.parts == 1 || (split.partials && split.arrivals)),
+                str("attention_bwd_mma: ", split.parts, " parts of a group of ", NH / NKV, " query heads"));
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   if (HS == 64) {
-    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<64>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, split,
+                       stream);
   } else {
-    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, stream);
+    launch_bwd_any<128>(dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, B, T, NH, NKV, scale, split,
+                        stream);
   }
 }
 

@@ -141,6 +141,7 @@ class CudaBackend final : public Backend, public PeerOps {
     gpu::set_sync_after_launch(options.sync_launches);
     matmul_ = std::make_unique<gpu::Matmul>(options.gemm_autotune, options.gemm_log);
     gpu::choose_attention_engine(options.attention_kernels);   // its probe at set-up, not inside the first step
+    gpu::set_attention_dkv_parts(options.attention_dkv_parts);
   }
 
   ~CudaBackend() override {

@@ -1424,21 +1424,24 @@ TEST_F(CudaOps, LlamaOpsOnMisalignedViews) {
 
 // ---------------------------------------------------------------- determinism
 
-// Tensor-core (HS 64, 128) and generic (HS 37) kernels, multi-head and with 4 query heads per
-// key/value head (whose key and value gradients sum over the group).
+// Caps the dK/dV parts (cuda.attention_dkv_parts) for the process: a backend's construction sets
+// them (as the attention engine), so the fixture's backend then runs with them.
+void use_dkv_parts(int at_most) {
+  CudaOptions options = g_options;
+  options.attention_dkv_parts = at_most;
+  make_cuda_backend(0, options);
+}
+
 // The dK/dV blocks with a key/value group's query heads in parts (cuda.attention_dkv_parts): one
 // block per group, two or three parts, and the split the shape gives; each against the CPU,
 // multi-head and grouped-query, with the bias gradient, RoPE fused and packed documents, and
-// each part count giving the same bits on every run. A backend's construction sets the part
-// count for the process (as the attention engine), so the fixture's backend runs with it.
+// each part count giving the same bits on every run.
 TEST_F(CudaOps, AttentionBwdQueryHeadsInParts) {
-  auto use_parts = [](int at_most) {
-    CudaOptions options = g_options;
-    options.attention_dkv_parts = at_most;
-    make_cuda_backend(0, options);
-  };
+  struct Restore {
+    ~Restore() { use_dkv_parts(g_options.attention_dkv_parts); }   // also where an ASSERT leaves early
+  } restore;
   for (const int at_most : {1, 2, 3, 0}) {
-    use_parts(at_most);
+    use_dkv_parts(at_most);
     for (const AttentionCase& k : {AttentionCase{1, 520, 32, 8, 64}, AttentionCase{1, 300, 12, 2, 128},
                                    AttentionCase{2, 100, 6, 1, 64}, AttentionCase{1, 37, 2, 2, 128}}) {
       SCOPED_TRACE(announce(describe(k) + str(", at most ", at_most, " parts")));
@@ -1463,9 +1466,10 @@ TEST_F(CudaOps, AttentionBwdQueryHeadsInParts) {
       }
     }
   }
-  use_parts(g_options.attention_dkv_parts);
 }
 
+// Tensor-core (HS 64, 128) and generic (HS 37) kernels, multi-head and with 4 query heads per
+// key/value head (whose key and value gradients sum over the group).
 TEST_F(CudaOps, AttentionBwdIsDeterministic) {
   for (int HS : {64, 128, 37}) {
     for (int NKV : {4, 1}) {

@@ -522,11 +522,6 @@ __device__ __forceinline__ bool combine_parts(float (&dk)[HS / 8][4], float (&dv
   return true;
 }
 
-// dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
-// each query head of the group (or of its part `blockIdx.x % parts`, DkvParts) in turn, through
-// one pipeline, so each key's sum over those heads is accumulated in registers in one order.
-// kPacked: the queries of each head end at the first one of a document after the block's last
-// key (query_end); queries of an earlier document than a key's are hidden.
 // Blocks per multiprocessor the dK/dV kernel is compiled for: 3 at HS = 64 (at most 170
 // registers), where the code of the split heads' sums (combine_parts) would otherwise take the
 // packed kernel to 238 registers and two blocks; the compiler's choice at HS = 128 (two blocks).
@@ -535,6 +530,11 @@ constexpr int dkv_min_blocks() {
   return HS == 64 ? 3 : 1;
 }
 
+// dK, dV of the 64 keys of this block, streaming the queries that see them: the query tiles of
+// each query head of the group (or of its part `blockIdx.x % parts`, DkvParts) in turn, through
+// one pipeline, so each key's sum over those heads is accumulated in registers in one order.
+// kPacked: the queries of each head end at the first one of a document after the block's last
+// key (query_end); queries of an earlier document than a key's are hidden.
 template <class Mma, int HS, bool kPacked>
 __global__ void __launch_bounds__(kThreads, dkv_min_blocks<HS>())
     attention_dkv_mma_kernel(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,

@@ -852,7 +852,10 @@ void set_attention_dkv_parts(int at_most) { g_dkv_parts_at_most = at_most; }
 int attention_dkv_parts(int B, int T, int NH, int NKV) {
   const int group = NH / NKV;
   const long long per_part = static_cast<long long>(B) * NKV * ceil_div(T, kBlockRows);
-  const long long enough = 4LL * multiprocessors();
+  const long long sms = multiprocessors(), enough = 4 * sms;
+  // Shapes with two blocks per SM or more keep one block per group (their kernels and bits as
+  // measured before the parts; whether splitting helps them is untested).
+  if (g_dkv_parts_at_most == 0 && per_part >= 2 * sms) return 1;
   int parts = 1;
   for (int p = 1; p <= group; ++p) {
     if (group % p) continue;

@@ -35,7 +35,8 @@ struct DkvParts {
   float* partials = nullptr;
   unsigned* arrivals = nullptr;
 };
-// The parts for a shape: the fewest that give 4 blocks per multiprocessor, at most the group.
+// The parts for a shape: 1 where one block per group already gives 2 blocks per multiprocessor,
+// else the fewest that give 4, at most the group.
 int attention_dkv_parts(int B, int T, int NH, int NKV);
 size_t attention_dkv_partial_floats(int B, int T, int NKV, int HS, int parts);
 // Tests: at most this many parts (the largest divisor of the group up to it), 0 = by shape.

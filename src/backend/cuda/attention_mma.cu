@@ -1,6 +1,7 @@
 // Causal flash attention on tensor cores for head sizes 64 and 128: the FlashAttention-2 structure
 // of attention.cu with every product on bf16 tensor-core instructions and fp32 accumulators:
 // wgmma on sm_90a (H100, H200), mma.sync elsewhere.
+#include <algorithm>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -851,19 +852,20 @@ void set_attention_dkv_parts(int at_most) { g_dkv_parts_at_most = at_most; }
 
 int attention_dkv_parts(int B, int T, int NH, int NKV) {
   const int group = NH / NKV;
-  const long long per_part = static_cast<long long>(B) * NKV * ceil_div(T, kBlockRows);
-  const long long sms = multiprocessors(), enough = 4 * sms;
-  // Shapes with two blocks per SM or more keep one block per group (their kernels and bits as
-  // measured before the parts; whether splitting helps them is untested).
-  if (g_dkv_parts_at_most == 0 && per_part >= 2 * sms) return 1;
-  int parts = 1;
-  for (int p = 1; p <= group; ++p) {
-    if (group % p) continue;
-    if (g_dkv_parts_at_most > 0 && p > g_dkv_parts_at_most) break;
-    parts = p;
-    if (g_dkv_parts_at_most == 0 && per_part * p >= enough) break;
+  if (g_dkv_parts_at_most > 0) {   // capped: the largest divisor of the group up to the cap
+    int parts = 1;
+    for (int p = 2; p <= std::min(group, g_dkv_parts_at_most); ++p)
+      if (group % p == 0) parts = p;
+    return parts;
   }
-  return parts;
+  // By shape. Shapes with two blocks per SM or more keep one block per group (their kernels and
+  // bits as measured before the parts; whether splitting helps them is untested); the others take
+  // the fewest parts that give four blocks per SM, at most the group.
+  const long long per_part = static_cast<long long>(B) * NKV * ceil_div(T, kBlockRows), sms = multiprocessors();
+  if (per_part >= 2 * sms) return 1;
+  for (int p = 2; p <= group; ++p)
+    if (group % p == 0 && (per_part * p >= 4 * sms || p == group)) return p;
+  return 1;
 }
 
 size_t attention_dkv_partial_floats(int B, int T, int NKV, int HS, int parts) {

@@ -1278,8 +1278,11 @@ TEST_F(CudaOps, MisalignedViews) {
 
 // ---------------------------------------------------------------- Llama ops
 
-// C % 8 == 0 takes the 16-byte path (C = 2048: 8 pieces per lane), C = 37 the scalar one.
-const RowsCase kRmsNormCases[] = {{37, 96}, {64, 768}, {5, 37}, {16, 2048}};
+// C % 8 == 0 takes the 16-byte path (C = 2048: 8 pieces per lane), C = 37 the scalar one; 2056,
+// 4096, 6144 and 8192 the wide rows (a block per row: 2, 2, 3 and 4 pieces per thread, 2056's
+// second piece one thread wide), 8200 the warp per row again (past the wide kernels).
+const RowsCase kRmsNormCases[] = {{37, 96},  {64, 768},  {5, 37},   {16, 2048},
+                                  {9, 2056}, {33, 4096}, {7, 6144}, {3, 8192}, {2, 8200}};
 
 TEST_F(CudaOps, RmsNormFwd) {
   for (const RowsCase& k : kRmsNormCases) {
@@ -1316,9 +1319,12 @@ TEST_F(CudaOps, AddRmsNormFwd) {
 }
 
 TEST_F(CudaOps, RmsNormBwd) {
-  // N = 1100 gives the dw column sums several chunks of rows, the last one partly filled.
+  // N = 1100 gives the dw column sums several chunks of rows, the last one partly filled; C from
+  // 2056 the wide backward (a block per chunk of rows: 600 rows make 200 chunks of 3, 1100 make
+  // 220 of 5), 8200 the separate kernels.
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{21, 37}, RowsCase{1100, 48}, RowsCase{200, 768},
-                            RowsCase{45, 2048}}) {
+                            RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{1100, 4096}, RowsCase{600, 6144},
+                            RowsCase{70, 6152}, RowsCase{9, 8200}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 311)), w = act(near_one(k.C, 312));
@@ -1533,9 +1539,10 @@ TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
   }
 }
 
-// C = 96 and 4096 on the 16-byte path, 37 on the scalar one; N = 1024 rows: 16 partial chunks.
+// C = 96 on the 16-byte path, 4096 and 6144 on the wide one, 37 on the scalar one; N = 1024 rows:
+// 16 partial chunks (256 on the wide path).
 TEST_F(CudaOps, RmsNormBwdIsDeterministic) {
-  for (const int C : {96, 4096, 37}) {
+  for (const int C : {96, 4096, 6144, 37}) {
     SCOPED_TRACE(announce(str("C=", C)));
     const int N = 1024;
     const size_t NC = static_cast<size_t>(N) * C;
@@ -1633,10 +1640,11 @@ TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
 // rmsnorm_bwd given dout_peer against the plain ops on the pair's sum made by a separate add, bit
 // for bit, freeing their partials (PeerRelease) on every path. C = 37 takes the scalar paths, 96
 // the separate backward kernels (the summed gradient in scratch), 768, 1600 and 2048 the fused
-// backward kernel; N = 0 runs no kernel and frees the partials all the same.
+// backward kernel, 2056 and 6144 the wide rows' kernels; N = 0 runs no kernel and frees the
+// partials all the same.
 TEST_F(CudaOps, RmsNormsAddPeerPartialsExactly) {
   for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600},
-                            RowsCase{64, 2048}}) {
+                            RowsCase{64, 2048}, RowsCase{40, 2056}, RowsCase{530, 6144}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const int N = k.N, C = k.C;
     const size_t NC = static_cast<size_t>(N) * C;

@@ -159,6 +159,30 @@ __device__ __forceinline__ void store_vec(float* p, const float (&v)[kWidth]) {
   }
 }
 
+// Eight bf16 held as they were loaded (16 bytes), unpacked to fp32 where used: the norm
+// backward kernels keep a row's dout, input and residual gradient in flight together in 12
+// registers per 8 columns.
+struct Raw8 {
+  uint4 bits;
+  __device__ void load(const bf16* p) { bits = *reinterpret_cast<const uint4*>(p); }
+  __device__ void store(bf16* p) const { *reinterpret_cast<uint4*>(p) = bits; }
+  __device__ float operator[](int k) const {
+    const uint32_t word = (&bits.x)[k / 2];
+    return __uint_as_float(k % 2 ? word & 0xffff0000u : word << 16);
+  }
+  // this = bf16(this + o), elementwise.
+  __device__ void add_rounded(const Raw8& o) {
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = __bfloat16_as_ushort(to_bf16((*this)[2 * i] + o[2 * i]));
+      const uint32_t hi = __bfloat16_as_ushort(to_bf16((*this)[2 * i + 1] + o[2 * i + 1]));
+      words[i] = lo | hi << 16;
+    }
+    bits = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+};
+
 // True when every pointer (null ones included) starts on a 16-byte boundary.
 template <class... P>
 bool aligned16(const P*... p) {

@@ -122,28 +122,6 @@ __global__ void layernorm_din_kernel(bf16* din_accum, const bf16* dout, const bf
 // waves of blocks (a short last wave costs less), at the cost of more, still small, partial rows.
 constexpr int kFusedRows = 4 * kWarpsPerBlock;
 
-// Eight bf16 held as they were loaded (16 bytes), unpacked to fp32 where used: keeps a row's
-// dout, input and residual gradient in flight together in 12 registers per group.
-struct Raw8 {
-  uint4 bits;
-  __device__ void load(const bf16* p) { bits = *reinterpret_cast<const uint4*>(p); }
-  __device__ float operator[](int k) const {
-    const uint32_t word = (&bits.x)[k / 2];
-    return __uint_as_float(k % 2 ? word & 0xffff0000u : word << 16);
-  }
-  // this = bf16(this + o), elementwise.
-  __device__ void add_rounded(const Raw8& o) {
-    uint32_t words[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = __bfloat16_as_ushort(to_bf16((*this)[2 * i] + o[2 * i]));
-      const uint32_t hi = __bfloat16_as_ushort(to_bf16((*this)[2 * i + 1] + o[2 * i + 1]));
-      words[i] = lo | hi << 16;
-    }
-    bits = make_uint4(words[0], words[1], words[2], words[3]);
-  }
-};
-
 // The din pass and the dw/db partials in one, for C of kGroups groups of 32 lanes x kVec
 // columns (the last group partly filled where C is not a multiple of 256: lanes past C load
 // zeros and store nothing): block blockIdx.x owns the kFusedRows rows of one chunk, each warp

@@ -236,21 +236,33 @@ void kernel_bench(Backend& be) {
   // on a GPU (B 2 at T 2048), 256 on a CPU.
   {
     const int N = dev ? 4096 : 256, C = 2048, F = 8192, NH = 32, NKV = 8, HS = 64;
-    const size_t NC = size_t(N) * C, NF = size_t(N) * F, n_qkv = size_t(N) * (NH + 2 * NKV) * HS;
-    Buffer x = buf(act, NC), y = buf(act, NC), dy = buf(act, NC), dx = buf(act, NC), w = buf(act, C),
-           rstd = buf(DType::F32, N), dw = buf(DType::F32, C);
-    double s = time_op(be, reps, [&] {
-      be.rmsnorm_fwd(view(y, act, NC), view(rstd, DType::F32, N), view(x, act, NC), view(w, act, C), N, C, 1e-5f);
-    });
-    std::snprintf(name, sizeof name, "rmsnorm fwd N=%d C=%d", N, C);
-    memory_row(s, 2.0 * NC * dtype_size(act)).print(name);
-    s = time_op(be, reps, [&] {
-      be.rmsnorm_bwd(view(dx, act, NC), view(dw, DType::F32, C), view(dy, act, NC), view(x, act, NC), view(w, act, C),
-                     view(rstd, DType::F32, N), N, C);
-    });
-    // Reads dout, in and the residual gradient; writes the residual gradient.
-    std::snprintf(name, sizeof name, "rmsnorm bwd N=%d C=%d", N, C);
-    memory_row(s, 4.0 * NC * dtype_size(act)).print(name);
+    const size_t NF = size_t(N) * F, n_qkv = size_t(N) * (NH + 2 * NKV) * HS;
+    // The RMSNorms at C 2048 and then on the wide rows' kernels: Llama-3-8B's C 4096 at B 2, T 4096,
+    // and the 16B shape's C 6144 on one rank's rows at tp 4 with sequence parallelism (B 1, T 4096).
+    struct NormShape {
+      int N, C;
+    };
+    const std::vector<NormShape> norm_shapes =
+        dev ? std::vector<NormShape>{{N, C}, {8192, 4096}, {1024, 6144}} : std::vector<NormShape>{{N, C}, {64, 6144}};
+    double s = 0;
+    for (const auto [rows, cols] : norm_shapes) {
+      const size_t n = size_t(rows) * cols;
+      Buffer nx = buf(act, n), ny = buf(act, n), ndy = buf(act, n), ndx = buf(act, n), nw = buf(act, cols),
+             nrstd = buf(DType::F32, rows), ndw = buf(DType::F32, cols);
+      s = time_op(be, reps, [&] {
+        be.rmsnorm_fwd(view(ny, act, n), view(nrstd, DType::F32, rows), view(nx, act, n), view(nw, act, cols), rows,
+                       cols, 1e-5f);
+      });
+      std::snprintf(name, sizeof name, "rmsnorm fwd N=%d C=%d", rows, cols);
+      memory_row(s, 2.0 * n * dtype_size(act)).print(name);
+      s = time_op(be, reps, [&] {
+        be.rmsnorm_bwd(view(ndx, act, n), view(ndw, DType::F32, cols), view(ndy, act, n), view(nx, act, n),
+                       view(nw, act, cols), view(nrstd, DType::F32, rows), rows, cols);
+      });
+      // Reads dout, in and the residual gradient; writes the residual gradient.
+      std::snprintf(name, sizeof name, "rmsnorm bwd N=%d C=%d", rows, cols);
+      memory_row(s, 4.0 * n * dtype_size(act)).print(name);
+    }
     Buffer gu = buf(act, 2 * NF), h = buf(act, NF), dgu = buf(act, 2 * NF);
     s = time_op(be, reps, [&] {
       be.swiglu_fwd(view(h, act, NF), view(gu, act, 2 * NF), N, F);

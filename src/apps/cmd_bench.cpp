@@ -413,6 +413,9 @@ int cmd_bench(const Args& args) {
       all_reduce(std::isfinite(gpu_peak.bytes()) ? gpu_peak.bytes() : -1.0, HostReduce::Max, MPI_COMM_WORLD);
   if (rank != 0) return 0;
   const double mfu = rt.backend->is_device() ? model_flops_utilisation(cfg.model, tok_s, world) : 0;
+  // The N of the MFU formula (flops_per_token): the blocks and the LM head, not the embedding.
+  const ModelConfig& m = cfg.model;
+  const double matmul_params = (flops_per_token(m) - 12.0 * m.n_layer * m.n_embd * m.seq_len) / 6;
   const std::string wait =
       profiled ? str(static_cast<int>(std::lround(1000 * prof.wait_ms / prof.step_ms)) / 10.0, "%") : "n/a";
   std::printf("\n%-10s %-34s %6s %12s %10s %8s %12s %10s\n", "model", "layout", "ranks", "tokens/s", "step ms", "MFU",
@@ -424,11 +427,11 @@ int cmd_bench(const Args& args) {
                   .c_str(),
               world, tok_s, median, mfu * 100, max_peak / double(1 << 30), wait.c_str());
   std::printf("(median of %d timed steps after %d warm-up, %s; MFU = (6N + 12*L*C*T) * tokens/s / (%.0f TFLOP/s x "
-              "ranks), N = %.1fM parameters; backend %s)\n",
+              "ranks), N = %.1fM parameters in matmuls (all but the embedding; the LM head counted); backend %s)\n",
               o.steps, o.warmup,
               o.sync_steps ? "each waited for before the next is queued"
                            : "each queued before the previous one's loss is read",
-              kPeakBf16TFlops, logical_param_count(cfg.model) / 1e6, rt.backend->name().c_str());
+              kPeakBf16TFlops, matmul_params / 1e6, rt.backend->name().c_str());
   print_memory(planned_memory(cfg), max_peak, most_gpu);
   if (profiled)
     std::printf("(comm wait: share of rank 0's step in which its compute stream stalled on a collective or p2p "

@@ -343,8 +343,12 @@ Vec near_one(size_t n, uint64_t seed) {
   return x;
 }
 
+// C from 2,056 to 8,192 takes the wide rows' kernels (a block per row: 2056's second piece one
+// thread wide), 8200 the warp per row again.
+const RowsCase kLayerNormCases[] = {{37, 96}, {64, 768}, {5, 37}, {9, 2056}, {33, 4096}, {7, 6152}, {3, 8192}, {2, 8200}};
+
 TEST_F(CudaOps, LayerNormFwd) {
-  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{5, 37}}) {
+  for (const RowsCase& k : kLayerNormCases) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 11));
@@ -364,7 +368,7 @@ TEST_F(CudaOps, LayerNormFwd) {
 TEST_F(CudaOps, AddLayerNormFwd) {
   // The fused residual add: sum = a + residual (here in place over a, as the model calls it),
   // then LayerNorm(sum). The CPU composes add and layernorm_fwd.
-  for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{5, 37}}) {
+  for (const RowsCase& k : kLayerNormCases) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both a = act(residual_stream(NC, 14)), residual = act(residual_stream(NC, 15));
@@ -387,13 +391,15 @@ TEST_F(CudaOps, LayerNormBwd) {
   // sums more chunks of rows than the final fixed-order sum has warps. C = 256, 768 and 1024
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
   // N = 200 partly filled; so do C = 1536 (6 groups, one block per multiprocessor), 1600 (7
-  // groups, the last one a quarter filled) and 2048 (8 groups).
-  // Every shape runs with dsum (its own kernel on the fused path), with din_keep (the residual
+  // groups, the last one a quarter filled) and 2048 (8 groups); C = 2056 to 8192 the wide rows'
+  // kernel (a block per chunk of ceil(N / 256) rows, the column sums in shared memory), 8200 the
+  // separate kernels again. Every shape runs with dsum (its own kernel on the fused path), with din_keep (the residual
   // gradient before the update, the weight pass's operand: exactly din's old values on both paths,
   // the fused kernel storing the rows it loads, the others copying first), and with both.
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
                             RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}, RowsCase{77, 1536},
-                            RowsCase{77, 1600}, RowsCase{45, 2048}})
+                            RowsCase{77, 1600}, RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{600, 4096},
+                            RowsCase{70, 6144}, RowsCase{9, 8192}, RowsCase{5, 8200}})
   for (const auto& [with_sum, with_keep] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "", with_keep ? " with din_keep" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
@@ -1503,9 +1509,9 @@ TEST_F(CudaOps, AttentionBwdIsDeterministic) {
 }
 
 // C = 96 takes the LayerNorm backward's separate din and column-sum kernels, C = 768 the fused
-// one, C = 1600 the fused one with a partly filled last group.
+// one, C = 1600 the fused one with a partly filled last group, C = 4096 the wide rows' one.
 TEST_F(CudaOps, EncoderAndLayerNormBwdAreDeterministic) {
-  for (const int C : {96, 768, 1600}) {
+  for (const int C : {96, 768, 1600, 4096}) {
     SCOPED_TRACE(announce(str("C=", C)));
     const int B = 8, T = 128, v_local = 64, N = B * T;
     Ints tokens(N);
@@ -1566,14 +1572,16 @@ TEST_F(CudaOps, RmsNormBwdIsDeterministic) {
 // parallel.tp_fused_sum: the LayerNorms given the other TP rank's partial (a_peer, dout_peer)
 // must compute exactly what they compute from the pair's sum made by a separate add, which
 // rounds as the all-reduce does. C = 37 takes the scalar paths, 96 the separate backward kernels
-// (the summed gradient in scratch), 768 and 1600 the fused backward kernel. The fused calls also
+// (the summed gradient in scratch), 768 and 1600 the fused backward kernel, 2056 and 4096 the wide
+// rows' kernels. The fused calls also
 // free the partials themselves (PeerRelease): each must leave its flag at its value and its block
 // counter at zero, whichever kernel path ran, N = 0 (no kernel) included. The flag here is in
 // this GPU's memory and only its final value is checked; the release's timing against the other
 // GPU's copy engine is what cuda_layouts covers (tp2 with fused sums, many partials per slot,
 // losses equal to plain tp2's).
 TEST_F(CudaOps, LayerNormsAddPeerPartialsExactly) {
-  for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600}}) {
+  for (const RowsCase& k : {RowsCase{21, 37}, RowsCase{300, 96}, RowsCase{200, 768}, RowsCase{77, 1600},
+                            RowsCase{40, 2056}, RowsCase{530, 4096}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
     const int N = k.N, C = k.C;
     const size_t NC = static_cast<size_t>(N) * C;

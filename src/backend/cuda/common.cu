@@ -23,6 +23,16 @@ int multiprocessors() {
   return count;
 }
 
+size_t max_smem_per_block() {
+  static const size_t bytes = [] {
+    int device = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return static_cast<size_t>(n);
+  }();
+  return bytes;
+}
+
 std::string cuda_error_text(cudaError_t err) { return str(cudaGetErrorName(err), ": ", cudaGetErrorString(err)); }
 
 void check_launch(const char* file, int line, const char* kernel_name) {

@@ -41,6 +41,8 @@ constexpr unsigned kFullMask = 0xffffffffu;
 std::string cuda_error_text(cudaError_t err);
 // Streaming multiprocessors of the first device asked (all of a process's devices are alike).
 int multiprocessors();
+// The most dynamic shared memory a block may ask for (allow_smem) on that device.
+size_t max_smem_per_block();
 void check_launch(const char* file, int line, const char* kernel_name);
 // Whether check_launch waits for each kernel (cuda.sync_launches), for the whole process.
 void set_sync_after_launch(bool on);

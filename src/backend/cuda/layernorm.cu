@@ -1,7 +1,9 @@
-// LayerNorm kernels: one warp per row for the row-wise work; the dw/db column sums go through
-// per-chunk partials added in a fixed order, so the backward pass is deterministic.
+// LayerNorm kernels: one warp per row for the row-wise work (rows of 2,056 to 8,192 columns take
+// norm_wide's instead); the dw/db column sums go through per-chunk partials added in a fixed
+// order, so the backward pass is deterministic.
 #include "layernorm.cuh"
 #include "elementwise.cuh"
+#include "norm_wide.cuh"
 #include "peer_partial.cuh"
 #include "reduce.cuh"
 
@@ -263,13 +265,7 @@ FusedBwdKernel fused_bwd_kernel(int C, size_t* smem) {
   *smem = 2 * kWarpsPerBlock * static_cast<size_t>(groups) * kGroupCols * sizeof(float);
   // 16 KiB per group: wide rows need up to 128 KiB, more than some GPUs give a block (sm_86/89:
   // 99 KiB); those take the separate kernels.
-  static const size_t max_smem = [] {
-    int device = 0, bytes = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return static_cast<size_t>(bytes);
-  }();
-  if (*smem > max_smem) return nullptr;
+  if (*smem > max_smem_per_block()) return nullptr;
   allow_smem(kernel, *smem);
   return kernel;
 }
@@ -304,6 +300,7 @@ __global__ void layernorm_dwdb_partials_kernel(float* partial_dw, float* partial
 void layernorm_fwd(bf16* out, float* mean, float* rstd, const bf16* in, const bf16* w, const bf16* b, int N, int C,
                    float eps, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
+  if (norm_fwd_wide(out, mean, rstd, in, nullptr, nullptr, nullptr, w, b, N, C, eps, PeerRelease{}, stream)) return;
   const bool vec = C % kVec == 0 && aligned16(out, in, w, b);
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, false> : layernorm_fwd_kernel<1, false>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, mean, rstd, in, nullptr, nullptr, nullptr, w, b, N,
@@ -318,6 +315,7 @@ void add_layernorm_fwd(bf16* sum, bf16* out, float* mean, float* rstd, const bf1
     if (release) release_after(release, stream);
     return;
   }
+  if (norm_fwd_wide(out, mean, rstd, a, a_peer, residual, sum, w, b, N, C, eps, release, stream)) return;
   const bool vec = C % kVec == 0 && aligned16(out, a, w, b) && aligned16(sum, residual, w, b) &&
                    (!a_peer || aligned16(a_peer));
   const auto kernel = vec ? layernorm_fwd_kernel<kVec, true> : layernorm_fwd_kernel<1, true>;
@@ -369,6 +367,9 @@ void layernorm_bwd(bf16* din_accum, bf16* din_keep, float* dw, float* db, float*
     }
     return;
   }
+  if (norm_bwd_wide(din_accum, din_keep, dw, db, dsum, dout, dout_peer, in, w, mean, rstd, N, C, release, scratch,
+                    stream))
+    return;
 
   const int n_chunks = column_chunks(N, "layernorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;

@@ -1,9 +1,9 @@
-// RMSNorm kernels: one warp per row for the row-wise work, as the LayerNorm kernels, and one block
-// per row (forward) or per chunk of rows (backward) for rows of 2,056 to 8,192 columns; the dw
-// column sums go through per-chunk partials added in a fixed order, so the backward pass is
-// deterministic.
+// RMSNorm kernels: one warp per row for the row-wise work, as the LayerNorm kernels (rows of 2,056
+// to 8,192 columns take norm_wide's instead); the dw column sums go through per-chunk partials
+// added in a fixed order, so the backward pass is deterministic.
 #include "elementwise.cuh"
 #include "layernorm.cuh"
+#include "norm_wide.cuh"
 #include "peer_partial.cuh"
 #include "reduce.cuh"
 #include "rmsnorm.cuh"
@@ -112,183 +112,13 @@ __global__ void rmsnorm_dw_partials_kernel(float* partial_dw, const bf16* dout, 
   store_vec(partial_dw + static_cast<size_t>(blockIdx.y) * C + c, sw);
 }
 
-// Rows of more than 2,048 columns (Llama-3-8B's 4,096, the 16B shape's 6,144; up to 8,192): a
-// warp walking such a row has only 32 x 16 bytes of it in flight per load, and the fused
-// backward's shared-memory rows (16 KiB per 256 columns) outgrow a block. These kernels give a
-// row to a whole block instead: thread t holds the kPer pieces of 8 columns at (j * kWideThreads
-// + t) * 8, j < kPer, in registers (zeros past C), loaded at once; the row sums are block sums.
-constexpr int kWideThreads = 256;
-constexpr int kWideCols = kWideThreads * kVec;   // columns per piece index
-constexpr int kWideMaxPieces = 4;
-// Blocks of the wide backward: rows are cut into at most this many chunks (a function of N only,
-// so that the dw partials are added in the same groups on every GPU), about two blocks per
-// multiprocessor on an H100 or H200.
-constexpr int kWideChunks = 256;
-
-__device__ __forceinline__ int wide_col(int j) { return (j * kWideThreads + static_cast<int>(threadIdx.x)) * kVec; }
-
-// The pieces per thread for rows of C columns, or 0 where the wide kernels do not take them
-// (C up to 2,048, above 8,192, or not a multiple of kVec).
-int wide_pieces(int C) {
-  if (C <= kWideCols || C % kVec != 0) return 0;
-  const int pieces = ceil_div(C, kWideCols);
-  return pieces <= kWideMaxPieces ? pieces : 0;
-}
-
-// rmsnorm_fwd_kernel's work for one row per block (blockIdx.x). Every load of the row is issued
-// before the first store: `sum` may be `in`.
-template <int kPer, bool kResidual>
-__global__ void __launch_bounds__(kWideThreads)
-    rmsnorm_fwd_wide_kernel(bf16* out, float* rstd, const bf16* in, const bf16* peer, const bf16* residual, bf16* sum,
-                            const bf16* w, int C, float eps, PeerRelease release) {
-  __shared__ float shared[32];
-  const size_t off = static_cast<size_t>(blockIdx.x) * C;
-  Raw8 a[kPer], p[kPer], b[kPer];
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int c = wide_col(j);
-    a[j].bits = p[j].bits = b[j].bits = make_uint4(0, 0, 0, 0);
-    if (c >= C) continue;
-    a[j].load(in + off + c);
-    if (kResidual) {
-      if (peer) p[j].load(peer + off + c);
-      b[j].load(residual + off + c);
-    }
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    if (kResidual) {
-      if (peer) a[j].add_rounded(p[j]);
-      a[j].add_rounded(b[j]);   // the stored, rounded sum (zeros past C stay zeros)
-      if (wide_col(j) < C) a[j].store(sum + off + wide_col(j));
-    }
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) ss += a[j][k] * a[j][k];
-  }
-  const float r = 1.0f / sqrtf(block_sum(ss, shared) / C + eps);
-  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int c = wide_col(j);
-    if (c >= C) continue;
-    float wv[kVec], v[kVec];
-    load_vec(wv, w + c);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = a[j][k] * r * wv[k];
-    store_vec(out + off + c, v);
-  }
-  if (release.flag) release_when_last(release.flag, release.value, release.counter);
-}
-
-// The RMSNorm backward for rows of kPer pieces per thread: block blockIdx.x owns rows [r0, r0 +
-// rows) and walks them one by one, each row's dout (bf16(dout + dout_peer) with kPeer), input and
-// residual gradient loaded at once, then din written and dout * norm added into the thread's
-// own columns of the dw sums in registers, stored as the chunk's partial row at the end (added
-// in chunk order by add_column_partials). Compiled for two blocks per multiprocessor.
-template <int kPer, bool kPeer>
-__global__ void __launch_bounds__(kWideThreads, 2)
-    rmsnorm_bwd_wide_kernel(bf16* din_accum, bf16* din_keep, float* partial_dw, const bf16* dout,
-                            const bf16* dout_peer, const bf16* in, const bf16* w, const float* rstd, int N, int C,
-                            int rows, PeerRelease release) {
-  __shared__ float shared[32];
-  float dw[kPer][kVec] = {};
-  const int r0 = blockIdx.x * rows, r1 = min(N, r0 + rows);
-  for (int row = r0; row < r1; ++row) {
-    const size_t off = static_cast<size_t>(row) * C;
-    Raw8 g[kPer], q[kPer], x[kPer], d[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int c = wide_col(j);
-      g[j].bits = q[j].bits = x[j].bits = d[j].bits = make_uint4(0, 0, 0, 0);
-      if (c >= C) continue;
-      g[j].load(dout + off + c);
-      if (kPeer) q[j].load(dout_peer + off + c);
-      x[j].load(in + off + c);
-      d[j].load(din_accum + off + c);
-    }
-    const float r = rstd[row];
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int c = wide_col(j);
-      if (kPeer) g[j].add_rounded(q[j]);
-      if (din_keep && c < C) d[j].store(din_keep + off + c);
-      if (c >= C) continue;
-      float wv[kVec];
-      load_vec(wv, w + c);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) s += g[j][k] * wv[k] * (x[j][k] * r);
-    }
-    const float mean_dnorm_norm = block_sum(s, shared) / C;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int c = wide_col(j);
-      if (c >= C) continue;
-      float wv[kVec], o[kVec];
-      load_vec(wv, w + c);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float norm = x[j][k] * r;
-        o[k] = d[j][k] + r * (g[j][k] * wv[k] - norm * mean_dnorm_norm);
-        dw[j][k] += g[j][k] * norm;
-      }
-      store_vec(din_accum + off + c, o);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kPer; ++j)
-    if (wide_col(j) < C) store_vec(partial_dw + static_cast<size_t>(blockIdx.x) * C + wide_col(j), dw[j]);
-  if (release.flag) release_when_last(release.flag, release.value, release.counter);
-}
-
-// The wide forward for C (wide_pieces(C) pieces per thread), or null where it does not apply.
-template <bool kResidual>
-auto fwd_wide_kernel(int C) -> decltype(&rmsnorm_fwd_wide_kernel<2, kResidual>) {
-  switch (wide_pieces(C)) {
-    case 2: return rmsnorm_fwd_wide_kernel<2, kResidual>;
-    case 3: return rmsnorm_fwd_wide_kernel<3, kResidual>;
-    case 4: return rmsnorm_fwd_wide_kernel<4, kResidual>;
-    default: return nullptr;
-  }
-}
-
-template <bool kPeer>
-auto bwd_wide_kernel(int C) -> decltype(&rmsnorm_bwd_wide_kernel<2, kPeer>) {
-  switch (wide_pieces(C)) {
-    case 2: return rmsnorm_bwd_wide_kernel<2, kPeer>;
-    case 3: return rmsnorm_bwd_wide_kernel<3, kPeer>;
-    case 4: return rmsnorm_bwd_wide_kernel<4, kPeer>;
-    default: return nullptr;
-  }
-}
-
-// The backward through rmsnorm_bwd_wide_kernel where C and the addresses allow it; false otherwise.
-bool rmsnorm_bwd_wide(bf16* din_accum, bf16* din_keep, float* dw, const bf16* dout, const bf16* dout_peer,
-                      const bf16* in, const bf16* w, const float* rstd, int N, int C, const PeerRelease& release,
-                      Scratch& scratch, cudaStream_t stream) {
-  if (!aligned16(din_accum, din_keep, dout, dout_peer, in, w)) return false;
-  const auto kernel = dout_peer ? bwd_wide_kernel<true>(C) : bwd_wide_kernel<false>(C);
-  if (!kernel) return false;
-  const int rows = ceil_div(N, kWideChunks), n_chunks = ceil_div(N, rows);
-  float* partial_dw = static_cast<float*>(scratch.get(static_cast<size_t>(n_chunks) * C * sizeof(float), stream));
-  kernel<<<n_chunks, kWideThreads, 0, stream>>>(din_accum, din_keep, partial_dw, dout, dout_peer, in, w, rstd, N, C,
-                                                rows, release);
-  CUDA_CHECK_LAUNCH("rmsnorm_bwd_wide_kernel");
-  add_column_partials(dw, partial_dw, n_chunks, C, stream);
-  return true;
-}
-
 }  // namespace
 
 void rmsnorm_fwd(bf16* out, float* rstd, const bf16* in, const bf16* w, int N, int C, float eps, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   const bool vec = C % kVec == 0 && aligned16(out, in, w);
-  if (const auto wide = vec ? fwd_wide_kernel<false>(C) : nullptr) {
-    wide<<<N, kWideThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, nullptr, w, C, eps, PeerRelease{});
-    CUDA_CHECK_LAUNCH("rmsnorm_fwd_wide_kernel");
+  if (norm_fwd_wide(out, nullptr, rstd, in, nullptr, nullptr, nullptr, w, nullptr, N, C, eps, PeerRelease{}, stream))
     return;
-  }
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, false> : rmsnorm_fwd_kernel<1, false>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, nullptr, w, N, C, eps,
                                                                 PeerRelease{});
@@ -302,11 +132,7 @@ void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf1
     return;
   }
   const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w) && (!a_peer || aligned16(a_peer));
-  if (const auto wide = vec ? fwd_wide_kernel<true>(C) : nullptr) {
-    wide<<<N, kWideThreads, 0, stream>>>(out, rstd, a, a_peer, residual, sum, w, C, eps, release);
-    CUDA_CHECK_LAUNCH("add_rmsnorm_fwd (wide rows)");
-    return;
-  }
+  if (norm_fwd_wide(out, nullptr, rstd, a, a_peer, residual, sum, w, nullptr, N, C, eps, release, stream)) return;
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, true> : rmsnorm_fwd_kernel<1, true>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, a, a_peer, residual, sum, w, N, C, eps,
                                                                 release);
@@ -321,7 +147,9 @@ void rmsnorm_bwd(bf16* din_accum, bf16* din_keep, float* dw, const bf16* dout, c
     return;
   }
   if (rmsnorm_bwd_fused(din_accum, din_keep, dw, dout, dout_peer, in, w, rstd, N, C, release, scratch, stream)) return;
-  if (rmsnorm_bwd_wide(din_accum, din_keep, dw, dout, dout_peer, in, w, rstd, N, C, release, scratch, stream)) return;
+  if (norm_bwd_wide(din_accum, din_keep, dw, nullptr, nullptr, dout, dout_peer, in, w, nullptr, rstd, N, C, release,
+                    scratch, stream))
+    return;
   const bool vec = C % kVec == 0 && aligned16(din_accum, dout, in, w) && (!dout_peer || aligned16(dout_peer));
   const int n_chunks = column_chunks(N, "rmsnorm_bwd");
   const size_t chunk_elems = static_cast<size_t>(n_chunks) * C;

@@ -208,9 +208,10 @@ void kernel_bench(Backend& be) {
       std::snprintf(name, sizeof name, "attention GQA%d/%d HS=%d T=%d B=%d", NH, NKV, HS, T, B);
     KernelRow{s * 1e3, flops / s / 1e12, gemm_tflops}.print(name);
   }
-  // GPT-2 124M's width, then (on a GPU) the 1.5B-class tp config's and GPT-2 XL's (the fused
-  // backward with a partly filled last group), at the same number of elements.
-  for (const int C : dev ? std::vector<int>{768, 1536, 1600} : std::vector<int>{768}) {
+  // GPT-2 124M's width, then (on a GPU) the 1.5B-class tp config's, GPT-2 XL's (the fused
+  // backward with a partly filled last group) and a 6.7B GPT's (the wide rows' kernels), at the
+  // same number of elements.
+  for (const int C : dev ? std::vector<int>{768, 1536, 1600, 4096} : std::vector<int>{768}) {
     const int N = (dev ? 16384 : 1024) * 768 / C;
     Buffer x = buf(act, size_t(N) * C), y = buf(act, size_t(N) * C), w = buf(act, C), b = buf(act, C),
            mean = buf(DType::F32, N), rstd = buf(DType::F32, N);

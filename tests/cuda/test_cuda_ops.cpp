@@ -343,9 +343,11 @@ Vec near_one(size_t n, uint64_t seed) {
   return x;
 }
 
-// C from 2,056 to 8,192 takes the wide rows' kernels (a block per row: 2056's second piece one
-// thread wide), 8200 the warp per row again.
-const RowsCase kLayerNormCases[] = {{37, 96}, {64, 768}, {5, 37}, {9, 2056}, {33, 4096}, {7, 6152}, {3, 8192}, {2, 8200}};
+// C from 2,056 to 8,192 takes the wide rows' kernels (a block per row; 2, 2, 3, 3, 4 and 4 pieces
+// per thread: 2056's and 6152's last piece one thread wide, 5000's 113 threads), 8200 the warp per
+// row again.
+const RowsCase kLayerNormCases[] = {{37, 96},  {64, 768}, {5, 37},  {9, 2056}, {33, 4096},
+                                    {6, 5000}, {7, 6144}, {7, 6152}, {3, 8192}, {2, 8200}};
 
 TEST_F(CudaOps, LayerNormFwd) {
   for (const RowsCase& k : kLayerNormCases) {
@@ -392,15 +394,18 @@ TEST_F(CudaOps, LayerNormBwd) {
   // (whole 256-column groups) take the fused single-pass kernel, the last chunk of N = 1100 and
   // N = 200 partly filled; so do C = 1536 (6 groups, one block per multiprocessor), 1600 (7
   // groups, the last one a quarter filled) and 2048 (8 groups); C = 2056 to 8192 the wide rows'
-  // kernel (a block per chunk of ceil(N / 256) rows, the column sums in shared memory), 8200 the
-  // separate kernels again. Every shape runs with dsum (its own kernel on the fused path), with din_keep (the residual
-  // gradient before the update, the weight pass's operand: exactly din's old values on both paths,
-  // the fused kernel storing the rows it loads, the others copying first), and with both.
+  // kernel (a block per chunk of ceil(N / 256) rows, the column sums in shared memory; N = 1001
+  // makes 251 chunks of 4, the last one of 1; C = 5000 a last piece 113 threads wide, 2056 one
+  // thread wide), 8200 the separate kernels again. Every shape runs with dsum (its own kernel on
+  // the fused path), with din_keep (the residual gradient before the update, the weight pass's
+  // operand: exactly din's old values on every path, the fused and wide kernels storing the rows
+  // they load, the others copying first), with both and with neither.
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{64, 768}, RowsCase{130, 40}, RowsCase{21, 37},
                             RowsCase{1100, 48}, RowsCase{1100, 256}, RowsCase{200, 1024}, RowsCase{77, 1536},
-                            RowsCase{77, 1600}, RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{600, 4096},
-                            RowsCase{70, 6144}, RowsCase{9, 8192}, RowsCase{5, 8200}})
-  for (const auto& [with_sum, with_keep] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+                            RowsCase{77, 1600}, RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{1001, 4096},
+                            RowsCase{40, 5000}, RowsCase{70, 6144}, RowsCase{9, 8192}, RowsCase{5, 8200}})
+  for (const auto& [with_sum, with_keep] :
+       {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}, std::pair{false, false}}) {
     SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_sum ? " with dsum" : "", with_keep ? " with din_keep" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 21));
@@ -1326,12 +1331,14 @@ TEST_F(CudaOps, AddRmsNormFwd) {
 
 TEST_F(CudaOps, RmsNormBwd) {
   // N = 1100 gives the dw column sums several chunks of rows, the last one partly filled; C from
-  // 2056 the wide backward (a block per chunk of rows: 600 rows make 200 chunks of 3, 1100 make
-  // 220 of 5), 8200 the separate kernels.
+  // 2056 the wide backward (a block per chunk of rows: 600 rows make 200 chunks of 3, 1001 make
+  // 251 of 4, the last one of 1; 5000 has a last piece 113 threads wide, 6152 one thread wide),
+  // 8200 the separate kernels.
   for (const RowsCase& k : {RowsCase{37, 96}, RowsCase{21, 37}, RowsCase{1100, 48}, RowsCase{200, 768},
-                            RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{1100, 4096}, RowsCase{600, 6144},
-                            RowsCase{70, 6152}, RowsCase{9, 8200}}) {
-    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C)));
+                            RowsCase{45, 2048}, RowsCase{30, 2056}, RowsCase{1001, 4096}, RowsCase{40, 5000},
+                            RowsCase{600, 6144}, RowsCase{70, 6152}, RowsCase{9, 8200}})
+  for (const bool with_keep : {true, false}) {
+    SCOPED_TRACE(announce(str("N=", k.N, " C=", k.C, with_keep ? " with din_keep" : "")));
     const size_t NC = static_cast<size_t>(k.N) * k.C;
     Both in = act(residual_stream(NC, 311)), w = act(near_one(k.C, 312));
     // rstd from the CPU forward, given to both.
@@ -1345,10 +1352,12 @@ TEST_F(CudaOps, RmsNormBwd) {
     for (auto* be : {&cpu(), &gpu()}) {
       const bool g = be == &gpu();
       auto v = [&](const Both& t) { return g ? t.gpu.view() : t.cpu.view(); };
-      be->rmsnorm_bwd(v(din), v(dw), v(dout), v(in), v(w), v(rstd), k.N, k.C, v(keep));
+      be->rmsnorm_bwd(v(din), v(dw), v(dout), v(in), v(w), v(rstd), k.N, k.C, with_keep ? v(keep) : TensorView{});
     }
     expect_close(din, kOneRounding, "rmsnorm_bwd din_accum");  // fp32 sum, one rounding
-    EXPECT_EQ(download(gpu(), keep.gpu.view()), round_bf16(random_vector(NC, 314))) << "din_keep: din's old values";
+    if (with_keep) {
+      EXPECT_EQ(download(gpu(), keep.gpu.view()), round_bf16(random_vector(NC, 314))) << "din_keep: din's old values";
+    }
     expect_close(dw, 1e-4, "rmsnorm_bwd dw");                  // fp32 vs double column sums over N rows
   }
 }

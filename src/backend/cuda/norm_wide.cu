@@ -258,7 +258,7 @@ bool norm_bwd_wide(bf16* din_accum, bf16* din_keep, float* dw, float* db, float*
   // LayerNorm's sums in shared memory: 16 or 24 KiB per piece (96 KiB at C 8,192 with dsum); a
   // GPU that gives a block less takes the separate kernels.
   const size_t smem = rms ? 0 : static_cast<size_t>(arrays) * pieces * kVec * kWideThreads * sizeof(float);
-  if (smem > max_smem_per_block()) return false;
+  if (smem + sizeof(float2) * 32 > max_smem_per_block()) return false;   // with the static row sums
   const BwdKernel kernel = dout_peer ? bwd_kernel<true>(rms, dsum, pieces) : bwd_kernel<false>(rms, dsum, pieces);
   if (smem > 0) allow_smem(kernel, smem);
   const int rows = ceil_div(N, kWideChunks), n_chunks = ceil_div(N, rows);

@@ -116,9 +116,9 @@ __global__ void rmsnorm_dw_partials_kernel(float* partial_dw, const bf16* dout, 
 
 void rmsnorm_fwd(bf16* out, float* rstd, const bf16* in, const bf16* w, int N, int C, float eps, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  const bool vec = C % kVec == 0 && aligned16(out, in, w);
   if (norm_fwd_wide(out, nullptr, rstd, in, nullptr, nullptr, nullptr, w, nullptr, N, C, eps, PeerRelease{}, stream))
     return;
+  const bool vec = C % kVec == 0 && aligned16(out, in, w);
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, false> : rmsnorm_fwd_kernel<1, false>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, in, nullptr, nullptr, nullptr, w, N, C, eps,
                                                                 PeerRelease{});
@@ -131,8 +131,8 @@ void add_rmsnorm_fwd(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf1
     if (release) release_after(release, stream);
     return;
   }
-  const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w) && (!a_peer || aligned16(a_peer));
   if (norm_fwd_wide(out, nullptr, rstd, a, a_peer, residual, sum, w, nullptr, N, C, eps, release, stream)) return;
+  const bool vec = C % kVec == 0 && aligned16(sum, out, a, residual, w) && (!a_peer || aligned16(a_peer));
   const auto kernel = vec ? rmsnorm_fwd_kernel<kVec, true> : rmsnorm_fwd_kernel<1, true>;
   kernel<<<ceil_div(N, kWarpsPerBlock), kThreads, 0, stream>>>(out, rstd, a, a_peer, residual, sum, w, N, C, eps,
                                                                 release);

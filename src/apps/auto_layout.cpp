@@ -19,10 +19,12 @@ namespace trident {
 
 namespace {
 // What the planner assumes of a CPU rank: a fixed memory budget (the host's memory is shared by its
-// ranks and rarely the limit), about one core's GEMM rate, and shared-memory MPI bandwidth.
+// ranks and rarely the limit), about one core's GEMM rate and memory rate, and shared-memory MPI
+// bandwidth.
 constexpr double kCpuBudgetGib = 8;
 constexpr double kCpuGemmTflops = 0.01;
 constexpr double kCpuLinkGbps = 1;
+constexpr double kCpuMemoryGbps = 5;
 
 std::string fixed_gib(double bytes) {
   char buf[32];
@@ -100,6 +102,7 @@ void apply_auto_layout(RunConfig& cfg, MPI_Comm world) {
     hw.memory_gib = kCpuBudgetGib;
     hw.gemm_tflops = kCpuGemmTflops;
     hw.nvlink_gbps = hw.ib_gbps = kCpuLinkGbps;
+    hw.hbm_gbps = kCpuMemoryGbps;
     hw.act_bytes = 4;
     hw.device = false;
   }

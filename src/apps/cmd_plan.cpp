@@ -25,12 +25,12 @@ std::string row(int index, const Candidate& c) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "%3d | %4d %3d %3d %4d %-11s %4d | %7.2f = %6.2f %6.2f %6.2f %7.2f %6.2f | "
-                "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
+                "%8.1f = %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f (%4.1f%%) | %10.0f",
                 index, l.dp, l.tp, l.pp, l.zero, l.pp == 1 ? "-" : l.schedule.c_str(), l.micro_batch_size,
                 m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
                 (m.scratch + m.trainer + m.outside_arenas() + m.reference + m.generation + m.value_model) / kGiB,
                 1e3 * t.step_s, 1e3 * t.compute_s, 1e3 * t.tp_s,
-                1e3 * t.pp_s, 1e3 * t.dp_s, 1e3 * t.bubble_s, 100 * t.bubble, t.tokens_per_s);
+                1e3 * t.pp_s, 1e3 * t.dp_s, 1e3 * t.memory_s, 1e3 * t.bubble_s, 100 * t.bubble, t.tokens_per_s);
   return buf;
 }
 
@@ -61,6 +61,9 @@ int cmd_plan(const Args& args) {
        "parallel.offload_optimizer: host <-> GPU copy rate of pinned memory, each direction, GB/s")
       ("host-adamw-gbps", po::value<double>(&hw.host_adamw_gbps)->default_value(hw.host_adamw_gbps),
        "parallel.offload_optimizer: host memory bandwidth of one node, shared by the host AdamWs of its ranks, GB/s")
+      ("hbm-gbps", po::value<double>(&hw.hbm_gbps)->default_value(hw.hbm_gbps),
+       "device memory rate of the passes over parameters and gradients (AdamW, zeroing, ZeRO-2's staging), GB/s "
+       "(about 4,000 on an H200)")
       ("top", po::value<int>(&top)->default_value(top), "print the best N layouts that fit");
   ParsedArgs parsed = parse_args(args, &extra);
   if (parsed.help) {
@@ -78,9 +81,9 @@ int cmd_plan(const Args& args) {
   if (hw.gpus_per_node < 1)
     throw InputError(str("--gpus-per-node (or parallel.gpus_per_node) = ", hw.gpus_per_node, ": must be at least 1"));
   if (hw.memory_gib <= 0 || hw.gemm_tflops <= 0 || hw.nvlink_gbps <= 0 || hw.ib_gbps <= 0 || hw.pcie_gbps <= 0 ||
-      hw.host_adamw_gbps <= 0 || hw.cuda_context_gib < 0 || hw.nccl_channels < 1)
-    throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps, --ib-gbps, --pcie-gbps and --host-adamw-gbps "
-                     "must be > 0, --cuda-context-gib >= 0, --nccl-channels >= 1");
+      hw.host_adamw_gbps <= 0 || hw.hbm_gbps <= 0 || hw.cuda_context_gib < 0 || hw.nccl_channels < 1)
+    throw InputError("--gpu-memory-gib, --gemm-tflops, --nvlink-gbps, --ib-gbps, --pcie-gbps, --host-adamw-gbps and "
+                     "--hbm-gbps must be > 0, --cuda-context-gib >= 0, --nccl-channels >= 1");
   const RunConfig& cfg = parsed.cfg;
   if (cfg.backend == "cpu") {   // plan CPU ranks: fp32 everywhere, no CUDA context or NCCL
     hw.act_bytes = 4;
@@ -93,7 +96,8 @@ int cmd_plan(const Args& args) {
                m.n_embd, ", V ", m.vocab_size, ", T ", m.seq_len, "); global batch ", cfg.train.global_batch_size,
                " x ", m.seq_len, " = ", static_cast<long>(tokens), " tokens per step"));
   log_info(str("hardware: ", hw.gpus, hw.gpus == 1 ? " GPU, " : " GPUs, ", hw.gpus_per_node, " per node, ",
-               hw.memory_gib, " GiB each; GEMM ", hw.gemm_tflops, " TFLOP/s, NVLink ", hw.nvlink_gbps, " GB/s, IB ", hw.ib_gbps, " GB/s; ",
+               hw.memory_gib, " GiB each; GEMM ", hw.gemm_tflops, " TFLOP/s, memory ", hw.hbm_gbps, " GB/s, NVLink ",
+               hw.nvlink_gbps, " GB/s, IB ", hw.ib_gbps, " GB/s; ",
                hw.act_bytes == 2 ? "bf16" : "fp32", " parameters and activations"));
   log_info(str("FLOPs per token 6N + 12LCT = ", flops_per_token(m) / 1e9, " GFLOP; memory is that of the busiest "
                "pipeline stage as the GPU reports it; 'other' = scratch + trainer buffers + ",
@@ -108,7 +112,7 @@ int cmd_plan(const Args& args) {
   if (ranked.empty()) explain_no_valid_layout(cfg, hw.gpus);
   log_info(str("\n  # |   dp  tp  pp zero sched         mb | GiB/GPU = params  grads  optim     act  other |  "
                "step ms = "
-               " compute      tp      pp      dp  bubble          |   tokens/s"));
+               " compute      tp      pp      dp     mem  bubble          |   tokens/s"));
   for (int i = 0; i < std::min(top, fitting); ++i) log_info(row(i + 1, ranked[i]));
   if (fitting == 0) {
     double least = ranked.front().memory.total();

@@ -296,6 +296,24 @@ double offload_seconds(double state, double last_bucket, double micro_compute_s,
   return gradients_down + std::max(update, parameters_up);
 }
 
+double parameter_pass_seconds(const ParamLayout& layout, const ParallelConfig& p, int n_micro, const Hardware& hw) {
+  const double updated = double(updated_elements(layout, p)), f32 = sizeof(float);
+  double bytes = (p.offload_optimizer ? 0.0 : updated * (7 * f32 + hw.act_bytes)) + updated * f32;
+  if (p.zero >= 2 && p.dp > 1) {
+    const std::vector<char> once = ZeroShards::reduced_once(layout);
+    double shards = 0, per_micro = 0, per_step = 0;
+    for (size_t b = 0; b < once.size(); ++b) {
+      const double size = double(layout.buckets()[b].size);
+      shards += size / p.dp;
+      (once[b] ? per_step : per_micro) += size * f32 + 3 * f32 * size / p.dp;
+    }
+    bytes += shards * f32 + per_step + n_micro * per_micro;
+  } else {
+    bytes += double(layout.total()) * f32;
+  }
+  return bytes / (hw.hbm_gbps * 1e9);
+}
+
 double pipeline_bubble(int pp, int n_micro, int virtual_stages) {
   const double fill = double(pp - 1) / virtual_stages;
   return fill / (n_micro + fill);
@@ -322,7 +340,8 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   const double bw_tp = bandwidth(Axis::TP), bw_pp = bandwidth(Axis::PP), bw_dp = bandwidth(Axis::DP);
 
   TimeEstimate t;
-  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, micro_weight = 0, dp_s = 0, offload_s = 0;
+  double micro_s = 0, micro_compute = 0, micro_tp = 0, micro_pp = 0, micro_weight = 0, dp_s = 0, offload_s = 0,
+         memory_s = 0;
   const double rate = hw.gemm_tflops * 1e12;
   const ScheduleKind schedule = parse_schedule(p.schedule);
   // The host memory the host AdamWs of a node's ranks share.
@@ -368,6 +387,7 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
     // The host update runs after the step's gradients are final, on every stage at once: the
     // stage with the most to update sets the time.
     const ParamLayout layout(m, st, p.tp, 0, p.dp, bucket_elements(p));
+    memory_s = std::max(memory_s, parameter_pass_seconds(layout, p, n_micro, hw));
     if (p.offload_optimizer) {
       const Bucket& last = layout.buckets()[layout.bucket_of_unit(layout.first_forward_unit())];
       offload_s = std::max(offload_s, offload_seconds(double(updated_elements(layout, p)),
@@ -429,7 +449,8 @@ TimeEstimate estimate_time(const RunConfig& cfg, const Hardware& hw) {
   t.pp_s = micro_pp * n_micro + embed_s;
   t.dp_s = dp_s;
   t.offload_s = offload_s;
-  t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s + t.offload_s;
+  t.memory_s = memory_s;
+  t.step_s = t.compute_s + t.tp_s + t.pp_s + t.dp_s + t.bubble_s + t.offload_s + t.memory_s;
   t.tokens_per_s = double(cfg.train.global_batch_size) * m.seq_len / t.step_s;
   return t;
 }

@@ -11,6 +11,8 @@
 
 namespace trident {
 
+class ParamLayout;
+
 // What the planner assumes about the machine. Bandwidths are bus bandwidths in GB/s (1e9 bytes),
 // the unit nccl-tests and `trident doctor` report.
 struct Hardware {
@@ -36,6 +38,10 @@ struct Hardware {
   // bytes each) in about 0.36 s on an H200 node, ~100 GB/s (docs/PERFORMANCE.md, offload).
   double pcie_gbps = 50;
   double host_adamw_gbps = 100;
+  // Device memory rate of the passes over the parameters' state and gradients (parameter_pass_seconds):
+  // what a memory-bound kernel moves, reads and writes counted. Measured: AdamW at 3,957 GB/s on an
+  // H200 (docs/PERFORMANCE.md, "What did not help"); an H100 SXM's 3.35 TB/s memory gives less.
+  double hbm_gbps = 3000;
 };
 
 // NCCL's buffers for one channel of one peer: a receive connection's LL (512 KiB), LL128 (4.6875
@@ -87,6 +93,7 @@ struct TimeEstimate {
   double dp_s = 0;             // gradient reduction not hidden behind the last backward, ZeRO gather
   double bubble_s = 0;         // pipeline fill and drain: pp-1 micro-batch slots
   double offload_s = 0;        // parallel.offload_optimizer: host AdamW and the copies it waits for
+  double memory_s = 0;         // parameter_pass_seconds of the busiest stage
   double bubble = 0;           // pipeline idle fraction (pp-1)/(n_micro+pp-1)
   double step_s = 0;
   double tokens_per_s = 0;
@@ -151,6 +158,14 @@ double nccl_buffer_bytes(const RunConfig& cfg, const Hardware& hw, int stage);
 // beside the next bucket's update: the longer of the two.
 double offload_seconds(double state, double last_bucket, double micro_compute_s, int ranks_per_host,
                        const Hardware& hw);
+
+// Seconds of a step's memory-bound passes over one stage's parameters at Hardware::hbm_gbps, the
+// bytes each kernel reads and writes per element: the device AdamW (none when offloaded) over the
+// `updated` elements, 28 + act_bytes; the gradient norm's read, 4; zeroing the fp32 gradients once
+// a step, 4 (ZeRO-0/1), or under ZeRO-2/3 with dp > 1 (ZeroShards) the shards once a step and each
+// staged bucket per micro-batch: zeroed (4), reduce-scattered, and this rank's share added into
+// the shard (3 x 4 / dp); the buckets ZeroShards reduces once a step (head, embedding) once.
+double parameter_pass_seconds(const ParamLayout& layout, const ParallelConfig& p, int n_micro, const Hardware& hw);
 
 // cfg must be validated (parallel.dp resolved).
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Hardware& hw);

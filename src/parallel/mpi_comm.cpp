@@ -154,6 +154,13 @@ Request MpiComm::reduce_scatter_async(void* buf, size_t count, DType t, Stream) 
                                    move_block);
 }
 
+Request MpiComm::reduce_scatter_to_async(const void* in, void* out, size_t count, DType t, Stream) {
+  TraceRange range(name_, "reduce-scatter");
+  MPI_Request r;
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, mpi_count(count, "a message"), mpi_type(t), MPI_SUM, comm_, &r));
+  return std::make_unique<MpiWork>(std::vector<MPI_Request>{r}, str(name_, " reduce-scatter"), timeout_s_);
+}
+
 Request MpiComm::all_gather_async(void* buf, size_t count, DType t, Stream) {
   TraceRange range(name_, "all-gather");
   MPI_Request r;

@@ -301,13 +301,11 @@ double parameter_pass_seconds(const ParamLayout& layout, const ParallelConfig& p
   double bytes = (p.offload_optimizer ? 0.0 : updated * (7 * f32 + hw.act_bytes)) + updated * f32;
   if (p.zero >= 2 && p.dp > 1) {
     const std::vector<char> once = ZeroShards::reduced_once(layout);
-    double shards = 0, per_micro = 0, per_step = 0;
+    // Zeroed per reduction; the reduced share added to the shard from the second on.
     for (size_t b = 0; b < once.size(); ++b) {
-      const double size = double(layout.buckets()[b].size);
-      shards += size / p.dp;
-      (once[b] ? per_step : per_micro) += size * f32 + 3 * f32 * size / p.dp;
+      const double size = double(layout.buckets()[b].size), reductions = once[b] ? 1 : n_micro;
+      bytes += reductions * size * f32 + (reductions - 1) * 3 * f32 * size / p.dp;
     }
-    bytes += shards * f32 + per_step + n_micro * per_micro;
   } else {
     bytes += double(layout.total()) * f32;
   }

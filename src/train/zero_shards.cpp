@@ -69,6 +69,7 @@ ZeroShards::ZeroShards(const ParamLayout& layout, const ParallelGroups& g, Backe
     // AdamW writes the parameters' ranges only; the alignment gaps and bucket tails it skips are
     // all-gathered with them and must stay zero, as ZeRO-1 keeps them.
     be.zero(param_shard_.view(dtype_).slice(0, shard_total_));
+    reduced_.assign(layout.buckets().size(), 0);
     const BufferPlan plan = plan_buffers(layout, reduced_once(layout), kRotatingBuffers);
     n_rotating_ = plan.reused;
     slot_of_ = plan.buffer_of;
@@ -107,6 +108,7 @@ void ZeroShards::settle(Staging& s) {
   if (!s.pending) return;
   s.pending->wait(be_.stream());
   s.pending.reset();
+  if (s.into_shard) return;
   const Bucket& bk = layout_.buckets()[s.bucket];
   const size_t share = bk.size / g_.topo.dp();
   be_.accumulate(grad_shard().slice(shard_offset_[s.bucket], share),
@@ -137,7 +139,13 @@ void ZeroShards::end_unit(int unit) {
 void ZeroShards::reduce(int b) {
   Staging& s = staging_[slot_of_[b]];
   TensorView v = staged_bucket(b);
-  s.pending = g_.dp->reduce_scatter_async(v.data, v.numel / g_.topo.dp(), DType::F32, be_.stream());
+  const size_t share = v.numel / g_.topo.dp();
+  // The step's first reduction of the bucket writes the shard; later ones are added to it.
+  s.into_shard = !reduced_[b];
+  reduced_[b] = 1;
+  s.pending = s.into_shard ? g_.dp->reduce_scatter_to_async(v.data, grad_shard().slice(shard_offset_[b], share).data,
+                                                            share, DType::F32, be_.stream())
+                           : g_.dp->reduce_scatter_async(v.data, share, DType::F32, be_.stream());
 }
 
 void ZeroShards::settle_all() {
@@ -145,10 +153,14 @@ void ZeroShards::settle_all() {
     TRIDENT_CHECK(!s.live, str("ZeRO-2 staging: bucket ", s.bucket, " still written at the step's end"));
     settle(s);
   }
+  // A bucket no reduction reached this step holds no gradient.
+  for (size_t b = 0; b < reduced_.size(); ++b)
+    if (!reduced_[b]) be_.zero(grad_shard().slice(shard_offset_[b], layout_.buckets()[b].size / g_.topo.dp()));
 }
 
 void ZeroShards::zero_grads() {
-  be_.zero(grad_shard());
+  // The shards are written by each bucket's first reduction of the step (reduce).
+  std::fill(reduced_.begin(), reduced_.end(), 0);
   for (size_t i = n_rotating_; i < staging_.size(); ++i) be_.zero(staging_[i].buf.view(DType::F32));
 }
 

@@ -59,6 +59,23 @@ TEST(MpiComm, ReduceScatterLeavesEachRankItsBlockInPlace) {
   }
 }
 
+// Out of place: each rank's block lands in its own buffer, the same bits as in place, and the
+// input is left as it was.
+TEST(MpiComm, ReduceScatterToAnotherBuffer) {
+  World w;
+  MpiComm comm(MPI_COMM_WORLD, "world", 60);
+  for (size_t block : {1, 5, 333}) {
+    const size_t n = block * w.size;
+    const std::vector<float> in = data_of(w.rank, n, 5);
+    std::vector<float> kept = in, out(block, -7.0f), in_place = in;
+    comm.reduce_scatter_to_async(kept.data(), out.data(), block, DType::F32, Stream{})->wait(Stream{});
+    comm.reduce_scatter(in_place.data(), block, DType::F32, Stream{});
+    EXPECT_EQ(kept, in) << block;
+    EXPECT_EQ(out, std::vector<float>(in_place.begin() + w.rank * block, in_place.begin() + (w.rank + 1) * block))
+        << block;
+  }
+}
+
 TEST(MpiComm, AllGatherInPlace) {
   World w;
   MpiComm comm(MPI_COMM_WORLD, "world", 60);

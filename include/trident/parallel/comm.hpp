@@ -44,6 +44,9 @@ class Comm {
   virtual Request all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream s) = 0;
   // In place: buf holds size()*count elements; rank r's reduced block lands at buf + r*count.
   virtual Request reduce_scatter_async(void* buf, size_t count, DType t, Stream s) = 0;
+  // Out of place: in holds size()*count elements, which stay as they are; this rank's reduced
+  // block lands at out (count elements, not overlapping in).
+  virtual Request reduce_scatter_to_async(const void* in, void* out, size_t count, DType t, Stream s) = 0;
   // In place: rank r contributes buf + r*count; every rank ends with all size()*count elements.
   virtual Request all_gather_async(void* buf, size_t count, DType t, Stream s) = 0;
   virtual Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) = 0;

@@ -24,6 +24,7 @@ class MpiComm : public Comm, public PairExchange {
 
   Request all_reduce_async(void* buf, size_t count, DType t, ReduceOp op, Stream s) override;
   Request reduce_scatter_async(void* buf, size_t count, DType t, Stream s) override;
+  Request reduce_scatter_to_async(const void* in, void* out, size_t count, DType t, Stream s) override;
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override;
   Request broadcast_async(void* buf, size_t count, DType t, int root, Stream s) override;
   Request exchange_async(const std::vector<P2POp>& ops, Stream s) override;

@@ -162,9 +162,10 @@ double offload_seconds(double state, double last_bucket, double micro_compute_s,
 // Seconds of a step's memory-bound passes over one stage's parameters at Hardware::hbm_gbps, the
 // bytes each kernel reads and writes per element: the device AdamW (none when offloaded) over the
 // `updated` elements, 28 + act_bytes; the gradient norm's read, 4; zeroing the fp32 gradients once
-// a step, 4 (ZeRO-0/1), or under ZeRO-2/3 with dp > 1 (ZeroShards) the shards once a step and each
-// staged bucket per micro-batch: zeroed (4), reduce-scattered, and this rank's share added into
-// the shard (3 x 4 / dp); the buckets ZeroShards reduces once a step (head, embedding) once.
+// a step, 4 (ZeRO-0/1), or under ZeRO-2/3 with dp > 1 (ZeroShards) each staged bucket per
+// micro-batch, zeroed (4) and reduce-scattered, the first reduction of a step into the shard and
+// each later one's share added to it (3 x 4 / dp); the buckets ZeroShards reduces once a step
+// (head, embedding) once.
 double parameter_pass_seconds(const ParamLayout& layout, const ParallelConfig& p, int n_micro, const Hardware& hw);
 
 // cfg must be validated (parallel.dp resolved).

@@ -8,10 +8,10 @@
 // reduced shard of each bucket (grad_shard(), in the optimizer state's layout) and the backward
 // writes into staging buffers (GradStaging). A bucket of blocks only is staged in one of three
 // reused buffers, zeroed before each micro-batch's backward writes it and reduce-scattered as
-// soon as its units are done; the rank's slice of the sum is added to its shard when the buffer
-// is next needed or at the step's end. (Not the shard itself as the slice's start: the TP sums
-// of replicated gradients under sequence parallelism run on the buffer and would add it tp
-// times.) The buckets
+// soon as its units are done: the step's first reduction of a bucket straight into this rank's
+// shard, each later one in place, its slice added to the shard when the buffer is next needed or
+// at the step's end. (Not the shard itself as the slice's start: the TP sums of replicated
+// gradients under sequence parallelism run on the buffer and would add it tp times.) The buckets
 // written outside their blocks' backward (the head's, the embedding's, the tied embedding's, and
 // on the last stage the last block's, whose output bias gradient the final LayerNorm's backward
 // writes during the forward) keep a buffer each and are reduced once, on the last micro-batch, as
@@ -77,7 +77,8 @@ class ZeroShards : public GradStaging {
   void reduce(int b);
   // Waits for every reduce-scatter started and adds this rank's slices to grad_shard().
   void settle_all();
-  // Zeroes the shards and the buffers of the buckets reduced once (the step's start).
+  // The step's start: zeroes the buffers of the buckets reduced once; each shard is then written
+  // by its bucket's first reduction (or zeroed by settle_all where none came).
   void zero_grads();
 
  private:
@@ -87,8 +88,10 @@ class ZeroShards : public GradStaging {
     int bucket = -1;
     bool live = false;
     Request pending;
+    bool into_shard = false;   // the pending reduce-scatter writes the bucket's shard itself
   };
-  void settle(Staging& s);   // completes its reduce-scatter, if any, adding it to grad_shard_
+  // Completes its reduce-scatter, if any, adding the slice to grad_shard_ unless it went there.
+  void settle(Staging& s);
   TensorView staged_bucket(int b) const;
 
   const ParamLayout& layout_;
@@ -105,6 +108,7 @@ class ZeroShards : public GradStaging {
   std::vector<Staging> staging_;
   int n_rotating_ = 0;
   std::vector<int> slot_of_;   // bucket -> its staging buffer
+  std::vector<char> reduced_;  // bucket -> reduced this step: its shard holds the sum so far
 };
 
 }  // namespace trident

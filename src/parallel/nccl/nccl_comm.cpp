@@ -280,6 +280,12 @@ class NcclComm : public Comm, public PairExchange {
     });
   }
 
+  Request reduce_scatter_to_async(const void* in, void* out, size_t count, DType t, Stream s) override {
+    return launch(s, "reduce-scatter", [&] {
+      NCCL_CHECK(ncclReduceScatter(in, out, count, nccl_type(t), ncclSum, comm_, stream_));
+    });
+  }
+
   Request all_gather_async(void* buf, size_t count, DType t, Stream s) override {
     char* base = static_cast<char*>(buf);
     const size_t bytes = count * dtype_size(t);

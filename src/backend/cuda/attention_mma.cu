@@ -208,6 +208,13 @@ __device__ __forceinline__ void tiles_landed() {
   Mma::tiles_landed();
 }
 
+// As tiles_landed, for the copies committed before the last `kPending` groups.
+template <class Mma, int kPending>
+__device__ __forceinline__ void tiles_landed_but() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+  Mma::tiles_landed();
+}
+
 // Writes a warp's (16, HS) accumulator, row r scaled by factor[r / 8], as bf16 to rows
 // [row0, row0 + 16) of dst (rows dst_stride elements apart; rows >= T are skipped). The rows go
 // through this warp's own 16 rows of the (kBlockRows, HS) tile `stage`, which must be free by
@@ -304,11 +311,12 @@ __device__ __forceinline__ int query_end(const int32_t* docs, int k_last, int T)
 }
 
 // The key and value tiles of one (b, key/value head) that the forward and dQ kernels stream,
-// kKeyTile rows at a time, through two stages of K then V in `smem`: tile j sits in stage j % 2.
-template <class Mma, int HS>
+// kKeyTile rows at a time, in `smem`: with two value stages, two stages of K then V (tiles j in
+// stage j % 2); with one, two key stages (key tile j in j % 2) and then the value tile.
+template <class Mma, int HS, int kValueStages = 2>
 struct KeyValueTiles {
   static constexpr int kTileElems = Mma::template tile_elems<HS, kKeyTile>();
-  static constexpr int kElems = 4 * kTileElems;  // shared memory the two stages take
+  static constexpr int kElems = (2 + kValueStages) * kTileElems;  // shared memory the stages take
 
   bf16* smem;
   const bf16* keys;
@@ -323,20 +331,44 @@ struct KeyValueTiles {
         row_stride(qkv_row_stride(NH, NKV, HS)),
         T(T_) {}
 
-  // Starts the copies of tile j (the caller commits them).
+  static_assert(kValueStages == 1 || kValueStages == 2, "one or two value stages");
+
+  // Start the copies of key tile j, value tile j, or both (the caller commits them).
+  __device__ void load_keys(int j) const {
+    load_tile<Mma, HS, kKeyTile>(smem + key_offset(j), keys, row_stride, j * kKeyTile, T);
+  }
+  __device__ void load_values(int j) const {
+    load_tile<Mma, HS, kKeyTile>(smem + value_offset(j), values, row_stride, j * kKeyTile, T);
+  }
   __device__ void load(int j) const {
-    bf16* k_s = smem + (j % 2) * 2 * kTileElems;
-    load_tile<Mma, HS, kKeyTile>(k_s, keys, row_stride, j * kKeyTile, T);
-    load_tile<Mma, HS, kKeyTile>(k_s + kTileElems, values, row_stride, j * kKeyTile, T);
+    load_keys(j);
+    load_values(j);
   }
 
-  __device__ const bf16* key_tile(int j) const { return smem + (j % 2) * 2 * kTileElems; }
-  __device__ const bf16* value_tile(int j) const { return key_tile(j) + kTileElems; }
+  __device__ const bf16* key_tile(int j) const { return smem + key_offset(j); }
+  __device__ const bf16* value_tile(int j) const { return smem + value_offset(j); }
+
+ private:
+  __device__ static int key_offset(int j) { return (j % 2) * (kValueStages == 2 ? 2 : 1) * kTileElems; }
+  __device__ static int value_offset(int j) {
+    return kValueStages == 2 ? key_offset(j) + kTileElems : 2 * kTileElems;
+  }
 };
+
+// The forward at HS = 128 on the wgmma engine keeps one stage of values: 64 KB of shared memory
+// and at most 168 registers a thread (ptxas gives 160 and 168) let a multiprocessor hold three
+// blocks instead of two. The next value tile is then copied once this one's product is done,
+// beside the next key tile's scores and softmax. Elsewhere two stages: shared memory does not set
+// the blocks per multiprocessor there.
+template <class Mma, int HS>
+constexpr int fwd_value_stages() {
+  return std::is_same_v<Mma, GroupMma> && HS == 128 ? 1 : 2;
+}
 
 template <class Mma, int HS>
 constexpr size_t fwd_smem_bytes() {
-  return (Mma::template tile_elems<HS, kBlockRows>() + KeyValueTiles<Mma, HS>::kElems) * sizeof(bf16) +
+  return (Mma::template tile_elems<HS, kBlockRows>() + KeyValueTiles<Mma, HS, fwd_value_stages<Mma, HS>()>::kElems) *
+             sizeof(bf16) +
          Mma::kAlign - 16;
 }
 
@@ -360,8 +392,9 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(aligned_smem<Mma>(smem_raw));  // (kBlockRows, HS)
   const int b = blockIdx.x / NH, h = blockIdx.x % NH;
-  const KeyValueTiles<Mma, HS> kv(q_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b, h / (NH / NKV), T, NH,
-                                  NKV);
+  constexpr bool kOneValueStage = fwd_value_stages<Mma, HS>() == 1;
+  const KeyValueTiles<Mma, HS, fwd_value_stages<Mma, HS>()> kv(q_s + Mma::template tile_elems<HS, kBlockRows>(), qkv, b,
+                                                               h / (NH / NKV), T, NH, NKV);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = query_block_start();
@@ -369,7 +402,14 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* docs = kPacked ? doc_start + static_cast<size_t>(b) * T : nullptr;
   const int j0 = first_key_tile<kPacked>(docs, q0);
   load_tile<Mma, HS, kBlockRows>(q_s, qkv + qkv_offset(b, h, 0, T, NH, NKV, HS), kv.row_stride, q0, T);
-  kv.load(j0);
+  // One value stage: the queries and keys in one group, the values in the next.
+  if constexpr (kOneValueStage) {
+    kv.load_keys(j0);
+    cp_async_commit();
+    kv.load_values(j0);
+  } else {
+    kv.load(j0);
+  }
   cp_async_commit();
 
   // This lane's accumulator elements 0, 1 belong to query row_lo, elements 2, 3 to row_lo + 8.
@@ -379,11 +419,20 @@ __global__ void __launch_bounds__(kThreads)
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (raw score) and sum
   for (int j = j0; j < n_tiles; ++j) {
-    tiles_landed<Mma>();
-    __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
-    if (j + 1 < n_tiles) {
-      kv.load(j + 1);
-      cp_async_commit();
+    if constexpr (kOneValueStage) {
+      tiles_landed_but<Mma, 1>();   // key tile j; value tile j may be on its way
+      __syncthreads();  // key tile j is visible to every warp, and every warp is done with key tile j - 1
+      if (j + 1 < n_tiles) {
+        kv.load_keys(j + 1);
+        cp_async_commit();
+      }
+    } else {
+      tiles_landed<Mma>();
+      __syncthreads();  // tile j is visible to every warp, and every warp is done with tile j - 1
+      if (j + 1 < n_tiles) {
+        kv.load(j + 1);
+        cp_async_commit();
+      }
     }
     const bf16* k_s = kv.key_tile(j);
 
@@ -450,8 +499,23 @@ __global__ void __launch_bounds__(kThreads)
         }
       l[r] += sum;  // this lane's share of the row; summed over the group at the end
     }
+    if constexpr (kOneValueStage) {
+      if (j + 1 < n_tiles) {
+        tiles_landed_but<Mma, 1>();   // value tile j; key tile j + 1 may be on its way
+      } else {
+        tiles_landed<Mma>();
+      }
+      __syncthreads();  // value tile j is visible to every warp
+    }
     Mma::template probs_rows<HS, kKeyTiles8>(o, s, kv.value_tile(j), lane);
     Mma::wait(o);
+    if constexpr (kOneValueStage) {
+      if (j + 1 < n_tiles) {
+        __syncthreads();  // every warp is done with value tile j
+        kv.load_values(j + 1);
+        cp_async_commit();
+      }
+    }
   }
 
   float inv_l[2];

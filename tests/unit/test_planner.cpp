@@ -343,17 +343,11 @@ TEST(Planner, ParameterPassesCountZero2StagingPerMicroBatch) {
 // 44,631 and ZeRO-2 at B 2 at 43,392 (docs/PERFORMANCE.md, "Llama"). The planner puts the first
 // two level, ahead of the third: ZeRO-2 at one micro-batch makes the passes ZeRO-1 makes.
 TEST(Planner, RankingWeighsZero2StagingOfLlama3_8B) {
-  RunConfig c;
-  c.model.arch = "llama";
-  c.model.n_layer = 32;
-  c.model.n_head = 32;
-  c.model.n_kv_head = 8;
-  c.model.n_embd = 4096;
-  c.model.ffn_hidden_size = 14336;
-  c.model.vocab_size = 128256;
-  c.model.seq_len = 4096;
-  c.model.tie_embeddings = "false";
-  c.train.global_batch_size = 16;
+  // inputs/models/llama3-8b.cfg's shape.
+  const RunConfig c = parse_config_text(
+      "[model]\narch = llama\nn_layer = 32\nn_head = 32\nn_kv_head = 8\nn_embd = 4096\nffn_hidden_size = 14336\n"
+      "vocab_size = 128256\nseq_len = 4096\ntie_embeddings = false\n[train]\nglobal_batch_size = 16\n",
+      "llama3-8b");
   Hardware hw;
   hw.gpus = 4;
   hw.memory_gib = 139;

@@ -21,7 +21,7 @@ check eval "--checkpoint --config --data.val --data.split --train.eval_steps --t
             --cuda.attention_kernels" "--train.lr --train.steps --train.warmup_steps --checkpoint.dir --log.metrics --model."
 check generate "--checkpoint --prompt --top-k --chat-template --parallel.tp --parallel.pp --cuda.attention_kernels" \
       "--train. --data. --model. --checkpoint. --log. --parallel.zero"
-check plan "--gpus --gpu-memory-gib --model.n_layer --train.global_batch_size" \
+check plan "--gpus --gpu-memory-gib --hbm-gbps --model.n_layer --train.global_batch_size" \
       "--train.lr --train.steps --data. --checkpoint. --log. --cuda. --parallel.timeout_s"
 check doctor "--allreduce-mib --io-mib --parallel.tp --checkpoint.dir --checkpoint.keep --cuda.sync_launches" \
       "--train.lr --train.steps --data. --log. --checkpoint.resume"

@@ -536,7 +536,7 @@ void attention_bwd(bf16* dqkv, float* dbias, const bf16* dout, const bf16* qkv, 
     if (mma && dbias) bias_partials = c.take<float>(static_cast<size_t>(n_chunks) * row_width);
     if (split.parts == 1) return;
     split.partials = c.take<float>(attention_dkv_partial_floats(B, T, NKV, HS, split.parts));
-    split.arrivals = c.take<unsigned>(static_cast<size_t>(n_chunks) * NKV);
+    split.arrivals = c.take<unsigned>(attention_dkv_key_blocks(B, T, NKV));
   };
   Carver measure;
   carve(measure);

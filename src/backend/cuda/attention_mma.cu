@@ -813,7 +813,7 @@ void launch_bwd(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* 
   const auto dkv = doc_start ? attention_dkv_mma_kernel<Mma, HS, true> : attention_dkv_mma_kernel<Mma, HS, false>;
   allow_smem(dkv, dkv_smem_bytes<Mma, HS>());
   if (split.parts > 1)
-    CUDA_CHECK(cudaMemsetAsync(split.arrivals, 0, static_cast<size_t>(B) * NKV * blocks * sizeof(unsigned), stream));
+    CUDA_CHECK(cudaMemsetAsync(split.arrivals, 0, attention_dkv_key_blocks(B, T, NKV) * sizeof(unsigned), stream));
   dkv<<<dim3(B * NKV * split.parts, blocks), kThreads, dkv_smem_bytes<Mma, HS>(), stream>>>(
       dqkv, bias_partials, dout, qkv, lse, delta, doc_start, rope, T, NH, NKV, scale, split);
   CUDA_CHECK_LAUNCH("attention_dkv_mma_kernel");
@@ -925,7 +925,7 @@ int attention_dkv_parts(int B, int T, int NH, int NKV) {
   // By shape. Shapes with two blocks per SM or more keep one block per group (their kernels and
   // bits as measured before the parts; whether splitting helps them is untested); the others take
   // the fewest parts that give four blocks per SM, at most the group.
-  const long long per_part = static_cast<long long>(B) * NKV * ceil_div(T, kBlockRows), sms = multiprocessors();
+  const long long per_part = static_cast<long long>(attention_dkv_key_blocks(B, T, NKV)), sms = multiprocessors();
   if (per_part >= 2 * sms) return 1;
   for (int p = 2; p <= group; ++p)
     if (group % p == 0 && (per_part * p >= 4 * sms || p == group)) return p;
@@ -934,7 +934,7 @@ int attention_dkv_parts(int B, int T, int NH, int NKV) {
 
 size_t attention_dkv_partial_floats(int B, int T, int NKV, int HS, int parts) {
   if (parts <= 1) return 0;
-  return static_cast<size_t>(B) * NKV * ceil_div(T, kBlockRows) * parts * 2 * (HS / 8) * 4 * kThreads;
+  return attention_dkv_key_blocks(B, T, NKV) * parts * 2 * (HS / 8) * 4 * kThreads;
 }
 
 void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const bf16* qkv, const float* lse,

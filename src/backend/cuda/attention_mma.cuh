@@ -27,8 +27,8 @@ void attention_fwd_mma(bf16* out, float* lse, const bf16* qkv, const int32_t* do
 // small batch of few key/value heads: Llama shapes under tensor parallelism at micro-batch 1),
 // the group's query heads are split into `parts` equal parts, a block each, whose fp32 sums
 // `partials` (attention_dkv_partial_floats) holds until the last block of a key block adds them
-// up in part order; `arrivals` counts the blocks of each key block (B NKV ceil(T / 64) words,
-// zeroed by the launch). A given part count gives the same bits on every run; the sum's order,
+// up in part order; `arrivals` counts the blocks of each key block (attention_dkv_key_blocks
+// words, zeroed by the launch). A given part count gives the same bits on every run; the sum's order,
 // and so its last bits, depends on it.
 struct DkvParts {
   int parts = 1;
@@ -51,5 +51,11 @@ void attention_bwd_mma(bf16* dqkv, float* bias_partials, const bf16* dout, const
 
 // Rows of a block of the tensor-core kernels (and of each bias_partials chunk).
 constexpr int kAttentionBlockRows = 64;
+
+// Key blocks of the dK/dV kernel over every sequence and key/value head, B NKV ceil(T / 64): the
+// words DkvParts::arrivals counts, each with `parts` blocks.
+inline size_t attention_dkv_key_blocks(int B, int T, int NKV) {
+  return static_cast<size_t>(B) * NKV * ceil_div(T, kAttentionBlockRows);
+}
 
 }  // namespace trident::gpu

@@ -91,6 +91,10 @@ std::pair<size_t, size_t> ZeroShards::dp_slice(const Bucket& bk, int dp, int dp_
   return {begin, begin + share};
 }
 
+TensorView ZeroShards::bucket_shard(int b) const {
+  return grad_shard().slice(shard_offset_[b], layout_.buckets()[b].size / g_.topo.dp());
+}
+
 TensorView ZeroShards::staged_bucket(int b) const {
   return staging_[slot_of_[b]].buf.view(DType::F32).slice(0, layout_.buckets()[b].size);
 }
@@ -109,10 +113,8 @@ void ZeroShards::settle(Staging& s) {
   s.pending->wait(be_.stream());
   s.pending.reset();
   if (s.into_shard) return;
-  const Bucket& bk = layout_.buckets()[s.bucket];
-  const size_t share = bk.size / g_.topo.dp();
-  be_.accumulate(grad_shard().slice(shard_offset_[s.bucket], share),
-                 staged_bucket(s.bucket).slice(share * g_.coord.dp, share));
+  const TensorView shard = bucket_shard(s.bucket);
+  be_.accumulate(shard, staged_bucket(s.bucket).slice(shard.numel * g_.coord.dp, shard.numel));
 }
 
 void ZeroShards::begin_unit(int unit) {
@@ -138,14 +140,12 @@ void ZeroShards::end_unit(int unit) {
 
 void ZeroShards::reduce(int b) {
   Staging& s = staging_[slot_of_[b]];
-  TensorView v = staged_bucket(b);
-  const size_t share = v.numel / g_.topo.dp();
+  TensorView v = staged_bucket(b), shard = bucket_shard(b);
   // The step's first reduction of the bucket writes the shard; later ones are added to it.
   s.into_shard = !reduced_[b];
   reduced_[b] = 1;
-  s.pending = s.into_shard ? g_.dp->reduce_scatter_to_async(v.data, grad_shard().slice(shard_offset_[b], share).data,
-                                                            share, DType::F32, be_.stream())
-                           : g_.dp->reduce_scatter_async(v.data, share, DType::F32, be_.stream());
+  s.pending = s.into_shard ? g_.dp->reduce_scatter_to_async(v.data, shard.data, shard.numel, DType::F32, be_.stream())
+                           : g_.dp->reduce_scatter_async(v.data, shard.numel, DType::F32, be_.stream());
 }
 
 void ZeroShards::settle_all() {
@@ -155,7 +155,7 @@ void ZeroShards::settle_all() {
   }
   // A bucket no reduction reached this step holds no gradient.
   for (size_t b = 0; b < reduced_.size(); ++b)
-    if (!reduced_[b]) be_.zero(grad_shard().slice(shard_offset_[b], layout_.buckets()[b].size / g_.topo.dp()));
+    if (!reduced_[b]) be_.zero(bucket_shard(static_cast<int>(b)));
 }
 
 void ZeroShards::zero_grads() {

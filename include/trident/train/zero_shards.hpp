@@ -93,6 +93,7 @@ class ZeroShards : public GradStaging {
   // Completes its reduce-scatter, if any, adding the slice to grad_shard_ unless it went there.
   void settle(Staging& s);
   TensorView staged_bucket(int b) const;
+  TensorView bucket_shard(int b) const;   // bucket b's slice of grad_shard()
 
   const ParamLayout& layout_;
   const ParallelGroups& g_;
